@@ -1,0 +1,182 @@
+"""Run ptxas on PTX and keep everything it says: cubin, ``-v`` resource report, stderr, time.
+
+A crash or hang of ptxas is an Artifact with that status (and its stderr), never an
+exception, so one bad variant cannot take a sweep down. Cubins are cached by
+(PTX, arch, flags, ptxas sha256, repeat index): a repeat index makes each of N repeated
+assemblies its own real ptxas run, which is how nondeterminism is measured.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .cache import Cache, cache_key, sha256_bytes, sha256_text
+from .errors import UnsupportedPtxVersion
+from .proc import CRASHED, FAILED, OK, TIMEOUT, run_tool
+from .toolchain import Tool, fit_ptx_version
+
+UNSUPPORTED = "unsupported_ptx"
+STATUSES = (OK, FAILED, CRASHED, TIMEOUT, UNSUPPORTED)
+TRITON_FLAGS = ("-lineinfo",)  # what Triton passes besides -v and --gpu-name (with fp fusion on)
+
+
+@dataclass(frozen=True)
+class PtxasReport:
+    """One function's ``ptxas -v`` resource usage."""
+
+    registers: int | None = None
+    barriers: int | None = None
+    stack_bytes: int | None = None
+    spill_store_bytes: int | None = None
+    spill_load_bytes: int | None = None
+    smem_bytes: int | None = None
+    cmem_bytes: dict = field(default_factory=dict)  # bank -> bytes
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """The outcome of one ptxas run."""
+
+    status: str
+    arch: str
+    ptxas_version: str
+    ptxas_sha256: str
+    flags: tuple[str, ...]
+    ptx_sha256: str
+    cubin_sha256: str | None
+    cubin_path: str | None
+    reports: dict  # function name -> PtxasReport
+    stderr: str
+    seconds: float
+    note: str | None = None
+    cached: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    def cubin(self) -> bytes:
+        if not self.cubin_path:
+            raise FileNotFoundError(f"no cubin: ptxas {self.status}")
+        return Path(self.cubin_path).read_bytes()
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["reports"] = {k: asdict(v) for k, v in self.reports.items()}
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> Artifact:
+        d = dict(d)
+        d["flags"] = tuple(d["flags"])
+        d["reports"] = {k: PtxasReport(**v) for k, v in d["reports"].items()}
+        return cls(**d)
+
+
+_FUNC_RE = re.compile(r"(?:Compiling entry function|Function properties for|Compiling function)\s+'?([\w$.]+)'?")
+_NUMS = {
+    "registers": re.compile(r"Used (\d+) registers"),
+    "barriers": re.compile(r"used (\d+) barriers"),
+    "stack_bytes": re.compile(r"(\d+) bytes stack frame"),
+    "spill_store_bytes": re.compile(r"(\d+) bytes spill stores"),
+    "spill_load_bytes": re.compile(r"(\d+) bytes spill loads"),
+    "smem_bytes": re.compile(r"(\d+) bytes smem"),
+}
+_CMEM_RE = re.compile(r"(\d+) bytes cmem\[(\d+)\]")
+
+
+def parse_verbose(text: str) -> dict[str, PtxasReport]:
+    """Per-function resource usage from ``ptxas -v`` output (any ptxas version's wording)."""
+    blocks: dict[str, list[str]] = {}
+    current: str | None = None
+    for line in text.splitlines():
+        m = _FUNC_RE.search(line)
+        if m:
+            current = m.group(1)
+            blocks.setdefault(current, [])
+            continue
+        if current is not None:
+            blocks[current].append(line)
+    out = {}
+    for name, lines in blocks.items():
+        body = "\n".join(lines)
+        vals = {k: int(m.group(1)) if (m := rx.search(body)) else None for k, rx in _NUMS.items()}
+        cmem = {int(b): int(n) for n, b in _CMEM_RE.findall(body)}
+        out[name] = PtxasReport(**vals, cmem_bytes=cmem)
+    return out
+
+
+def ptxas_argv(tool: Tool, arch: str, flags: tuple[str, ...], src: str, dst: str) -> list[str]:
+    return [tool.path, *flags, "-v", f"--gpu-name={arch}", src, "-o", dst]
+
+
+def assemble(
+    ptx: str,
+    arch: str,
+    tool: Tool,
+    flags: tuple[str, ...] = TRITON_FLAGS,
+    *,
+    repeat: int = 0,
+    timeout: float = 600.0,
+    cache: Cache | None = None,
+) -> Artifact:
+    """Assemble PTX with one ptxas; cached unless the cache is disabled."""
+    cache = cache or Cache()
+    flags = tuple(flags)
+    key = cache_key(stage="assemble", ptx=sha256_text(ptx), arch=arch, flags=flags, ptxas=tool.sha256, repeat=repeat)
+    rec = cache.get_json("assemble", key)
+    if rec is not None and (rec["cubin_path"] is None or Path(rec["cubin_path"]).exists()):
+        return Artifact.from_json({**rec, "cached": True})
+    art = _run_ptxas(ptx, arch, tool, flags, timeout, cache, key)
+    if art.status != TIMEOUT:  # a timeout may be the machine's fault: try again next time
+        cache.put_json("assemble", key, art.to_json())
+    return art
+
+
+def _run_ptxas(
+    ptx: str, arch: str, tool: Tool, flags: tuple[str, ...], timeout: float, cache: Cache, key: str
+) -> Artifact:
+    note = None
+    try:
+        fitted, note = fit_ptx_version(ptx, tool, timeout=min(timeout, 60.0))
+    except UnsupportedPtxVersion as exc:
+        return _artifact(UNSUPPORTED, arch, tool, flags, ptx, None, None, {}, str(exc), 0.0, None)
+    with tempfile.TemporaryDirectory(prefix="ptxprobe-") as d:
+        src, dst = Path(d) / "kernel.ptx", Path(d) / "kernel.cubin"
+        src.write_text(fitted)
+        run = run_tool(ptxas_argv(tool, arch, flags, str(src), str(dst)), timeout=timeout, cwd=d)
+        status = run.status
+        log = (run.stderr + run.stdout).replace(str(src), "kernel.ptx")
+        if status == FAILED and note and re.search(r"(requires|not supported on) .*\.version|PTX ISA", log):
+            status = UNSUPPORTED
+            log = f"{note}, but the PTX needs the newer ISA:\n{log}"
+        if status != OK or not dst.exists():
+            status = status if status != OK else FAILED
+            return _artifact(status, arch, tool, flags, ptx, None, None, parse_verbose(log), log, run.seconds, note)
+        data = dst.read_bytes()
+    digest = sha256_bytes(data)
+    path = cache.put("cubin", digest, "kernel.cubin", data)
+    if not cache.enabled:  # keep the bytes reachable even without a cache
+        path = Path(tempfile.mkdtemp(prefix="ptxprobe-cubin-")) / "kernel.cubin"
+        path.write_bytes(data)
+    return _artifact(OK, arch, tool, flags, ptx, digest, str(path), parse_verbose(log), log, run.seconds, note)
+
+
+def _artifact(status, arch, tool, flags, ptx, digest, path, reports, log, seconds, note) -> Artifact:
+    return Artifact(
+        status,
+        arch,
+        tool.version,
+        tool.sha256,
+        tuple(flags),
+        sha256_text(ptx),
+        digest,
+        path,
+        reports,
+        log,
+        seconds,
+        note,
+    )

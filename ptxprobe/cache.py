@@ -1,0 +1,88 @@
+"""Content-addressed cache: a key is the sha256 of *all* inputs (text, flags, tool hashes).
+
+Writes go to a temporary file and are published with ``os.replace``, so a crash or two
+concurrent writers never leave a half-written entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def default_root() -> Path:
+    env = os.environ.get("PTXPROBE_CACHE")
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ptxprobe"
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_text(text: str) -> str:
+    return sha256_bytes(text.encode("utf-8"))
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def cache_key(**parts: Any) -> str:
+    """Stable key over named inputs (order-independent, JSON-canonical)."""
+    return sha256_text(json.dumps(parts, sort_keys=True, default=str))
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+class Cache:
+    """Entries live in ``root/<namespace>/<key[:2]>/<key>/<file>``."""
+
+    def __init__(self, root: str | os.PathLike | None = None, enabled: bool = True):
+        self.root = Path(root) if root is not None else default_root()
+        self.enabled = enabled
+
+    def _dir(self, namespace: str, key: str) -> Path:
+        return self.root / namespace / key[:2] / key
+
+    def get(self, namespace: str, key: str, name: str) -> bytes | None:
+        if not self.enabled:
+            return None
+        path = self._dir(namespace, key) / name
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def put(self, namespace: str, key: str, name: str, data: bytes) -> Path:
+        path = self._dir(namespace, key) / name
+        if self.enabled:
+            atomic_write(path, data)
+        return path
+
+    def get_json(self, namespace: str, key: str, name: str = "record.json") -> Any | None:
+        raw = self.get(namespace, key, name)
+        return None if raw is None else json.loads(raw)
+
+    def put_json(self, namespace: str, key: str, value: Any, name: str = "record.json") -> None:
+        self.put(namespace, key, name, json.dumps(value, sort_keys=True).encode())

@@ -1,0 +1,302 @@
+"""The ``ptxprobe`` command. Sub-commands map one-to-one onto pipeline stages; output is
+rendered here (rich tables or JSON) from the records the stages return."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from .errors import PtxprobeError
+
+console = Console()
+
+
+def _table(title: str, columns: list[str], rows: list[list]) -> Table:
+    t = Table(title=title, show_lines=False)
+    for c in columns:
+        t.add_column(c, overflow="fold")
+    for r in rows:
+        t.add_row(*("" if v is None else str(v) for v in r))
+    return t
+
+
+def _fmt_set(values) -> str:
+    return "/".join(str(v) for v in values) if values else "-"
+
+
+def cmd_rename_sweep(args) -> int:
+    from .sweep import DEFAULT_EXPERIMENT, default_out_dir, load_experiment, override, run_sweep, summarize
+
+    exp = load_experiment(args.experiment or DEFAULT_EXPERIMENT)
+    sets = list(args.set or [])
+    if args.ptx:
+        sets.append("ptx_files=" + ",".join(args.ptx))
+        if not any(s.startswith("kernels=") for s in sets):
+            sets.append("kernels=")
+    if sets:
+        exp = override(exp, sets)
+    out = Path(args.out) if args.out else default_out_dir(exp)
+    from .cache import Cache
+
+    outcome = run_sweep(
+        exp,
+        out,
+        jobs=args.jobs,
+        cache=Cache(enabled=not args.no_cache),
+        timeout=args.timeout,
+        progress=not args.quiet,
+        argv=sys.argv,
+        fresh=args.fresh,
+    )
+    summary = summarize(outcome.rows)
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        rows = [
+            [
+                s["kernel"],
+                s["arch"],
+                s["ptxas_version"],
+                s["name"],
+                f"{s['ok']}/{s['runs']}",
+                s["distinct_outputs"],
+                _fmt_set(s["registers"]),
+                _fmt_set(s["capmerc_bytes"]),
+                _fmt_set(s["spill_bytes"]),
+                s["verdict"],
+                "" if s["verdict_confidence"] is None else f"{s['verdict_confidence']:.3f}",
+            ]
+            for s in summary
+        ]
+        console.print(
+            _table(
+                f"rename sweep '{exp.name}' -> {out}",
+                ["kernel", "arch", "ptxas", "name", "ok", "outputs", "regs", "capmerc", "spill B", "verdict", "conf"],
+                rows,
+            )
+        )
+        console.print(
+            f"{outcome.ran} assembled, {outcome.skipped} already done, {outcome.wall_seconds:.1f}s wall, "
+            f"{outcome.ptxas_seconds:.1f}s ptxas; results in {out}/results.parquet"
+            + (" [interrupted: re-run to resume]" if outcome.interrupted else "")
+        )
+    return 130 if outcome.interrupted else 0
+
+
+def cmd_toolchain(args) -> int:
+    from .toolchain import discover, install, max_ptx_isa
+
+    if args.action == "install":
+        if not args.versions:
+            raise PtxprobeError("toolchain install needs one or more CUDA versions, e.g. 12.4.131 or 12.6")
+        kinds = tuple(args.kinds.split(","))
+        for v in args.versions:
+            for rec in install(v, kinds):
+                console.print(f"installed {rec.kind} {rec.version} from {rec.wheel} -> {rec.path}")
+        return 0
+    tools = discover()
+    recs = [
+        {**t.to_dict(), "max_ptx_isa": ".".join(map(str, max_ptx_isa(t))) if t.kind == "ptxas" else None} for t in tools
+    ]
+    if args.json:
+        print(json.dumps(recs, indent=1))
+    else:
+        console.print(
+            _table(
+                "toolchain",
+                ["kind", "version", "origin", "max PTX ISA", "sha256", "path"],
+                [[r["kind"], r["version"], r["origin"], r["max_ptx_isa"], r["sha256"][:12], r["path"]] for r in recs],
+            )
+        )
+    return 0
+
+
+def cmd_kernels(args) -> int:
+    from .registry import families
+
+    rows = [
+        [
+            f.name,
+            f.frontend,
+            ",".join(f.dtypes),
+            ",".join(map(str, f.head_dims)),
+            ",".join(c.label for c in f.configs),
+            f.description,
+        ]
+        for f in families().values()
+    ]
+    console.print(_table("kernels", ["name", "frontend", "dtypes", "head dims", "configs", "description"], rows))
+    return 0
+
+
+def cmd_emit(args) -> int:
+    from .emit import emit_triton
+    from .registry import Problem, family
+
+    fam = family(args.kernel)
+    spec = fam.spec(args.dtype, args.head_dim, args.causal, args.config)
+    e = emit_triton(fam, spec, args.arch, name=args.name, problem=Problem(seq_len=args.seq_len))
+    if args.output:
+        Path(args.output).write_text(e.ptx)
+        console.print(f"{spec.key} {args.arch} entry={e.entry} -> {args.output}")
+    else:
+        sys.stdout.write(e.ptx)
+    return 0
+
+
+def cmd_rename(args) -> int:
+    from .emit import load_ptx
+    from .rename import apply_template, check_equivalent, rename_entry
+
+    src = load_ptx(args.ptx, args.entry)
+    new = apply_template(args.name, src.entry) if "{base}" in args.name else args.name
+    r = rename_entry(src.ptx, src.entry, new)
+    eq = check_equivalent(src.ptx, src.entry, r.ptx, new)
+    if args.output:
+        Path(args.output).write_text(r.ptx)
+    else:
+        sys.stdout.write(r.ptx)
+    print(
+        json.dumps({"old": src.entry, "new": new, "sites": r.sites, "equivalent": eq.equal, "detail": eq.detail}),
+        file=sys.stderr,
+    )
+    return 0 if eq.equal else 1
+
+
+def cmd_assemble(args) -> int:
+    from .assemble import TRITON_FLAGS, assemble
+    from .cubin import read_cubin
+    from .emit import load_ptx
+    from .toolchain import select_ptxas
+
+    src = load_ptx(args.ptx)
+    arch = args.arch or src.arch
+    tool = select_ptxas(arch, args.ptxas)[0]
+    flags = tuple(args.flags.split()) if args.flags is not None else TRITON_FLAGS
+    art = assemble(src.ptx, arch, tool, flags, timeout=args.timeout)
+    rec = {k: v for k, v in art.to_json().items() if k != "stderr"}
+    if art.ok:
+        facts = read_cubin(art.cubin())
+        rec["kernels"] = {
+            k: {
+                "text_bytes": f.text_bytes,
+                "capmerc_bytes": f.capmerc_bytes,
+                "registers": f.regcount,
+                "n_instructions": f.n_instructions,
+            }
+            for k, f in facts.kernels.items()
+        }
+        if args.output:
+            Path(args.output).write_bytes(art.cubin())
+    else:
+        rec["stderr"] = art.stderr
+    print(json.dumps(rec, indent=1))
+    return 0 if art.ok else 1
+
+
+def cmd_cubin(args) -> int:
+    from .cubin import read_cubin
+
+    facts = read_cubin(Path(args.cubin).read_bytes())
+    rec = {"sha256": facts.sha256, "arch": facts.arch, "tkinfo": facts.tkinfo, "kernels": {}}
+    for name, k in facts.kernels.items():
+        rec["kernels"][name] = {
+            "text_bytes": k.text_bytes,
+            "text_sha256": k.text_sha256,
+            "n_instructions": k.n_instructions,
+            "capmerc_bytes": k.capmerc_bytes,
+            "registers": k.regcount,
+            "function_attrs": k.function_attrs,
+            "eiattrs": [[a.name, a.value] for a in k.attrs],
+        }
+    print(json.dumps(rec, indent=1))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="ptxprobe", description="What does ptxas do differently depending on a kernel's entry name?"
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("rename-sweep", help="compile, rename, assemble and compare (no GPU needed)")
+    s.add_argument("--experiment", "-e", help="experiment TOML (default: experiments/default.toml)")
+    s.add_argument(
+        "--set",
+        "-s",
+        action="append",
+        metavar="AXIS=V1,V2",
+        help="override an axis, e.g. -s archs=sm_100a -s names='{base},cutlass_{base}' -s repeat=3",
+    )
+    s.add_argument("--ptx", action="append", metavar="FILE", help="sweep a PTX file of your own (repeatable)")
+    s.add_argument("--out", "-o", help="output dir (default runs/<experiment>); re-running resumes it")
+    s.add_argument("--jobs", "-j", type=int, help="parallel ptxas processes (default: all cores)")
+    s.add_argument("--timeout", type=float, default=600.0, help="seconds before a ptxas run counts as hung")
+    s.add_argument("--fresh", action="store_true", help="discard finished variants in the output dir")
+    s.add_argument("--no-cache", action="store_true", help="do not read or write the content-addressed cache")
+    s.add_argument("--json", action="store_true", help="print the summary as JSON")
+    s.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    s.set_defaults(func=cmd_rename_sweep)
+
+    s = sub.add_parser("toolchain", help="list ptxas/nvdisasm/cuobjdump/nvcc found, or install more from pip wheels")
+    s.add_argument("action", nargs="?", choices=["list", "install"], default="list")
+    s.add_argument("versions", nargs="*", help="CUDA versions to install (e.g. 12.4.131, 12.6)")
+    s.add_argument("--kinds", default="ptxas", help="with install: comma list of ptxas,nvdisasm,cuobjdump")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_toolchain)
+
+    s = sub.add_parser("kernels", help="list the registered kernel families")
+    s.set_defaults(func=cmd_kernels)
+
+    s = sub.add_parser("emit", help="compile one registered kernel to PTX for a target (no GPU)")
+    s.add_argument("--kernel", default="attention")
+    s.add_argument("--dtype", default="fp16")
+    s.add_argument("--head-dim", type=int, default=128)
+    s.add_argument("--causal", action="store_true")
+    s.add_argument("--config", default="default")
+    s.add_argument("--arch", default="sm_90a")
+    s.add_argument("--name", help="entry name, set through Triton's repr= (the frontend path)")
+    s.add_argument("--seq-len", type=int, default=4096)
+    s.add_argument("--output", "-o")
+    s.set_defaults(func=cmd_emit)
+
+    s = sub.add_parser("rename", help="rename a PTX file's entry and prove nothing else changed")
+    s.add_argument("ptx")
+    s.add_argument("--name", required=True, help="new name or template such as cutlass_{base}")
+    s.add_argument("--entry", help="which entry (default: the first)")
+    s.add_argument("--output", "-o")
+    s.set_defaults(func=cmd_rename)
+
+    s = sub.add_parser("assemble", help="run ptxas on a PTX file and report resources")
+    s.add_argument("ptx")
+    s.add_argument("--arch", help="default: the PTX's .target")
+    s.add_argument("--ptxas", default="triton", help="triton | newest | VERSION | PATH")
+    s.add_argument("--flags", help="ptxas flags (default: Triton's -lineinfo)")
+    s.add_argument("--timeout", type=float, default=600.0)
+    s.add_argument("--output", "-o", help="write the cubin here")
+    s.set_defaults(func=cmd_assemble)
+
+    s = sub.add_parser("cubin", help="facts of a cubin: sections, EIATTR records, registers, capmerc")
+    s.add_argument("cubin")
+    s.set_defaults(func=cmd_cubin)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except PtxprobeError as exc:
+        console.print(f"[bold red]ptxprobe: {type(exc).__name__}:[/] {exc}", highlight=False)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,230 @@
+"""Ahead-of-time compile kernels to PTX for any target, without a GPU.
+
+Triton's own compile cache keys on the function's source, not on ``repr=``, so a renamed
+kernel could come back stale. ptxprobe never touches that cache: it drives Triton's stage
+pipeline itself (ttir -> ttgir -> llir -> ptx, each output kept), stops before ptxas, and
+caches the result in its own content-addressed store keyed by source, specialisation,
+options, target, name and Triton version.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .cache import Cache, cache_key, sha256_text
+from .errors import MalformedPtx, SpecError
+from .registry import KernelFamily, KernelSpec, Problem
+from .toolchain import arch_number
+
+
+@dataclass(frozen=True)
+class Specialization:
+    """What Triton's launcher would derive from real arguments: types, constants, divisibility."""
+
+    signature: dict
+    constexprs: dict
+    attrs: dict  # {(index,): [["tt.divisibility", 16]]}
+
+    def to_json(self) -> dict:
+        return {
+            "signature": self.signature,
+            "constexprs": {k: repr(v) for k, v in self.constexprs.items()},
+            "divisible_by_16": sorted(self.signature_names_with_attrs()),
+        }
+
+    def signature_names_with_attrs(self) -> list[str]:
+        names = list(self.signature)
+        return [names[k[0]] for k in self.attrs]
+
+
+@dataclass(frozen=True)
+class Emitted:
+    """PTX for one kernel spec on one target, plus what the compiler said about it."""
+
+    kernel: str  # spec key, or the PTX file name for user PTX
+    arch: str
+    entry: str
+    ptx: str
+    frontend: str
+    metadata: dict = field(default_factory=dict)
+    stages: dict = field(default_factory=dict)  # stage -> sha256 of its text output
+
+    @property
+    def ptx_sha256(self) -> str:
+        return sha256_text(self.ptx)
+
+
+def specialize(fn, args: list) -> Specialization:
+    """Mirror Triton's launch-time binder on (possibly stand-in) arguments."""
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+
+    params = fn.params
+    if len(args) != len(params):
+        raise SpecError(f"{fn.__name__}: {len(args)} launch arguments for {len(params)} parameters")
+    signature: dict = {}
+    constexprs: dict = {}
+    attrs: dict = {}
+    for i, (kp, arg) in enumerate(zip(params, args, strict=False)):
+        if kp.is_constexpr:
+            signature[kp.name] = "constexpr"
+            constexprs[kp.name] = arg
+            continue
+        ty, attr = native_specialize_impl(
+            BaseBackend, arg, False, not kp.do_not_specialize, not kp.do_not_specialize_on_alignment
+        )
+        signature[kp.name] = ty
+        if ty == "constexpr":  # integers equal to 1 become constants, as at launch
+            constexprs[kp.name] = attr
+        elif isinstance(attr, str):
+            parsed = BaseBackend.parse_attr(attr)
+            if parsed:
+                attrs[(i,)] = parsed
+    return Specialization(signature, constexprs, attrs)
+
+
+def _target(arch: str):
+    from triton.backends.compiler import GPUTarget
+
+    return GPUTarget("cuda", arch_number(arch), 32)
+
+
+def compile_stages(fn, spec_: Specialization, arch: str, options: dict) -> tuple[dict[str, str], dict]:
+    """Run Triton's stages up to and including PTX; return every stage's text and the metadata."""
+    from triton._C.libtriton import ir
+    from triton.compiler import ASTSource, make_backend
+
+    src = ASTSource(fn, spec_.signature, spec_.constexprs, spec_.attrs)
+    target = _target(arch)
+    backend = make_backend(target)
+    opts = backend.parse_options(options)
+    stages: dict = {}
+    backend.add_stages(stages, opts, src.language)
+    context = ir.context()
+    ir.load_dialects(context)
+    backend.load_dialects(context)
+    metadata: dict = {"hash": "ptxprobe", "target": target, **opts.__dict__}
+    module = src.make_ir(target, opts, backend.get_codegen_implementation(opts), backend.get_module_map(), context)
+    outputs: dict[str, str] = {}
+    for ext, stage in stages.items():
+        if ext == "cubin":
+            break
+        module = stage(module, metadata)
+        outputs[ext] = str(module)
+    keep = (
+        "name",
+        "shared",
+        "num_warps",
+        "num_stages",
+        "num_ctas",
+        "enable_fp_fusion",
+        "ptx_version",
+        "tmem_size",
+        "global_scratch_size",
+        "profile_scratch_size",
+    )
+    meta = {k: metadata[k] for k in keep if k in metadata and isinstance(metadata[k], (int, str, bool, type(None)))}
+    return outputs, meta
+
+
+def renamed_fn(fn, name: str):
+    """The Triton-level rename: the same kernel with ``repr=`` returning ``name``."""
+    import triton
+
+    return triton.jit(repr=lambda _: name)(fn.fn)
+
+
+def emit_triton(
+    family: KernelFamily,
+    spec: KernelSpec,
+    arch: str,
+    name: str | None = None,
+    problem: Problem | None = None,
+    cache: Cache | None = None,
+) -> Emitted:
+    """Compile one spec to PTX for ``arch``; ``name`` renames through Triton (``repr=``)."""
+    import triton
+
+    problem = problem or Problem()
+    cache = cache or Cache()
+    fn = family.fn
+    spec_ = specialize(fn, family.launch_args(spec, problem, None))
+    options = {"num_warps": spec.config.num_warps, "num_stages": spec.config.num_stages}
+    key = cache_key(
+        stage="emit",
+        fn=fn.cache_key,
+        spec=spec.key,
+        sig=spec_.to_json(),
+        attrs=str(spec_.attrs),
+        options=options,
+        arch=arch,
+        name=name,
+        triton=triton.__version__,
+    )
+    rec = cache.get_json("emit", key)
+    if rec is None:
+        use = renamed_fn(fn, name) if name else fn
+        outputs, meta = compile_stages(use, spec_, arch, options)
+        meta["specialization"] = spec_.to_json()
+        meta["triton_version"] = triton.__version__
+        rec = {"ptx": outputs["ptx"], "metadata": meta, "stages": {k: sha256_text(v) for k, v in outputs.items()}}
+        cache.put_json("emit", key, rec)
+    ptx = rec["ptx"]
+    return Emitted(spec.key, arch, entry_of(ptx), ptx, "triton", rec["metadata"], rec["stages"])
+
+
+_ENTRY_RE = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+|\.extern\s+)*\.entry\s+([A-Za-z_$%][\w$]*)", re.MULTILINE)
+_TARGET_RE = re.compile(r"^\s*\.target\s+([\w,\s]+?)\s*$", re.MULTILINE)
+
+
+def entries_of(ptx: str) -> list[str]:
+    return _ENTRY_RE.findall(ptx)
+
+
+def entry_of(ptx: str) -> str:
+    names = entries_of(ptx)
+    if not names:
+        raise MalformedPtx("no .entry found in PTX")
+    return names[0]
+
+
+def target_of(ptx: str) -> str:
+    m = _TARGET_RE.search(ptx)
+    if not m:
+        raise MalformedPtx("PTX has no .target directive")
+    return m.group(1).split(",")[0].strip()
+
+
+def load_ptx(path: str | Path, entry: str | None = None) -> Emitted:
+    """A user's PTX file as an Emitted (its own .target is its arch)."""
+    p = Path(path)
+    try:
+        ptx = p.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MalformedPtx(f"{p}: cannot read PTX ({exc})") from exc
+    if not re.search(r"^\s*\.version\s+\d+\.\d+", ptx, re.MULTILINE):
+        raise MalformedPtx(f"{p}: no .version directive: not PTX?")
+    arch = target_of(ptx)
+    names = entries_of(ptx)
+    if not names:
+        raise MalformedPtx(f"{p}: no .entry in PTX")
+    if entry is not None and entry not in names:
+        raise MalformedPtx(f"{p}: no entry {entry!r} (have: {', '.join(names)})")
+    return Emitted(p.name, arch, entry or names[0], ptx, "ptx", {"source": str(p)}, {})
+
+
+def emitted_to_json(e: Emitted) -> str:
+    return json.dumps(
+        {
+            "kernel": e.kernel,
+            "arch": e.arch,
+            "entry": e.entry,
+            "frontend": e.frontend,
+            "metadata": e.metadata,
+            "stages": e.stages,
+            "ptx_sha256": e.ptx_sha256,
+        }
+    )

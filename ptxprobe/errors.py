@@ -1,0 +1,43 @@
+"""One error hierarchy: every failure ptxprobe reports on purpose is a PtxprobeError."""
+
+from __future__ import annotations
+
+
+class PtxprobeError(Exception):
+    """Base of all errors ptxprobe raises for bad input or an unusable environment."""
+
+
+class InvalidName(PtxprobeError):
+    """A requested entry name is not a valid PTX identifier."""
+
+
+class MalformedPtx(PtxprobeError):
+    """PTX text that ptxprobe cannot interpret (no .version/.target, no entry, ...)."""
+
+
+class ToolNotFound(PtxprobeError):
+    """A required NVIDIA tool (ptxas, nvdisasm, cuobjdump, nvcc) is not available."""
+
+
+class ToolFailed(PtxprobeError):
+    """A tool ran but failed in a way that stops the current stage."""
+
+
+class UnsupportedPtxVersion(PtxprobeError):
+    """The PTX needs a newer ISA than the chosen ptxas understands."""
+
+
+class CubinError(PtxprobeError):
+    """A cubin could not be read (not ELF, truncated, no such kernel)."""
+
+
+class SassParseError(PtxprobeError):
+    """Disassembler output that does not have the expected shape."""
+
+
+class SpecError(PtxprobeError):
+    """A kernel spec, experiment file or sweep axis is invalid."""
+
+
+class NoGpu(PtxprobeError):
+    """A GPU stage was requested but no usable CUDA GPU is visible."""

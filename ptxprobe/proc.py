@@ -1,0 +1,110 @@
+"""The one subprocess wrapper: argument lists (never a shell), timeouts, captured stderr.
+
+A tool that crashes or hangs is a *result* (``ToolRun.status``), not an exception,
+so a sweep can record it and carry on.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ToolNotFound
+
+OK, FAILED, CRASHED, TIMEOUT = "ok", "failed", "crashed", "timeout"
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    argv: tuple[str, ...]
+    returncode: int | None
+    stdout: str
+    stderr: str
+    seconds: float
+    status: str  # ok | failed | crashed | timeout
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    @property
+    def signal_name(self) -> str | None:
+        if self.returncode is not None and self.returncode < 0:
+            try:
+                return signal.Signals(-self.returncode).name
+            except ValueError:
+                return f"signal {-self.returncode}"
+        return None
+
+    def describe(self) -> str:
+        """One line for error messages: what ran and how it ended."""
+        how = {
+            OK: "succeeded",
+            FAILED: f"exited {self.returncode}",
+            TIMEOUT: f"timed out after {self.seconds:.0f}s",
+            CRASHED: f"crashed ({self.signal_name})",
+        }[self.status]
+        tail = self.stderr.strip().splitlines()[-3:]
+        return f"{Path(self.argv[0]).name} {how}" + (": " + " | ".join(tail) if tail else "")
+
+
+def run_tool(
+    argv: Sequence[str | os.PathLike],
+    *,
+    timeout: float = 300.0,
+    cwd: str | os.PathLike | None = None,
+    stdin: bytes | None = None,
+    env: dict[str, str] | None = None,
+) -> ToolRun:
+    """Run one external tool; never raises for the tool's own failure, only if it is missing."""
+    args = tuple(str(a) for a in argv)
+    start = time.perf_counter()
+    try:
+        proc = subprocess.Popen(
+            args,
+            cwd=cwd,
+            stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            env=env,
+        )
+    except FileNotFoundError as exc:
+        raise ToolNotFound(f"{args[0]}: not found") from exc
+    except PermissionError as exc:
+        raise ToolNotFound(f"{args[0]}: not executable") from exc
+    try:
+        out, err = proc.communicate(stdin, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        out, err = proc.communicate()
+        return ToolRun(args, None, _text(out), _text(err), time.perf_counter() - start, TIMEOUT)
+    seconds = time.perf_counter() - start
+    rc = proc.returncode
+    if rc == 0:
+        status = OK
+    elif (
+        rc < 0
+        or rc >= 128 + 1
+        and rc - 128 in (signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGILL, signal.SIGFPE, signal.SIGKILL)
+    ):
+        status = CRASHED
+    else:
+        status = FAILED
+    return ToolRun(args, rc, _text(out), _text(err), seconds, status)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _text(data: bytes | None) -> str:
+    return (data or b"").decode("utf-8", errors="replace")

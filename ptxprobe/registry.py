@@ -1,0 +1,125 @@
+"""The kernels registry: what each kernel family is, and how to compile, launch and check it.
+
+A family (from the top-level ``kernels`` package) declares everything the rest of the
+pipeline needs, so no stage special-cases a kernel: its Triton function, the axes it
+supports, how a spec becomes launch arguments (from which the exact Triton
+specialisation is derived), its grid, inputs and float64 reference.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import SpecError
+
+DTYPES = ("fp16", "bf16", "fp8e5", "fp8e4nv")
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    block_m: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+
+    @property
+    def label(self) -> str:
+        return f"m{self.block_m}n{self.block_n}w{self.num_warps}s{self.num_stages}"
+
+    @classmethod
+    def parse(cls, label: str) -> KernelConfig:
+        m = re.fullmatch(r"m(\d+)n(\d+)w(\d+)s(\d+)", label)
+        if not m:
+            raise SpecError(f"bad config label {label!r} (expected e.g. m128n64w8s3)")
+        return cls(*(int(g) for g in m.groups()))
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One concrete kernel: family x dtype x head dim x causal x block config."""
+
+    family: str
+    dtype: str
+    head_dim: int
+    causal: bool
+    config: KernelConfig
+
+    @property
+    def key(self) -> str:
+        return f"{self.family}/{self.dtype}/d{self.head_dim}/{'causal' if self.causal else 'full'}/{self.config.label}"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Launch shape: batch, heads, sequence length (queries = keys)."""
+
+    batch: int = 4
+    heads: int = 32
+    seq_len: int = 4096
+
+
+@dataclass(frozen=True)
+class PointerArg:
+    """Stand-in for a tensor argument when specialising without a GPU (Triton reads .dtype, .data_ptr())."""
+
+    dtype: Any
+    address: int = 1 << 20  # 16-byte aligned, as every CUDA allocation is
+
+    def data_ptr(self) -> int:
+        return self.address
+
+
+@dataclass(frozen=True)
+class KernelFamily:
+    name: str
+    frontend: str  # "triton" (others: "cuda", "gluon", "ptx")
+    description: str
+    fn: Any  # triton.JITFunction
+    dtypes: tuple[str, ...]
+    head_dims: tuple[int, ...]
+    configs: tuple[KernelConfig, ...]
+    # spec, problem, inputs-or-None -> positional launch arguments (PointerArg stand-ins when inputs is None)
+    launch_args: Callable[[KernelSpec, Problem, dict | None], list]
+    grid: Callable[[KernelSpec, Problem, int], tuple[int, ...]]
+    make_inputs: Callable[..., dict]  # (spec, problem, device, generator) -> tensors
+    reference: Callable[[KernelSpec, dict], Any]  # float64 result
+    output_key: str = "out"
+    flops: Callable[[KernelSpec, Problem], float] | None = None
+    default_config: KernelConfig | None = None
+    extra: dict = field(default_factory=dict)
+
+    def spec(self, dtype: str, head_dim: int, causal: bool, config: str | KernelConfig | None = None) -> KernelSpec:
+        if dtype not in self.dtypes:
+            raise SpecError(f"{self.name}: dtype {dtype!r} not supported (have {', '.join(self.dtypes)})")
+        if head_dim not in self.head_dims:
+            raise SpecError(f"{self.name}: head dim {head_dim} not supported (have {self.head_dims})")
+        if config is None or config == "default":
+            cfg = self.default_config or self.configs[0]
+        elif isinstance(config, KernelConfig):
+            cfg = config
+        else:
+            cfg = KernelConfig.parse(config)
+        return KernelSpec(self.name, dtype, head_dim, causal, cfg)
+
+
+_MODULES = ("kernels.triton_attention",)
+
+
+def families() -> dict[str, KernelFamily]:
+    out: dict[str, KernelFamily] = {}
+    for modname in _MODULES:
+        mod = importlib.import_module(modname)
+        for fam in mod.FAMILIES:
+            out[fam.name] = fam
+    return out
+
+
+def family(name: str) -> KernelFamily:
+    fams = families()
+    if name not in fams:
+        raise SpecError(f"unknown kernel {name!r} (have: {', '.join(sorted(fams))})")
+    return fams[name]

@@ -1,0 +1,294 @@
+"""PTX-aware renaming of an entry symbol, and the proof that two variants differ only by name.
+
+A kernel's name appears in more places than ``.entry``: its ``_param_N`` names,
+Itanium-mangled function-local statics (``_ZZ9my_kernelE2As``: the length prefix changes
+too), comments, and DWARF ``.debug_info`` strings written as ``.b8`` bytes, where the
+unit length and DIE references after the string shift with the name's length. All are
+rewritten so the result equals what the frontend would emit for the new name.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .emit import entries_of
+from .errors import InvalidName, MalformedPtx
+
+# PTX ISA: identifiers are [a-zA-Z][a-zA-Z0-9_$]* or [_$%][a-zA-Z0-9_$]+; '%' is for
+# registers and special names, so an entry may not start with it.
+_IDENT_RE = re.compile(r"(?:[A-Za-z][A-Za-z0-9_$]*|[_$][A-Za-z0-9_$]+)")
+MAX_NAME = 1024
+_REF_ATTRS = (
+    "DW_AT_abstract_origin",
+    "DW_AT_type",
+    "DW_AT_sibling",
+    "DW_AT_specification",
+    "DW_AT_containing_type",
+    "DW_AT_import",
+    "DW_AT_call_origin",
+)
+
+
+@dataclass(frozen=True)
+class Renamed:
+    ptx: str
+    old: str
+    new: str
+    sites: int  # how many places changed (tokens, mangled locals, DWARF strings)
+
+
+@dataclass(frozen=True)
+class Equivalence:
+    """Result of proving two PTX texts identical except for the entry name."""
+
+    equal: bool
+    name_a: str
+    name_b: str
+    sites_a: int
+    sites_b: int
+    detail: str  # first differing line when not equal
+
+    def to_json(self) -> dict:
+        return {"equal": self.equal, "sites": self.sites_a, "detail": self.detail}
+
+
+def validate_name(name: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise InvalidName("empty entry name")
+    if len(name) > MAX_NAME:
+        raise InvalidName(f"entry name is {len(name)} characters; ptxprobe allows at most {MAX_NAME}")
+    if not _IDENT_RE.fullmatch(name):
+        bad = next((c for c in name if not (c.isascii() and (c.isalnum() or c in "_$"))), None)
+        why = f"character {bad!r} is not allowed" if bad else "must start with a letter, or _ or $ followed by more"
+        raise InvalidName(
+            f"{name!r} is not a valid PTX identifier: {why} (allowed: [a-zA-Z][a-zA-Z0-9_$]* or [_$][a-zA-Z0-9_$]+)"
+        )
+    return name
+
+
+_MANGLED_FN_RE = re.compile(r"_Z(\d+)")
+
+
+def source_identifier(entry: str) -> str:
+    """``my_kernel`` for ``_Z9my_kernelPf``; the entry itself when it is not mangled."""
+    m = _MANGLED_FN_RE.match(entry)
+    if m:
+        n = int(m.group(1))
+        ident = entry[m.end() : m.end() + n]
+        if len(ident) == n:
+            return ident
+    return entry
+
+
+def apply_template(template: str, entry: str) -> str:
+    """Expand a name template (``cutlass_{base}``) for an entry; keeps C++ mangling intact."""
+    base = source_identifier(entry)
+    try:
+        new_ident = template.format(base=base)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise InvalidName(f"bad name template {template!r}: only {{base}} may be used ({exc})") from exc
+    if base != entry:  # mangled: swap the identifier, keep the parameter encoding
+        m = _MANGLED_FN_RE.match(entry)
+        assert m
+        rest = entry[m.end() + len(base) :]
+        new = f"_Z{len(new_ident)}{new_ident}{rest}"
+    else:
+        new = new_ident
+    return validate_name(new)
+
+
+def _local_prefix(name: str) -> str:
+    """Prefix of Itanium-mangled locals of function ``name`` (``_ZZ<encoding>E``)."""
+    if name.startswith("_Z") and source_identifier(name) != name:
+        return "_ZZ" + name[2:] + "E"
+    return f"_ZZ{len(name)}{name}E"
+
+
+def _token_re(old: str) -> re.Pattern:
+    return re.compile(r"(?<![\w$%])" + re.escape(old) + r"(_param_\d+)?(?![\w$])")
+
+
+def _rename_text(text: str, old: str, new: str) -> tuple[str, int]:
+    text, n1 = _token_re(old).subn(lambda m: new + (m.group(1) or ""), text)
+    text, n2 = re.subn(re.escape(_local_prefix(old)), _local_prefix(new).replace("\\", r"\\"), text)
+    return text, n1 + n2
+
+
+# --- DWARF sections written as .b8/.b32/.b64 directives -----------------------------------
+
+_SECTION_RE = re.compile(r"^\s*\.section\s+(\.debug_\w+)\s*(?:\{\s*\})?\s*$")
+_DIRECTIVE_RE = re.compile(r"^(\s*)\.b(8|16|32|64)\s+([^\s/]+)(\s*//.*)?$")
+
+
+def _split_sections(lines: list[str]) -> list[tuple[str | None, int, int]]:
+    """(section name or None, start, end) spans of the body of each ``.section .debug_*  { ... }``."""
+    spans = []
+    i = 0
+    while i < len(lines):
+        m = _SECTION_RE.match(lines[i])
+        if m and not lines[i].rstrip().endswith("}"):
+            j = i + 1
+            while j < len(lines) and lines[j].strip() != "{":
+                j += 1
+            k = j + 1
+            while k < len(lines) and lines[k].strip() != "}":
+                k += 1
+            spans.append((m.group(1), j + 1, k))
+            i = k
+        i += 1
+    return spans
+
+
+def _rename_debug_info(lines: list[str], start: int, end: int, old: str, new: str) -> int:
+    """Rewrite name strings in one .debug_info body in place; fix unit lengths and refs."""
+    body = lines[start:end]
+    parsed = []  # (line, size, value-or-None, comment)
+    for line in body:
+        m = _DIRECTIVE_RE.match(line)
+        if not m:
+            raise MalformedPtx(f"unexpected line in .debug_info: {line.strip()!r}")
+        size = int(m.group(2)) // 8
+        try:
+            value: int | None = int(m.group(3), 0)
+        except ValueError:
+            value = None  # a label
+        parsed.append([m.group(1), size, value, (m.group(4) or ""), line])
+    # find null-terminated .b8 strings
+    out: list[list] = []
+    changes: list[tuple[int, int]] = []  # (unit-relative offset, delta) per changed string
+    unit_start = 0
+    offset = 0
+    sites = 0
+    i = 0
+    unit_of_change: list[int] = []
+    while i < len(parsed):
+        ind, size, value, comment, _ = parsed[i]
+        if "Length of Unit" in comment:
+            unit_start = offset
+        if size == 1 and value is not None and 32 < value < 127:
+            j = i
+            data = bytearray()
+            while j < len(parsed) and parsed[j][1] == 1 and parsed[j][2] is not None and parsed[j][2] != 0:
+                data.append(parsed[j][2])
+                j += 1
+            if j < len(parsed) and parsed[j][1] == 1 and parsed[j][2] == 0:
+                s = data.decode("latin-1")
+                s2, n = _rename_text(s, old, new)
+                if n and s2 != s:
+                    sites += n
+                    enc = s2.encode("latin-1")
+                    changes.append((offset - unit_start, len(enc) - len(data)))
+                    unit_of_change.append(unit_start)
+                    first_comment = parsed[i][3]
+                    for k, b in enumerate(enc):
+                        out.append([ind, 1, b, first_comment if k == 0 else "", None])
+                    out.append(parsed[j])
+                else:
+                    out.extend(parsed[i : j + 1])
+                offset += len(data) + 1
+                i = j + 1
+                continue
+        out.append(parsed[i])
+        offset += size
+        i += 1
+    if not changes:
+        return 0
+    # fix unit lengths and ref4 values (unit-relative offsets) that point past a changed string
+    offset = 0
+    unit_start = 0
+    for rec in out:
+        ind, size, value, comment, _ = rec
+        if "Length of Unit" in comment and value is not None:
+            unit_start = offset
+            rec[2] = value + sum(d for (o, d), u in zip(changes, unit_of_change, strict=False) if u == unit_start)
+        elif size == 4 and value is not None and any(a in comment for a in _REF_ATTRS):
+            rec[2] = value + sum(
+                d for (o, d), u in zip(changes, unit_of_change, strict=False) if u == unit_start and o < value
+            )
+        offset += size
+    lines[start:end] = [
+        f"{ind}.b{size * 8} {value}{comment}"
+        if value is not None and original is None or (original is not None and value != parsed_value(original))
+        else original
+        for ind, size, value, comment, original in out
+    ]
+    return sites
+
+
+def parsed_value(line: str) -> int | None:
+    m = _DIRECTIVE_RE.match(line)
+    try:
+        return int(m.group(3), 0) if m else None
+    except ValueError:
+        return None
+
+
+def rename_entry(ptx: str, old: str, new: str) -> Renamed:
+    """Rename entry ``old`` to ``new`` everywhere the name lives in the PTX."""
+    validate_name(new)
+    entries = entries_of(ptx)
+    if not entries:
+        raise MalformedPtx("no .entry found in PTX")
+    if old not in entries:
+        raise MalformedPtx(f"no entry {old!r} in PTX (have: {', '.join(entries)})")
+    if new == old:
+        return Renamed(ptx, old, new, 0)
+    if _token_re(new).search(ptx):
+        raise InvalidName(f"{new!r} already names something in this PTX; renaming would merge two symbols")
+    lines = ptx.split("\n")
+    sites = 0
+    spans = _split_sections(lines)
+    # DWARF bodies first (their line count may change), from the end so spans stay valid
+    for section, start, end in reversed(spans):
+        if section == ".debug_info":
+            labels = [ln for ln in lines[start:end] if _DIRECTIVE_RE.match(ln) is None]
+            if labels:
+                raise MalformedPtx(f"cannot parse .debug_info line {labels[0].strip()!r}")
+            sites += _rename_debug_info(lines, start, end, old, new)
+        elif section == ".debug_str" and any(old in ln for ln in lines[start:end]):
+            raise MalformedPtx("kernel name inside .debug_str: renaming DWARF string tables is not supported")
+    text, n = _rename_text("\n".join(lines), old, new)
+    return Renamed(text, old, new, sites + n)
+
+
+# --- equivalence ---------------------------------------------------------------------------
+
+_COMMENT_RE = re.compile(r"//.*$", re.MULTILINE)
+_FILE_RE = re.compile(r'^(\s*\.file\s+\d+\s+)"[^"]*"(.*)$', re.MULTILINE)
+
+
+def normalize(ptx: str) -> str:
+    """Drop what may differ between two emissions of one kernel: comments, ``.file`` paths, blank space."""
+    text = _COMMENT_RE.sub("", ptx)
+    text = _FILE_RE.sub(lambda m: f'{m.group(1)}"<file>"', text)
+    return "\n".join(ln.rstrip() for ln in text.splitlines() if ln.strip())
+
+
+def _canonical(ptx: str, name: str) -> tuple[list[str], int]:
+    """Normalised lines with the name abstracted, DWARF strings decoded and DWARF offsets elided."""
+    placeholder = "ENTRY__NAME"
+    renamed = rename_entry(ptx, name, placeholder) if name != placeholder else Renamed(ptx, name, name, 0)
+    lines = normalize(renamed.ptx).split("\n")
+    out = []
+    in_info = False
+    for ln in lines:
+        s = ln.strip()
+        if s.startswith(".section"):
+            in_info = ".debug_info" in s
+        if in_info and s.startswith(".b32") and re.fullmatch(r"\.b32\s+\d+", s):
+            s = ".b32 <offset>"  # unit length / DIE reference: depend on the name's length
+        out.append(s)
+    return out, renamed.sites
+
+
+def check_equivalent(ptx_a: str, name_a: str, ptx_b: str, name_b: str) -> Equivalence:
+    """Are ``ptx_a`` (entry ``name_a``) and ``ptx_b`` (entry ``name_b``) the same kernel but for its name?"""
+    a, sa = _canonical(ptx_a, name_a)
+    b, sb = _canonical(ptx_b, name_b)
+    if a == b:
+        return Equivalence(True, name_a, name_b, sa, sb, "")
+    for i, (x, y) in enumerate(zip(a, b, strict=False)):
+        if x != y:
+            return Equivalence(False, name_a, name_b, sa, sb, f"line {i + 1}: {x!r} != {y!r}")
+    return Equivalence(False, name_a, name_b, sa, sb, f"lengths differ: {len(a)} vs {len(b)} lines")

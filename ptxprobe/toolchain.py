@@ -1,0 +1,350 @@
+"""Find, identify and pin NVIDIA's ptxas / nvdisasm / cuobjdump / nvcc.
+
+Sources, in order: triton's bundled tools, ptxprobe's own installs (pip wheels unpacked
+into the cache), pip-installed ``nvidia-cuda-*`` wheels, ``CUDA_HOME``, ``PATH``.
+Wrapper shell scripts are followed to the real binary, and every tool is identified by
+version *and* sha256, because the cache and the manifest must name exact binaries.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import os
+import re
+import shutil
+import sys
+import zipfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .cache import Cache, atomic_write, default_root, sha256_file
+from .errors import ToolNotFound, UnsupportedPtxVersion
+from .proc import run_tool
+
+KINDS = ("ptxas", "nvdisasm", "cuobjdump", "nvcc")
+_VERSION_RE = re.compile(r"V(\d+\.\d+\.\d+)")
+
+
+@dataclass(frozen=True)
+class Tool:
+    kind: str  # ptxas | nvdisasm | cuobjdump | nvcc
+    path: str  # the real binary (wrappers followed)
+    invoked: str  # what was found (may be a wrapper script)
+    origin: str  # triton | triton-blackwell | pip:<dist> | ptxprobe-cache | CUDA_HOME | PATH
+    version: str  # e.g. 12.8.93
+    sha256: str
+
+    @property
+    def release(self) -> tuple[int, int]:
+        major, minor = self.version.split(".")[:2]
+        return int(major), int(minor)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def follow_wrapper(path: str | os.PathLike, _depth: int = 0) -> Path:
+    """Resolve symlinks and ``#!/bin/sh`` wrappers that ``exec`` another binary."""
+    p = Path(path).resolve()
+    if _depth > 8 or not p.is_file():
+        return p
+    with open(p, "rb") as f:
+        head = f.read(4096)
+    if not head.startswith(b"#!"):
+        return p
+    text = head.decode("utf-8", errors="replace")
+    for line in text.splitlines()[1:]:
+        m = re.match(r"\s*exec\s+(?:\"([^\"]+)\"|'([^']+)'|(\S+))", line)
+        if m:
+            target = next(g for g in m.groups() if g)
+            target = os.path.expandvars(target)
+            if not os.path.isabs(target):
+                target = str(p.parent / target)
+            if Path(target).is_file():  # only a wrapper if what it execs is a file we can point at
+                return follow_wrapper(target, _depth + 1)
+    return p
+
+
+@functools.cache
+def _identify_cached(real: str, mtime_ns: int, size: int, kind: str) -> tuple[str, str]:
+    run = run_tool([real, "--version"], timeout=60)
+    m = _VERSION_RE.search(run.stdout + run.stderr)
+    if not m:
+        raise ToolNotFound(f"{real}: does not report a CUDA version ({run.describe()})")
+    return m.group(1), sha256_file(real)
+
+
+def identify(path: str | os.PathLike, kind: str, origin: str) -> Tool:
+    """Version and sha256 of one tool (memoised on path, mtime and size)."""
+    real = follow_wrapper(path)
+    if not real.is_file() or not os.access(real, os.X_OK):
+        raise ToolNotFound(f"{path}: not an executable file")
+    st = real.stat()
+    version, digest = _identify_cached(str(real), st.st_mtime_ns, st.st_size, kind)
+    return Tool(kind, str(real), str(path), origin, version, digest)
+
+
+def _triton_bin() -> Path | None:
+    spec = importlib.util.find_spec("triton")
+    if spec is None or not spec.origin:
+        return None
+    d = Path(spec.origin).parent / "backends" / "nvidia" / "bin"
+    return d if d.is_dir() else None
+
+
+def installed_root() -> Path:
+    """Where ``ptxprobe toolchain install`` unpacks wheels."""
+    return default_root() / "toolchains"
+
+
+def _candidates() -> list[tuple[str, str, Path]]:
+    """(kind, origin, path) of every place a tool may live."""
+    found: list[tuple[str, str, Path]] = []
+    tb = _triton_bin()
+    if tb:
+        found += [
+            ("ptxas", "triton", tb / "ptxas"),
+            ("ptxas", "triton-blackwell", tb / "ptxas-blackwell"),
+            ("nvdisasm", "triton", tb / "nvdisasm"),
+            ("cuobjdump", "triton", tb / "cuobjdump"),
+        ]
+    root = installed_root()
+    if root.is_dir():
+        for vdir in sorted(root.iterdir()):
+            for kind in KINDS:
+                found += [(kind, "ptxprobe-cache", p) for p in vdir.glob(f"**/bin/{kind}")]
+    for entry in sys.path:
+        nv = Path(entry) / "nvidia"
+        if not nv.is_dir():
+            continue
+        for kind in KINDS:
+            for p in nv.glob(f"*/bin/{kind}"):
+                found.append((kind, f"pip:{p.parent.parent.name}", p))
+    cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if cuda_home:
+        found += [(kind, "CUDA_HOME", Path(cuda_home) / "bin" / kind) for kind in KINDS]
+    for kind in KINDS:
+        w = shutil.which(kind)
+        if w:
+            found.append((kind, "PATH", Path(w)))
+    return found
+
+
+def discover(kinds: tuple[str, ...] = KINDS) -> list[Tool]:
+    """Every distinct tool binary (by sha256), first origin wins, sorted by kind and version."""
+    tools: dict[tuple[str, str], Tool] = {}
+    for kind, origin, path in _candidates():
+        if kind not in kinds or not path.exists():
+            continue
+        try:
+            tool = identify(path, kind, origin)
+        except ToolNotFound:
+            continue
+        tools.setdefault((kind, tool.sha256), tool)
+    return sorted(tools.values(), key=lambda t: (t.kind, tuple(int(x) for x in t.version.split(".")), t.origin))
+
+
+def arch_number(arch: str) -> int:
+    m = re.fullmatch(r"sm_(\d+)[af]?", arch)
+    if not m:
+        raise ValueError(f"not a GPU arch: {arch!r} (expected e.g. sm_90a)")
+    return int(m.group(1))
+
+
+def triton_ptxas(arch: str, tools: list[Tool] | None = None) -> Tool:
+    """The ptxas Triton itself would use for this arch (``ptxas-blackwell`` from sm_100 on)."""
+    tools = tools if tools is not None else discover(("ptxas",))
+    want = "triton-blackwell" if arch_number(arch) >= 100 else "triton"
+    for t in tools:
+        if t.kind == "ptxas" and t.origin == want:
+            return t
+    raise ToolNotFound(f"triton's bundled ptxas for {arch} ({want}) not found: is triton installed?")
+
+
+def select_ptxas(arch: str, spec: str, tools: list[Tool] | None = None) -> list[Tool]:
+    """Resolve one ``--ptxas`` entry: ``triton``, ``all``, ``newest``, a version prefix or a path."""
+    tools = tools if tools is not None else discover(("ptxas",))
+    ptxases = [t for t in tools if t.kind == "ptxas"]
+    if spec == "triton":
+        return [triton_ptxas(arch, tools)]
+    if spec == "all":
+        return [t for t in ptxases if supports_arch(t, arch)]
+    if spec == "newest":
+        ok = [t for t in ptxases if supports_arch(t, arch)]
+        if not ok:
+            raise ToolNotFound(f"no ptxas supports {arch}")
+        return [ok[-1]]
+    if os.sep in spec or Path(spec).exists():
+        return [identify(spec, "ptxas", "user")]
+    matches = [t for t in ptxases if t.version == spec or t.version.startswith(spec + ".")]
+    if not matches:
+        have = ", ".join(sorted({t.version for t in ptxases})) or "none"
+        raise ToolNotFound(f"no ptxas {spec} found (have: {have}); try `ptxprobe toolchain install {spec}`")
+    return [matches[0]]
+
+
+def find_tool(kind: str, prefer_version: str | None = None, tools: list[Tool] | None = None) -> Tool:
+    """A tool of this kind, the closest to ``prefer_version`` (else the newest)."""
+    tools = [t for t in (tools if tools is not None else discover((kind,))) if t.kind == kind]
+    if not tools:
+        raise ToolNotFound(f"no {kind} found (triton's bundled tools, pip wheels, CUDA_HOME, PATH)")
+    if prefer_version:
+        same = [t for t in tools if t.release == tuple(int(x) for x in prefer_version.split(".")[:2])]
+        if same:
+            return same[-1]
+    return tools[-1]
+
+
+# --- what a ptxas accepts, discovered by asking it (cached per sha256) -------------------
+
+_PROBE_PTX = """.version {version}
+.target {arch}
+.address_size 64
+.visible .entry ptxprobe_probe()
+{{
+\tret;
+}}
+"""
+_CURRENT_RE = re.compile(r"current version is '(\d+\.\d+)'")
+
+
+def _probe(tool: Tool, version: str, arch: str, timeout: float = 60.0):
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d) / "probe.ptx"
+        src.write_text(_PROBE_PTX.format(version=version, arch=arch))
+        return run_tool([tool.path, f"-arch={arch}", str(src), "-o", str(Path(d) / "probe.cubin")], timeout=timeout)
+
+
+def _capabilities(tool: Tool, timeout: float = 60.0) -> dict:
+    """What this ptxas accepts, learnt by asking it; a probe that hangs or crashes is not cached."""
+    cache = Cache()
+    rec = cache.get_json("ptxas-caps", tool.sha256)
+    if rec is not None:
+        return rec
+    run = _probe(tool, "99.9", "sm_80", timeout)
+    m = _CURRENT_RE.search(run.stderr + run.stdout)
+    max_isa = m.group(1) if m else "99.9"  # unknown: never lower, let ptxas itself say no
+    rec = {"max_ptx_isa": max_isa, "archs": {}}
+    if run.status in ("ok", "failed"):
+        cache.put_json("ptxas-caps", tool.sha256, rec)
+    return rec
+
+
+def max_ptx_isa(tool: Tool, timeout: float = 60.0) -> tuple[int, int]:
+    major, minor = _capabilities(tool, timeout)["max_ptx_isa"].split(".")
+    return int(major), int(minor)
+
+
+def supports_arch(tool: Tool, arch: str) -> bool:
+    """Ask ptxas to assemble an empty kernel for ``arch`` (cached)."""
+    rec = _capabilities(tool)
+    if arch not in rec["archs"]:
+        isa = "{}.{}".format(*max_ptx_isa(tool))
+        rec["archs"][arch] = _probe(tool, isa, arch).ok
+        Cache().put_json("ptxas-caps", tool.sha256, rec)
+    return bool(rec["archs"][arch])
+
+
+_PTX_VERSION_RE = re.compile(r"^(\s*\.version\s+)(\d+)\.(\d+)", re.MULTILINE)
+
+
+def ptx_isa(ptx: str) -> tuple[int, int]:
+    m = _PTX_VERSION_RE.search(ptx)
+    if not m:
+        raise UnsupportedPtxVersion("PTX has no .version directive")
+    return int(m.group(2)), int(m.group(3))
+
+
+def fit_ptx_version(ptx: str, tool: Tool, timeout: float = 60.0) -> tuple[str, str | None]:
+    """Lower ``.version`` to what ``tool`` accepts; returns (ptx, note or None).
+
+    Lowering is only a first attempt: if the PTX uses a feature of the newer ISA, ptxas
+    rejects it and assemble() turns that into UnsupportedPtxVersion with ptxas's reason.
+    """
+    have = ptx_isa(ptx)
+    top = max_ptx_isa(tool, timeout)
+    if have <= top:
+        return ptx, None
+    new = _PTX_VERSION_RE.sub(lambda m: f"{m.group(1)}{top[0]}.{top[1]}", ptx, count=1)
+    return new, f"lowered .version {have[0]}.{have[1]} -> {top[0]}.{top[1]} for ptxas {tool.version}"
+
+
+# --- installing other versions from pip wheels -----------------------------------------
+
+WHEELS = {
+    "ptxas": ("nvidia-cuda-nvcc-cu12", "nvidia-cuda-nvcc"),
+    "nvdisasm": ("nvidia-cuda-nvdisasm-cu12", "nvidia-cuda-nvdisasm"),
+    "cuobjdump": ("nvidia-cuda-cuobjdump-cu12", "nvidia-cuda-cuobjdump"),
+}
+
+
+@dataclass(frozen=True)
+class Installed:
+    kind: str
+    version: str
+    dist: str
+    wheel: str
+    wheel_sha256: str
+    path: str
+    sha256: str
+
+
+def install(version: str, kinds: tuple[str, ...] = ("ptxas",), dest: Path | None = None) -> list[Installed]:
+    """Fetch the wheels of a CUDA release with pip and unpack just the tools into the cache."""
+    import tempfile
+
+    dest = dest or installed_root()
+    major = int(version.split(".")[0])
+    out: list[Installed] = []
+    for kind in kinds:
+        dist = WHEELS[kind][0 if major == 12 else 1]
+        target = dest / f"{dist}-{version}"
+        manifest = target / "installed.json"
+        if manifest.exists():
+            out.append(Installed(**json.loads(manifest.read_text())))
+            continue
+        with tempfile.TemporaryDirectory() as tmp:
+            spec = f"{dist}=={version}" if version.count(".") >= 2 else f"{dist}=={version}.*"
+            run = run_tool(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--no-deps",
+                    "--only-binary=:all:",
+                    "--platform",
+                    "manylinux2014_x86_64",
+                    "--platform",
+                    "manylinux_2_17_x86_64",
+                    "--platform",
+                    "manylinux_2_27_x86_64",
+                    "--platform",
+                    "manylinux_2_28_x86_64",
+                    "-d",
+                    tmp,
+                    spec,
+                ],
+                timeout=900,
+            )
+            wheels = list(Path(tmp).glob("*.whl"))
+            if not run.ok or not wheels:
+                raise ToolNotFound(f"could not download {spec}: {run.describe()}")
+            wheel = wheels[0]
+            with zipfile.ZipFile(wheel) as zf:
+                members = [n for n in zf.namelist() if n.endswith(f"/bin/{kind}")]
+                if not members:
+                    raise ToolNotFound(f"{wheel.name} has no bin/{kind}")
+                data = zf.read(members[0])
+            binary = target / "bin" / kind
+            atomic_write(binary, data)
+            binary.chmod(0o755)
+            tool = identify(binary, kind, "ptxprobe-cache")
+            rec = Installed(kind, tool.version, dist, wheel.name, sha256_file(wheel), str(binary), tool.sha256)
+            atomic_write(manifest, json.dumps(asdict(rec), indent=1).encode())
+            out.append(rec)
+    return out

@@ -1,0 +1,66 @@
+"""Shared fixtures: an isolated cache per test session, emitted PTX reused across tests."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_cache(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ptxprobe-cache")
+    old = os.environ.get("PTXPROBE_CACHE")
+    os.environ["PTXPROBE_CACHE"] = str(root)
+    yield root
+    if old is None:
+        os.environ.pop("PTXPROBE_CACHE", None)
+    else:
+        os.environ["PTXPROBE_CACHE"] = old
+
+
+@pytest.fixture(scope="session")
+def emitted():
+    """emitted(dtype, arch, causal=False, name=None) -> Emitted, memoised for the session."""
+    from ptxprobe import emit, registry
+
+    memo = {}
+
+    def get(dtype="fp16", arch="sm_90a", causal=False, name=None, kernel="attention", head_dim=128):
+        key = (dtype, arch, causal, name, kernel, head_dim)
+        if key not in memo:
+            fam = registry.family(kernel)
+            memo[key] = emit.emit_triton(fam, fam.spec(dtype, head_dim, causal), arch, name=name)
+        return memo[key]
+
+    return get
+
+
+def write_script(path: Path, body: str) -> Path:
+    path.write_text("#!/bin/sh\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+@pytest.fixture
+def fake_ptxas(tmp_path):
+    """A ptxas that identifies itself as 12.8.93 and then misbehaves as told: crash | hang | fail."""
+
+    def make(behaviour: str) -> Path:
+        action = {
+            "crash": "kill -SEGV $$",
+            "hang": "exec sleep 60",
+            "fail": 'echo "ptxas fatal   : something went wrong" >&2; exit 255',
+        }[behaviour]
+        return write_script(
+            tmp_path / f"ptxas-{behaviour}",
+            f"""
+case "$1" in --version) echo "Cuda compilation tools, release 12.8, V12.8.93"; exit 0;; esac
+echo "ptxas info    : starting" >&2
+{action}
+""",
+        )
+
+    return make

@@ -1,0 +1,57 @@
+"""Emission: AOT for every target without a GPU, isolated from Triton's cache, launch specialisation."""
+
+from __future__ import annotations
+
+import pytest
+
+from ptxprobe import emit, registry
+from ptxprobe.cache import Cache
+from ptxprobe.errors import SpecError
+
+
+@pytest.mark.parametrize("arch,marker", [("sm_90a", "wgmma"), ("sm_100a", "tcgen05.mma"), ("sm_120a", "mma.sync")])
+def test_emits_each_target_with_its_tensor_core_instructions(emitted, arch, marker):
+    e = emitted("fp8e5", arch)
+    assert emit.target_of(e.ptx) == arch
+    assert e.entry == "attention"
+    assert marker in e.ptx
+    assert set(e.stages) == {"ttir", "ttgir", "llir", "ptx"}
+
+
+def test_repr_name_is_never_served_stale(emitted, tmp_path):
+    """Triton's cache ignores repr=; ptxprobe's emission must not."""
+    fam = registry.family("attention")
+    spec = fam.spec("fp16", 128, False)
+    cache = Cache(tmp_path)
+    a = emit.emit_triton(fam, spec, "sm_90a", cache=cache)
+    b = emit.emit_triton(fam, spec, "sm_90a", name="cutlass_attention", cache=cache)
+    c = emit.emit_triton(fam, spec, "sm_90a", cache=cache)
+    assert (a.entry, b.entry, c.entry) == ("attention", "cutlass_attention", "attention")
+    assert a.ptx == c.ptx
+
+
+def test_specialisation_mirrors_triton_launch():
+    fam = registry.family("attention")
+    spec = fam.spec("fp16", 128, False)
+    s = emit.specialize(fam.fn, fam.launch_args(spec, registry.Problem(seq_len=4096), None))
+    assert s.signature["N_CTX"] == "i32"
+    assert set(s.signature_names_with_attrs()) == {"Q", "K", "V", "Out", "N_CTX"}
+    assert s.signature["sm_scale"] == "fp32"
+    # an integer argument equal to 1 becomes a constant, as at launch
+    s1 = emit.specialize(fam.fn, fam.launch_args(spec, registry.Problem(seq_len=1), None))
+    assert s1.signature["N_CTX"] == "constexpr" and s1.constexprs["N_CTX"] == 1
+    # not divisible by 16: no divisibility attribute
+    s2 = emit.specialize(fam.fn, fam.launch_args(spec, registry.Problem(seq_len=4104), None))
+    assert "N_CTX" not in s2.signature_names_with_attrs()
+
+
+def test_bad_spec_axes():
+    fam = registry.family("attention")
+    with pytest.raises(SpecError, match="dtype"):
+        fam.spec("fp64", 128, False)
+    with pytest.raises(SpecError, match="head dim"):
+        fam.spec("fp16", 96, False)
+    with pytest.raises(SpecError, match="config"):
+        fam.spec("fp16", 128, False, "big")
+    with pytest.raises(SpecError, match="unknown kernel"):
+        registry.family("nope")
