@@ -85,7 +85,62 @@ def cmd_rename_sweep(args) -> int:
             f"{outcome.ptxas_seconds:.1f}s ptxas; results in {out}/results.parquet"
             + (" [interrupted: re-run to resume]" if outcome.interrupted else "")
         )
-    return 130 if outcome.interrupted else 0
+    if outcome.interrupted:
+        return 130
+    if args.run is not False:
+        return _runtime(exp, out, args)
+    return 0
+
+
+def _runtime(exp, out: Path, args) -> int:
+    from .errors import NoGpu
+    from .run import runtime_sweep
+
+    try:
+        rows = runtime_sweep(exp, out, progress=not args.quiet)
+    except NoGpu as exc:
+        if args.run:  # asked for explicitly
+            console.print(f"[yellow]--run: {exc}[/]")
+        return 0
+    shown = [r for r in rows if r.get("name_template") or r["label"].startswith("sdpa")]
+    if args.json:
+        print(json.dumps([{k: v for k, v in r.items() if k != "times_ms"} for r in rows], indent=1))
+        return 0
+
+    def ci(r, a, lo, hi, fmt):
+        return "-" if r.get(a) is None else f"{r[a]:{fmt}} [{r[lo]:{fmt}}, {r[hi]:{fmt}}]"
+
+    console.print(
+        _table(
+            f"GPU runs ({rows[0]['gpu'] if rows else '-'}) -> {out}/runtime.parquet",
+            [
+                "kernel",
+                "N",
+                "name",
+                "TFLOPS [95% CI]",
+                "ratio vs baseline [95% CI]",
+                "verdict",
+                "bitwise",
+                "max ULP",
+                "rel err",
+            ],
+            [
+                [
+                    r["kernel"],
+                    r["seq_len"],
+                    r["name"],
+                    ci(r, "tflops", "tflops_ci_low", "tflops_ci_high", ".1f"),
+                    ci(r, "ratio_vs_baseline", "ratio_ci_low", "ratio_ci_high", ".4f"),
+                    r["runtime_verdict"],
+                    r.get("bitwise_equal_to_baseline", "-"),
+                    r.get("max_ulp_vs_baseline", "-"),
+                    "-" if r.get("rel_err_vs_reference") is None else f"{r['rel_err_vs_reference']:.2e}",
+                ]
+                for r in shown
+            ],
+        )
+    )
+    return 0
 
 
 def cmd_toolchain(args) -> int:
@@ -241,6 +296,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-cache", action="store_true", help="do not read or write the content-addressed cache")
     s.add_argument("--json", action="store_true", help="print the summary as JSON")
     s.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    s.add_argument(
+        "--run",
+        dest="run",
+        action="store_true",
+        default=None,
+        help="also time every name on the GPU (default: when a GPU is visible)",
+    )
+    s.add_argument("--no-run", dest="run", action="store_false", help="static analysis only")
     s.set_defaults(func=cmd_rename_sweep)
 
     s = sub.add_parser("toolchain", help="list ptxas/nvdisasm/cuobjdump/nvcc found, or install more from pip wheels")

@@ -52,6 +52,7 @@ class Experiment:
     repeat: dict = field(default_factory=lambda: {"default": 1})
     seq_len: int = 4096
     ptx_files: tuple[str, ...] = ()
+    run: dict = field(default_factory=dict)  # the [run] table: GPU problem sizes and timing plan
     source: str | None = None  # path of the TOML it came from
 
     def repeats(self, arch: str) -> int:
@@ -75,7 +76,13 @@ def load_experiment(path: str | os.PathLike) -> Experiment:
     meta = data.get("experiment", {})
     sweep = data.get("sweep", {})
     return experiment_from_dict(
-        {**sweep, "name": meta.get("name", p.stem), "description": meta.get("description", ""), "source": str(p)}
+        {
+            **sweep,
+            "name": meta.get("name", p.stem),
+            "run": data.get("run", {}),
+            "description": meta.get("description", ""),
+            "source": str(p),
+        }
     )
 
 

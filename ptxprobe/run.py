@@ -1,0 +1,531 @@
+"""Run renamed cubins on a GPU: throughput with confidence intervals, and what the name does to the numbers.
+
+The cubin launched is the exact one ptxprobe assembled for that name (emit -> rename ->
+assemble, cached), swapped into a Triton ``CompiledKernel`` so Triton's own launcher
+passes every implicit argument. Triton's normal compile of the same kernel (under the same
+name, its cache isolated) is compared with it: ``aot_matches_launch`` says the static
+analysis looked at the code that really runs.
+
+Timing: warm-up, then rounds; in each round every variant runs (rotated order), the L2 is
+flushed before each, CUDA events time ``reps`` back-to-back launches. An A/A control (the
+baseline cubin loaded a second time) measures the noise floor in the same run.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+
+from . import stats
+from .assemble import assemble
+from .cache import Cache, sha256_bytes
+from .cubin import read_cubin
+from .emit import emit_triton, renamed_fn, specialize
+from .errors import NoGpu
+from .registry import KernelFamily, KernelSpec, Problem
+from .rename import apply_template, rename_entry
+from .toolchain import triton_ptxas
+
+AA_LABEL = "{base}#AA"
+SLOW_LABEL = "{base}#slowed"
+
+
+@dataclass(frozen=True)
+class TimingPlan:
+    rounds: int = 20
+    reps: int = 3
+    warmup: int = 5
+    flush_bytes: int = 256 << 20
+    n_boot: int = 4000
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """The ``[run]`` table of an experiment."""
+
+    seq_lens: tuple[int, ...] = (1024, 4096, 16384)
+    tokens: int = 16384  # batch * seq_len held constant, as in the FlashAttention benchmarks
+    heads: int = 32
+    numerics_seq_len: int = 1024
+    numerics_heads: int = 4
+    sdpa_backends: tuple[str, ...] = ("cudnn", "flash")
+    slow_control: bool = True  # one group also times the baseline doing ~2.3% more work
+    timing: TimingPlan = field(default_factory=TimingPlan)
+
+    def problem(self, seq_len: int) -> Problem:
+        return Problem(batch=max(1, self.tokens // seq_len), heads=self.heads, seq_len=seq_len)
+
+
+def require_gpu():
+    try:
+        import torch
+    except ImportError as exc:
+        raise NoGpu("torch is not installed; runtime measurements need torch with CUDA") from exc
+    if not torch.cuda.is_available():
+        raise NoGpu("no CUDA GPU is visible (torch.cuda.is_available() is False): static results only")
+    return torch
+
+
+def device_arch(device: int = 0) -> str:
+    torch = require_gpu()
+    major, minor = torch.cuda.get_device_capability(device)
+    cap = major * 10 + minor
+    return f"sm_{cap}a" if cap >= 90 else f"sm_{cap}"
+
+
+def gpu_info(device: int = 0) -> dict:
+    torch = require_gpu()
+    props = torch.cuda.get_device_properties(device)
+    info = {
+        "gpu": props.name,
+        "sms": props.multi_processor_count,
+        "arch": device_arch(device),
+        "torch": torch.__version__,
+        "cuda_runtime": torch.version.cuda,
+        "memory_gb": props.total_memory / 2**30,
+    }
+    info.update(_smi(device))
+    return info
+
+
+def _smi(device: int) -> dict:
+    q = "driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw"
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", f"--id={device}", f"--query-gpu={q}", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    vals = [v.strip() for v in out.split(",")]
+    if len(vals) != 6:
+        return {}
+    keys = ("driver", "sm_clock_mhz", "sm_clock_max_mhz", "mem_clock_mhz", "temperature_c", "power_w")
+    return dict(zip(keys, vals, strict=True))
+
+
+# --- building launchable kernels -----------------------------------------------------------
+
+
+def triton_compiled(family: KernelFamily, spec: KernelSpec, args: list, name: str | None = None):
+    """Triton's own compile for the current GPU, under ``name``, with its cache isolated."""
+    import triton
+    from triton.compiler import ASTSource
+
+    fn = renamed_fn(family.fn, name) if name else family.fn
+    sp = specialize(family.fn, args)
+    src = ASTSource(fn, sp.signature, sp.constexprs, sp.attrs)
+    with tempfile.TemporaryDirectory(prefix="ptxprobe-triton-cache-") as d:
+        old = triton.knobs.cache.dir
+        triton.knobs.cache.dir = d
+        try:
+            return triton.compile(
+                src, options={"num_warps": spec.config.num_warps, "num_stages": spec.config.num_stages}
+            )
+        finally:
+            triton.knobs.cache.dir = old
+
+
+def with_cubin(compiled, name: str, cubin: bytes):
+    """A copy of a CompiledKernel that loads ``cubin`` (entry ``name``) instead of its own."""
+    k = copy.copy(compiled)
+    k.name = name
+    k.kernel = cubin
+    k.module = k.function = k._run = None
+    return k
+
+
+def aot_cubin(
+    family: KernelFamily, spec: KernelSpec, arch: str, problem: Problem, name: str, cache: Cache | None = None
+) -> tuple[bytes, dict]:
+    """ptxprobe's cubin for (spec, problem) under ``name``: emit -> rename -> assemble (cached)."""
+    e = emit_triton(family, spec, arch, problem=problem, cache=cache)
+    ptx = e.ptx if name == e.entry else rename_entry(e.ptx, e.entry, name).ptx
+    tool = triton_ptxas(arch)
+    art = assemble(ptx, arch, tool, cache=cache)
+    if not art.ok:
+        raise RuntimeError(f"ptxas {art.status} for {spec.key} as {name}: {art.stderr[-500:]}")
+    data = art.cubin()
+    k = read_cubin(data).kernel(name)
+    return data, {
+        "registers": k.regcount,
+        "text_sha256": k.text_sha256,
+        "ptxas_version": tool.version,
+        "ptxas_sha256": tool.sha256,
+        "cubin_sha256": sha256_bytes(data),
+    }
+
+
+# --- measuring -----------------------------------------------------------------------------
+
+
+def time_interleaved(fns: dict, plan: TimingPlan) -> dict[str, stats.Measurement]:
+    """Per-round times (ms per launch) of each callable, rounds interleaved and rotated."""
+    torch = require_gpu()
+    flush = torch.empty(plan.flush_bytes // 4, dtype=torch.int32, device="cuda")
+    labels = list(fns)
+    for fn in fns.values():
+        for _ in range(plan.warmup):
+            fn()
+    torch.cuda.synchronize()
+    times: dict[str, list[float]] = {label: [] for label in labels}
+    for order in stats.rotated_orders(labels, plan.rounds):
+        events = []
+        for label in order:
+            flush.zero_()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(plan.reps):
+                fns[label]()
+            end.record()
+            events.append((label, start, end))
+        torch.cuda.synchronize()
+        for label, start, end in events:
+            times[label].append(start.elapsed_time(end) / plan.reps)
+    return {label: stats.Measurement(label, tuple(t)) for label, t in times.items()}
+
+
+def measured_peak_tflops(dtype: str) -> float | None:
+    """Dense matmul rate in this run (the %SOL denominator): fp16/bf16 matmul, fp8 via _scaled_mm."""
+    torch = require_gpu()
+    n = 8192
+    a = torch.randn(n, n, device="cuda")
+    b = torch.randn(n, n, device="cuda")
+    if dtype.startswith("fp8"):
+        if not hasattr(torch, "_scaled_mm"):
+            return None
+        fp8 = torch.float8_e5m2 if dtype == "fp8e5" else torch.float8_e4m3fn
+        a8, b8 = a.to(fp8), b.to(fp8).t().contiguous().t()
+        one = torch.ones((), device="cuda")
+
+        def op():
+            return torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.float16)
+    else:
+        dt = torch.bfloat16 if dtype == "bf16" else torch.float16
+        a16, b16 = a.to(dt), b.to(dt)
+
+        def op():
+            return a16 @ b16
+
+    try:
+        m = time_interleaved({"mm": op}, TimingPlan(rounds=10, reps=5, warmup=3, flush_bytes=4 << 20))["mm"]
+    except RuntimeError:
+        return None
+    return m.tflops(2.0 * n**3)
+
+
+def ordered_bits(x):
+    """Map fp16/bf16 values to integers whose difference counts ULPs (sign-magnitude to two's complement)."""
+    torch = require_gpu()
+    b = x.contiguous().view(torch.int16).to(torch.int32)
+    return torch.where(b < 0, -(b & 0x7FFF), b)
+
+
+def numerics(out, baseline_out, ref) -> dict:
+    """Bitwise and ULP comparison with the baseline name's output; relative error vs float64."""
+    torch = require_gpu()
+    nan = int(torch.isnan(out).sum())
+    inf = int(torch.isinf(out).sum())
+    diff = out.view(torch.int16) != baseline_out.view(torch.int16)
+    ulp = (ordered_bits(out) - ordered_bits(baseline_out)).abs().max()
+    o64 = out.to(torch.float64)
+    rel = float(torch.linalg.vector_norm(o64 - ref) / torch.linalg.vector_norm(ref))
+    return {
+        "nan_count": nan,
+        "inf_count": inf,
+        "fully_written": nan == 0,
+        "bitwise_equal_to_baseline": bool(not diff.any()),
+        "n_diff_vs_baseline": int(diff.sum()),
+        "max_ulp_vs_baseline": int(ulp),
+        "rel_err_vs_reference": rel,
+    }
+
+
+# --- one group: one kernel spec, one problem, all its names --------------------------------
+
+
+def _sdpa_fn(backend: str, inputs: dict, causal: bool):
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    be = {
+        "cudnn": SDPBackend.CUDNN_ATTENTION,
+        "flash": SDPBackend.FLASH_ATTENTION,
+        "efficient": SDPBackend.EFFICIENT_ATTENTION,
+    }[backend]
+    q, k, v = inputs["q"], inputs["k"], inputs["v_logical"]
+
+    def fn():
+        with sdpa_kernel([be]):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+
+    return fn
+
+
+def run_group(
+    family: KernelFamily,
+    spec: KernelSpec,
+    problem: Problem,
+    templates: list[str],
+    cfg: RunConfig,
+    info: dict,
+    cache: Cache | None = None,
+    slow_control: bool = False,
+    peak: float | None = None,
+    seed: int = 0,
+) -> list[dict]:
+    """Time and check every name of one (kernel spec, problem); returns one record per timed variant."""
+    torch = require_gpu()
+    arch = info["arch"]
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(seed)
+    inputs = family.make_inputs(spec, problem, device="cuda", generator=gen)
+    args = family.launch_args(spec, problem, inputs)
+    grid = family.grid(spec, problem, info["sms"])
+    base_launch = triton_compiled(family, spec, args)
+    baseline = apply_template(templates[0], base_launch.name)
+    names = [apply_template(t, base_launch.name) for t in templates]
+    kernels, facts = {}, {}
+    for t, name in zip(templates, names, strict=True):
+        cubin, facts[t] = aot_cubin(family, spec, arch, problem, name, cache)
+        kernels[t] = with_cubin(base_launch, name, cubin)
+        launched = triton_compiled(family, spec, args, name=name)
+        facts[t]["aot_matches_launch"] = read_cubin(launched.kernel).kernel(name).text_sha256 == facts[t]["text_sha256"]
+    fns = {t: (lambda k=kernels[t]: k[grid](*args)) for t in templates}
+    fns[AA_LABEL] = lambda k=with_cubin(base_launch, baseline, kernels[templates[0]].kernel): k[grid](*args)
+    slowed = None
+    if slow_control:
+        # same cubin, ~2.3% more programs: extra heads (inputs padded) that compute real, discarded tiles
+        extra = max(1, round(0.023 * problem.batch * problem.heads))
+        big = Problem(problem.batch * problem.heads + extra, 1, problem.seq_len)
+        slowed = family.make_inputs(spec, big, device="cuda", generator=gen)
+        sargs = family.launch_args(spec, big, slowed)
+        sgrid = family.grid(spec, big, info["sms"])
+        fns[SLOW_LABEL] = lambda k=kernels[templates[0]]: k[sgrid](*sargs)
+    if spec.dtype in ("fp16", "bf16"):
+        for be in cfg.sdpa_backends:
+            fns[f"sdpa_{be}"] = _sdpa_fn(be, inputs, spec.causal)
+    meas = time_interleaved(fns, cfg.timing)
+    flops = family.flops(spec, problem)
+    # numerics on a small problem with fresh inputs, every name against the baseline and float64
+    small = Problem(1, cfg.numerics_heads, cfg.numerics_seq_len)
+    num_inputs = family.make_inputs(spec, small, device="cuda", generator=gen)
+    ref = family.reference(spec, num_inputs)
+    outs = {}
+    for t in templates:
+        fresh = {**num_inputs, "out": torch.full_like(num_inputs["out"], float("nan"))}
+        kernels[t][family.grid(spec, small, info["sms"])](*family.launch_args(spec, small, fresh))
+        torch.cuda.synchronize()
+        outs[t] = fresh["out"]
+    rows = []
+    base_m = meas[templates[0]]
+    aa = stats.paired_ratio(base_m, meas[AA_LABEL], n_boot=cfg.timing.n_boot, seed=seed)
+    for label, m in meas.items():
+        tf = stats.throughput_interval(m, flops, n_boot=cfg.timing.n_boot, seed=seed)
+        ratio = stats.paired_ratio(base_m, m, n_boot=cfg.timing.n_boot, seed=seed)
+        template = label if label in templates else None
+        row = {
+            "kernel": spec.key,
+            "family": family.name,
+            "dtype": spec.dtype,
+            "head_dim": spec.head_dim,
+            "causal": spec.causal,
+            "config": spec.config.label,
+            "arch": arch,
+            "seq_len": problem.seq_len,
+            "batch": problem.batch,
+            "heads": problem.heads,
+            "label": label,
+            "name_template": template,
+            "name": names[templates.index(label)] if template else label,
+            "baseline_name": baseline,
+            "is_baseline": label == templates[0],
+            "tflops": tf.estimate,
+            "tflops_ci_low": tf.low,
+            "tflops_ci_high": tf.high,
+            "median_ms": m.median_ms,
+            "spread": m.spread,
+            "times_ms": list(m.times_ms),
+            "ratio_vs_baseline": ratio.estimate,
+            "ratio_ci_low": ratio.low,
+            "ratio_ci_high": ratio.high,
+            "runtime_verdict": stats.runtime_verdict(ratio),
+            "aa_ratio": aa.estimate,
+            "aa_ci_low": aa.low,
+            "aa_ci_high": aa.high,
+            "peak_tflops": peak,
+            "pct_sol": (100 * tf.estimate / peak) if peak else None,
+            "gpu": info.get("gpu"),
+            "driver": info.get("driver"),
+            "sm_clock_mhz": info.get("sm_clock_mhz"),
+            "rounds": m.n,
+            "reps": cfg.timing.reps,
+        }
+        if label == SLOW_LABEL:
+            row["tflops"] = row["tflops_ci_low"] = row["tflops_ci_high"] = None  # its flops differ on purpose
+        if template:
+            row.update(facts[template])
+            row.update(numerics(outs[template], outs[templates[0]], ref))
+        rows.append(row)
+    return rows
+
+
+# --- the runtime sweep: groups spread over GPUs, one timing at a time per GPU ---------------
+
+RUNTIME_LOG, RUNTIME_PARQUET = "runtime.jsonl", "runtime.parquet"
+
+
+def run_config(d: dict | None) -> RunConfig:
+    d = dict(d or {})
+    timing = TimingPlan(**d.pop("timing", {}))
+    for k in ("seq_lens", "sdpa_backends"):
+        if k in d:
+            d[k] = tuple(d[k])
+    return RunConfig(**d, timing=timing)
+
+
+def plan_groups(exp, cfg: RunConfig, arch: str) -> list[dict]:
+    """One group per (kernel spec, seq_len) for the GPU's arch; names are timed together."""
+    from .registry import family
+
+    if arch not in exp.archs:
+        return []
+    groups = []
+    first = True
+    for k in exp.kernels:
+        fam = family(k)
+        for dt in exp.dtypes:
+            for d in exp.head_dims:
+                for c in exp.causal:
+                    for cfgl in exp.configs:
+                        spec = fam.spec(dt, d, c, cfgl)
+                        for n in cfg.seq_lens:
+                            gid = f"{spec.key}@{n}"
+                            groups.append(
+                                {
+                                    "group_id": gid,
+                                    "family": k,
+                                    "dtype": dt,
+                                    "head_dim": d,
+                                    "causal": c,
+                                    "config": spec.config.label,
+                                    "seq_len": n,
+                                    "slow_control": cfg.slow_control and first,
+                                }
+                            )
+                            first = False
+    return groups
+
+
+def _run_groups(
+    groups: list[dict], templates: list[str], cfg: RunConfig, out_path: str, cache_root: str, lock=None
+) -> None:
+    """Worker body: run groups one after another on this process's GPU, appending rows."""
+    import json
+
+    from .registry import family
+
+    info = gpu_info(0)
+    peaks: dict[str, float | None] = {}
+    for g in groups:
+        fam = family(g["family"])
+        spec = fam.spec(g["dtype"], g["head_dim"], g["causal"], g["config"])
+        if g["dtype"] not in peaks:
+            peaks[g["dtype"]] = measured_peak_tflops(g["dtype"])
+        info_now = {**info, **_smi(0)}
+        rows = run_group(
+            fam,
+            spec,
+            cfg.problem(g["seq_len"]),
+            templates,
+            cfg,
+            info_now,
+            Cache(cache_root),
+            slow_control=g["slow_control"],
+            peak=peaks[g["dtype"]],
+            seed=cfg.timing.seed,
+        )
+        text = "".join(json.dumps({**r, "group_id": g["group_id"]}, sort_keys=True) + "\n" for r in rows)
+        if lock is not None:
+            lock.acquire()
+        try:
+            with open(out_path, "a") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+        finally:
+            if lock is not None:
+                lock.release()
+
+
+def _worker(device: str, queue, templates, cfg, out_path, cache_root, lock) -> None:
+    os.environ["CUDA_VISIBLE_DEVICES"] = device
+    while True:
+        g = queue.get()
+        if g is None:
+            return
+        _run_groups([g], templates, cfg, out_path, cache_root, lock)
+
+
+def visible_devices() -> list[str]:
+    torch = require_gpu()
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ids = [d.strip() for d in env.split(",") if d.strip()] if env else []
+    return ids or [str(i) for i in range(torch.cuda.device_count())]
+
+
+def runtime_sweep(
+    exp, out_dir, cache: Cache | None = None, devices: list[str] | None = None, progress: bool = True
+) -> list[dict]:
+    """Time every name of every spec on the visible GPUs; resumable (finished groups are skipped)."""
+    import json
+    from pathlib import Path
+
+    import pandas as pd
+
+    from .sweep import _drop_torn_tail, read_log
+
+    require_gpu()
+    cfg = run_config(getattr(exp, "run", None))
+    cache = cache or Cache()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / RUNTIME_LOG
+    _drop_torn_tail(log)
+    done = {r["group_id"] for r in read_log(log)}
+    groups = [g for g in plan_groups(exp, cfg, device_arch(0)) if g["group_id"] not in done]
+    templates = list(exp.names)
+    devices = devices or visible_devices()
+    if len(devices) <= 1 or len(groups) <= 1:
+        from rich.progress import track
+
+        for g in track(groups, description="GPU runs", disable=not progress):
+            _run_groups([g], templates, cfg, str(log), str(cache.root))
+    else:
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        queue, lock = ctx.Queue(), ctx.Lock()
+        for g in groups:
+            queue.put(g)
+        procs = [
+            ctx.Process(target=_worker, args=(d, queue, templates, cfg, str(log), str(cache.root), lock))
+            for d in devices
+        ]
+        for _ in procs:
+            queue.put(None)
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join()
+    rows = read_log(log)
+    if rows:
+        pd.DataFrame(rows).drop(columns=["times_ms"]).to_parquet(out / RUNTIME_PARQUET, index=False)
+    (out / "gpu.json").write_text(json.dumps(gpu_info(0), indent=1))
+    return rows

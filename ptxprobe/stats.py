@@ -1,0 +1,97 @@
+"""Statistics for runtime comparisons: raw times kept, paired bootstrap of throughput ratios.
+
+Kept apart from the GPU code so it is tested on CPU. Rounds are the unit of pairing: in
+each round every variant runs once (in rotated order), so slow drifts of the clock or the
+card's temperature hit all variants alike and cancel in the per-round comparison.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+FASTER, SLOWER, NO_DIFFERENCE = "faster", "slower", "no_difference"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Raw per-round times of one variant (milliseconds), in round order."""
+
+    label: str
+    times_ms: tuple[float, ...]
+
+    @property
+    def n(self) -> int:
+        return len(self.times_ms)
+
+    @property
+    def median_ms(self) -> float:
+        return float(np.median(self.times_ms))
+
+    @property
+    def spread(self) -> float:
+        """Interquartile range over the median: the run-to-run noise of this variant alone."""
+        q1, q3 = np.percentile(self.times_ms, [25, 75])
+        return float((q3 - q1) / np.median(self.times_ms))
+
+    def tflops(self, flops: float) -> float:
+        return flops / (self.median_ms * 1e-3) / 1e12
+
+
+@dataclass(frozen=True)
+class Interval:
+    estimate: float
+    low: float
+    high: float
+    level: float = 0.95
+
+
+def _rng(seed: int) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def bootstrap_median(times: tuple[float, ...], n_boot: int = 4000, level: float = 0.95, seed: int = 0) -> Interval:
+    x = np.asarray(times, dtype=float)
+    idx = _rng(seed).integers(0, len(x), size=(n_boot, len(x)))
+    meds = np.median(x[idx], axis=1)
+    a = (1 - level) / 2
+    return Interval(float(np.median(x)), float(np.quantile(meds, a)), float(np.quantile(meds, 1 - a)), level)
+
+
+def throughput_interval(m: Measurement, flops: float, **kw) -> Interval:
+    """TFLOPS with a bootstrap interval (from the interval of the median time)."""
+    t = bootstrap_median(m.times_ms, **kw)
+    conv = flops / 1e9  # flops / (ms * 1e-3) / 1e12
+    return Interval(conv / t.estimate, conv / t.high, conv / t.low, t.level)
+
+
+def paired_ratio(
+    base: Measurement, other: Measurement, n_boot: int = 4000, level: float = 0.95, seed: int = 0
+) -> Interval:
+    """Throughput of ``other`` relative to ``base`` (>1: other is faster), resampling whole rounds."""
+    if base.n != other.n:
+        raise ValueError(f"paired comparison needs equal round counts ({base.n} vs {other.n})")
+    a = np.asarray(base.times_ms, dtype=float)
+    b = np.asarray(other.times_ms, dtype=float)
+    idx = _rng(seed).integers(0, len(a), size=(n_boot, len(a)))
+    ratios = np.median(a[idx], axis=1) / np.median(b[idx], axis=1)
+    q = (1 - level) / 2
+    return Interval(
+        float(np.median(a) / np.median(b)), float(np.quantile(ratios, q)), float(np.quantile(ratios, 1 - q)), level
+    )
+
+
+def runtime_verdict(ratio: Interval) -> str:
+    """faster / slower when the whole interval lies on one side of 1, else no_difference."""
+    if ratio.low > 1.0:
+        return FASTER
+    if ratio.high < 1.0:
+        return SLOWER
+    return NO_DIFFERENCE
+
+
+def rotated_orders(labels: list[str], rounds: int) -> list[list[str]]:
+    """Round r runs the labels rotated by r, so no variant always goes first."""
+    n = len(labels)
+    return [[labels[(i + r) % n] for i in range(n)] for r in range(rounds)]
