@@ -273,6 +273,109 @@ def cmd_cubin(args) -> int:
     return 0
 
 
+def cmd_disasm(args) -> int:
+    from .sass import disassemble
+
+    listings = disassemble(Path(args.cubin))
+    if args.kernel:
+        if args.kernel not in listings:
+            raise PtxprobeError(f"no kernel {args.kernel!r} in {args.cubin} (have: {', '.join(listings)})")
+        listings = {args.kernel: listings[args.kernel]}
+    if args.json:
+        print(json.dumps({k: [i.to_json() for i in v.instructions] for k, v in listings.items()}))
+        return 0
+    for name, lst in listings.items():
+        print(f"// {name}: {len(lst.instructions)} instructions")
+        where = {off: lab for lab, off in lst.labels.items()}
+        for ins in lst.instructions:
+            if ins.offset in where:
+                print(f"{where[ins.offset]}:")
+            print(f"  /*{ins.offset:05x}*/ {ins.control.compact()}  {ins.text}")
+    return 0
+
+
+def _diff_inputs(args) -> tuple[bytes, bytes, str | None, str | None]:
+    """Two cubins from files, or from one PTX assembled under its own name and under --rename."""
+    if args.ptx:
+        from .assemble import assemble
+        from .emit import load_ptx
+        from .rename import apply_template, rename_entry
+        from .toolchain import select_ptxas
+
+        src = load_ptx(args.ptx)
+        arch = args.arch or src.arch
+        new = apply_template(args.rename, src.entry) if "{base}" in args.rename else args.rename
+        tool = select_ptxas(arch, args.ptxas)[0]
+        arts = [assemble(src.ptx, arch, tool), assemble(rename_entry(src.ptx, src.entry, new).ptx, arch, tool)]
+        for art in arts:
+            if not art.ok:
+                raise PtxprobeError(f"ptxas {art.status}: {art.stderr.strip()[-500:]}")
+        return arts[0].cubin(), arts[1].cubin(), src.entry, new
+    if not (args.a and args.b):
+        raise PtxprobeError("diff needs two cubins (A B) or --ptx FILE --rename NAME")
+    return Path(args.a).read_bytes(), Path(args.b).read_bytes(), args.kernel_a, args.kernel_b
+
+
+def cmd_diff(args) -> int:
+    from .diff import diff_cubins
+
+    a, b, ka, kb = _diff_inputs(args)
+    d = diff_cubins(a, b, ka, kb)
+    if args.json:
+        print(json.dumps(d.to_json(with_rows=args.rows), indent=1, default=str))
+        return 0
+    c = d.cubin_deltas
+    console.print(
+        f"[bold]{d.kernel_a} -> {d.kernel_b}[/]: {d.verdict}  " + ", ".join(f"{k} {v}" for k, v in d.counts.items())
+    )
+    rows = [[k, c[k][0], c[k][1]] for k in ("registers", "frame_size", "text_bytes", "capmerc_bytes")]
+    rows += [
+        ["instructions", d.a.instructions, d.b.instructions],
+        ["stall cycles", d.a.stall_cycles, d.b.stall_cycles],
+        ["barrier waits", d.a.barrier_waits, d.b.barrier_waits],
+        ["LDL/STL", f"{d.a.local_loads}/{d.a.local_stores}", f"{d.b.local_loads}/{d.b.local_stores}"],
+    ]
+    rows += [
+        [
+            f"loop {lp['loop']} instr/stall/waits",
+            "/".join(str(x[0]) for x in (lp["instructions"], lp["stall_cycles"], lp["barrier_waits"])),
+            "/".join(str(x[1]) for x in (lp["instructions"], lp["stall_cycles"], lp["barrier_waits"])),
+        ]
+        for lp in d.loop_deltas
+        if (lp["instructions"][0] or 0) > 4
+    ]
+    console.print(_table("diff", ["", d.kernel_a, d.kernel_b], rows))
+    if d.opcode_delta:
+        console.print("opcodes (B-A): " + ", ".join(f"{k} {v:+d}" for k, v in d.opcode_delta.items()))
+    return 0 if d.verdict == "identical" else 1
+
+
+def cmd_report(args) -> int:
+    from .report import build_report
+
+    res = build_report(args.run_dir, args.out, notebook_html=args.notebook)
+    recs = res["records"]
+    console.print(
+        _table(
+            f"report -> {res['out_dir']}/index.html",
+            ["kernel", "arch", "name", "static verdict", "SASS", "regs", "capmerc"],
+            [
+                [
+                    r["kernel"],
+                    r["arch"],
+                    r["name"],
+                    r["verdict"],
+                    r.get("sass_verdict") or r.get("note"),
+                    f"{r['baseline_registers']}->{r['registers']}",
+                    f"{r['baseline_capmerc_bytes']}->{r['capmerc_bytes']}",
+                ]
+                for r in recs
+            ],
+        )
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ptxprobe", description="What does ptxas do differently depending on a kernel's entry name?"
@@ -343,6 +446,31 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--timeout", type=float, default=600.0)
     s.add_argument("--output", "-o", help="write the cubin here")
     s.set_defaults(func=cmd_assemble)
+
+    s = sub.add_parser("disasm", help="SASS listing with decoded control codes (or JSON)")
+    s.add_argument("cubin")
+    s.add_argument("--kernel")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_disasm)
+
+    s = sub.add_parser("diff", help="how two cubins' SASS differs (exit 1 if not identical)")
+    s.add_argument("a", nargs="?", help="cubin A (baseline)")
+    s.add_argument("b", nargs="?", help="cubin B")
+    s.add_argument("--kernel-a")
+    s.add_argument("--kernel-b")
+    s.add_argument("--ptx", help="instead of cubins: assemble this PTX under its name and under --rename")
+    s.add_argument("--rename", default="cutlass_{base}")
+    s.add_argument("--arch")
+    s.add_argument("--ptxas", default="triton")
+    s.add_argument("--json", action="store_true")
+    s.add_argument("--rows", action="store_true", help="with --json: include the per-instruction alignment")
+    s.set_defaults(func=cmd_diff)
+
+    s = sub.add_parser("report", help="HTML + JSON report of a sweep's run directory")
+    s.add_argument("run_dir")
+    s.add_argument("--out", "-o", help="default: RUN_DIR/report")
+    s.add_argument("--notebook", help="link to an HTML export of the analysis notebook")
+    s.set_defaults(func=cmd_report)
 
     s = sub.add_parser("cubin", help="facts of a cubin: sections, EIATTR records, registers, capmerc")
     s.add_argument("cubin")

@@ -91,6 +91,20 @@ def runtime_verdict(ratio: Interval) -> str:
     return NO_DIFFERENCE
 
 
+def noise_floor(aa: Interval) -> float:
+    """How far from 1 a ratio can be with identical code: the A/A control's offset plus its half-width."""
+    return abs(aa.estimate - 1.0) + (aa.high - aa.low) / 2
+
+
+def runtime_verdict_vs_floor(ratio: Interval, floor: float) -> str:
+    """Like runtime_verdict, but the interval must also clear the A/A noise floor around 1."""
+    if ratio.low > 1.0 + floor:
+        return FASTER
+    if ratio.high < 1.0 - floor:
+        return SLOWER
+    return NO_DIFFERENCE
+
+
 def rotated_orders(labels: list[str], rounds: int) -> list[list[str]]:
     """Round r runs the labels rotated by r, so no variant always goes first."""
     n = len(labels)

@@ -1,0 +1,160 @@
+"""Reports over a sweep's run directory: a self-contained HTML report (jinja2, inline CSS/JS,
+no network), the same data as JSON, and records for a terminal summary.
+
+For every renamed variant the repeat-0 cubins of variant and baseline are disassembled and
+diffed; cubins come from the content-addressed cache by their sha256.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from .cache import Cache
+from .diff import SAME, Diff, diff_files
+from .errors import PtxprobeError
+from .sass import Listing
+from .sweep import MANIFEST, RESULTS_JSONL
+
+FOLD_AT = 8  # runs of identical instructions longer than this are folded
+
+
+def _env() -> Environment:
+    return Environment(loader=PackageLoader("ptxprobe", "templates"), autoescape=select_autoescape(["html", "j2"]))
+
+
+def cubin_path(cache: Cache, sha: str | None) -> Path | None:
+    if not sha:
+        return None
+    p = cache.root / "cubin" / sha[:2] / sha / "kernel.cubin"
+    return p if p.exists() else None
+
+
+def load_rows(run_dir: Path) -> list[dict]:
+    path = run_dir / RESULTS_JSONL
+    if not path.exists():
+        raise PtxprobeError(f"{run_dir}: no {RESULTS_JSONL}; is this a ptxprobe run directory?")
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def _disassemble_all(paths) -> dict:
+    """path -> (CubinFacts, {kernel: Listing}); nvdisasm runs in parallel threads."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .cubin import read_cubin
+    from .sass import disassemble
+
+    todo = sorted({str(p) for p in paths if p is not None})
+
+    def one(path: str):
+        return path, (read_cubin(Path(path).read_bytes()), disassemble(path))
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        return dict(pool.map(one, todo))
+
+
+def side_by_side(d: Diff, la: Listing, lb: Listing) -> list[dict]:
+    """Rows for the listing, identical runs folded into chunks."""
+    chunks: list[dict] = []
+    run: list[dict] = []
+
+    def cell(listing, i):
+        if i is None:
+            return "", ""
+        ins = listing.instructions[i]
+        return f"/*{ins.offset:04x}*/ {ins.text}", ins.control.compact()
+
+    def flush():
+        if run:
+            chunks.append({"folded": len(run) > FOLD_AT, "rows": list(run)})
+            run.clear()
+
+    for r in d.rows:
+        a, ca = cell(la, r.a)
+        b, cb = cell(lb, r.b)
+        row = {"kind": r.kind, "a": a, "ca": ca, "b": b, "cb": cb}
+        if r.kind == SAME:
+            run.append(row)
+        else:
+            flush()
+            chunks.append({"folded": False, "rows": [row]})
+    flush()
+    return chunks
+
+
+def build_report(
+    run_dir: str | Path, out_dir: str | Path | None = None, cache: Cache | None = None, notebook_html: str | None = None
+) -> dict:
+    """Write index.html, one diff page per differing variant, and report.json; return the records."""
+    run = Path(run_dir)
+    out = Path(out_dir) if out_dir else run / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    cache = cache or Cache()
+    rows = load_rows(run)
+    manifest = json.loads((run / MANIFEST).read_text()) if (run / MANIFEST).exists() else {}
+    env = _env()
+    first = {}
+    for r in rows:  # the repeat-0 row of each (group, name)
+        if r["repeat"] == 0:
+            first[(r["kernel"], r["arch"], r["ptxas_sha256"], r["ptxas_flags"], r["name"])] = r
+    records = []
+    listings = _disassemble_all(
+        [cubin_path(cache, r.get("cubin_sha256")) for r in first.values() if r["status"] == "ok"]
+    )
+    for key, r in sorted(first.items()):
+        if r.get("is_baseline"):
+            continue
+        base = first.get(key[:4] + (r["baseline_name"],))
+        rec = {
+            k: r.get(k)
+            for k in (
+                "kernel",
+                "arch",
+                "ptxas_version",
+                "name",
+                "baseline_name",
+                "verdict",
+                "verdict_confidence",
+                "distinct_outputs",
+                "baseline_distinct_outputs",
+                "registers",
+                "baseline_registers",
+                "capmerc_bytes",
+                "baseline_capmerc_bytes",
+            )
+        }
+        pa = cubin_path(cache, base and base.get("cubin_sha256"))
+        pb = cubin_path(cache, r.get("cubin_sha256"))
+        if r["status"] != "ok" or not base or base["status"] != "ok":
+            rec["note"] = f"ptxas {r['status']}"
+        elif pa is None or pb is None:
+            rec["note"] = "cubin not in cache (re-run the sweep to rebuild)"
+        else:
+            d = diff_files(pa, pb, r["baseline_name"], r["name"], listings)
+            rec.update(sass_verdict=d.verdict, counts=d.counts, diff=d.to_json())
+            main = max(d.loop_deltas, key=lambda x: x["instructions"][0] or 0, default=None)
+            rec["main_loop"] = main
+            if d.verdict != "identical":
+                page = f"diff-{len(records):03d}.html"
+                la = listings[str(pa)][1][r["baseline_name"]]
+                lb = listings[str(pb)][1][r["name"]]
+                html = env.get_template("diff.html.j2").render(
+                    title=f"{r['name']} vs {r['baseline_name']}", d=d.to_json(), meta=r, chunks=side_by_side(d, la, lb)
+                )
+                (out / page).write_text(html)
+                rec["page"] = page
+        records.append(rec)
+    index = env.get_template("index.html.j2").render(
+        title=manifest.get("experiment", {}).get("name", run.name),
+        rows=records,
+        manifest=manifest,
+        generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        notebook=notebook_html,
+    )
+    (out / "index.html").write_text(index)
+    (out / "report.json").write_text(json.dumps(records, indent=1, default=str))
+    return {"out_dir": str(out), "records": records}

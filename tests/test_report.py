@@ -1,0 +1,101 @@
+"""The HTML report: built from a real sweep, opened in a real headless browser."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from ptxprobe import report, sweep
+from ptxprobe.cli import main
+
+
+@pytest.fixture(scope="module")
+def report_dir(tmp_path_factory):
+    run = tmp_path_factory.mktemp("run")
+    exp = sweep.experiment_from_dict(
+        dict(
+            name="report-test",
+            kernels=["attention"],
+            dtypes=["fp8e5"],
+            head_dims=[128],
+            causal=[False],
+            archs=["sm_90a", "sm_100a"],
+            names=["{base}", "cutlass_{base}", "xutlass_{base}"],
+            repeat={"default": 1},
+        )
+    )
+    sweep.run_sweep(exp, run, jobs=2, progress=False)
+    assert main(["report", str(run)]) == 0
+    return run / "report"
+
+
+def test_report_files_and_json(report_dir):
+    index = (report_dir / "index.html").read_text()
+    assert "cutlass_attention" in index and "xutlass_attention" in index
+    recs = json.loads((report_dir / "report.json").read_text())
+    by = {(r["arch"], r["name"]): r for r in recs}
+    assert by["sm_100a", "cutlass_attention"]["sass_verdict"] in ("different_code", "scheduling_only")
+    assert by["sm_90a", "xutlass_attention"]["sass_verdict"] == "identical"
+    page = by["sm_100a", "cutlass_attention"]["page"]
+    html = (report_dir / page).read_text()
+    assert "Side by side" in html and 'class="changed"' in html
+    assert "http://" not in index and "https://" not in html  # self-contained
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium not installed (.ci/run installs it)")
+def test_report_renders_in_headless_chromium(report_dir, tmp_path):
+    recs = json.loads((report_dir / "report.json").read_text())
+    page = next(r["page"] for r in recs if r.get("page"))
+    for name, must in (("index.html", ["cutlass_attention", "differs"]), (page, ["Side by side", "Loops"])):
+        out = subprocess.run(
+            [
+                "chromium",
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                f"--user-data-dir={tmp_path / 'profile'}",
+                "--dump-dom",
+                (report_dir / name).as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        dom = out.stdout
+        for m in must:
+            assert m in dom, (name, m)
+        assert "<table" in dom
+    shot = tmp_path / "index.png"
+    subprocess.run(
+        [
+            "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            f"--user-data-dir={tmp_path / 'profile2'}",
+            f"--screenshot={shot}",
+            "--window-size=1400,900",
+            (report_dir / "index.html").as_uri(),
+        ],
+        capture_output=True,
+        timeout=120,
+    )
+    assert shot.exists() and shot.stat().st_size > 10_000
+
+
+def test_report_on_a_directory_without_results(tmp_path):
+    from ptxprobe.errors import PtxprobeError
+
+    with pytest.raises(PtxprobeError, match="no results.jsonl"):
+        report.build_report(tmp_path)
