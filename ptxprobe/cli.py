@@ -40,6 +40,8 @@ def cmd_rename_sweep(args) -> int:
             sets.append("kernels=")
     if sets:
         exp = override(exp, sets)
+    if args.names_from_scan:
+        exp = _names_from_scan(exp)
     out = Path(args.out) if args.out else default_out_dir(exp)
     from .cache import Cache
 
@@ -90,6 +92,20 @@ def cmd_rename_sweep(args) -> int:
     if args.run is not False:
         return _runtime(exp, out, args)
     return 0
+
+
+def _names_from_scan(exp):
+    """Add a name template for every identifier-like strstr literal in the sweep's ptxas binaries."""
+    from .scan import name_templates, scan
+    from .sweep import override
+    from .toolchain import discover, select_ptxas
+
+    tools = discover(("ptxas",))
+    paths = {t.path for arch in exp.archs for spec in exp.ptxas for t in select_ptxas(arch, spec, tools)}
+    lits = sorted({s.literal for p in paths for s in scan(p).sites if s.function == "strstr"})
+    extra = [t for t in name_templates(lits) if t not in exp.names]
+    console.print(f"names from ptxas-scan: {', '.join(extra) or 'none new'}")
+    return override(exp, ["names=" + ",".join(list(exp.names) + extra)])
 
 
 def _runtime(exp, out: Path, args) -> int:
@@ -376,6 +392,85 @@ def cmd_report(args) -> int:
     return 0
 
 
+def _scan_targets(args) -> list[tuple[str, str]]:
+    """(label, path) of the ptxas binaries to scan: given paths, --version matches, or every ptxas known."""
+    from .toolchain import discover, select_ptxas
+
+    if args.paths:
+        return [(p, p) for p in args.paths]
+    tools = discover(("ptxas",))
+    if args.version:
+        chosen = [t for v in args.version for t in select_ptxas("sm_90a", v, tools)]
+    else:
+        chosen = tools
+    if not chosen:
+        raise PtxprobeError("no ptxas found to scan")
+    return [(f"{t.version} ({t.origin})", t.path) for t in chosen]
+
+
+def cmd_ptxas_scan(args) -> int:
+    from .scan import across_versions, name_templates, scan
+
+    results = [(label, scan(path)) for label, path in _scan_targets(args)]
+    if args.json:
+        print(
+            json.dumps(
+                [
+                    {
+                        "ptxas": label,
+                        "path": r.path,
+                        "real_path": r.real_path,
+                        "sha256": r.sha256,
+                        "seconds": r.seconds,
+                        "imports": r.imports,
+                        "note": r.note,
+                        "sites": [s.to_json() for s in r.sites if args.all or s.function in args.functions],
+                    }
+                    for label, r in results
+                ],
+                indent=1,
+            )
+        )
+        return 0
+    for label, r in results:
+        sites = [s for s in r.sites if args.all or s.function in args.functions]
+        console.print(
+            _table(
+                f"ptxas {label}: {len(sites)} compare sites with a literal ({r.seconds:.1f}s) {r.note}",
+                ["literal", "function", "arg", "literal @", "loaded @", "call @", "in function @"],
+                [
+                    [
+                        repr(s.literal),
+                        s.function,
+                        s.argument,
+                        hex(s.literal_address),
+                        hex(s.reference_address),
+                        hex(s.call_address),
+                        hex(s.enclosing_function) if s.enclosing_function else "?",
+                    ]
+                    for s in sites
+                ],
+            )
+        )
+    if len(results) > 1:
+        table = across_versions([(label, r) for label, r in results])
+        wanted = {s.literal for _, r in results for s in r.sites if args.all or s.function in args.functions}
+        console.print(
+            _table(
+                "literals across ptxas versions",
+                ["literal"] + [label for label, _ in results],
+                [
+                    [repr(t["literal"])] + ["yes" if t[label] else "-" for label, _ in results]
+                    for t in table
+                    if t["literal"] in wanted
+                ],
+            )
+        )
+    lits = sorted({s.literal for _, r in results for s in r.sites if s.function == "strstr"})
+    console.print("name templates (--names-from-scan): " + ", ".join(name_templates(lits)))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ptxprobe", description="What does ptxas do differently depending on a kernel's entry name?"
@@ -398,6 +493,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--fresh", action="store_true", help="discard finished variants in the output dir")
     s.add_argument("--no-cache", action="store_true", help="do not read or write the content-addressed cache")
     s.add_argument("--json", action="store_true", help="print the summary as JSON")
+    s.add_argument(
+        "--names-from-scan",
+        action="store_true",
+        help="also test a name for every trigger literal ptxas-scan finds in the sweep's ptxas",
+    )
     s.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     s.add_argument(
         "--run",
@@ -471,6 +571,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", "-o", help="default: RUN_DIR/report")
     s.add_argument("--notebook", help="link to an HTML export of the analysis notebook")
     s.set_defaults(func=cmd_report)
+
+    s = sub.add_parser("ptxas-scan", help="find string-compare calls with literal arguments inside ptxas")
+    s.add_argument("paths", nargs="*", help="ptxas binaries (default: every ptxas the toolchain knows)")
+    s.add_argument("--version", action="append", help="scan the ptxas of this version (repeatable)")
+    s.add_argument("--functions", nargs="+", default=["strstr", "strcmp", "strncmp", "strcasecmp", "memcmp"])
+    s.add_argument("--all", action="store_true", help="every compare function, not just --functions")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_ptxas_scan)
 
     s = sub.add_parser("cubin", help="facts of a cubin: sections, EIATTR records, registers, capmerc")
     s.add_argument("cubin")

@@ -95,8 +95,9 @@ def _triton_bin() -> Path | None:
 
 
 def installed_root() -> Path:
-    """Where ``ptxprobe toolchain install`` unpacks wheels."""
-    return default_root() / "toolchains"
+    """Where ``ptxprobe toolchain install`` unpacks wheels (``PTXPROBE_TOOLCHAINS`` overrides)."""
+    env = os.environ.get("PTXPROBE_TOOLCHAINS")
+    return Path(env) if env else default_root() / "toolchains"
 
 
 def _candidates() -> list[tuple[str, str, Path]]:

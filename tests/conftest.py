@@ -64,3 +64,22 @@ echo "ptxas info    : starting" >&2
         )
 
     return make
+
+
+@pytest.fixture(scope="session")
+def installed_ptxas_124():
+    """A real extra ptxas from the nvidia-cuda-nvcc-cu12 12.4.131 wheel, kept across test runs."""
+    from ptxprobe import toolchain
+
+    keep = Path.home() / ".cache" / "ptxprobe-test-toolchains"
+    old = os.environ.get("PTXPROBE_TOOLCHAINS")
+    os.environ["PTXPROBE_TOOLCHAINS"] = str(keep)
+    try:
+        rec = toolchain.install("12.4.131", ("ptxas",))[0]
+    except Exception as exc:  # no network to PyPI: say so rather than fail obscurely
+        pytest.skip(f"cannot install ptxas 12.4.131 from its wheel: {exc}")
+    yield toolchain.identify(rec.path, "ptxas", "ptxprobe-cache")
+    if old is None:
+        os.environ.pop("PTXPROBE_TOOLCHAINS", None)
+    else:
+        os.environ["PTXPROBE_TOOLCHAINS"] = old

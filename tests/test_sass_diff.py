@@ -87,6 +87,7 @@ def test_opcodes_and_operands_agree_with_nvdisasm_json(cubins, arch):
     for ins, r in zip(lst.instructions, ref, strict=True):
         opcode = r["opcode"]
         assert ins.opcode == opcode, (ins.text, r)
+
         # nvdisasm's JSON writes memory operands without a comma and sometimes last ("desc[UR20][R10.64],P0[R19]"):
         # compare the operand tokens as multisets
         def tokens(text):
