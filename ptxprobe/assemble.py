@@ -113,6 +113,27 @@ def ptxas_argv(tool: Tool, arch: str, flags: tuple[str, ...], src: str, dst: str
     return [tool.path, *flags, "-v", f"--gpu-name={arch}", src, "-o", dst]
 
 
+def _key(ptx: str, arch: str, tool: Tool, flags: tuple[str, ...], repeat: int) -> str:
+    return cache_key(stage="assemble", ptx=sha256_text(ptx), arch=arch, flags=flags, ptxas=tool.sha256, repeat=repeat)
+
+
+def cached_artifact(
+    ptx: str,
+    arch: str,
+    tool: Tool,
+    flags: tuple[str, ...] = TRITON_FLAGS,
+    *,
+    repeat: int = 0,
+    cache: Cache | None = None,
+) -> Artifact | None:
+    """The cached result of exactly this assembly, or None (cheap: no ptxas run)."""
+    cache = cache or Cache()
+    rec = cache.get_json("assemble", _key(ptx, arch, tool, tuple(flags), repeat))
+    if rec is not None and (rec["cubin_path"] is None or Path(rec["cubin_path"]).exists()):
+        return Artifact.from_json({**rec, "cached": True})
+    return None
+
+
 def assemble(
     ptx: str,
     arch: str,
@@ -126,10 +147,10 @@ def assemble(
     """Assemble PTX with one ptxas; cached unless the cache is disabled."""
     cache = cache or Cache()
     flags = tuple(flags)
-    key = cache_key(stage="assemble", ptx=sha256_text(ptx), arch=arch, flags=flags, ptxas=tool.sha256, repeat=repeat)
-    rec = cache.get_json("assemble", key)
-    if rec is not None and (rec["cubin_path"] is None or Path(rec["cubin_path"]).exists()):
-        return Artifact.from_json({**rec, "cached": True})
+    hit = cached_artifact(ptx, arch, tool, flags, repeat=repeat, cache=cache)
+    if hit is not None:
+        return hit
+    key = _key(ptx, arch, tool, flags, repeat)
     art = _run_ptxas(ptx, arch, tool, flags, timeout, cache, key)
     if art.status != TIMEOUT:  # a timeout may be the machine's fault: try again next time
         cache.put_json("assemble", key, art.to_json())

@@ -471,6 +471,67 @@ def cmd_ptxas_scan(args) -> int:
     return 0
 
 
+def cmd_repro(args) -> int:
+    from .repro import repro
+
+    res = repro(args.run_dir, args.out, jobs=args.jobs, progress=not args.quiet)
+    for p in res.problems:
+        console.print(f"[bold red]environment:[/] {p}", highlight=False, soft_wrap=True)
+    console.print(
+        _table(
+            f"repro of {args.run_dir}",
+            ["kernel", "arch", "ptxas", "name", "result", "recorded", "new", "why"],
+            [
+                [r.kernel, r.arch, r.ptxas_version, r.name, r.status, r.recorded_outputs, r.new_outputs, r.reason]
+                for r in res.rows
+            ],
+        )
+    )
+    if res.runtime_note:
+        console.print(res.runtime_note)
+    diverged = [r for r in res.rows if r.status not in ("match", "within_recorded_set")]
+    if res.ok:
+        console.print(f"[green]reproduced: {len(res.rows)} variant groups match the recorded results[/]")
+        return 0
+    console.print(f"[bold red]diverged:[/] {len(diverged)} variant groups, {len(res.problems)} environment problems")
+    return 1
+
+
+def cmd_bisect(args) -> int:
+    from .repro import bisect, first_difference
+
+    steps = bisect(
+        args.kernel,
+        args.dtype,
+        args.head_dim,
+        args.causal,
+        args.arch,
+        args.name,
+        versions=args.versions.split(",") if args.versions else None,
+        repeat=args.repeat,
+        fetch=args.fetch,
+        jobs=args.jobs,
+    )
+    console.print(
+        _table(
+            f"{args.name} on {args.kernel}/{args.dtype}/d{args.head_dim} for {args.arch}",
+            ["ptxas", "verdict", "confidence", "registers baseline -> renamed"],
+            [
+                [
+                    s.ptxas_version,
+                    s.verdict,
+                    "" if s.confidence is None else f"{s.confidence:.3f}",
+                    f"{list(s.baseline_registers)} -> {list(s.registers)}",
+                ]
+                for s in steps
+            ],
+        )
+    )
+    first = first_difference(steps)
+    console.print(f"first ptxas where the name changes the code: {first.ptxas_version if first else 'none'}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ptxprobe", description="What does ptxas do differently depending on a kernel's entry name?"
@@ -579,6 +640,26 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--all", action="store_true", help="every compare function, not just --functions")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_ptxas_scan)
+
+    s = sub.add_parser("repro", help="re-run a recorded sweep with its recorded tools and compare")
+    s.add_argument("run_dir")
+    s.add_argument("--out", "-o", help="where the re-run goes (default: a temporary directory)")
+    s.add_argument("--jobs", "-j", type=int)
+    s.add_argument("--quiet", "-q", action="store_true")
+    s.set_defaults(func=cmd_repro)
+
+    s = sub.add_parser("bisect", help="first ptxas release where a name changes the code beyond noise")
+    s.add_argument("--name", default="cutlass_{base}")
+    s.add_argument("--kernel", default="attention")
+    s.add_argument("--dtype", default="fp8e5")
+    s.add_argument("--head-dim", type=int, default=128)
+    s.add_argument("--causal", action="store_true")
+    s.add_argument("--arch", default="sm_90a")
+    s.add_argument("--versions", help="comma list (default: every ptxas installed)")
+    s.add_argument("--fetch", action="store_true", help="first install the releases from their pip wheels")
+    s.add_argument("--repeat", type=int, default=3)
+    s.add_argument("--jobs", "-j", type=int)
+    s.set_defaults(func=cmd_bisect)
 
     s = sub.add_parser("cubin", help="facts of a cubin: sections, EIATTR records, registers, capmerc")
     s.add_argument("cubin")

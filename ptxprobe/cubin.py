@@ -133,6 +133,7 @@ class KernelFacts:
     shared_bytes: int
     constant0_bytes: int
     function_attrs: dict = field(default_factory=dict)  # .nv.info records for this symbol: name -> value
+    code_sha256: str = ""  # .text plus .nv.capmerc.text: what "the same code" means for a kernel
 
     def attr(self, name: str) -> EiAttr | None:
         return next((a for a in self.attrs if a.name == name), None)
@@ -245,6 +246,8 @@ def read_cubin(data: bytes) -> CubinFacts:
             text = sec.data()
             info = sections.get(f".nv.info.{k}")
             attrs = parse_eiattrs(info.data()) if info is not None else ()
+            cap = sections.get(f".nv.capmerc.text.{k}")
+            code = sha256_bytes(text + (cap.data() if cap is not None else b""))
             kernels[k] = KernelFacts(
                 name=k,
                 text_bytes=len(text),
@@ -255,6 +258,7 @@ def read_cubin(data: bytes) -> CubinFacts:
                 attrs=attrs,
                 shared_bytes=sizes.get(f".nv.shared.{k}", 0),
                 constant0_bytes=sizes.get(f".nv.constant0.{k}", 0),
+                code_sha256=code,
                 function_attrs=per_symbol.get(sym_index.get(k, -1), {}),
             )
         tk = sections.get(".note.nv.tkinfo")
@@ -264,3 +268,18 @@ def read_cubin(data: bytes) -> CubinFacts:
         )
     except (ELFError, struct.error, ValueError) as exc:
         raise CubinError(f"malformed cubin: {exc}") from exc
+
+
+def kernel_columns(data: bytes, name: str) -> dict:
+    """The per-kernel facts a result row carries (a pure function of the cubin bytes)."""
+    k = read_cubin(data).kernel(name)
+    return {
+        "text_sha256": k.text_sha256,
+        "code_sha256": k.code_sha256,
+        "text_bytes": k.text_bytes,
+        "capmerc_bytes": k.capmerc_bytes,
+        "merc_bytes": k.merc_bytes,
+        "n_instructions": k.n_instructions,
+        "shared_bytes": k.shared_bytes,
+        "eiattr_registers": k.regcount,
+    }

@@ -144,8 +144,12 @@ def emit_triton(
     name: str | None = None,
     problem: Problem | None = None,
     cache: Cache | None = None,
-) -> Emitted:
-    """Compile one spec to PTX for ``arch``; ``name`` renames through Triton (``repr=``)."""
+    only_cached: bool = False,
+) -> Emitted | None:
+    """Compile one spec to PTX for ``arch``; ``name`` renames through Triton (``repr=``).
+
+    ``only_cached`` returns None instead of compiling when the result is not cached.
+    """
     import triton
 
     problem = problem or Problem()
@@ -165,6 +169,8 @@ def emit_triton(
         triton=triton.__version__,
     )
     rec = cache.get_json("emit", key)
+    if rec is None and only_cached:
+        return None
     if rec is None:
         use = renamed_fn(fn, name) if name else fn
         outputs, meta = compile_stages(use, spec_, arch, options)

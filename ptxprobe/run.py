@@ -27,7 +27,7 @@ from .emit import emit_triton, renamed_fn, specialize
 from .errors import NoGpu
 from .registry import KernelFamily, KernelSpec, Problem
 from .rename import apply_template, rename_entry
-from .toolchain import triton_ptxas
+from .toolchain import Tool, select_ptxas, triton_ptxas
 
 AA_LABEL = "{base}#AA"
 SLOW_LABEL = "{base}#slowed"
@@ -143,12 +143,18 @@ def with_cubin(compiled, name: str, cubin: bytes):
 
 
 def aot_cubin(
-    family: KernelFamily, spec: KernelSpec, arch: str, problem: Problem, name: str, cache: Cache | None = None
+    family: KernelFamily,
+    spec: KernelSpec,
+    arch: str,
+    problem: Problem,
+    name: str,
+    cache: Cache | None = None,
+    tool: Tool | None = None,
 ) -> tuple[bytes, dict]:
     """ptxprobe's cubin for (spec, problem) under ``name``: emit -> rename -> assemble (cached)."""
     e = emit_triton(family, spec, arch, problem=problem, cache=cache)
     ptx = e.ptx if name == e.entry else rename_entry(e.ptx, e.entry, name).ptx
-    tool = triton_ptxas(arch)
+    tool = tool or triton_ptxas(arch)
     art = assemble(ptx, arch, tool, cache=cache)
     if not art.ok:
         raise RuntimeError(f"ptxas {art.status} for {spec.key} as {name}: {art.stderr[-500:]}")
@@ -306,6 +312,7 @@ def run_group(
     slow_control: bool = False,
     peak: float | None = None,
     seed: int = 0,
+    tool: Tool | None = None,
 ) -> list[dict]:
     """Time and check every name of one (kernel spec, problem); returns one record per timed variant."""
     torch = require_gpu()
@@ -319,11 +326,18 @@ def run_group(
     baseline = apply_template(templates[0], base_launch.name)
     names = [apply_template(t, base_launch.name) for t in templates]
     kernels, facts = {}, {}
+    tool = tool or triton_ptxas(arch)
+    is_tritons = tool.sha256 == triton_ptxas(arch).sha256
     for t, name in zip(templates, names, strict=True):
-        cubin, facts[t] = aot_cubin(family, spec, arch, problem, name, cache)
+        cubin, facts[t] = aot_cubin(family, spec, arch, problem, name, cache, tool)
         kernels[t] = with_cubin(base_launch, name, cubin)
-        launched = triton_compiled(family, spec, args, name=name)
-        facts[t]["aot_matches_launch"] = read_cubin(launched.kernel).kernel(name).text_sha256 == facts[t]["text_sha256"]
+        if is_tritons:  # Triton's own compile of the same name must give the same code
+            launched = triton_compiled(family, spec, args, name=name)
+            facts[t]["aot_matches_launch"] = (
+                read_cubin(launched.kernel).kernel(name).text_sha256 == facts[t]["text_sha256"]
+            )
+        else:
+            facts[t]["aot_matches_launch"] = None
     fns = {t: (lambda k=kernels[t]: k[grid](*args)) for t in templates}
     fns[AA_LABEL] = lambda k=with_cubin(base_launch, baseline, kernels[templates[0]].kernel): k[grid](*args)
     if slow_control:
@@ -388,6 +402,8 @@ def run_group(
             "driver": info.get("driver"),
             "sm_clock_mhz": info.get("sm_clock_mhz"),
             "rounds": m.n,
+            "run_ptxas_version": tool.version,
+            "run_ptxas_sha256": tool.sha256,
             "reps": cfg.timing.reps,
         }
         if label == SLOW_LABEL:  # its extra memset is not attention work
@@ -428,8 +444,8 @@ def plan_groups(exp, cfg: RunConfig, arch: str) -> list[dict]:
                 for c in exp.causal:
                     for cfgl in exp.configs:
                         spec = fam.spec(dt, d, c, cfgl)
-                        for n in cfg.seq_lens:
-                            gid = f"{spec.key}@{n}"
+                        for n, pt in ((n, pt) for pt in exp.ptxas for n in cfg.seq_lens):
+                            gid = f"{spec.key}@{n}" + ("" if pt == "triton" else f"@ptxas={pt}")
                             groups.append(
                                 {
                                     "group_id": gid,
@@ -439,6 +455,7 @@ def plan_groups(exp, cfg: RunConfig, arch: str) -> list[dict]:
                                     "causal": c,
                                     "config": spec.config.label,
                                     "seq_len": n,
+                                    "ptxas": pt,
                                     # the ~2%-slower control: one group per kernel and dtype
                                     "slow_control": cfg.slow_control
                                     and n == slow_n
@@ -465,6 +482,7 @@ def _run_groups(
         if g["dtype"] not in peaks:
             peaks[g["dtype"]] = measured_peak_tflops(g["dtype"])
         info_now = {**info, **_smi(0)}
+        tool = select_ptxas(info["arch"], g.get("ptxas", "triton"))[0]
         rows = run_group(
             fam,
             spec,
@@ -473,9 +491,10 @@ def _run_groups(
             cfg,
             info_now,
             Cache(cache_root),
-            slow_control=g["slow_control"],
+            slow_control=g["slow_control"] and g.get("ptxas", "triton") == "triton",
             peak=peaks[g["dtype"]],
             seed=cfg.timing.seed,
+            tool=tool,
         )
         text = "".join(json.dumps({**r, "group_id": g["group_id"]}, sort_keys=True) + "\n" for r in rows)
         if lock is not None:

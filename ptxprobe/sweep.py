@@ -22,9 +22,9 @@ from pathlib import Path
 import tomllib
 
 from . import __version__
-from .assemble import Artifact, assemble
-from .cache import Cache, cache_key, sha256_bytes, sha256_file
-from .cubin import read_cubin
+from .assemble import TRITON_FLAGS, Artifact, assemble, cached_artifact
+from .cache import Cache, cache_key, sha256_file, sha256_text
+from .cubin import kernel_columns
 from .emit import Emitted, emit_triton, load_ptx
 from .errors import CubinError, PtxprobeError, SpecError
 from .registry import Problem, family
@@ -47,7 +47,7 @@ class Experiment:
     configs: tuple[str, ...] = ("default",)
     archs: tuple[str, ...] = ("sm_90a",)
     ptxas: tuple[str, ...] = ("triton",)
-    flags: tuple[tuple[str, ...], ...] = ((),)
+    flags: tuple[tuple[str, ...], ...] = (TRITON_FLAGS,)  # full ptxas flag lists (besides -v/--gpu-name)
     names: tuple[str, ...] = ("{base}", "cutlass_{base}")
     repeat: dict = field(default_factory=lambda: {"default": 1})
     seq_len: int = 4096
@@ -177,10 +177,18 @@ def _emit_job(
     seq_len: int,
     cache_root: str,
     cache_enabled: bool,
-) -> Emitted:
+    only_cached: bool = False,
+) -> Emitted | None:
     fam = family(kernel_family)
     spec = fam.spec(dtype, head_dim, causal, config)
-    return emit_triton(fam, spec, arch, problem=Problem(seq_len=seq_len), cache=Cache(cache_root, cache_enabled))
+    return emit_triton(
+        fam,
+        spec,
+        arch,
+        problem=Problem(seq_len=seq_len),
+        cache=Cache(cache_root, cache_enabled),
+        only_cached=only_cached,
+    )
 
 
 def _assemble_job(
@@ -195,10 +203,20 @@ def _assemble_job(
         timeout=timeout,
         cache=Cache(cache_root, cache_enabled),
     )
-    return variant_row(variant, art, extra)
+    return variant_row(variant, art, extra, Cache(cache_root, cache_enabled))
 
 
-def variant_row(variant: Variant, art: Artifact, extra: dict) -> dict:
+def _cubin_columns(art: Artifact, name: str, cache: Cache) -> dict:
+    """kernel_columns, memoised by cubin hash (re-reading ELF files dominates a warm sweep)."""
+    key = cache_key(cubin=art.cubin_sha256, name=name, v=1)
+    hit = cache.get_json("cubin-columns", key)
+    if hit is None:
+        hit = kernel_columns(art.cubin(), name)
+        cache.put_json("cubin-columns", key, hit)
+    return hit
+
+
+def variant_row(variant: Variant, art: Artifact, extra: dict, cache: Cache | None = None) -> dict:
     """The raw result row of one assembly (everything derived later is left out)."""
     row = {
         "variant_id": variant.variant_id,
@@ -238,26 +256,7 @@ def variant_row(variant: Variant, art: Artifact, extra: dict) -> dict:
     )
     if art.ok:
         try:
-            data = art.cubin()
-            facts = read_cubin(data)
-            k = facts.kernel(variant.name)
-            import io
-
-            from elftools.elf.elffile import ELFFile
-
-            elf = ELFFile(io.BytesIO(data))
-            text = elf.get_section_by_name(f".text.{variant.name}").data()
-            cap = elf.get_section_by_name(f".nv.capmerc.text.{variant.name}")
-            facts_cols.update(
-                text_sha256=k.text_sha256,
-                code_sha256=sha256_bytes(text + (cap.data() if cap else b"")),
-                text_bytes=k.text_bytes,
-                capmerc_bytes=k.capmerc_bytes,
-                merc_bytes=k.merc_bytes,
-                n_instructions=k.n_instructions,
-                shared_bytes=k.shared_bytes,
-                eiattr_registers=k.regcount,
-            )
+            facts_cols.update(_cubin_columns(art, variant.name, cache or Cache()))
         except (CubinError, OSError) as exc:
             row["status"], row["error"] = "bad_cubin", str(exc)
     row.update(facts_cols)
@@ -279,7 +278,22 @@ class Source:
     config: str | None = None
 
 
-def plan_variants(exp: Experiment, sources: list[Source], tools: list[Tool]) -> list[tuple[Variant, str, Tool, dict]]:
+def _proved_equivalent(base_ptx: str, base_name: str, ptx: str, name: str, cache: Cache):
+    """check_equivalent, memoised by content (the proof is a pure function of the two texts)."""
+    from .rename import Equivalence
+
+    key = cache_key(a=sha256_text(base_ptx), an=base_name, b=sha256_text(ptx), bn=name, v=1)
+    hit = cache.get_json("rename-proof", key)
+    if hit is not None:
+        return Equivalence(**hit)
+    eq = check_equivalent(base_ptx, base_name, ptx, name)
+    cache.put_json("rename-proof", key, asdict(eq))
+    return eq
+
+
+def plan_variants(
+    exp: Experiment, sources: list[Source], tools: list[Tool], cache: Cache | None = None
+) -> list[tuple[Variant, str, Tool, dict]]:
     """Every (variant, renamed PTX, ptxas, extra columns) of the sweep, renames checked."""
     out = []
     for src in sources:
@@ -291,7 +305,7 @@ def plan_variants(exp: Experiment, sources: list[Source], tools: list[Tool]) -> 
         for template in exp.names:
             name = apply_template(template, base_entry)
             renamed = rename_entry(base_ptx, baseline_name, name)
-            eq = check_equivalent(base_ptx, baseline_name, renamed.ptx, name)
+            eq = _proved_equivalent(base_ptx, baseline_name, renamed.ptx, name, cache or Cache())
             if not eq.equal:
                 raise PtxprobeError(f"rename {baseline_name} -> {name} changed more than the name: {eq.detail}")
             extra = {
@@ -546,46 +560,64 @@ def run_sweep(
         planned = 0
         skipped = 0
 
+        def record(row: dict) -> None:
+            nonlocal ran, ptxas_seconds
+            row["run_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            logf.write(json.dumps(row, sort_keys=True) + "\n")
+            logf.flush()
+            os.fsync(logf.fileno())
+            done_rows.append(row)
+            done_ids.add(row["variant_id"])
+            ran += 1
+            if not row["cached"]:
+                ptxas_seconds += row["ptxas_seconds"] or 0.0
+            bar.advance(t_asm)
+
         def submit_variants(src: Source):
             nonlocal planned, skipped
-            for v, ptx, tool, extra in plan_variants(exp, [src], tools):
+            for v, ptx, tool, extra in plan_variants(exp, [src], tools, cache):
                 if max_variants is not None and planned >= max_variants:
                     return
                 planned += 1
+                bar.update(t_asm, total=planned)
                 if v.variant_id in done_ids:
                     skipped += 1
                     bar.advance(t_asm)
                     continue
-                f = pool.submit(_assemble_job, v, ptx, tool, timeout, str(cache.root), cache.enabled, extra)
-                pending[f] = "asm"
-            bar.update(t_asm, total=planned)
+                hit = (
+                    cached_artifact(ptx, v.arch, tool, v.flags, repeat=v.repeat, cache=cache) if cache.enabled else None
+                )
+                if hit is not None:  # a cache hit is served here: no process hop
+                    record(variant_row(v, hit, extra, cache))
+                    continue
+                pending[pool.submit(_assemble_job, v, ptx, tool, timeout, str(cache.root), cache.enabled, extra)] = (
+                    "asm"
+                )
+
+        def source_of(emitted: Emitted) -> Source:
+            dt, d, c, cfg = _spec_axes(emitted.kernel)
+            return Source(emitted, emitted.kernel.split("/")[0], dt, d, c, cfg)
 
         try:
             for src in sources:
                 submit_variants(src)
             for j in ejobs:
-                pending[pool.submit(_emit_job, *j, str(cache.root), cache.enabled)] = "emit"
+                hit = _emit_job(*j, str(cache.root), cache.enabled, only_cached=True) if cache.enabled else None
+                if hit is not None:
+                    bar.advance(t_emit)
+                    submit_variants(source_of(hit))
+                else:
+                    pending[pool.submit(_emit_job, *j, str(cache.root), cache.enabled)] = "emit"
             while pending:
                 finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
                 for f in finished:
                     kind = pending.pop(f)
                     if kind == "emit":
                         emitted = f.result()
-                        fam_name, dt, d, c, cfg = emitted.kernel.split("/")[0], *_spec_axes(emitted.kernel)
                         bar.advance(t_emit)
-                        submit_variants(Source(emitted, fam_name, dt, d, c, cfg))
+                        submit_variants(source_of(emitted))
                     else:
-                        row = f.result()
-                        row["run_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-                        logf.write(json.dumps(row, sort_keys=True) + "\n")
-                        logf.flush()
-                        os.fsync(logf.fileno())
-                        done_rows.append(row)
-                        done_ids.add(row["variant_id"])
-                        ran += 1
-                        if not row["cached"]:
-                            ptxas_seconds += row["ptxas_seconds"] or 0.0
-                        bar.advance(t_asm)
+                        record(f.result())
         except KeyboardInterrupt:
             interrupted = True
             pool.shutdown(wait=False, cancel_futures=True)

@@ -19,7 +19,7 @@ import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .cache import Cache, atomic_write, default_root, sha256_file
+from .cache import Cache, atomic_write, cache_key, default_root, sha256_file
 from .errors import ToolNotFound, UnsupportedPtxVersion
 from .proc import run_tool
 
@@ -69,11 +69,19 @@ def follow_wrapper(path: str | os.PathLike, _depth: int = 0) -> Path:
 
 @functools.cache
 def _identify_cached(real: str, mtime_ns: int, size: int, kind: str) -> tuple[str, str]:
+    """Version and sha256, memoised in memory and on disk (hashing ~30 MB binaries is not free)."""
+    cache = Cache()
+    key = cache_key(path=real, mtime_ns=mtime_ns, size=size, kind=kind)
+    rec = cache.get_json("tool-identity", key)
+    if rec is not None:
+        return rec["version"], rec["sha256"]
     run = run_tool([real, "--version"], timeout=60)
     m = _VERSION_RE.search(run.stdout + run.stderr)
     if not m:
         raise ToolNotFound(f"{real}: does not report a CUDA version ({run.describe()})")
-    return m.group(1), sha256_file(real)
+    version, digest = m.group(1), sha256_file(real)
+    cache.put_json("tool-identity", key, {"version": version, "sha256": digest})
+    return version, digest
 
 
 def identify(path: str | os.PathLike, kind: str, origin: str) -> Tool:

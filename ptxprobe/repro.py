@@ -1,0 +1,272 @@
+"""Reproducibility: re-run a recorded sweep with the recorded tools and compare, and bisect
+ptxas releases for the first one where a name changes the code beyond ptxas's own noise.
+
+A re-run *matches* a deterministic recorded result when it yields the same code hash, and a
+nondeterministic one when every new output falls inside the recorded set. Anything else is
+a divergence, named with its most likely reason (another ptxas binary, changed kernel
+source, another Triton).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .cache import Cache
+from .errors import PtxprobeError, ToolNotFound
+from .sweep import MANIFEST, experiment_from_dict, kernel_source_hashes, read_log, run_sweep, static_verdict
+from .toolchain import Tool, discover, install, supports_arch
+
+MATCH, WITHIN_SET, DIVERGED, NOT_RUN = "match", "within_recorded_set", "diverged", "not_rerun"
+
+
+@dataclass(frozen=True)
+class ReproRow:
+    kernel: str
+    arch: str
+    ptxas_version: str
+    name: str
+    status: str
+    recorded_outputs: int
+    new_outputs: int
+    reason: str = ""
+
+
+@dataclass
+class ReproOutcome:
+    rows: list[ReproRow]
+    problems: list[str] = field(default_factory=list)  # environment differences found before re-running
+    runtime_note: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and all(r.status in (MATCH, WITHIN_SET) for r in self.rows)
+
+
+def _load(run_dir: Path) -> tuple[dict, list[dict]]:
+    man_path = run_dir / MANIFEST
+    if not man_path.exists():
+        raise PtxprobeError(f"{run_dir}: no {MANIFEST}; not a ptxprobe run directory")
+    try:
+        manifest = json.loads(man_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise PtxprobeError(f"{man_path}: not valid JSON ({exc})") from exc
+    rows = read_log(run_dir / "variants.jsonl") or read_log(run_dir / "results.jsonl")
+    if not rows:
+        raise PtxprobeError(f"{run_dir}: no recorded variants")
+    return manifest, rows
+
+
+def check_environment(manifest: dict, rows: list[dict], tools: list[Tool]) -> tuple[list[str], dict[str, Tool]]:
+    """Differences that make a re-run meaningless or suspicious, and recorded ptxas sha256 -> tool here."""
+    import importlib.metadata as md
+
+    problems = []
+    by_sha = {t.sha256: t for t in tools if t.kind == "ptxas"}
+    recorded = {t["sha256"]: t for t in manifest.get("tools", []) if t.get("kind") == "ptxas"}
+    used = {(r["ptxas_sha256"], r["ptxas_version"]) for r in rows}
+    found: dict[str, Tool] = {}
+    for sha, version in sorted(used):
+        if sha not in recorded:
+            problems.append(f"ptxas {version} sha256 {sha[:12]} used by the results is not in the manifest's tools")
+        if sha in by_sha:
+            found[sha] = by_sha[sha]
+        else:
+            same_version = [t for t in by_sha.values() if t.version == version]
+            hint = (
+                f" (ptxas {version} here has sha256 {same_version[0].sha256[:12]}: a different binary)"
+                if same_version
+                else f" (try `ptxprobe toolchain install {version}`)"
+            )
+            problems.append(f"ptxas {version} with sha256 {sha[:12]} not found{hint}")
+    try:
+        triton_here = md.version("triton")
+    except md.PackageNotFoundError:
+        triton_here = None
+    if manifest.get("triton") and triton_here != manifest["triton"]:
+        problems.append(f"triton {triton_here} here, {manifest['triton']} recorded: PTX will differ")
+    here = kernel_source_hashes()
+    for path, sha in manifest.get("kernel_sources", {}).items():
+        if here.get(path) != sha:
+            problems.append(f"kernel source {path} changed since the recorded run")
+    return problems, found
+
+
+def compare(recorded: list[dict], new: list[dict]) -> list[ReproRow]:
+    def group(rows):
+        g: dict[tuple, list[dict]] = defaultdict(list)
+        for r in rows:
+            g[(r["kernel"], r["arch"], r["ptxas_sha256"], r["ptxas_flags"], r["name"])].append(r)
+        return g
+
+    rec, cur = group(recorded), group(new)
+    out = []
+    for key, rs in sorted(rec.items()):
+        kernel, arch, _, _, name = key
+        ver = rs[0]["ptxas_version"]
+        ok_rec = Counter(r["code_sha256"] for r in rs if r["status"] == "ok")
+        ns = cur.get(key, [])
+        if not ns:
+            out.append(ReproRow(kernel, arch, ver, name, NOT_RUN, len(ok_rec), 0, "not re-run"))
+            continue
+        statuses_rec = Counter(r["status"] for r in rs)
+        statuses_new = Counter(r["status"] for r in ns)
+        ok_new = Counter(r["code_sha256"] for r in ns if r["status"] == "ok")
+        if set(statuses_rec) != set(statuses_new):
+            out.append(
+                ReproRow(
+                    kernel,
+                    arch,
+                    ver,
+                    name,
+                    DIVERGED,
+                    len(ok_rec),
+                    len(ok_new),
+                    f"ptxas status {dict(statuses_new)} vs recorded {dict(statuses_rec)}",
+                )
+            )
+        elif not ok_rec:
+            out.append(ReproRow(kernel, arch, ver, name, MATCH, 0, 0, f"same status {dict(statuses_rec)}"))
+        elif set(ok_new) == set(ok_rec) and len(ok_rec) == 1:
+            out.append(ReproRow(kernel, arch, ver, name, MATCH, 1, 1))
+        elif set(ok_new) <= set(ok_rec):
+            out.append(ReproRow(kernel, arch, ver, name, WITHIN_SET, len(ok_rec), len(ok_new)))
+        else:
+            unseen = len(set(ok_new) - set(ok_rec))
+            why = (
+                "deterministic output changed"
+                if len(ok_rec) == 1
+                else f"{unseen} output(s) outside the {len(ok_rec)} recorded"
+            )
+            out.append(ReproRow(kernel, arch, ver, name, DIVERGED, len(ok_rec), len(ok_new), why))
+    return out
+
+
+def repro(
+    run_dir: str | Path, out_dir: str | Path | None = None, jobs: int | None = None, progress: bool = False
+) -> ReproOutcome:
+    """Re-run the recorded sweep with the recorded ptxas binaries (fresh cache) and compare."""
+    run = Path(run_dir)
+    manifest, recorded = _load(run)
+    tools = discover()
+    problems, found = check_environment(manifest, recorded, tools)
+    exp_d = dict(manifest["experiment"])
+    exp_d.pop("source", None)
+    new_rows: list[dict] = []
+    out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="ptxprobe-repro-"))
+    with tempfile.TemporaryDirectory(prefix="ptxprobe-repro-cache-") as cache_dir:
+        cache = Cache(cache_dir)  # nothing reused: every ptxas run happens again
+        for arch in exp_d["archs"]:
+            shas = sorted({r["ptxas_sha256"] for r in recorded if r["arch"] == arch and r["ptxas_sha256"] in found})
+            if not shas:
+                continue
+            sub = experiment_from_dict({**exp_d, "archs": [arch], "ptxas": [found[s].path for s in shas]})
+            res = run_sweep(sub, out / arch, jobs=jobs, cache=cache, progress=progress, argv=["ptxprobe", "repro"])
+            new_rows.extend(res.rows)
+    rows = compare(recorded, new_rows)
+    note = ""
+    if (run / "runtime.jsonl").exists():
+        note = "runtime results recorded; re-run them on a GPU with `ptxprobe rename-sweep --run -e <experiment>`"
+    return ReproOutcome(rows, problems, note)
+
+
+# --- bisect over ptxas releases ---------------------------------------------------------------
+
+NVCC_WHEEL_VERSIONS = (
+    "12.0.140",
+    "12.1.105",
+    "12.2.140",
+    "12.3.107",
+    "12.4.131",
+    "12.5.82",
+    "12.6.85",
+    "12.8.93",
+    "12.9.86",
+)
+
+
+@dataclass(frozen=True)
+class BisectStep:
+    ptxas_version: str
+    ptxas_sha256: str
+    supported: bool
+    verdict: str
+    confidence: float | None
+    baseline_registers: tuple
+    registers: tuple
+
+
+def bisect(
+    kernel: str,
+    dtype: str,
+    head_dim: int,
+    causal: bool,
+    arch: str,
+    name: str = "cutlass_{base}",
+    versions: list[str] | None = None,
+    repeat: int = 3,
+    fetch: bool = False,
+    jobs: int | None = None,
+) -> list[BisectStep]:
+    """The rename's verdict under every ptxas release (oldest first); the first that differs is the answer."""
+    if fetch:
+        for v in versions or NVCC_WHEEL_VERSIONS:
+            try:
+                install(v)
+            except ToolNotFound:
+                continue
+    tools = [t for t in discover(("ptxas",)) if t.kind == "ptxas"]
+    if versions:
+        tools = [t for t in tools if any(t.version == v or t.version.startswith(v + ".") for v in versions)]
+    # one binary per version, oldest first
+    by_version: dict[str, Tool] = {}
+    for t in sorted(tools, key=lambda t: tuple(int(x) for x in t.version.split("."))):
+        by_version.setdefault(t.version, t)
+    steps = []
+    with tempfile.TemporaryDirectory(prefix="ptxprobe-bisect-") as d:
+        for ver, tool in by_version.items():
+            if not supports_arch(tool, arch):
+                steps.append(BisectStep(ver, tool.sha256, False, "arch_unsupported", None, (), ()))
+                continue
+            exp = experiment_from_dict(
+                {
+                    "name": "bisect",
+                    "kernels": [kernel],
+                    "dtypes": [dtype],
+                    "head_dims": [head_dim],
+                    "causal": [causal],
+                    "archs": [arch],
+                    "ptxas": [tool.path],
+                    "names": ["{base}", name],
+                    "repeat": {"default": repeat},
+                }
+            )
+            res = run_sweep(exp, Path(d) / ver, jobs=jobs, progress=False, argv=["ptxprobe", "bisect"])
+            base = [r for r in res.rows if r["is_baseline"]]
+            var = [r for r in res.rows if not r["is_baseline"]]
+            if not var or any(r["status"] != "ok" for r in base + var):
+                statuses = Counter(r["status"] for r in base + var)
+                steps.append(BisectStep(ver, tool.sha256, True, f"ptxas {dict(statuses)}", None, (), ()))
+                continue
+            verdict, conf = static_verdict(
+                Counter(r["code_sha256"] for r in base), Counter(r["code_sha256"] for r in var)
+            )
+            steps.append(
+                BisectStep(
+                    ver,
+                    tool.sha256,
+                    True,
+                    verdict,
+                    conf,
+                    tuple(sorted({r["registers"] for r in base})),
+                    tuple(sorted({r["registers"] for r in var})),
+                )
+            )
+    return steps
+
+
+def first_difference(steps: list[BisectStep]) -> BisectStep | None:
+    return next((s for s in steps if s.verdict in ("differs_deterministic", "differs_beyond_noise")), None)

@@ -1,0 +1,83 @@
+"""repro: a committed run reproduces; tampered manifests, tools and results fail with a reason. bisect."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ptxprobe import repro
+from ptxprobe.cli import main
+
+COMMITTED = Path(__file__).resolve().parent.parent / "experiments" / "results" / "2026-12-02-cpu-repro-small"
+
+
+def test_committed_run_reproduces():
+    out = repro.repro(COMMITTED, jobs=2)
+    assert not out.problems, out.problems
+    assert out.rows and all(r.status in (repro.MATCH, repro.WITHIN_SET) for r in out.rows), out.rows
+    assert out.ok
+
+
+def _copy(tmp_path) -> Path:
+    dst = tmp_path / "run"
+    shutil.copytree(COMMITTED, dst)
+    for p in dst.rglob("*"):
+        p.chmod(0o644 if p.is_file() else 0o755)
+    return dst
+
+
+def test_tampered_tool_hash_in_manifest_fails_with_reason(tmp_path, capsys):
+    run = _copy(tmp_path)
+    man = json.loads((run / "manifest.json").read_text())
+    for t in man["tools"]:
+        if t["kind"] == "ptxas":
+            t["sha256"] = "0" * 64
+    (run / "manifest.json").write_text(json.dumps(man))
+    assert main(["repro", str(run), "-q"]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "not in the manifest" in out and "diverged" in out
+
+
+def test_result_from_another_ptxas_binary_fails(tmp_path):
+    run = _copy(tmp_path)
+    lines = (run / "variants.jsonl").read_text().splitlines()
+    rows = [json.loads(x) for x in lines]
+    for r in rows:
+        r["ptxas_sha256"] = "f" * 64  # as if recorded with a binary we do not have
+    (run / "variants.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = repro.repro(run, jobs=2)
+    assert not out.ok
+    assert any("not found" in p for p in out.problems)
+    assert all(r.status == repro.NOT_RUN for r in out.rows)
+
+
+def test_tampered_result_diverges(tmp_path):
+    run = _copy(tmp_path)
+    rows = [json.loads(x) for x in (run / "variants.jsonl").read_text().splitlines()]
+    target = next(r for r in rows if r["name"].startswith("cutlass") and r["arch"] == "sm_90a")
+    for r in rows:
+        if (r["name"], r["arch"]) == (target["name"], target["arch"]):
+            r["code_sha256"] = "e" * 64
+    (run / "variants.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = repro.repro(run, jobs=2)
+    bad = [r for r in out.rows if r.status == repro.DIVERGED]
+    assert len(bad) == 1 and bad[0].name == target["name"] and "deterministic output changed" in bad[0].reason
+
+
+def test_not_a_run_dir(tmp_path):
+    from ptxprobe.errors import PtxprobeError
+
+    with pytest.raises(PtxprobeError, match="not a ptxprobe run directory"):
+        repro.repro(tmp_path)
+
+
+def test_bisect_reports_first_release_that_differs(installed_ptxas_124):
+    steps = repro.bisect("attention", "fp8e5", 128, False, "sm_90a", versions=["12.4", "12.8"], repeat=2, jobs=2)
+    assert [s.ptxas_version for s in steps] == ["12.4.131", "12.8.93"]
+    first = repro.first_difference(steps)
+    assert first is not None
+    # whatever the answer is, it is the oldest differing step
+    assert all(s.verdict not in ("differs_deterministic", "differs_beyond_noise") for s in steps[: steps.index(first)])

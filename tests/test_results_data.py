@@ -1,0 +1,66 @@
+"""The committed results, checked through the analysis API (CPU only: the H200 data is committed)."""
+
+from __future__ import annotations
+
+import pytest
+
+from ptxprobe import analysis, stats
+
+RUNTIME = "2026-12-02-h200-runtime-v2"
+
+
+@pytest.fixture(scope="module")
+def runtime():
+    return analysis.load_runtime(analysis.results_dir(RUNTIME))
+
+
+def test_gpu_run_has_its_manifest(runtime):
+    d = analysis.results_dir(RUNTIME)
+    man = analysis.load_manifest(d)
+    assert man["triton"] == "3.6.0" and any(t["kind"] == "ptxas" for t in man["tools"])
+    import json
+
+    gpu = json.loads((d / "gpu.json").read_text())
+    assert gpu["gpu"] == "NVIDIA H200" and gpu["driver"] and gpu["arch"] == "sm_90a"
+    assert set(runtime.gpu) == {"NVIDIA H200"}
+
+
+def test_launched_code_is_the_analysed_code(runtime):
+    named = runtime[runtime.name_template.notna()]
+    tritons = named[named.aot_matches_launch.notna()]
+    assert len(tritons) > 0 and tritons.aot_matches_launch.astype(bool).all()
+
+
+def test_outputs_complete_and_accurate(runtime):
+    named = runtime[runtime.name_template.notna()]
+    assert named.fully_written.astype(bool).all() and (named.nan_count == 0).all()
+    assert named[named.dtype == "fp16"].rel_err_vs_reference.max() < 1e-3
+    assert named[named.dtype.str.startswith("fp8")].rel_err_vs_reference.max() < 0.1
+
+
+def test_stored_ratios_recompute_from_raw_times(runtime):
+    for _, row in runtime[runtime.name_template == "cutlass_{base}"].head(12).iterrows():
+        iv = analysis.recompute(runtime, row.group_id, row.label)
+        assert iv.estimate == pytest.approx(row.ratio_vs_baseline, rel=1e-12)
+        assert iv.low == pytest.approx(row.ratio_ci_low, rel=1e-9)
+        assert stats.runtime_verdict(iv) == row.runtime_verdict
+
+
+def test_control_name_never_clears_the_noise_floor(runtime):
+    eff = analysis.runtime_effects(runtime)
+    ctrl = eff[eff.name_template == "xutlass_{base}"]
+    assert len(ctrl) > 0 and (ctrl.runtime_verdict_vs_floor == "no_difference").all()
+    assert analysis.aa_summary(runtime)["floor_false_positives"] == 0
+
+
+def test_static_analysis_tables():
+    matrix = analysis.load_static(analysis.results_dir("2026-12-02-cpu-ptxas-matrix"))
+    cm = analysis.change_matrix(matrix)
+    assert set(cm.index) == {"sm_90a", "sm_100a", "sm_120a"}
+    assert cm.loc["sm_100a"].dropna().eq(1.0).all()  # every kernel changes on Blackwell
+    xm = analysis.change_matrix(matrix, "xutlass_{base}")
+    assert xm.fillna(0).eq(0.0).all().all()  # the control name never does
+    det = analysis.determinism(matrix)
+    assert det[det.arch == "sm_100a"].nondeterministic.sum() > 0
+    deltas = analysis.register_deltas(matrix)
+    assert {"register_delta", "capmerc_ratio"} <= set(deltas.columns)
