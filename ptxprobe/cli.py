@@ -13,7 +13,7 @@ from rich.table import Table
 
 from .errors import PtxprobeError
 
-console = Console()
+console = Console() if sys.stdout.isatty() else Console(width=200)  # pipes and logs get full rows
 
 
 def _table(title: str, columns: list[str], rows: list[list]) -> Table:

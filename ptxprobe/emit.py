@@ -234,3 +234,119 @@ def emitted_to_json(e: Emitted) -> str:
             "ptx_sha256": e.ptx_sha256,
         }
     )
+
+
+# --- CUDA C++ through nvcc --------------------------------------------------------------------
+
+
+def nvcc_arch(arch: str) -> str:
+    """``compute_90a`` for sm_90a: the virtual arch nvcc needs to emit PTX for that target."""
+    from .toolchain import arch_number
+
+    n = arch_number(arch)
+    return f"compute_{n}{'a' if arch.endswith('a') else ''}"
+
+
+def emit_cuda(
+    source: str | Path,
+    arch: str,
+    entry: str | None = None,
+    defines: dict | None = None,
+    kernel_key: str | None = None,
+    cache: Cache | None = None,
+    timeout: float = 600.0,
+) -> Emitted:
+    """nvcc -ptx for one target; ``entry`` picks the kernel when the file has several (a source name or a symbol)."""
+    import tempfile
+
+    from .errors import ToolFailed
+    from .proc import run_tool
+    from .toolchain import find_tool
+
+    src = Path(source)
+    if not src.exists():
+        raise SpecError(f"{src}: no such CUDA source")
+    cache = cache or Cache()
+    nvcc = find_tool("nvcc")
+    flags = [
+        "-ptx",
+        f"-arch={nvcc_arch(arch)}",
+        "-std=c++17",
+        "-O3",
+        "-lineinfo",
+        *(f"-D{k}={v}" for k, v in sorted((defines or {}).items())),
+    ]
+    key = cache_key(
+        stage="emit-cuda", src=sha256_text(src.read_text()), flags=flags, nvcc=nvcc.sha256, include=str(src.parent)
+    )
+    rec = cache.get_json("emit", key)
+    if rec is None:
+        with tempfile.TemporaryDirectory(prefix="ptxprobe-nvcc-") as d:
+            out = Path(d) / "k.ptx"
+            run = run_tool([nvcc.path, *flags, f"-I{src.parent}", str(src), "-o", str(out)], timeout=timeout)
+            if not run.ok:
+                raise ToolFailed(
+                    f"nvcc could not compile {src.name} for {arch}: {run.describe()}\n{run.stderr[-3000:]}"
+                )
+            ptx = out.read_text()
+        rec = {"ptx": ptx, "metadata": {"nvcc": nvcc.version, "nvcc_flags": flags}}
+        cache.put_json("emit", key, rec)
+    ptx = rec["ptx"]
+    names = entries_of(ptx)
+    if not names:
+        raise MalformedPtx(f"{src.name}: nvcc produced no kernel (.entry) for {arch}: is there a __global__ function?")
+    chosen = names[0]
+    if entry is not None:
+        from .rename import source_identifier
+
+        matches = [n for n in names if n == entry or source_identifier(n) == entry]
+        if not matches:
+            raise MalformedPtx(f"{src.name}: no kernel {entry!r} (have: {', '.join(names)})")
+        chosen = matches[0]
+    return Emitted(
+        kernel_key or f"{src.name}:{source_identifier(chosen)}", arch, chosen, ptx, "cuda", rec["metadata"], {}
+    )
+
+
+def ptx_from_cubin(path: str | Path) -> Emitted:
+    """The PTX a cubin carries in ``.nv_debug_ptx_txt`` (cubins built with -lineinfo or -G keep it)."""
+    from .cubin import read_cubin
+    from .errors import CubinError
+
+    data = Path(path).read_bytes()
+    facts = read_cubin(data)
+    import io
+
+    from elftools.elf.elffile import ELFFile
+
+    sec = ELFFile(io.BytesIO(data)).get_section_by_name(".nv_debug_ptx_txt")
+    if sec is None:
+        raise CubinError(
+            f"{path}: no embedded PTX (.nv_debug_ptx_txt); a cubin cannot be renamed without its PTX: "
+            "pass the PTX or the source, or build with -lineinfo"
+        )
+    ptx = sec.data().split(b"\0")[0].decode("utf-8", errors="replace")
+    names = entries_of(ptx)
+    if not names:
+        raise CubinError(f"{path}: embedded PTX has no .entry")
+    return Emitted(
+        Path(path).name, target_of(ptx), names[0], ptx, "ptx", {"source": str(path), "cubin_arch": facts.arch}, {}
+    )
+
+
+def emit_kernel(
+    family: KernelFamily,
+    spec: KernelSpec,
+    arch: str,
+    problem: Problem | None = None,
+    cache: Cache | None = None,
+    only_cached: bool = False,
+) -> Emitted | None:
+    """Any registered family: Triton through its stage pipeline, others through their own ``emit``."""
+    if family.frontend == "triton":
+        return emit_triton(family, spec, arch, problem=problem, cache=cache, only_cached=only_cached)
+    if family.emit is None:
+        raise SpecError(f"{family.name}: frontend {family.frontend!r} has no emit function")
+    if only_cached:
+        return None
+    return family.emit(spec, arch, cache)

@@ -91,6 +91,9 @@ class KernelFamily:
     flops: Callable[[KernelSpec, Problem], float] | None = None
     default_config: KernelConfig | None = None
     extra: dict = field(default_factory=dict)
+    # non-Triton frontends: (spec, arch, cache) -> Emitted, and a loader for the run stage
+    emit: Callable | None = None
+    archs: tuple[str, ...] = ()  # targets the family can be built for (empty: any)
 
     def spec(self, dtype: str, head_dim: int, causal: bool, config: str | KernelConfig | None = None) -> KernelSpec:
         if dtype not in self.dtypes:
@@ -106,7 +109,7 @@ class KernelFamily:
         return KernelSpec(self.name, dtype, head_dim, causal, cfg)
 
 
-_MODULES = ("kernels.triton_attention",)
+_MODULES = ("kernels.triton_attention", "kernels.cuda_attention")
 
 
 def families() -> dict[str, KernelFamily]:

@@ -23,7 +23,7 @@ from . import stats
 from .assemble import assemble
 from .cache import Cache, sha256_bytes
 from .cubin import read_cubin
-from .emit import emit_triton, renamed_fn, specialize
+from .emit import emit_kernel, renamed_fn, specialize
 from .errors import NoGpu
 from .registry import KernelFamily, KernelSpec, Problem
 from .rename import apply_template, rename_entry
@@ -133,6 +133,78 @@ def triton_compiled(family: KernelFamily, spec: KernelSpec, args: list, name: st
             triton.knobs.cache.dir = old
 
 
+def _driver():
+    try:
+        from cuda.bindings import driver
+    except ImportError:  # cuda-python before 12.6
+        from cuda import cuda as driver
+    return driver
+
+
+def _check(result, what: str):
+    err, *rest = result if isinstance(result, tuple) else (result,)
+    driver = _driver()
+    if err != driver.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"{what} failed: {err}")
+    return rest[0] if len(rest) == 1 else rest
+
+
+class CudaKernel:
+    """A plain-pointer kernel from a cubin, launched through the CUDA driver API (cuda-bindings).
+
+    Mirrors CompiledKernel's ``kernel[grid](*args)`` so the run stage treats every frontend alike.
+    """
+
+    def __init__(self, cubin: bytes, name: str, shared_bytes: int, threads: int):
+        import ctypes
+
+        import torch
+
+        torch.cuda.init()
+        torch.empty(1, device="cuda")  # make the primary context current for the driver API
+        drv = _driver()
+        self.name, self.kernel, self.shared, self.threads = name, cubin, shared_bytes, threads
+        self.module = _check(drv.cuModuleLoadData(cubin), f"cuModuleLoadData({name})")
+        self.function = _check(drv.cuModuleGetFunction(self.module, name.encode()), f"cuModuleGetFunction({name})")
+        if shared_bytes > 48 * 1024:
+            attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            _check(drv.cuFuncSetAttribute(self.function, attr, shared_bytes), "cuFuncSetAttribute")
+        self._ctypes = ctypes
+
+    def _packed(self, args):
+        c = self._ctypes
+        vals, types = [], []
+        for a in args:
+            if hasattr(a, "data_ptr"):
+                vals.append(a.data_ptr())
+                types.append(c.c_void_p)
+            elif isinstance(a, float):
+                vals.append(a)
+                types.append(c.c_float)
+            elif isinstance(a, (bool, int)):
+                vals.append(int(a))
+                types.append(c.c_int)
+            else:
+                raise TypeError(f"cannot pass {type(a).__name__} to a CUDA kernel")
+        return tuple(vals), tuple(types)
+
+    def __getitem__(self, grid):
+        import torch
+
+        drv = _driver()
+
+        def runner(*args):
+            stream = drv.CUstream(torch.cuda.current_stream().cuda_stream)
+            _check(
+                drv.cuLaunchKernel(
+                    self.function, *grid, self.threads, 1, 1, self.shared, stream, self._packed(args), 0
+                ),
+                f"cuLaunchKernel({self.name})",
+            )
+
+        return runner
+
+
 def with_cubin(compiled, name: str, cubin: bytes):
     """A copy of a CompiledKernel that loads ``cubin`` (entry ``name``) instead of its own."""
     k = copy.copy(compiled)
@@ -152,7 +224,7 @@ def aot_cubin(
     tool: Tool | None = None,
 ) -> tuple[bytes, dict]:
     """ptxprobe's cubin for (spec, problem) under ``name``: emit -> rename -> assemble (cached)."""
-    e = emit_triton(family, spec, arch, problem=problem, cache=cache)
+    e = emit_kernel(family, spec, arch, problem=problem, cache=cache)
     ptx = e.ptx if name == e.entry else rename_entry(e.ptx, e.entry, name).ptx
     tool = tool or triton_ptxas(arch)
     art = assemble(ptx, arch, tool, cache=cache)
@@ -322,16 +394,27 @@ def run_group(
     inputs = family.make_inputs(spec, problem, device="cuda", generator=gen)
     args = family.launch_args(spec, problem, inputs)
     grid = family.grid(spec, problem, info["sms"])
-    base_launch = triton_compiled(family, spec, args)
-    baseline = apply_template(templates[0], base_launch.name)
-    names = [apply_template(t, base_launch.name) for t in templates]
+    if family.frontend == "triton":
+        base_launch = triton_compiled(family, spec, args)
+        base_entry = base_launch.name
+
+        def load(name: str, cubin: bytes):
+            return with_cubin(base_launch, name, cubin)
+    else:  # plain-pointer kernels: the driver API loads ptxprobe's cubin directly
+        base_entry = family.extra["entry"](spec)
+
+        def load(name: str, cubin: bytes):
+            return CudaKernel(cubin, name, family.extra["shared_bytes"](spec), family.extra["threads"])
+
+    baseline = apply_template(templates[0], base_entry)
+    names = [apply_template(t, base_entry) for t in templates]
     kernels, facts = {}, {}
     tool = tool or triton_ptxas(arch)
-    is_tritons = tool.sha256 == triton_ptxas(arch).sha256
+    check_launch = family.frontend == "triton" and tool.sha256 == triton_ptxas(arch).sha256
     for t, name in zip(templates, names, strict=True):
         cubin, facts[t] = aot_cubin(family, spec, arch, problem, name, cache, tool)
-        kernels[t] = with_cubin(base_launch, name, cubin)
-        if is_tritons:  # Triton's own compile of the same name must give the same code
+        kernels[t] = load(name, cubin)
+        if check_launch:  # Triton's own compile of the same name must give the same code
             launched = triton_compiled(family, spec, args, name=name)
             facts[t]["aot_matches_launch"] = (
                 read_cubin(launched.kernel).kernel(name).text_sha256 == facts[t]["text_sha256"]
@@ -339,7 +422,7 @@ def run_group(
         else:
             facts[t]["aot_matches_launch"] = None
     fns = {t: (lambda k=kernels[t]: k[grid](*args)) for t in templates}
-    fns[AA_LABEL] = lambda k=with_cubin(base_launch, baseline, kernels[templates[0]].kernel): k[grid](*args)
+    fns[AA_LABEL] = lambda k=load(baseline, kernels[templates[0]].kernel): k[grid](*args)
     if slow_control:
         fns[SLOW_LABEL] = _slowed(fns[templates[0]], cfg.slow_fraction)
     if spec.dtype in ("fp16", "bf16"):

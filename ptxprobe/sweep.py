@@ -25,7 +25,7 @@ from . import __version__
 from .assemble import TRITON_FLAGS, Artifact, assemble, cached_artifact
 from .cache import Cache, cache_key, sha256_file, sha256_text
 from .cubin import kernel_columns
-from .emit import Emitted, emit_triton, load_ptx
+from .emit import Emitted, emit_kernel, load_ptx
 from .errors import CubinError, PtxprobeError, SpecError
 from .registry import Problem, family
 from .rename import apply_template, check_equivalent, rename_entry
@@ -181,7 +181,7 @@ def _emit_job(
 ) -> Emitted | None:
     fam = family(kernel_family)
     spec = fam.spec(dtype, head_dim, causal, config)
-    return emit_triton(
+    return emit_kernel(
         fam,
         spec,
         arch,

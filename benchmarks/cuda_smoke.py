@@ -1,0 +1,32 @@
+"""GPU smoke check of the CUDA C++ attention: every (dtype, D, causal) once, vs float64.
+
+python benchmarks/cuda_smoke.py     (on a GPU machine; prints one line per variant)
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ptxprobe.registry import Problem, family
+from ptxprobe.run import CudaKernel, aot_cubin, device_arch
+
+if __name__ == "__main__":
+    fam = family("attention_cuda")
+    arch = device_arch()
+    for dt in fam.dtypes:
+        for d in fam.head_dims:
+            for causal in (False, True):
+                spec = fam.spec(dt, d, causal)
+                p = Problem(batch=1, heads=4, seq_len=512)
+                cubin, facts = aot_cubin(fam, spec, arch, p, fam.extra["entry"](spec))
+                k = CudaKernel(cubin, fam.extra["entry"](spec), fam.extra["shared_bytes"](spec), fam.extra["threads"])
+                inp = fam.make_inputs(spec, p, device="cuda")
+                k[fam.grid(spec, p, 132)](*fam.launch_args(spec, p, inp))
+                torch.cuda.synchronize()
+                ref = fam.reference(spec, inp)
+                out = inp["out"].double()
+                rel = float((out - ref).norm() / ref.norm())
+                print(
+                    f"{spec.key:40s} regs={facts['registers']:4d} nan={int(torch.isnan(out).sum()):6d} rel_err={rel:.2e}",
+                    flush=True,
+                )
