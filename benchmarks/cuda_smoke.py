@@ -26,7 +26,5 @@ if __name__ == "__main__":
                 ref = fam.reference(spec, inp)
                 out = inp["out"].double()
                 rel = float((out - ref).norm() / ref.norm())
-                print(
-                    f"{spec.key:40s} regs={facts['registers']:4d} nan={int(torch.isnan(out).sum()):6d} rel_err={rel:.2e}",
-                    flush=True,
-                )
+                nan = int(torch.isnan(out).sum())
+                print(f"{spec.key:40s} regs={facts['registers']:4d} nan={nan:6d} rel_err={rel:.2e}", flush=True)
