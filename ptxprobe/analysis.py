@@ -154,4 +154,34 @@ def versus_sdpa(runtime: pd.DataFrame) -> pd.DataFrame:
     keep = runtime[runtime.is_baseline.astype(bool) | runtime.label.str.startswith("sdpa")]
     if "run_ptxas_version" in keep.columns:
         keep = keep[keep.run_ptxas_version == keep.run_ptxas_version.max()]
-    return keep.pivot_table(index=["family", "dtype", "causal", "seq_len"], columns="label", values="tflops")
+    return keep.pivot_table(
+        index=["family", "dtype", "head_dim", "causal", "seq_len"], columns="label", values="tflops"
+    )
+
+
+def floor_verdicts(runtime: pd.DataFrame, ptxas_version: str | None = None) -> dict:
+    """(kernel, seq_len, name template) -> verdict vs the A/A floor, recomputed from raw times."""
+    r = runtime
+    if ptxas_version is not None and "run_ptxas_version" in r.columns:
+        r = r[r.run_ptxas_version.fillna(ptxas_version) == ptxas_version]
+    out = {}
+    for _, g in r.groupby("group_id"):
+        base = g[g.is_baseline.astype(bool)].iloc[0]
+        aa = g[g.label.str.endswith("#AA")].iloc[0]
+        b = stats.Measurement("baseline", tuple(base.times_ms))
+        floor = stats.noise_floor(stats.paired_ratio(b, stats.Measurement("aa", tuple(aa.times_ms))))
+        for _, row in g[g.name_template.notna() & ~g.is_baseline.astype(bool)].iterrows():
+            iv = stats.paired_ratio(b, stats.Measurement(row.label, tuple(row.times_ms)))
+            out[(row.kernel, int(row.seq_len), row.name_template)] = stats.runtime_verdict_vs_floor(iv, floor)
+    return out
+
+
+def verdict_agreement(run_a: pd.DataFrame, run_b: pd.DataFrame, ptxas_version: str) -> dict:
+    """Do two independent GPU runs reach the same verdicts for the variants they share?"""
+    a, b = floor_verdicts(run_a, ptxas_version), floor_verdicts(run_b, ptxas_version)
+    common = sorted(set(a) & set(b))
+    return {
+        "shared": len(common),
+        "agree": sum(a[k] == b[k] for k in common),
+        "disagreements": [(k, a[k], b[k]) for k in common if a[k] != b[k]],
+    }

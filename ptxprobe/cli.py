@@ -34,10 +34,19 @@ def cmd_rename_sweep(args) -> int:
 
     exp = load_experiment(args.experiment or DEFAULT_EXPERIMENT)
     sets = list(args.set or [])
-    if args.ptx:
-        sets.append("ptx_files=" + ",".join(args.ptx))
-        if not any(s.startswith("kernels=") for s in sets):
-            sets.append("kernels=")
+    if args.triton and not args.spec:
+        raise PtxprobeError("--triton needs --spec SPEC.json|toml (signature, constexprs, divisible_by_16, num_warps)")
+    user = {
+        "ptx_files": args.ptx or [],
+        "cubin_files": args.cubin or [],
+        "cu_files": [f"{f}:{args.entry}" if args.entry else f for f in (args.cu or [])],
+        "triton_functions": [f"{args.triton}={args.spec}"] if args.triton else [],
+    }
+    for axis, vals in user.items():
+        if vals:
+            sets.append(f"{axis}=" + ",".join(vals))
+    if any(user.values()) and not any(s.startswith("kernels=") for s in sets):
+        sets.append("kernels=")  # only the user's kernels
     if sets:
         exp = override(exp, sets)
     if args.names_from_scan:
@@ -548,6 +557,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="override an axis, e.g. -s archs=sm_100a -s names='{base},cutlass_{base}' -s repeat=3",
     )
     s.add_argument("--ptx", action="append", metavar="FILE", help="sweep a PTX file of your own (repeatable)")
+    s.add_argument("--cubin", action="append", metavar="FILE", help="a cubin with embedded PTX (built with -lineinfo)")
+    s.add_argument("--cu", action="append", metavar="FILE", help="CUDA C++ source, compiled by nvcc for each arch")
+    s.add_argument("--entry", help="with --cu: the kernel to take (source name or symbol)")
+    s.add_argument("--triton", metavar="MODULE:FUNCTION", help="a triton.jit function of your own (needs --spec)")
+    s.add_argument("--spec", help="with --triton: JSON/TOML with signature, constexprs, divisible_by_16, num_warps")
     s.add_argument("--out", "-o", help="output dir (default runs/<experiment>); re-running resumes it")
     s.add_argument("--jobs", "-j", type=int, help="parallel ptxas processes (default: all cores)")
     s.add_argument("--timeout", type=float, default=600.0, help="seconds before a ptxas run counts as hung")

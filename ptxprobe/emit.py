@@ -309,7 +309,11 @@ def emit_cuda(
 
 
 def ptx_from_cubin(path: str | Path) -> Emitted:
-    """The PTX a cubin carries in ``.nv_debug_ptx_txt`` (cubins built with -lineinfo or -G keep it)."""
+    """The PTX a cubin carries in ``.nv_debug_ptx_txt`` (cubins built with -lineinfo or -G keep it).
+
+    ptxas stores it one NUL-terminated line per PTX line, without ``.loc`` lines and DWARF bodies;
+    re-assembled, it gives the same ``.text`` (checked in the tests).
+    """
     from .cubin import read_cubin
     from .errors import CubinError
 
@@ -325,7 +329,7 @@ def ptx_from_cubin(path: str | Path) -> Emitted:
             f"{path}: no embedded PTX (.nv_debug_ptx_txt); a cubin cannot be renamed without its PTX: "
             "pass the PTX or the source, or build with -lineinfo"
         )
-    ptx = sec.data().split(b"\0")[0].decode("utf-8", errors="replace")
+    ptx = "\n".join(line.decode("utf-8", errors="replace") for line in sec.data().split(b"\0"))
     names = entries_of(ptx)
     if not names:
         raise CubinError(f"{path}: embedded PTX has no .entry")
@@ -350,3 +354,92 @@ def emit_kernel(
     if only_cached:
         return None
     return family.emit(spec, arch, cache)
+
+
+# --- a user's Triton function with a spec file ----------------------------------------------------
+
+_SPEC_KEYS = {"signature", "constexprs", "divisible_by_16", "num_warps", "num_stages", "name"}
+
+
+def load_triton_function(target: str):
+    """``package.module:function`` (or ``path/to/file.py:function``) -> the triton.jit function."""
+    import importlib
+    import importlib.util
+
+    mod_name, sep, fn_name = target.partition(":")
+    if not sep or not fn_name:
+        raise SpecError(f"--triton takes module:function, got {target!r}")
+    try:
+        if mod_name.endswith(".py"):
+            path = Path(mod_name)
+            spec = importlib.util.spec_from_file_location(path.stem, path)
+            if spec is None or spec.loader is None:
+                raise SpecError(f"{path}: cannot load")
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+        else:
+            mod = importlib.import_module(mod_name)
+    except (ImportError, FileNotFoundError, SyntaxError) as exc:
+        raise SpecError(f"cannot import {mod_name}: {exc}") from exc
+    fn = getattr(mod, fn_name, None)
+    if fn is None or not hasattr(fn, "params"):
+        raise SpecError(f"{target}: no triton.jit function named {fn_name!r}")
+    return fn
+
+
+def load_kernel_spec(path: str | Path) -> dict:
+    """A user kernel's spec (JSON or TOML): signature, constexprs, divisible_by_16, num_warps, num_stages."""
+    import tomllib
+
+    p = Path(path)
+    try:
+        text = p.read_text()
+        spec = tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
+    except FileNotFoundError as exc:
+        raise SpecError(f"spec file not found: {p}") from exc
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise SpecError(f"{p}: not valid {'TOML' if p.suffix == '.toml' else 'JSON'}: {exc}") from exc
+    unknown = set(spec) - _SPEC_KEYS
+    if unknown or "signature" not in spec:
+        raise SpecError(f"{p}: a spec needs 'signature' and may have {sorted(_SPEC_KEYS)}; unknown: {sorted(unknown)}")
+    return spec
+
+
+def emit_user_triton(target: str, spec_path: str | Path, arch: str, cache: Cache | None = None) -> Emitted:
+    """Compile a user's Triton function to PTX for ``arch`` from its spec file."""
+    import triton
+
+    fn = load_triton_function(target)
+    spec = load_kernel_spec(spec_path)
+    params = [p.name for p in fn.params]
+    sig = dict(spec["signature"])
+    if list(sig) != params:
+        raise SpecError(f"{spec_path}: signature names {list(sig)} do not match {fn.__name__}'s parameters {params}")
+    constexprs = dict(spec.get("constexprs", {}))
+    missing = [n for n, t in sig.items() if t == "constexpr" and n not in constexprs]
+    if missing:
+        raise SpecError(f"{spec_path}: no value for constexpr parameter(s) {missing}")
+    div = spec.get("divisible_by_16", [])
+    bad = [n for n in div if n not in params]
+    if bad:
+        raise SpecError(f"{spec_path}: divisible_by_16 names unknown parameters {bad}")
+    attrs = {(params.index(n),): [["tt.divisibility", 16]] for n in div}
+    options = {"num_warps": int(spec.get("num_warps", 4)), "num_stages": int(spec.get("num_stages", 3))}
+    cache = cache or Cache()
+    key = cache_key(
+        stage="emit-user-triton",
+        fn=fn.cache_key,
+        sig=sig,
+        const=repr(sorted(constexprs.items())),
+        attrs=str(attrs),
+        options=options,
+        arch=arch,
+        triton=triton.__version__,
+    )
+    rec = cache.get_json("emit", key)
+    if rec is None:
+        outputs, meta = compile_stages(fn, Specialization(sig, constexprs, attrs), arch, options)
+        rec = {"ptx": outputs["ptx"], "metadata": meta, "stages": {k: sha256_text(v) for k, v in outputs.items()}}
+        cache.put_json("emit", key, rec)
+    ptx = rec["ptx"]
+    return Emitted(spec.get("name", target), arch, entry_of(ptx), ptx, "triton", rec["metadata"], rec["stages"])

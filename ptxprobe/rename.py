@@ -142,7 +142,9 @@ def _split_sections(lines: list[str]) -> list[tuple[str | None, int, int]]:
 
 def _rename_debug_info(lines: list[str], start: int, end: int, old: str, new: str) -> int:
     """Rewrite name strings in one .debug_info body in place; fix unit lengths and refs."""
-    body = lines[start:end]
+    body = [ln for ln in lines[start:end] if ln.strip()]  # bodies stripped by ptxas (cubin-embedded PTX) are blank
+    if not body:
+        return 0
     parsed = []  # (line, size, value-or-None, comment)
     for line in body:
         m = _DIRECTIVE_RE.match(line)
@@ -242,7 +244,7 @@ def rename_entry(ptx: str, old: str, new: str) -> Renamed:
     # DWARF bodies first (their line count may change), from the end so spans stay valid
     for section, start, end in reversed(spans):
         if section == ".debug_info":
-            labels = [ln for ln in lines[start:end] if _DIRECTIVE_RE.match(ln) is None]
+            labels = [ln for ln in lines[start:end] if ln.strip() and _DIRECTIVE_RE.match(ln) is None]
             if labels:
                 raise MalformedPtx(f"cannot parse .debug_info line {labels[0].strip()!r}")
             sites += _rename_debug_info(lines, start, end, old, new)

@@ -52,6 +52,9 @@ class Experiment:
     repeat: dict = field(default_factory=lambda: {"default": 1})
     seq_len: int = 4096
     ptx_files: tuple[str, ...] = ()
+    cu_files: tuple[str, ...] = ()  # "file.cu" or "file.cu:entry", compiled by nvcc for every arch
+    cubin_files: tuple[str, ...] = ()  # cubins with embedded PTX (-lineinfo)
+    triton_functions: tuple[str, ...] = ()  # "module:function=spec.json" (or .toml)
     run: dict = field(default_factory=dict)  # the [run] table: GPU problem sizes and timing plan
     source: str | None = None  # path of the TOML it came from
 
@@ -62,7 +65,20 @@ class Experiment:
         return asdict(self)
 
 
-_LIST_AXES = ("kernels", "dtypes", "head_dims", "causal", "configs", "archs", "ptxas", "names", "ptx_files")
+_LIST_AXES = (
+    "kernels",
+    "dtypes",
+    "head_dims",
+    "causal",
+    "configs",
+    "archs",
+    "ptxas",
+    "names",
+    "ptx_files",
+    "cu_files",
+    "cubin_files",
+    "triton_functions",
+)
 
 
 def load_experiment(path: str | os.PathLike) -> Experiment:
@@ -335,6 +351,23 @@ def plan_variants(
     return out
 
 
+def user_sources(exp: Experiment, cache: Cache | None = None) -> list[Source]:
+    """The user's own kernels: PTX and cubins keep their .target; .cu and Triton functions build per arch."""
+    from .emit import emit_cuda, emit_user_triton, ptx_from_cubin
+
+    out = [Source(load_ptx(p), "ptx") for p in exp.ptx_files if p]
+    out += [Source(ptx_from_cubin(p), "cubin") for p in exp.cubin_files if p]
+    for item in exp.cu_files:
+        path, _, entry = item.partition(":")
+        out += [Source(emit_cuda(path, arch, entry or None, cache=cache), "cuda") for arch in exp.archs]
+    for item in exp.triton_functions:
+        target, eq, spec = item.rpartition("=")
+        if not eq:
+            raise SpecError(f"triton function {item!r}: give it as module:function=spec.json")
+        out += [Source(emit_user_triton(target, spec, arch, cache=cache), "triton-user") for arch in exp.archs]
+    return out
+
+
 def emit_jobs(exp: Experiment) -> list[tuple]:
     jobs = []
     for k, dt, d, c, cfg, arch in itertools.product(
@@ -547,7 +580,7 @@ def run_sweep(
     ptxas_seconds = 0.0
     interrupted = False
     ejobs = emit_jobs(exp)
-    sources: list[Source] = [Source(load_ptx(p), "ptx") for p in exp.ptx_files if p]  # keeps its own .target
+    sources = user_sources(exp, cache)
     cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with (
         Progress(*cols, disable=not progress, transient=False) as bar,

@@ -64,3 +64,23 @@ def test_static_analysis_tables():
     assert det[det.arch == "sm_100a"].nondeterministic.sum() > 0
     deltas = analysis.register_deltas(matrix)
     assert {"register_delta", "capmerc_ratio"} <= set(deltas.columns)
+
+
+def test_independent_runs_agree_on_verdicts():
+    v1 = analysis.load_runtime(analysis.results_dir("2026-12-02-h200-runtime-v1"))
+    v2 = analysis.load_runtime(analysis.results_dir(RUNTIME))
+    agreement = analysis.verdict_agreement(v1, v2, "12.8.93")
+    assert agreement["shared"] >= 40
+    assert agreement["agree"] / agreement["shared"] >= 0.9, agreement["disagreements"]
+
+
+def test_cuda_kernel_run():
+    r = analysis.load_runtime(analysis.results_dir("2026-12-02-h200-cuda"))
+    eff = analysis.runtime_effects(r)
+    assert set(eff.dtype) == {"fp16", "bf16"}
+    assert eff.bitwise_equal_to_baseline.astype(bool).all()
+    assert eff[eff.dtype == "fp16"].rel_err_vs_reference.max() < 1e-3
+    assert eff[eff.dtype == "bf16"].rel_err_vs_reference.max() < 1e-2
+    assert (eff.runtime_verdict_vs_floor == "no_difference").all()
+    sdpa = analysis.versus_sdpa(r)
+    assert {"sdpa_cudnn", "sdpa_flash", "{base}"} <= set(sdpa.columns)

