@@ -65,7 +65,7 @@ def _family():
         reference=reference,
         flops=attention_flops,
         emit=emit,
-        archs=("sm_80", "sm_90", "sm_90a", "sm_120a"),
+        archs=("sm_80", "sm_90", "sm_90a", "sm_100a", "sm_120a"),
         extra={"entry": entry_name, "shared_bytes": shared_bytes, "threads": THREADS, "source": str(SOURCE)},
     )
 

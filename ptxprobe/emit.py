@@ -97,6 +97,8 @@ def compile_stages(fn, spec_: Specialization, arch: str, options: dict) -> tuple
     from triton._C.libtriton import ir
     from triton.compiler import ASTSource, make_backend
 
+    if is_gluon(fn):
+        from triton.experimental.gluon._runtime import GluonASTSource as ASTSource  # noqa: N814
     src = ASTSource(fn, spec_.signature, spec_.constexprs, spec_.attrs)
     target = _target(arch)
     backend = make_backend(target)
@@ -130,8 +132,16 @@ def compile_stages(fn, spec_: Specialization, arch: str, options: dict) -> tuple
     return outputs, meta
 
 
+def is_gluon(fn) -> bool:
+    return bool(getattr(fn, "is_gluon", lambda: False)())
+
+
 def renamed_fn(fn, name: str):
-    """The Triton-level rename: the same kernel with ``repr=`` returning ``name``."""
+    """The frontend-level rename: the same kernel with ``repr=`` returning ``name`` (Triton or Gluon)."""
+    if is_gluon(fn):
+        from triton.experimental import gluon
+
+        return gluon.jit(repr=lambda _: name)(fn.fn)
     import triton
 
     return triton.jit(repr=lambda _: name)(fn.fn)

@@ -95,6 +95,9 @@ class KernelFamily:
     emit: Callable | None = None
     archs: tuple[str, ...] = ()  # targets the family can be built for (empty: any)
 
+    def supports(self, dtype: str, head_dim: int, arch: str) -> bool:
+        return dtype in self.dtypes and head_dim in self.head_dims and (not self.archs or arch in self.archs)
+
     def spec(self, dtype: str, head_dim: int, causal: bool, config: str | KernelConfig | None = None) -> KernelSpec:
         if dtype not in self.dtypes:
             raise SpecError(f"{self.name}: dtype {dtype!r} not supported (have {', '.join(self.dtypes)})")
@@ -109,7 +112,7 @@ class KernelFamily:
         return KernelSpec(self.name, dtype, head_dim, causal, cfg)
 
 
-_MODULES = ("kernels.triton_attention", "kernels.cuda_attention")
+_MODULES = ("kernels.triton_attention", "kernels.cuda_attention", "kernels.gluon_attention")
 
 
 def families() -> dict[str, KernelFamily]:

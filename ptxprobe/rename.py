@@ -106,7 +106,8 @@ def _local_prefix(name: str) -> str:
 
 
 def _token_re(old: str) -> re.Pattern:
-    return re.compile(r"(?<![\w$%])" + re.escape(old) + r"(_param_\d+)?(?![\w$])")
+    # not part of a longer identifier, a path ("kernels/attention.py") or a dotted name
+    return re.compile(r"(?<![\w$%/.])" + re.escape(old) + r"(_param_\d+)?(?![\w$.])")
 
 
 def _rename_text(text: str, old: str, new: str) -> tuple[str, int]:
@@ -176,7 +177,9 @@ def _rename_debug_info(lines: list[str], start: int, end: int, old: str, new: st
                 j += 1
             if j < len(parsed) and parsed[j][1] == 1 and parsed[j][2] == 0:
                 s = data.decode("latin-1")
-                s2, n = _rename_text(s, old, new)
+                # only the name itself (or a mangled local of it), never e.g. a file name containing it
+                is_name = s == old or s.startswith(_local_prefix(old))
+                s2, n = _rename_text(s, old, new) if is_name else (s, 0)
                 if n and s2 != s:
                     sites += n
                     enc = s2.encode("latin-1")

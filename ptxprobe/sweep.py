@@ -369,13 +369,26 @@ def user_sources(exp: Experiment, cache: Cache | None = None) -> list[Source]:
 
 
 def emit_jobs(exp: Experiment) -> list[tuple]:
+    """One emission per (kernel, dtype, head dim, causal, config, arch) that the kernel supports.
+
+    With several kernels in one experiment, combinations a kernel does not support (fp8 for the
+    CUDA kernel, sm_90a for the Blackwell-only Gluon kernel) are skipped; asking for nothing a
+    kernel can build is an error.
+    """
     jobs = []
-    for k, dt, d, c, cfg, arch in itertools.product(
-        exp.kernels, exp.dtypes, exp.head_dims, exp.causal, exp.configs, exp.archs
-    ):
+    for k in exp.kernels:
         fam = family(k)
-        spec = fam.spec(dt, d, c, cfg)  # validates the axes before any work
-        jobs.append((k, dt, d, c, spec.config.label, arch, exp.seq_len))
+        mine = 0
+        for dt, d, c, cfg, arch in itertools.product(exp.dtypes, exp.head_dims, exp.causal, exp.configs, exp.archs):
+            if len(exp.kernels) > 1 and not fam.supports(dt, d, arch):
+                continue
+            if fam.archs and arch not in fam.archs:
+                raise SpecError(f"{k}: cannot be built for {arch} (targets: {', '.join(fam.archs)})")
+            spec = fam.spec(dt, d, c, cfg)  # validates the axes before any work
+            jobs.append((k, dt, d, c, spec.config.label, arch, exp.seq_len))
+            mine += 1
+        if not mine:
+            raise SpecError(f"{k}: none of the experiment's dtypes/head dims/archs are supported by it")
     return jobs
 
 

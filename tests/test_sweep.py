@@ -190,4 +190,8 @@ def test_default_experiment_is_valid():
     assert set(exp.archs) == {"sm_90a", "sm_100a", "sm_120a"}
     assert exp.names[0] == "{base}" and "cutlass_{base}" in exp.names
     assert any(len(n) == len("cutlass_{base}") and "cutlass" not in n for n in exp.names)  # a same-length control
-    assert len(sweep.emit_jobs(exp)) == 12
+    jobs = sweep.emit_jobs(exp)
+    kinds = {(j[0], j[5]) for j in jobs}
+    assert ("attention_gluon", "sm_100a") in kinds and ("attention_gluon", "sm_90a") not in kinds
+    assert ("attention_cuda", "sm_90a") in kinds and not any(j[0] == "attention_cuda" and j[1] == "fp8e5" for j in jobs)
+    assert sum(j[0] == "attention" for j in jobs) == 12

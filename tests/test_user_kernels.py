@@ -190,3 +190,33 @@ def test_cuda_family_in_a_sweep(tmp_path):
     assert {r["status"] for r in out.rows} == {"ok"}
     ctrl = [r for r in out.rows if r["name"].startswith("xutlass")]
     assert ctrl[0]["verdict"] == "identical"
+
+
+def test_gluon_blackwell_attention_builds_for_sm100a_on_cpu(emitted):
+    from ptxprobe import rename
+
+    fam = registry.family("attention_gluon")
+    assert fam.archs == ("sm_100a",)
+    fp8 = emitted("fp8e5", "sm_100a", causal=True, kernel="attention_gluon")
+    assert "tcgen05.mma.cta_group::1.kind::f8f6f4" in fp8.ptx  # the reported trigger: f8f6f4 MMAs in a loop
+    fp16 = emitted("fp16", "sm_100a", kernel="attention_gluon")
+    assert "kind::f16" in fp16.ptx and "tcgen05.ld" in fp16.ptx
+    # our text rename equals Gluon's own repr= rename
+    via_gluon = emitted("fp16", "sm_100a", kernel="attention_gluon", name="cutlass_gluon_attention")
+    ours = rename.rename_entry(fp16.ptx, fp16.entry, "cutlass_gluon_attention")
+    assert rename.normalize(ours.ptx) == rename.normalize(via_gluon.ptx)
+    # the file name "gluon_attention.py" is not the kernel's name: it stays
+    assert '"' + "kernels/gluon_attention.py" in ours.ptx.replace("\\", "/") or "gluon_attention.py" in ours.ptx
+    assert "cutlass_gluon_attention.py" not in ours.ptx
+
+
+def test_rename_leaves_paths_and_dotted_names_alone():
+    from ptxprobe import rename
+
+    ptx = rename_fixture = (
+        '.version 8.0\n.target sm_90a\n.address_size 64\n\t.file\t1 "/src/k.py"\n'
+        "// k.py kernel k\n.visible .entry k(\n\t.param .u64 k_param_0\n)\n{\n\tret;\n}\n"
+    )
+    r = rename.rename_entry(rename_fixture, "k", "cutlass_k")
+    assert '"/src/k.py"' in r.ptx and "// k.py kernel cutlass_k" in r.ptx and "cutlass_k_param_0" in r.ptx
+    assert ptx.count("k_param_0") == 1
