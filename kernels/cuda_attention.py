@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernels.triton_attention import attention_flops, make_inputs, reference
+from kernels.triton_attention import attention_common
 
 SOURCE = Path(__file__).resolve().parent / "cuda" / "flash_attention.cu"
 BLOCK_M = BLOCK_N = 64
@@ -61,9 +61,7 @@ def _family():
         default_config=cfg,
         launch_args=launch_args,
         grid=grid,
-        make_inputs=make_inputs,
-        reference=reference,
-        flops=attention_flops,
+        **attention_common(),
         emit=emit,
         archs=("sm_80", "sm_90", "sm_90a", "sm_100a", "sm_120a"),
         extra={"entry": entry_name, "shared_bytes": shared_bytes, "threads": THREADS, "source": str(SOURCE)},

@@ -133,7 +133,7 @@ def gluon_attention(
 
 
 def _family():
-    from kernels.triton_attention import _persistent_args, _persistent_grid, attention_flops, make_inputs, reference
+    from kernels.triton_attention import _persistent_args, _persistent_grid, attention_common
     from ptxprobe.registry import KernelConfig, KernelFamily
 
     cfg = KernelConfig(128, 64, 4, 1)
@@ -148,9 +148,7 @@ def _family():
         default_config=cfg,
         launch_args=_persistent_args,
         grid=_persistent_grid,
-        make_inputs=make_inputs,
-        reference=reference,
-        flops=attention_flops,
+        **attention_common(),
         archs=("sm_100a",),
     )
 

@@ -301,6 +301,11 @@ def attention_flops(spec, problem):
     return f / 2 if spec.causal else f
 
 
+def attention_common() -> dict:
+    """What every attention family here shares: inputs, float64 reference, FLOP count."""
+    return dict(make_inputs=make_inputs, reference=reference, flops=attention_flops)
+
+
 def _families():
     from ptxprobe.registry import KernelConfig, KernelFamily
 
@@ -311,9 +316,7 @@ def _families():
         head_dims=(64, 128),
         configs=configs,
         default_config=configs[0],
-        make_inputs=make_inputs,
-        reference=reference,
-        flops=attention_flops,
+        **attention_common(),
     )
     return (
         KernelFamily(

@@ -541,6 +541,15 @@ def cmd_bisect(args) -> int:
     return 0
 
 
+def _kernel_args(s: argparse.ArgumentParser, dtype: str) -> None:
+    """--kernel/--dtype/--head-dim/--causal/--arch, shared by the commands that pick one registered kernel."""
+    s.add_argument("--kernel", default="attention")
+    s.add_argument("--dtype", default=dtype)
+    s.add_argument("--head-dim", type=int, default=128)
+    s.add_argument("--causal", action="store_true")
+    s.add_argument("--arch", default="sm_90a")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="ptxprobe", description="What does ptxas do differently depending on a kernel's entry name?"
@@ -595,12 +604,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_kernels)
 
     s = sub.add_parser("emit", help="compile one registered kernel to PTX for a target (no GPU)")
-    s.add_argument("--kernel", default="attention")
-    s.add_argument("--dtype", default="fp16")
-    s.add_argument("--head-dim", type=int, default=128)
-    s.add_argument("--causal", action="store_true")
+    _kernel_args(s, "fp16")
     s.add_argument("--config", default="default")
-    s.add_argument("--arch", default="sm_90a")
     s.add_argument("--name", help="entry name, set through Triton's repr= (the frontend path)")
     s.add_argument("--seq-len", type=int, default=4096)
     s.add_argument("--output", "-o")
@@ -664,11 +669,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("bisect", help="first ptxas release where a name changes the code beyond noise")
     s.add_argument("--name", default="cutlass_{base}")
-    s.add_argument("--kernel", default="attention")
-    s.add_argument("--dtype", default="fp8e5")
-    s.add_argument("--head-dim", type=int, default=128)
-    s.add_argument("--causal", action="store_true")
-    s.add_argument("--arch", default="sm_90a")
+    _kernel_args(s, "fp8e5")
     s.add_argument("--versions", help="comma list (default: every ptxas installed)")
     s.add_argument("--fetch", action="store_true", help="first install the releases from their pip wheels")
     s.add_argument("--repeat", type=int, default=3)

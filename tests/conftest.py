@@ -83,3 +83,21 @@ def installed_ptxas_124():
         os.environ.pop("PTXPROBE_TOOLCHAINS", None)
     else:
         os.environ["PTXPROBE_TOOLCHAINS"] = old
+
+
+def make_experiment(**overrides):
+    """A small experiment for tests: fp8 attention, D=128, non-causal, sm_90a + sm_100a, three names."""
+    from ptxprobe import sweep
+
+    base = dict(
+        name="test",
+        kernels=["attention"],
+        dtypes=["fp8e5"],
+        head_dims=[128],
+        causal=[False],
+        archs=["sm_90a", "sm_100a"],
+        names=["{base}", "cutlass_{base}", "xutlass_{base}"],
+        repeat={"default": 1},
+    )
+    base.update(overrides)
+    return sweep.experiment_from_dict(base)

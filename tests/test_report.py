@@ -10,23 +10,13 @@ import pytest
 
 from ptxprobe import report, sweep
 from ptxprobe.cli import main
+from tests.conftest import make_experiment
 
 
 @pytest.fixture(scope="module")
 def report_dir(tmp_path_factory):
     run = tmp_path_factory.mktemp("run")
-    exp = sweep.experiment_from_dict(
-        dict(
-            name="report-test",
-            kernels=["attention"],
-            dtypes=["fp8e5"],
-            head_dims=[128],
-            causal=[False],
-            archs=["sm_90a", "sm_100a"],
-            names=["{base}", "cutlass_{base}", "xutlass_{base}"],
-            repeat={"default": 1},
-        )
-    )
+    exp = make_experiment(name="report-test")
     sweep.run_sweep(exp, run, jobs=2, progress=False)
     assert main(["report", str(run)]) == 0
     return run / "report"

@@ -11,6 +11,7 @@ import pytest
 from ptxprobe import sweep
 from ptxprobe.cache import Cache
 from ptxprobe.cli import main
+from tests.conftest import make_experiment
 
 REQUIRED = [
     "kernel",
@@ -38,18 +39,7 @@ REQUIRED = [
 
 
 def small_experiment(**kw):
-    base = dict(
-        name="small",
-        kernels=["attention"],
-        dtypes=["fp8e5"],
-        head_dims=[128],
-        causal=[False],
-        archs=["sm_90a", "sm_100a"],
-        names=["{base}", "cutlass_{base}", "xutlass_{base}"],
-        repeat={"default": 2, "sm_100a": 3},
-    )
-    base.update(kw)
-    return sweep.experiment_from_dict(base)
+    return make_experiment(**{"name": "small", "repeat": {"default": 2, "sm_100a": 3}, **kw})
 
 
 @pytest.fixture(scope="module")

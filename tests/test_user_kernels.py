@@ -10,6 +10,7 @@ import pytest
 
 from ptxprobe import emit, registry, sweep
 from ptxprobe.cli import main
+from tests.conftest import make_experiment
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
@@ -174,17 +175,13 @@ def test_cuda_attention_compiles_for_every_listed_target(arch):
 def test_cuda_family_in_a_sweep(tmp_path):
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc not installed")
-    exp = sweep.experiment_from_dict(
-        dict(
-            name="cuda",
-            kernels=["attention_cuda"],
-            dtypes=["fp16"],
-            head_dims=[64],
-            causal=[False],
-            archs=["sm_90a"],
-            names=["{base}", "xutlass_{base}"],
-            repeat={"default": 1},
-        )
+    exp = make_experiment(
+        name="cuda",
+        kernels=["attention_cuda"],
+        dtypes=["fp16"],
+        head_dims=[64],
+        archs=["sm_90a"],
+        names=["{base}", "xutlass_{base}"],
     )
     out = sweep.run_sweep(exp, tmp_path / "r", jobs=2, progress=False)
     assert {r["status"] for r in out.rows} == {"ok"}
