@@ -283,6 +283,14 @@ def branch_target(ins: Instruction, listing: Listing) -> int | None:
     return None
 
 
+_PRED_OPERAND = re.compile(r"^!?U?P[0-6]$")
+
+
+def _predicate_operand(ins: Instruction) -> bool:
+    """``BRA.U !UP0, , target`` is conditional: its predicate is an operand, not an ``@`` guard."""
+    return any(_PRED_OPERAND.match(op.strip()) for op in ins.operands)
+
+
 def basic_blocks(listing: Listing) -> list[Block]:
     n = len(listing.instructions)
     leaders = {0}
@@ -303,7 +311,9 @@ def basic_blocks(listing: Listing) -> list[Block]:
         t = branch_target(last, listing)
         if t is not None:
             succ.append(t)
-        unconditional = last.base in ("BRA", "JMP", "EXIT", "RET") and last.predicate is None
+        unconditional = (
+            last.base in ("BRA", "JMP", "EXIT", "RET") and last.predicate is None and not _predicate_operand(last)
+        )
         if not unconditional and e < n:
             succ.append(e)
         blocks.append(Block(s, e, tuple(succ)))

@@ -165,3 +165,18 @@ def test_malformed_disassembly_and_unknown_opcode():
 def test_compact_control_format():
     c = sass.Control(stall=7, yield_bit=0, write_barrier=1, read_barrier=0, wait_mask=0b000100, reuse=0)
     assert c.compact() == "B--2---:R0:W1:Y:S07"
+
+
+def test_uniform_predicate_branches_are_conditional_and_persistent_loops_found(emitted):
+    """Blackwell listings branch with ``BRA.U !UP0, , target``: the fall-through must stay in the CFG."""
+    from ptxprobe import toolchain as tc
+
+    e = emitted("fp16", "sm_100a", causal=True, kernel="attention_gluon")
+    art = assemble.assemble(e.ptx, "sm_100a", tc.triton_ptxas("sm_100a"))
+    lst = sass.disassemble(art.cubin())[e.entry]
+    assert any(i.base == "BRA" and sass._predicate_operand(i) for i in lst.instructions)
+    big = [lp for lp in sass.loops(lst) if len(lp.body) > 200]
+    assert len(big) >= 2  # the persistent tile loop and the key loop inside it
+    outer, inner = sorted(big, key=lambda lp: len(lp.body), reverse=True)[:2]
+    assert set(inner.body) < set(outer.body) and inner.depth == outer.depth + 1
+    assert any(lst.instructions[i].base == "UTCHMMA" or "MMA" in lst.instructions[i].base for i in inner.body)
