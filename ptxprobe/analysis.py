@@ -15,7 +15,7 @@ from . import stats
 from .sweep import REPO_ROOT, read_log
 
 RESULTS = REPO_ROOT / "experiments" / "results"
-DIFFERS = ("differs_deterministic", "differs_beyond_noise")
+DIFFERS = ("differs_deterministic", "differs_beyond_noise")  # differences that survive ptxas's own spread
 
 
 def results_dir(name: str) -> Path:

@@ -592,13 +592,48 @@ def _run_groups(
                 lock.release()
 
 
-def _worker(device: str, queue, templates, cfg, out_path, cache_root, lock) -> None:
-    os.environ["CUDA_VISIBLE_DEVICES"] = device
+def _device_worker(device: str, queue, work, work_args: tuple) -> None:
+    os.environ["CUDA_VISIBLE_DEVICES"] = device  # this process sees exactly one GPU
     while True:
-        g = queue.get()
-        if g is None:
+        group = queue.get()
+        if group is None:
             return
-        _run_groups([g], templates, cfg, out_path, cache_root, lock)
+        work(device, group, *work_args)
+
+
+def dispatch(groups: list, devices: list[str], work, *work_args) -> None:
+    """Run ``work(device, group, *work_args)`` for every group, one worker process per device.
+
+    Workers pull from one queue, so a device never runs two groups at once and faster devices
+    take more groups. A worker that dies is reported after the others finish; what it had
+    appended to the log is kept, and a re-run resumes from there.
+    """
+    if len(devices) <= 1 or len(groups) <= 1:
+        for g in groups:
+            work(devices[0] if devices else "0", g, *work_args)
+        return
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    for g in groups:
+        queue.put(g)
+    for _ in devices:
+        queue.put(None)
+    procs = [ctx.Process(target=_device_worker, args=(d, queue, work, work_args)) for d in devices]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    failed = [(d, p.exitcode) for d, p in zip(devices, procs, strict=True) if p.exitcode]
+    if failed:
+        raise RuntimeError(f"GPU worker(s) failed: {failed}; finished groups are kept, re-run to resume")
+
+
+def _run_one(
+    device: str, group: dict, templates: list[str], cfg: RunConfig, out_path: str, cache_root: str, lock=None
+) -> None:
+    _run_groups([group], templates, cfg, out_path, cache_root, lock)
 
 
 def visible_devices() -> list[str]:
@@ -630,28 +665,16 @@ def runtime_sweep(
     groups = [g for g in plan_groups(exp, cfg, device_arch(0)) if g["group_id"] not in done]
     templates = list(exp.names)
     devices = devices or visible_devices()
-    if len(devices) <= 1 or len(groups) <= 1:
+    if len(devices) > 1:
+        import multiprocessing as mp
+
+        lock = mp.get_context("spawn").Lock()
+        dispatch(groups, devices, _run_one, templates, cfg, str(log), str(cache.root), lock)
+    else:
         from rich.progress import track
 
         for g in track(groups, description="GPU runs", disable=not progress):
-            _run_groups([g], templates, cfg, str(log), str(cache.root))
-    else:
-        import multiprocessing as mp
-
-        ctx = mp.get_context("spawn")
-        queue, lock = ctx.Queue(), ctx.Lock()
-        for g in groups:
-            queue.put(g)
-        procs = [
-            ctx.Process(target=_worker, args=(d, queue, templates, cfg, str(log), str(cache.root), lock))
-            for d in devices
-        ]
-        for _ in procs:
-            queue.put(None)
-        for p in procs:
-            p.start()
-        for p in procs:
-            p.join()
+            _run_one(devices[0], g, templates, cfg, str(log), str(cache.root))
     rows = read_log(log)
     if rows:
         pd.DataFrame(rows).drop(columns=["times_ms"]).to_parquet(out / RUNTIME_PARQUET, index=False)

@@ -394,7 +394,14 @@ def emit_jobs(exp: Experiment) -> list[tuple]:
 
 # --- derived columns -----------------------------------------------------------------------
 
-VERDICTS = ("baseline", "identical", "differs_deterministic", "differs_within_noise", "differs_beyond_noise")
+VERDICTS = (
+    "baseline",
+    "identical",
+    "differs_unrepeated",
+    "differs_deterministic",
+    "differs_within_noise",
+    "differs_beyond_noise",
+)
 
 
 def static_verdict(base: Counter, var: Counter) -> tuple[str, float | None]:
@@ -416,8 +423,10 @@ def static_verdict(base: Counter, var: Counter) -> tuple[str, float | None]:
     singletons = sum(1 for c in base.values() if c == 1)
     unseen = (singletons + 1) / (n_b + 1)
     confidence = 1.0 - unseen**n_v
-    if len(b) == 1 and len(v) == 1:
+    if len(b) == 1 and len(v) == 1 and min(n_b, n_v) >= 2:
         return "differs_deterministic", confidence
+    if max(n_b, n_v) < 2:
+        return "differs_unrepeated", confidence  # one run each: nothing is known about ptxas's own spread
     return "differs_beyond_noise", confidence
 
 

@@ -95,6 +95,7 @@ def test_static_verdict_rules():
     verdict, conf = v(Counter(a=1, b=1), Counter(c=1, d=1))
     assert verdict == "differs_beyond_noise" and conf < 0.9  # few runs of a noisy baseline: weak evidence
     assert v(Counter(), Counter(a=1)) == ("", None)
+    assert v(Counter(a=1), Counter(c=1))[0] == "differs_unrepeated"  # one run each proves no determinism
 
 
 def test_resume_after_interruption_loses_and_redoes_nothing(tmp_path):
