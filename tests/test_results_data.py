@@ -84,3 +84,16 @@ def test_cuda_kernel_run():
     assert (eff.runtime_verdict_vs_floor == "no_difference").all()
     sdpa = analysis.versus_sdpa(r)
     assert {"sdpa_cudnn", "sdpa_flash", "{base}"} <= set(sdpa.columns)
+
+
+def test_ptxas124_speedup_repeats_with_the_same_sign():
+    v2 = analysis.load_runtime(analysis.results_dir(RUNTIME))
+    rep = analysis.load_runtime(analysis.results_dir("2026-12-02-h200-repeat-ptxas124"))
+    agreement = analysis.verdict_agreement(v2, rep, "12.4.131")
+    assert agreement["shared"] == 32
+    opposite = [d for d in agreement["disagreements"] if {d[1], d[2]} == {"faster", "slower"}]
+    assert not opposite
+    eff = analysis.runtime_effects(rep)
+    cut = eff[eff.name_template == "cutlass_{base}"]
+    assert (cut.ratio_vs_baseline > 1).all()
+    assert (eff[eff.name_template == "xutlass_{base}"].runtime_verdict_vs_floor == "no_difference").all()

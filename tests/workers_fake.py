@@ -11,8 +11,19 @@ def fake_group(device: str, group: dict, log_path: str, seconds: float) -> None:
     start = time.time()
     time.sleep(seconds)
     with open(log_path, "a") as f:
-        f.write(json.dumps({"device": device, "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
-                            "group": group["group_id"], "start": start, "end": time.time(), "pid": os.getpid()}) + "\n")
+        f.write(
+            json.dumps(
+                {
+                    "device": device,
+                    "visible": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                    "group": group["group_id"],
+                    "start": start,
+                    "end": time.time(),
+                    "pid": os.getpid(),
+                }
+            )
+            + "\n"
+        )
 
 
 def failing_group(device: str, group: dict, log_path: str, seconds: float) -> None:
