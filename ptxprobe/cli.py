@@ -496,9 +496,17 @@ def cmd_repro(args) -> int:
             ],
         )
     )
+    if res.runtime_rows:
+        console.print(
+            _table(
+                "runtime re-measured",
+                ["kernel", "ptxas", "variant", "result", "why"],
+                [[r.kernel, r.ptxas_version, r.name, r.status, r.reason] for r in res.runtime_rows],
+            )
+        )
     if res.runtime_note:
         console.print(res.runtime_note)
-    diverged = [r for r in res.rows if r.status not in ("match", "within_recorded_set")]
+    diverged = [r for r in res.rows + res.runtime_rows if r.status not in ("match", "within_recorded_set", "within_ci")]
     if res.ok:
         console.print(f"[green]reproduced: {len(res.rows)} variant groups match the recorded results[/]")
         return 0

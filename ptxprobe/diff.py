@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from difflib import SequenceMatcher
 
 from .cubin import CubinFacts
-from .sass import Instruction, Listing, highest_register, loops
+from .sass import Instruction, Listing, basic_blocks, highest_register, loops
 
 SAME, CHANGED, MOVED, ADDED, REMOVED = "same", "changed", "moved", "added", "removed"
 IDENTICAL, SCHEDULING_ONLY, DIFFERENT_CODE = "identical", "scheduling_only", "different_code"
@@ -73,6 +73,7 @@ class SideSummary:
     local_stores: int  # STL
     opcodes: dict
     loops: tuple[LoopSummary, ...]
+    blocks: tuple[dict, ...] = ()  # per basic block: start offset, instructions, stall cycles, barrier waits
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,15 @@ def summarize_side(listing: Listing) -> SideSummary:
                 dict(Counter(i.base for i in body)),
             )
         )
+    blocks = tuple(
+        {
+            "offset": ins[b.start].offset,
+            "instructions": b.end - b.start,
+            "stall_cycles": sum(i.control.stall for i in ins[b.start : b.end]),
+            "barrier_waits": sum(1 for i in ins[b.start : b.end] if i.control.wait_mask),
+        }
+        for b in basic_blocks(listing)
+    )
     return SideSummary(
         len(ins),
         sum(i.control.stall for i in ins),
@@ -120,6 +130,7 @@ def summarize_side(listing: Listing) -> SideSummary:
         sum(1 for i in ins if i.base == "STL"),
         dict(Counter(i.base for i in ins)),
         tuple(lps),
+        blocks,
     )
 
 

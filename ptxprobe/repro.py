@@ -21,6 +21,7 @@ from .sweep import MANIFEST, experiment_from_dict, kernel_source_hashes, read_lo
 from .toolchain import Tool, discover, install, supports_arch
 
 MATCH, WITHIN_SET, DIVERGED, NOT_RUN = "match", "within_recorded_set", "diverged", "not_rerun"
+WITHIN_CI = "within_ci"
 
 
 @dataclass(frozen=True)
@@ -41,9 +42,12 @@ class ReproOutcome:
     problems: list[str] = field(default_factory=list)  # environment differences found before re-running
     runtime_note: str = ""
 
+    runtime_rows: list[ReproRow] = field(default_factory=list)
+
     @property
     def ok(self) -> bool:
-        return not self.problems and all(r.status in (MATCH, WITHIN_SET) for r in self.rows)
+        good = (MATCH, WITHIN_SET, WITHIN_CI)
+        return not self.problems and all(r.status in good for r in self.rows + self.runtime_rows)
 
 
 def _load(run_dir: Path) -> tuple[dict, list[dict]]:
@@ -145,6 +149,32 @@ def compare(recorded: list[dict], new: list[dict]) -> list[ReproRow]:
     return out
 
 
+def compare_runtime(recorded: list[dict], new: list[dict]) -> list[ReproRow]:
+    """A re-measured throughput ratio reproduces when the two 95 % intervals overlap."""
+
+    def key(r):
+        return (r["group_id"], r["label"])
+
+    cur = {key(r): r for r in new}
+    out = []
+    for r in sorted(recorded, key=key):
+        if not r.get("name_template") or r.get("is_baseline"):
+            continue
+        ver = r.get("run_ptxas_version", "")
+        n = cur.get(key(r))
+        label = f"{r['name']} @ N={r['seq_len']}"
+        if n is None:
+            out.append(ReproRow(r["kernel"], r["arch"], ver, label, NOT_RUN, 1, 0, "not re-run"))
+            continue
+        overlap = n["ratio_ci_low"] <= r["ratio_ci_high"] and r["ratio_ci_low"] <= n["ratio_ci_high"]
+        why = (
+            f"ratio {n['ratio_vs_baseline']:.4f} [{n['ratio_ci_low']:.4f}, {n['ratio_ci_high']:.4f}] vs recorded "
+            f"{r['ratio_vs_baseline']:.4f} [{r['ratio_ci_low']:.4f}, {r['ratio_ci_high']:.4f}]"
+        )
+        out.append(ReproRow(r["kernel"], r["arch"], ver, label, WITHIN_CI if overlap else DIVERGED, 1, 1, why))
+    return out
+
+
 def repro(
     run_dir: str | Path, out_dir: str | Path | None = None, jobs: int | None = None, progress: bool = False
 ) -> ReproOutcome:
@@ -167,10 +197,18 @@ def repro(
             res = run_sweep(sub, out / arch, jobs=jobs, cache=cache, progress=progress, argv=["ptxprobe", "repro"])
             new_rows.extend(res.rows)
     rows = compare(recorded, new_rows)
-    note = ""
+    note, runtime_rows = "", []
     if (run / "runtime.jsonl").exists():
-        note = "runtime results recorded; re-run them on a GPU with `ptxprobe rename-sweep --run -e <experiment>`"
-    return ReproOutcome(rows, problems, note)
+        from .errors import NoGpu
+        from .run import runtime_sweep
+
+        sub = experiment_from_dict(exp_d)
+        try:
+            new_rt = runtime_sweep(sub, out / "runtime", progress=progress)
+            runtime_rows = compare_runtime(read_log(run / "runtime.jsonl"), new_rt)
+        except NoGpu as exc:
+            note = f"runtime results recorded but not re-checked: {exc}"
+    return ReproOutcome(rows, problems, note, runtime_rows)
 
 
 # --- bisect over ptxas releases ---------------------------------------------------------------

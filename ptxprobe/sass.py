@@ -132,7 +132,7 @@ class Listing:
         )
 
 
-_SECTION_RE = re.compile(r"^//-+ \.text\.(\S+)\s+-+")
+_SECTION_RE = re.compile(r"^(?://-+ \.text\.(\S+)\s+-+|\s*Function : (\S+)\s*)$")  # nvdisasm | cuobjdump -sass
 _INSN_RE = re.compile(r"^\s*/\*([0-9a-fA-F]+)\*/\s+(.*?)\s*;?\s*/\*\s*(0x[0-9a-fA-F]{16})\s*\*/\s*$")
 _HI_RE = re.compile(r"^\s*/\*\s*(0x[0-9a-fA-F]{16})\s*\*/\s*$")
 _LABEL_RE = re.compile(r"^(\.L_\w+|\.text\.\S+|[A-Za-z_$][\w$.]*):\s*$")
@@ -198,7 +198,7 @@ def parse_nvdisasm(text: str) -> dict[str, Listing]:
         m = _SECTION_RE.match(line)
         if m:
             flush()
-            current, insns, labels, pending_labels = m.group(1), [], {}, []
+            current, insns, labels, pending_labels = m.group(1) or m.group(2), [], {}, []
             i += 1
             continue
         if current is not None:
@@ -231,18 +231,32 @@ def parse_nvdisasm(text: str) -> dict[str, Listing]:
 
 
 def disassemble(cubin: bytes | str | Path, tool: Tool | None = None, timeout: float = 300.0) -> dict[str, Listing]:
-    """Listings of every kernel in a cubin, via nvdisasm -hex (cuobjdump -sass if nvdisasm is missing)."""
+    """Listings of every kernel in a cubin: nvdisasm -hex, or cuobjdump -sass when nvdisasm is missing or fails."""
+    from .errors import ToolNotFound
+
     with tempfile.TemporaryDirectory(prefix="ptxprobe-sass-") as d:
         path = Path(d) / "k.cubin"
         if isinstance(cubin, bytes):
             path.write_bytes(cubin)
         else:
             path = Path(cubin)
-        tool = tool or find_tool("nvdisasm")
-        run = run_tool([tool.path, "-hex", "-c", str(path)], timeout=timeout)
-        if not run.ok:
-            raise SassParseError(f"disassembly failed: {run.describe()}")
-        return parse_nvdisasm(run.stdout)
+        attempts = []
+        try:
+            tools = [tool] if tool is not None else [find_tool("nvdisasm")]
+        except ToolNotFound as exc:
+            tools, attempts = [], [str(exc)]
+        if tool is None or tool.kind != "nvdisasm":
+            try:
+                tools.append(find_tool("cuobjdump"))
+            except ToolNotFound as exc:
+                attempts.append(str(exc))
+        for t in tools:
+            argv = [t.path, "-hex", "-c", str(path)] if t.kind == "nvdisasm" else [t.path, "-sass", str(path)]
+            run = run_tool(argv, timeout=timeout)
+            if run.ok:
+                return parse_nvdisasm(run.stdout)
+            attempts.append(run.describe())
+        raise SassParseError("disassembly failed: " + "; ".join(attempts))
 
 
 # --- structure: basic blocks and loops -------------------------------------------------------

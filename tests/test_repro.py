@@ -81,3 +81,23 @@ def test_bisect_reports_first_release_that_differs(installed_ptxas_124):
     assert first is not None
     # whatever the answer is, it is the oldest differing step
     assert all(s.verdict not in ("differs_deterministic", "differs_beyond_noise") for s in steps[: steps.index(first)])
+
+
+def test_runtime_comparison_on_two_committed_h200_runs():
+    from ptxprobe.sweep import read_log
+
+    base = COMMITTED.parent
+    v2 = read_log(base / "2026-12-02-h200-runtime-v2" / "runtime.jsonl")
+    rep = read_log(base / "2026-12-02-h200-repeat-ptxas124" / "runtime.jsonl")
+    shared = {r["group_id"] for r in rep}
+    rows = repro.compare_runtime([r for r in v2 if r["group_id"] in shared], rep)
+    assert len(rows) == 32 and all(r.status in (repro.WITHIN_CI, repro.DIVERGED) for r in rows)
+    assert sum(r.status == repro.WITHIN_CI for r in rows) >= 24
+    # a tampered ratio is caught, with the numbers in the reason
+    bad = [dict(r) for r in rep]
+    for r in bad:
+        if r.get("name_template") == "cutlass_{base}":
+            r["ratio_vs_baseline"], r["ratio_ci_low"], r["ratio_ci_high"] = 0.5, 0.49, 0.51
+    rows = repro.compare_runtime([r for r in v2 if r["group_id"] in shared], bad)
+    cut = [r for r in rows if r.name.startswith("cutlass")]
+    assert cut and all(r.status == repro.DIVERGED and "0.5000" in r.reason for r in cut)

@@ -180,3 +180,20 @@ def test_uniform_predicate_branches_are_conditional_and_persistent_loops_found(e
     outer, inner = sorted(big, key=lambda lp: len(lp.body), reverse=True)[:2]
     assert set(inner.body) < set(outer.body) and inner.depth == outer.depth + 1
     assert any(lst.instructions[i].base == "UTCHMMA" or "MMA" in lst.instructions[i].base for i in inner.body)
+
+
+def test_cuobjdump_fallback_gives_the_same_listing(cubins):
+    from ptxprobe import toolchain as tc
+
+    a = sass.disassemble(cubins["sm_90a", "attention"])["attention"]
+    b = sass.disassemble(cubins["sm_90a", "attention"], tool=tc.find_tool("cuobjdump"))["attention"]
+    assert [i.encoding for i in a.instructions] == [i.encoding for i in b.instructions]
+    assert [i.opcode for i in a.instructions] == [i.opcode for i in b.instructions]
+    assert [len(lp.body) for lp in sass.loops(a)] == [len(lp.body) for lp in sass.loops(b)]
+
+
+def test_per_block_summaries_add_up(cubins):
+    d = diff.diff_cubins(cubins["sm_90a", "attention"], cubins["sm_90a", "cutlass_attention"])
+    for side in (d.a, d.b):
+        assert sum(b["instructions"] for b in side.blocks) == side.instructions
+        assert sum(b["stall_cycles"] for b in side.blocks) == side.stall_cycles
