@@ -185,3 +185,17 @@ def verdict_agreement(run_a: pd.DataFrame, run_b: pd.DataFrame, ptxas_version: s
         "agree": sum(a[k] == b[k] for k in common),
         "disagreements": [(k, a[k], b[k]) for k in common if a[k] != b[k]],
     }
+
+
+def name_triggers(static: pd.DataFrame) -> pd.DataFrame:
+    """Share of kernels each name template changes beyond noise, per arch (which spellings trigger?)."""
+    r = renamed(static)
+    r["changed"] = r.verdict.isin(DIFFERS)
+    order = list(dict.fromkeys(static.name_template))
+    t = r.pivot_table(index="name_template", columns="arch", values="changed", aggfunc="mean")
+    return t.reindex([n for n in order if n in t.index])
+
+
+def predicted_by_strstr(template: str, needle: str = "cutlass") -> bool:
+    """What a case-sensitive substring test on the name would say (the check ptxas-scan finds)."""
+    return needle in template.replace("{base}", "")

@@ -97,3 +97,14 @@ def test_ptxas124_speedup_repeats_with_the_same_sign():
     cut = eff[eff.name_template == "cutlass_{base}"]
     assert (cut.ratio_vs_baseline > 1).all()
     assert (eff[eff.name_template == "xutlass_{base}"].runtime_verdict_vs_floor == "no_difference").all()
+
+
+def test_trigger_is_a_case_sensitive_substring():
+    names = analysis.load_static(analysis.results_dir("2026-12-02-cpu-cutlass-names"))
+    trig = analysis.name_triggers(names)
+    assert len(trig) == 12  # every non-baseline template of the study
+    for template, row in trig.iterrows():
+        changes = row[["sm_100a", "sm_120a"]].min() > 0
+        assert changes == analysis.predicted_by_strstr(template), template
+        if not analysis.predicted_by_strstr(template):
+            assert row.max() == 0  # non-triggers change nothing anywhere
