@@ -15,11 +15,10 @@ from pathlib import Path
 
 from .cache import Cache, cache_key, sha256_bytes, sha256_text
 from .errors import UnsupportedPtxVersion
-from .proc import CRASHED, FAILED, OK, TIMEOUT, run_tool
+from .proc import FAILED, OK, TIMEOUT, run_tool
 from .toolchain import Tool, fit_ptx_version
 
 UNSUPPORTED = "unsupported_ptx"
-STATUSES = (OK, FAILED, CRASHED, TIMEOUT, UNSUPPORTED)
 TRITON_FLAGS = ("-lineinfo",)  # what Triton passes besides -v and --gpu-name (with fp fusion on)
 
 

@@ -147,6 +147,43 @@ def renamed_fn(fn, name: str):
     return triton.jit(repr=lambda _: name)(fn.fn)
 
 
+def _triton_ptx(
+    fn,
+    spec_: Specialization,
+    arch: str,
+    options: dict,
+    cache: Cache,
+    name: str | None = None,
+    only_cached: bool = False,
+    **key_parts,
+) -> dict | None:
+    """Triton's stages up to PTX for one specialisation, cached by everything that shapes the PTX.
+
+    Returns the cached record {"ptx", "metadata", "stages"}; None only with ``only_cached`` and a miss.
+    """
+    import triton
+
+    key = cache_key(
+        stage="emit",
+        fn=fn.cache_key,
+        sig=spec_.to_json(),
+        attrs=str(spec_.attrs),
+        options=options,
+        arch=arch,
+        name=name,
+        triton=triton.__version__,
+        **key_parts,
+    )
+    rec = cache.get_json("emit", key)
+    if rec is None and not only_cached:
+        outputs, meta = compile_stages(renamed_fn(fn, name) if name else fn, spec_, arch, options)
+        meta["specialization"] = spec_.to_json()
+        meta["triton_version"] = triton.__version__
+        rec = {"ptx": outputs["ptx"], "metadata": meta, "stages": {k: sha256_text(v) for k, v in outputs.items()}}
+        cache.put_json("emit", key, rec)
+    return rec
+
+
 def emit_triton(
     family: KernelFamily,
     spec: KernelSpec,
@@ -160,34 +197,14 @@ def emit_triton(
 
     ``only_cached`` returns None instead of compiling when the result is not cached.
     """
-    import triton
-
     problem = problem or Problem()
     cache = cache or Cache()
     fn = family.fn
     spec_ = specialize(fn, family.launch_args(spec, problem, None))
     options = {"num_warps": spec.config.num_warps, "num_stages": spec.config.num_stages}
-    key = cache_key(
-        stage="emit",
-        fn=fn.cache_key,
-        spec=spec.key,
-        sig=spec_.to_json(),
-        attrs=str(spec_.attrs),
-        options=options,
-        arch=arch,
-        name=name,
-        triton=triton.__version__,
-    )
-    rec = cache.get_json("emit", key)
-    if rec is None and only_cached:
-        return None
+    rec = _triton_ptx(fn, spec_, arch, options, cache, name=name, only_cached=only_cached, spec=spec.key)
     if rec is None:
-        use = renamed_fn(fn, name) if name else fn
-        outputs, meta = compile_stages(use, spec_, arch, options)
-        meta["specialization"] = spec_.to_json()
-        meta["triton_version"] = triton.__version__
-        rec = {"ptx": outputs["ptx"], "metadata": meta, "stages": {k: sha256_text(v) for k, v in outputs.items()}}
-        cache.put_json("emit", key, rec)
+        return None
     ptx = rec["ptx"]
     return Emitted(spec.key, arch, entry_of(ptx), ptx, "triton", rec["metadata"], rec["stages"])
 
@@ -230,20 +247,6 @@ def load_ptx(path: str | Path, entry: str | None = None) -> Emitted:
     if entry is not None and entry not in names:
         raise MalformedPtx(f"{p}: no entry {entry!r} (have: {', '.join(names)})")
     return Emitted(p.name, arch, entry or names[0], ptx, "ptx", {"source": str(p)}, {})
-
-
-def emitted_to_json(e: Emitted) -> str:
-    return json.dumps(
-        {
-            "kernel": e.kernel,
-            "arch": e.arch,
-            "entry": e.entry,
-            "frontend": e.frontend,
-            "metadata": e.metadata,
-            "stages": e.stages,
-            "ptx_sha256": e.ptx_sha256,
-        }
-    )
 
 
 # --- CUDA C++ through nvcc --------------------------------------------------------------------
@@ -417,7 +420,6 @@ def load_kernel_spec(path: str | Path) -> dict:
 
 def emit_user_triton(target: str, spec_path: str | Path, arch: str, cache: Cache | None = None) -> Emitted:
     """Compile a user's Triton function to PTX for ``arch`` from its spec file."""
-    import triton
 
     fn = load_triton_function(target)
     spec = load_kernel_spec(spec_path)
@@ -435,21 +437,6 @@ def emit_user_triton(target: str, spec_path: str | Path, arch: str, cache: Cache
         raise SpecError(f"{spec_path}: divisible_by_16 names unknown parameters {bad}")
     attrs = {(params.index(n),): [["tt.divisibility", 16]] for n in div}
     options = {"num_warps": int(spec.get("num_warps", 4)), "num_stages": int(spec.get("num_stages", 3))}
-    cache = cache or Cache()
-    key = cache_key(
-        stage="emit-user-triton",
-        fn=fn.cache_key,
-        sig=sig,
-        const=repr(sorted(constexprs.items())),
-        attrs=str(attrs),
-        options=options,
-        arch=arch,
-        triton=triton.__version__,
-    )
-    rec = cache.get_json("emit", key)
-    if rec is None:
-        outputs, meta = compile_stages(fn, Specialization(sig, constexprs, attrs), arch, options)
-        rec = {"ptx": outputs["ptx"], "metadata": meta, "stages": {k: sha256_text(v) for k, v in outputs.items()}}
-        cache.put_json("emit", key, rec)
+    rec = _triton_ptx(fn, Specialization(sig, constexprs, attrs), arch, options, cache or Cache())
     ptx = rec["ptx"]
     return Emitted(spec.get("name", target), arch, entry_of(ptx), ptx, "triton", rec["metadata"], rec["stages"])

@@ -16,8 +16,6 @@ from typing import Any
 
 from .errors import SpecError
 
-DTYPES = ("fp16", "bf16", "fp8e5", "fp8e4nv")
-
 
 @dataclass(frozen=True)
 class KernelConfig:

@@ -152,11 +152,8 @@ def _rename_debug_info(lines: list[str], start: int, end: int, old: str, new: st
         if not m:
             raise MalformedPtx(f"unexpected line in .debug_info: {line.strip()!r}")
         size = int(m.group(2)) // 8
-        try:
-            value: int | None = int(m.group(3), 0)
-        except ValueError:
-            value = None  # a label
-        parsed.append([m.group(1), size, value, (m.group(4) or ""), line])
+        value = _directive_value(m)
+        parsed.append([m.group(1), size, value, (m.group(4) or ""), line, value])
     # find null-terminated .b8 strings
     out: list[list] = []
     changes: list[tuple[int, int]] = []  # (unit-relative offset, delta) per changed string
@@ -166,7 +163,7 @@ def _rename_debug_info(lines: list[str], start: int, end: int, old: str, new: st
     i = 0
     unit_of_change: list[int] = []
     while i < len(parsed):
-        ind, size, value, comment, _ = parsed[i]
+        ind, size, value, comment, _, _ = parsed[i]
         if "Length of Unit" in comment:
             unit_start = offset
         if size == 1 and value is not None and 32 < value < 127:
@@ -187,7 +184,7 @@ def _rename_debug_info(lines: list[str], start: int, end: int, old: str, new: st
                     unit_of_change.append(unit_start)
                     first_comment = parsed[i][3]
                     for k, b in enumerate(enc):
-                        out.append([ind, 1, b, first_comment if k == 0 else "", None])
+                        out.append([ind, 1, b, first_comment if k == 0 else "", None, None])
                     out.append(parsed[j])
                 else:
                     out.extend(parsed[i : j + 1])
@@ -203,7 +200,7 @@ def _rename_debug_info(lines: list[str], start: int, end: int, old: str, new: st
     offset = 0
     unit_start = 0
     for rec in out:
-        ind, size, value, comment, _ = rec
+        ind, size, value, comment, _, _ = rec
         if "Length of Unit" in comment and value is not None:
             unit_start = offset
             rec[2] = value + sum(d for (o, d), u in zip(changes, unit_of_change, strict=False) if u == unit_start)
@@ -212,19 +209,18 @@ def _rename_debug_info(lines: list[str], start: int, end: int, old: str, new: st
                 d for (o, d), u in zip(changes, unit_of_change, strict=False) if u == unit_start and o < value
             )
         offset += size
+    # untouched directives keep their original text (labels, comments, spacing)
     lines[start:end] = [
-        f"{ind}.b{size * 8} {value}{comment}"
-        if value is not None and original is None or (original is not None and value != parsed_value(original))
-        else original
-        for ind, size, value, comment, original in out
+        original if original is not None and value == original_value else f"{ind}.b{size * 8} {value}{comment}"
+        for ind, size, value, comment, original, original_value in out
     ]
     return sites
 
 
-def parsed_value(line: str) -> int | None:
-    m = _DIRECTIVE_RE.match(line)
+def _directive_value(m: re.Match) -> int | None:
+    """The integer of a ``.bN`` directive, or None for a label operand."""
     try:
-        return int(m.group(3), 0) if m else None
+        return int(m.group(3), 0)
     except ValueError:
         return None
 

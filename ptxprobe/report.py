@@ -17,7 +17,7 @@ from .cache import Cache
 from .diff import SAME, Diff, diff_files
 from .errors import PtxprobeError
 from .sass import Listing
-from .sweep import MANIFEST, RESULTS_JSONL
+from .sweep import MANIFEST, RESULTS_JSONL, read_log
 
 FOLD_AT = 8  # runs of identical instructions longer than this are folded
 
@@ -37,7 +37,7 @@ def load_rows(run_dir: Path) -> list[dict]:
     path = run_dir / RESULTS_JSONL
     if not path.exists():
         raise PtxprobeError(f"{run_dir}: no {RESULTS_JSONL}; is this a ptxprobe run directory?")
-    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    return read_log(path)
 
 
 def _disassemble_all(paths) -> dict:

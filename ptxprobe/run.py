@@ -14,6 +14,7 @@ baseline cubin loaded a second time) measures the noise floor in the same run.
 from __future__ import annotations
 
 import copy
+import functools
 import os
 import subprocess
 import tempfile
@@ -549,47 +550,54 @@ def plan_groups(exp, cfg: RunConfig, arch: str) -> list[dict]:
     return groups
 
 
-def _run_groups(
-    groups: list[dict], templates: list[str], cfg: RunConfig, out_path: str, cache_root: str, lock=None
+@functools.cache
+def _device_facts() -> dict:
+    """Properties of this process's GPU (read once per worker, not per group)."""
+    return gpu_info(0)
+
+
+@functools.cache
+def _peak(dtype: str) -> float | None:
+    """The %SOL denominator, measured once per dtype per worker process."""
+    return measured_peak_tflops(dtype)
+
+
+def _run_one(
+    device: str, group: dict, templates: list[str], cfg: RunConfig, out_path: str, cache_root: str, lock=None
 ) -> None:
-    """Worker body: run groups one after another on this process's GPU, appending rows."""
+    """Worker body for one group on this process's GPU: time it, append its rows to the runtime log."""
     import json
 
     from .registry import family
 
-    info = gpu_info(0)
-    peaks: dict[str, float | None] = {}
-    for g in groups:
-        fam = family(g["family"])
-        spec = fam.spec(g["dtype"], g["head_dim"], g["causal"], g["config"])
-        if g["dtype"] not in peaks:
-            peaks[g["dtype"]] = measured_peak_tflops(g["dtype"])
-        info_now = {**info, **_smi(0)}
-        tool = select_ptxas(info["arch"], g.get("ptxas", "triton"))[0]
-        rows = run_group(
-            fam,
-            spec,
-            cfg.problem(g["seq_len"]),
-            templates,
-            cfg,
-            info_now,
-            Cache(cache_root),
-            slow_control=g["slow_control"] and g.get("ptxas", "triton") == "triton",
-            peak=peaks[g["dtype"]],
-            seed=cfg.timing.seed,
-            tool=tool,
-        )
-        text = "".join(json.dumps({**r, "group_id": g["group_id"]}, sort_keys=True) + "\n" for r in rows)
+    fam = family(group["family"])
+    spec = fam.spec(group["dtype"], group["head_dim"], group["causal"], group["config"])
+    info = {**_device_facts(), **_smi(0)}  # clocks and temperature as of this group
+    ptxas = group.get("ptxas", "triton")
+    rows = run_group(
+        fam,
+        spec,
+        cfg.problem(group["seq_len"]),
+        templates,
+        cfg,
+        info,
+        Cache(cache_root),
+        slow_control=group["slow_control"] and ptxas == "triton",
+        peak=_peak(group["dtype"]),
+        seed=cfg.timing.seed,
+        tool=select_ptxas(info["arch"], ptxas)[0],
+    )
+    text = "".join(json.dumps({**r, "group_id": group["group_id"]}, sort_keys=True) + "\n" for r in rows)
+    if lock is not None:
+        lock.acquire()
+    try:
+        with open(out_path, "a") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+    finally:
         if lock is not None:
-            lock.acquire()
-        try:
-            with open(out_path, "a") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-        finally:
-            if lock is not None:
-                lock.release()
+            lock.release()
 
 
 def _device_worker(device: str, queue, work, work_args: tuple) -> None:
@@ -628,12 +636,6 @@ def dispatch(groups: list, devices: list[str], work, *work_args) -> None:
     failed = [(d, p.exitcode) for d, p in zip(devices, procs, strict=True) if p.exitcode]
     if failed:
         raise RuntimeError(f"GPU worker(s) failed: {failed}; finished groups are kept, re-run to resume")
-
-
-def _run_one(
-    device: str, group: dict, templates: list[str], cfg: RunConfig, out_path: str, cache_root: str, lock=None
-) -> None:
-    _run_groups([group], templates, cfg, out_path, cache_root, lock)
 
 
 def visible_devices() -> list[str]:

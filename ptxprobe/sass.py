@@ -123,14 +123,6 @@ class Listing:
     instructions: tuple[Instruction, ...]
     labels: dict  # label -> offset
 
-    def at(self, offset: int) -> int:
-        """Index of the instruction at a byte offset."""
-        return (
-            offset // 16
-            if self.instructions and self.instructions[0].offset == 0
-            else next(i for i, ins in enumerate(self.instructions) if ins.offset == offset)
-        )
-
 
 _SECTION_RE = re.compile(r"^(?://-+ \.text\.(\S+)\s+-+|\s*Function : (\S+)\s*)$")  # nvdisasm | cuobjdump -sass
 _INSN_RE = re.compile(r"^\s*/\*([0-9a-fA-F]+)\*/\s+(.*?)\s*;?\s*/\*\s*(0x[0-9a-fA-F]{16})\s*\*/\s*$")

@@ -16,7 +16,7 @@ import sys
 import time
 from collections import Counter, defaultdict
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import tomllib
@@ -394,15 +394,6 @@ def emit_jobs(exp: Experiment) -> list[tuple]:
 
 # --- derived columns -----------------------------------------------------------------------
 
-VERDICTS = (
-    "baseline",
-    "identical",
-    "differs_unrepeated",
-    "differs_deterministic",
-    "differs_within_noise",
-    "differs_beyond_noise",
-)
-
 
 def static_verdict(base: Counter, var: Counter) -> tuple[str, float | None]:
     """Compare the multisets of outputs (code hashes) of baseline and variant runs.
@@ -611,7 +602,7 @@ def run_sweep(
     ):
         t_emit = bar.add_task("emit PTX", total=len(ejobs))
         t_asm = bar.add_task("ptxas", total=None)
-        pending: dict[Future, str] = {}
+        pending: dict[Future, tuple | None] = {}  # emission job, or None for an assembly
         planned = 0
         skipped = 0
 
@@ -645,13 +636,11 @@ def run_sweep(
                 if hit is not None:  # a cache hit is served here: no process hop
                     record(variant_row(v, hit, extra, cache))
                     continue
-                pending[pool.submit(_assemble_job, v, ptx, tool, timeout, str(cache.root), cache.enabled, extra)] = (
-                    "asm"
-                )
+                pending[pool.submit(_assemble_job, v, ptx, tool, timeout, str(cache.root), cache.enabled, extra)] = None
 
-        def source_of(emitted: Emitted) -> Source:
-            dt, d, c, cfg = _spec_axes(emitted.kernel)
-            return Source(emitted, emitted.kernel.split("/")[0], dt, d, c, cfg)
+        def source_of(job: tuple, emitted: Emitted) -> Source:
+            kernel, dt, d, c, cfg = job[:5]
+            return Source(emitted, kernel, dt, d, c, cfg)
 
         try:
             for src in sources:
@@ -660,17 +649,16 @@ def run_sweep(
                 hit = _emit_job(*j, str(cache.root), cache.enabled, only_cached=True) if cache.enabled else None
                 if hit is not None:
                     bar.advance(t_emit)
-                    submit_variants(source_of(hit))
+                    submit_variants(source_of(j, hit))
                 else:
-                    pending[pool.submit(_emit_job, *j, str(cache.root), cache.enabled)] = "emit"
+                    pending[pool.submit(_emit_job, *j, str(cache.root), cache.enabled)] = j
             while pending:
                 finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
                 for f in finished:
-                    kind = pending.pop(f)
-                    if kind == "emit":
-                        emitted = f.result()
+                    job = pending.pop(f)
+                    if job is not None:  # an emission: its job tuple names the spec
                         bar.advance(t_emit)
-                        submit_variants(source_of(emitted))
+                        submit_variants(source_of(job, f.result()))
                     else:
                         record(f.result())
         except KeyboardInterrupt:
@@ -687,12 +675,6 @@ def run_sweep(
     manifest = build_manifest(exp, tools, argv or sys.argv, started, counts)
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True))
     return SweepOutcome(out, rows, ran, skipped, time.time() - started, ptxas_seconds, interrupted)
-
-
-def _spec_axes(key: str) -> tuple:
-    """(dtype, head_dim, causal, config) back from a spec key ``fam/dtype/dNN/causal|full/config``."""
-    _, dt, d, c, cfg = key.split("/")
-    return dt, int(d[1:]), c == "causal", cfg
 
 
 # --- summaries (records, not strings) ------------------------------------------------------
@@ -735,17 +717,3 @@ def summarize(rows: list[dict]) -> list[dict]:
 
 def default_out_dir(exp: Experiment) -> Path:
     return Path("runs") / exp.name
-
-
-__all__ = [
-    "Experiment",
-    "Variant",
-    "load_experiment",
-    "override",
-    "run_sweep",
-    "derive",
-    "static_verdict",
-    "summarize",
-    "DEFAULT_EXPERIMENT",
-    "replace",
-]
