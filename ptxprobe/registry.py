@@ -110,7 +110,12 @@ class KernelFamily:
         return KernelSpec(self.name, dtype, head_dim, causal, cfg)
 
 
-_MODULES = ("kernels.triton_attention", "kernels.cuda_attention", "kernels.gluon_attention")
+_MODULES = (
+    "kernels.triton_attention",
+    "kernels.cuda_attention",
+    "kernels.gluon_attention",
+    "kernels.gluon_attention_ws",
+)
 
 
 def families() -> dict[str, KernelFamily]:

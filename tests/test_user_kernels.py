@@ -217,3 +217,26 @@ def test_rename_leaves_paths_and_dotted_names_alone():
     r = rename.rename_entry(rename_fixture, "k", "cutlass_k")
     assert '"/src/k.py"' in r.ptx and "// k.py kernel cutlass_k" in r.ptx and "cutlass_k_param_0" in r.ptx
     assert ptx.count("k_param_0") == 1
+
+
+def test_gluon_warp_specialised_attention_builds_for_sm100a_on_cpu(emitted):
+    from ptxprobe import assemble, rename, toolchain
+
+    fam = registry.family("attention_gluon_ws")
+    assert fam.archs == ("sm_100a",)
+    e = emitted("fp8e5", "sm_100a", causal=True, kernel="attention_gluon_ws")
+    ptx = e.ptx
+    # three partitions: workers give registers back, the softmax warpgroup takes them
+    assert "setmaxnreg.dec.sync.aligned.u32 \t24" in ptx and "setmaxnreg.inc.sync.aligned.u32" in ptx
+    assert ".reqntid 256" in ptx  # 4 softmax warps + 1 load warp + 1 MMA warp, padded to a warpgroup
+    assert "bar.sync \t0, 128" in ptx  # the softmax partition's own barrier, not the whole CTA's
+    assert "cp.async.bulk.tensor.2d" in ptx  # TMA loads from the load warp
+    assert "tcgen05.mma.cta_group::1.kind::f8f6f4" in ptx and "tcgen05.commit" in ptx
+    art = assemble.assemble(ptx, "sm_100a", toolchain.triton_ptxas("sm_100a"), ("-lineinfo",))
+    assert art.ok, art.stderr
+    assert art.reports[e.entry].spill_store_bytes == 0  # the default config does not spill
+    via_gluon = emitted("fp8e5", "sm_100a", causal=True, kernel="attention_gluon_ws", name="cutlass_ws")
+    assert rename.normalize(rename.rename_entry(ptx, e.entry, "cutlass_ws").ptx) == rename.normalize(via_gluon.ptx)
+    for dt in fam.dtypes:  # every dtype and head dim of the family builds
+        for d in fam.head_dims:
+            assert "tcgen05.mma" in emitted(dt, "sm_100a", kernel="attention_gluon_ws", head_dim=d).ptx
