@@ -97,7 +97,7 @@ def _mma_partition(
     for tile in range(gl.program_id(0), n_m * N_BH, gl.num_programs(0)):
         off_bh, start_m = _tile_coords(tile, n_m, N_BH, CAUSAL)
         mbarrier.wait(q_ready, tile_count & 1)
-        for start_n in range(0, _kv_end(start_m, N_CTX, BLOCK_M, CAUSAL), BLOCK_N):
+        for _start_n in range(0, _kv_end(start_m, N_CTX, BLOCK_M, CAUSAL), BLOCK_N):
             slot = kv_count % STAGES
             mbarrier.wait(kv_ready.index(slot), (kv_count // STAGES) & 1)
             # S may be overwritten: softmax finished reading the last S before it arrived on p_ready
@@ -179,7 +179,9 @@ def gluon_attention_ws(
     v_smem = gl.allocate_shared_memory(dtype, [STAGES] + v_desc.block_type.shape, v_desc.layout)
     p_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_N], dtype)
     p_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, BLOCK_N], p_sl)
-    s_tmem = allocate_tensor_memory(gl.float32, [BLOCK_M, BLOCK_N], TensorMemoryLayout((BLOCK_M, BLOCK_N), col_stride=1))
+    s_tmem = allocate_tensor_memory(
+        gl.float32, [BLOCK_M, BLOCK_N], TensorMemoryLayout((BLOCK_M, BLOCK_N), col_stride=1)
+    )
     o_tmem = allocate_tensor_memory(
         gl.float32, [BLOCK_M, HEAD_DIM], TensorMemoryLayout((BLOCK_M, HEAD_DIM), col_stride=1)
     )
