@@ -14,6 +14,7 @@ from rich.table import Table
 from .errors import PtxprobeError
 
 console = Console() if sys.stdout.isatty() else Console(width=200)  # pipes and logs get full rows
+errors = Console(stderr=True) if sys.stderr.isatty() else Console(stderr=True, width=200)
 
 
 def _table(title: str, columns: list[str], rows: list[list]) -> Table:
@@ -36,12 +37,15 @@ def cmd_rename_sweep(args) -> int:
     sets = list(args.set or [])
     if args.triton and not args.spec:
         raise PtxprobeError("--triton needs --spec SPEC.json|toml (signature, constexprs, divisible_by_16, num_warps)")
+    with_spec = f"={args.spec}" if args.spec else ""
     user = {
-        "ptx_files": args.ptx or [],
-        "cubin_files": args.cubin or [],
-        "cu_files": [f"{f}:{args.entry}" if args.entry else f for f in (args.cu or [])],
+        "ptx_files": [f + with_spec for f in args.ptx or []],
+        "cubin_files": [f + with_spec for f in args.cubin or []],
+        "cu_files": [(f"{f}:{args.entry}" if args.entry else f) + with_spec for f in (args.cu or [])],
         "triton_functions": [f"{args.triton}={args.spec}"] if args.triton else [],
     }
+    if args.spec and not any(user.values()):
+        raise PtxprobeError("--spec goes with a user kernel: --ptx, --cubin, --cu or --triton")
     for axis, vals in user.items():
         if vals:
             sets.append(f"{axis}=" + ",".join(vals))
@@ -122,7 +126,7 @@ def _runtime(exp, out: Path, args) -> int:
     from .run import runtime_sweep
 
     try:
-        rows = runtime_sweep(exp, out, progress=not args.quiet)
+        rows = runtime_sweep(exp, out, progress=not args.quiet, notify=lambda m: console.print(f"[yellow]{m}[/]"))
     except NoGpu as exc:
         if args.run:  # asked for explicitly
             console.print(f"[yellow]--run: {exc}[/]")
@@ -135,14 +139,19 @@ def _runtime(exp, out: Path, args) -> int:
     def ci(r, a, lo, hi, fmt):
         return "-" if r.get(a) is None else f"{r[a]:{fmt}} [{r[lo]:{fmt}}, {r[hi]:{fmt}}]"
 
+    def rate(r):
+        if r.get("tflops") is not None:
+            return ci(r, "tflops", "tflops_ci_low", "tflops_ci_high", ".1f") + " TFLOPS"
+        return ci(r, "gbps", "gbps_ci_low", "gbps_ci_high", ".0f") + (" GB/s" if r.get("gbps") is not None else "")
+
     console.print(
         _table(
             f"GPU runs ({rows[0]['gpu'] if rows else '-'}) -> {out}/runtime.parquet",
             [
                 "kernel",
-                "N",
+                "problem",
                 "name",
-                "TFLOPS [95% CI]",
+                "rate [95% CI]",
                 "ratio vs baseline [95% CI]",
                 "verdict",
                 "bitwise",
@@ -152,9 +161,9 @@ def _runtime(exp, out: Path, args) -> int:
             [
                 [
                     r["kernel"],
-                    r["seq_len"],
+                    f"N={r['seq_len']}" if r.get("seq_len") else r.get("sizes", "-"),
                     r["name"],
-                    ci(r, "tflops", "tflops_ci_low", "tflops_ci_high", ".1f"),
+                    rate(r),
                     ci(r, "ratio_vs_baseline", "ratio_ci_low", "ratio_ci_high", ".4f"),
                     r["runtime_verdict"],
                     r.get("bitwise_equal_to_baseline", "-"),
@@ -578,7 +587,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--cu", action="append", metavar="FILE", help="CUDA C++ source, compiled by nvcc for each arch")
     s.add_argument("--entry", help="with --cu: the kernel to take (source name or symbol)")
     s.add_argument("--triton", metavar="MODULE:FUNCTION", help="a triton.jit function of your own (needs --spec)")
-    s.add_argument("--spec", help="with --triton: JSON/TOML with signature, constexprs, divisible_by_16, num_warps")
+    s.add_argument(
+        "--spec",
+        help="JSON/TOML for the user kernel(s) given: a [launch] table (arguments, grid, sizes, reference) to run "
+        "them with --run; for --triton also signature, constexprs, divisible_by_16, num_warps",
+    )
     s.add_argument("--out", "-o", help="output dir (default runs/<experiment>); re-running resumes it")
     s.add_argument("--jobs", "-j", type=int, help="parallel ptxas processes (default: all cores)")
     s.add_argument("--timeout", type=float, default=600.0, help="seconds before a ptxas run counts as hung")
@@ -695,7 +708,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except PtxprobeError as exc:
-        console.print(f"[bold red]ptxprobe: {type(exc).__name__}:[/] {exc}", highlight=False)
+        errors.print(f"[bold red]ptxprobe: {type(exc).__name__}:[/] {exc}", highlight=False)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -13,6 +13,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .cache import Cache, cache_key, sha256_text
 from .errors import MalformedPtx, SpecError
@@ -371,32 +372,37 @@ def emit_kernel(
 
 # --- a user's Triton function with a spec file ----------------------------------------------------
 
-_SPEC_KEYS = {"signature", "constexprs", "divisible_by_16", "num_warps", "num_stages", "name"}
+_SPEC_KEYS = {"signature", "constexprs", "divisible_by_16", "num_warps", "num_stages", "name", "launch"}
 
 
-def load_triton_function(target: str):
-    """``package.module:function`` (or ``path/to/file.py:function``) -> the triton.jit function."""
+def import_target(target: str, what: str):
+    """``package.module:name`` or ``path/to/file.py:name`` -> that object (None if the module lacks it)."""
     import importlib
     import importlib.util
 
-    mod_name, sep, fn_name = target.partition(":")
-    if not sep or not fn_name:
-        raise SpecError(f"--triton takes module:function, got {target!r}")
+    mod_name, sep, attr = target.rpartition(":")
+    if not sep or not mod_name or not attr:
+        raise SpecError(f"{what} takes module:function or file.py:function, got {target!r}")
     try:
         if mod_name.endswith(".py"):
             path = Path(mod_name)
             spec = importlib.util.spec_from_file_location(path.stem, path)
             if spec is None or spec.loader is None:
-                raise SpecError(f"{path}: cannot load")
+                raise SpecError(f"{what}: cannot load {path}")
             mod = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(mod)
         else:
             mod = importlib.import_module(mod_name)
     except (ImportError, FileNotFoundError, SyntaxError) as exc:
-        raise SpecError(f"cannot import {mod_name}: {exc}") from exc
-    fn = getattr(mod, fn_name, None)
+        raise SpecError(f"{what}: cannot import {mod_name}: {exc}") from exc
+    return getattr(mod, attr, None)
+
+
+def load_triton_function(target: str):
+    """``package.module:function`` (or ``path/to/file.py:function``) -> the triton.jit function."""
+    fn = import_target(target, "--triton")
     if fn is None or not hasattr(fn, "params"):
-        raise SpecError(f"{target}: no triton.jit function named {fn_name!r}")
+        raise SpecError(f"{target}: no triton.jit function named {target.rpartition(':')[2]!r}")
     return fn
 
 
@@ -412,17 +418,20 @@ def load_kernel_spec(path: str | Path) -> dict:
         raise SpecError(f"spec file not found: {p}") from exc
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
         raise SpecError(f"{p}: not valid {'TOML' if p.suffix == '.toml' else 'JSON'}: {exc}") from exc
+    if not isinstance(spec, dict):
+        raise SpecError(f"{p}: a spec is a table (JSON object), not {type(spec).__name__}")
     unknown = set(spec) - _SPEC_KEYS
-    if unknown or "signature" not in spec:
-        raise SpecError(f"{p}: a spec needs 'signature' and may have {sorted(_SPEC_KEYS)}; unknown: {sorted(unknown)}")
+    if unknown:
+        raise SpecError(f"{p}: unknown keys {sorted(unknown)}; a spec may have {sorted(_SPEC_KEYS)}")
     return spec
 
 
-def emit_user_triton(target: str, spec_path: str | Path, arch: str, cache: Cache | None = None) -> Emitted:
-    """Compile a user's Triton function to PTX for ``arch`` from its spec file."""
-
+def user_triton_specialization(target: str, spec_path: str | Path) -> tuple[Any, Specialization, dict]:
+    """(function, specialisation, compile options) of a user's Triton function from its spec file."""
     fn = load_triton_function(target)
     spec = load_kernel_spec(spec_path)
+    if "signature" not in spec:
+        raise SpecError(f"{spec_path}: a Triton function's spec needs a 'signature' (parameter -> type)")
     params = [p.name for p in fn.params]
     sig = dict(spec["signature"])
     if list(sig) != params:
@@ -437,6 +446,56 @@ def emit_user_triton(target: str, spec_path: str | Path, arch: str, cache: Cache
         raise SpecError(f"{spec_path}: divisible_by_16 names unknown parameters {bad}")
     attrs = {(params.index(n),): [["tt.divisibility", 16]] for n in div}
     options = {"num_warps": int(spec.get("num_warps", 4)), "num_stages": int(spec.get("num_stages", 3))}
-    rec = _triton_ptx(fn, Specialization(sig, constexprs, attrs), arch, options, cache or Cache())
+    return fn, Specialization(sig, constexprs, attrs), options
+
+
+def runtime_params(fn, sp: Specialization) -> list[str]:
+    """A Triton function's parameters that are passed at launch (not constexpr, not specialised to 1)."""
+    return [p.name for p in fn.params if sp.signature.get(p.name) != "constexpr"]
+
+
+def emit_user_triton(target: str, spec_path: str | Path, arch: str, cache: Cache | None = None) -> Emitted:
+    """Compile a user's Triton function to PTX for ``arch`` from its spec file."""
+    fn, sp, options = user_triton_specialization(target, spec_path)
+    rec = _triton_ptx(fn, sp, arch, options, cache or Cache())
     ptx = rec["ptx"]
-    return Emitted(spec.get("name", target), arch, entry_of(ptx), ptx, "triton", rec["metadata"], rec["stages"])
+    name = load_kernel_spec(spec_path).get("name", target)
+    return Emitted(name, arch, entry_of(ptx), ptx, "triton", rec["metadata"], rec["stages"])
+
+
+# --- user kernels as the experiment names them -------------------------------------------------
+
+USER_KINDS = ("ptx", "cubin", "cuda", "triton-user")
+USER_AXES = {"ptx_files": "ptx", "cubin_files": "cubin", "cu_files": "cuda", "triton_functions": "triton-user"}
+
+
+def user_items(exp) -> list[tuple[str, str]]:
+    """(kind, item) of every user kernel an experiment lists, as ``emit_user`` takes them."""
+    return [(kind, item) for axis, kind in USER_AXES.items() for item in getattr(exp, axis, ()) if item]
+
+
+def split_spec(item: str) -> tuple[str, str | None]:
+    """``target=spec.toml`` -> (target, spec path); a bare target has no spec."""
+    target, eq, spec = item.rpartition("=")
+    return (target, spec) if eq else (item, None)
+
+
+def emit_user(kind: str, item: str, arch: str | None, cache: Cache | None = None) -> Emitted:
+    """One user kernel, named as in an experiment (``file.cu:entry=spec.toml``, ``mod:fn=spec.json``, ...).
+
+    PTX and cubins keep their own ``.target`` (``arch`` is ignored); .cu files and Triton
+    functions are built for ``arch``.
+    """
+    target, spec = split_spec(item)
+    if kind == "ptx":
+        return load_ptx(target)
+    if kind == "cubin":
+        return ptx_from_cubin(target)
+    if kind == "cuda":
+        path, _, entry = target.partition(":")
+        return emit_cuda(path, arch, entry or None, cache=cache)
+    if kind == "triton-user":
+        if spec is None:
+            raise SpecError(f"triton function {item!r}: give it as module:function=spec.json")
+        return emit_user_triton(target, spec, arch, cache=cache)
+    raise SpecError(f"unknown user kernel kind {kind!r} (have: {', '.join(USER_KINDS)})")

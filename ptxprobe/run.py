@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 import os
 import subprocess
 import tempfile
@@ -24,8 +25,17 @@ from . import stats
 from .assemble import assemble
 from .cache import Cache, sha256_bytes
 from .cubin import read_cubin
-from .emit import emit_kernel, renamed_fn, specialize
-from .errors import NoGpu
+from .emit import Emitted, Specialization, emit_kernel, import_target, renamed_fn, runtime_params, specialize
+from .errors import NoGpu, SpecError
+from .launch import (
+    LaunchSpec,
+    Resolved,
+    check_against_source,
+    entry_params,
+    resolve,
+    scalar_ctypes,
+    size_label,
+)
 from .registry import KernelFamily, KernelSpec, Problem
 from .rename import apply_template, rename_entry
 from .toolchain import Tool, select_ptxas, triton_ptxas
@@ -115,23 +125,28 @@ def _smi(device: int) -> dict:
 # --- building launchable kernels -----------------------------------------------------------
 
 
-def triton_compiled(family: KernelFamily, spec: KernelSpec, args: list, name: str | None = None):
+def triton_compiled(fn, sp: Specialization, options: dict, name: str | None = None):
     """Triton's own compile for the current GPU, under ``name``, with its cache isolated."""
     import triton
-    from triton.compiler import ASTSource
 
-    fn = renamed_fn(family.fn, name) if name else family.fn
-    sp = specialize(family.fn, args)
-    src = ASTSource(fn, sp.signature, sp.constexprs, sp.attrs)
+    from .emit import is_gluon
+
+    if is_gluon(fn):
+        from triton.experimental.gluon._runtime import GluonASTSource as ASTSource  # noqa: N814
+    else:
+        from triton.compiler import ASTSource
+    src = ASTSource(renamed_fn(fn, name) if name else fn, sp.signature, sp.constexprs, sp.attrs)
     with tempfile.TemporaryDirectory(prefix="ptxprobe-triton-cache-") as d:
         old = triton.knobs.cache.dir
         triton.knobs.cache.dir = d
         try:
-            return triton.compile(
-                src, options={"num_warps": spec.config.num_warps, "num_stages": spec.config.num_stages}
-            )
+            return triton.compile(src, options=options)
         finally:
             triton.knobs.cache.dir = old
+
+
+def _family_options(spec: KernelSpec) -> dict:
+    return {"num_warps": spec.config.num_warps, "num_stages": spec.config.num_stages}
 
 
 def _driver():
@@ -154,9 +169,18 @@ class CudaKernel:
     """A plain-pointer kernel from a cubin, launched through the CUDA driver API (cuda-bindings).
 
     Mirrors CompiledKernel's ``kernel[grid](*args)`` so the run stage treats every frontend alike.
+    ``ctypes_of`` gives each scalar argument's C type by position (from the entry's PTX
+    parameters); without it floats go as float and integers as int.
     """
 
-    def __init__(self, cubin: bytes, name: str, shared_bytes: int, threads: int):
+    def __init__(
+        self,
+        cubin: bytes,
+        name: str,
+        shared_bytes: int,
+        threads: int | tuple[int, int, int],
+        ctypes_of: dict[int, str] | None = None,
+    ):
         import ctypes
 
         import torch
@@ -164,7 +188,9 @@ class CudaKernel:
         torch.cuda.init()
         torch.empty(1, device="cuda")  # make the primary context current for the driver API
         drv = _driver()
-        self.name, self.kernel, self.shared, self.threads = name, cubin, shared_bytes, threads
+        self.name, self.kernel, self.shared = name, cubin, shared_bytes
+        self.block = (threads, 1, 1) if isinstance(threads, int) else tuple(threads)
+        self.ctypes_of = dict(ctypes_of or {})
         self.module = _check(drv.cuModuleLoadData(cubin), f"cuModuleLoadData({name})")
         self.function = _check(drv.cuModuleGetFunction(self.module, name.encode()), f"cuModuleGetFunction({name})")
         if shared_bytes > 48 * 1024:
@@ -175,10 +201,14 @@ class CudaKernel:
     def _packed(self, args):
         c = self._ctypes
         vals, types = [], []
-        for a in args:
+        for i, a in enumerate(args):
             if hasattr(a, "data_ptr"):
                 vals.append(a.data_ptr())
                 types.append(c.c_void_p)
+            elif i in self.ctypes_of:
+                ctype = getattr(c, self.ctypes_of[i])
+                vals.append(float(a) if ctype in (c.c_float, c.c_double) else int(a))
+                types.append(ctype)
             elif isinstance(a, float):
                 vals.append(a)
                 types.append(c.c_float)
@@ -197,9 +227,7 @@ class CudaKernel:
         def runner(*args):
             stream = drv.CUstream(torch.cuda.current_stream().cuda_stream)
             _check(
-                drv.cuLaunchKernel(
-                    self.function, *grid, self.threads, 1, 1, self.shared, stream, self._packed(args), 0
-                ),
+                drv.cuLaunchKernel(self.function, *grid, *self.block, self.shared, stream, self._packed(args), 0),
                 f"cuLaunchKernel({self.name})",
             )
 
@@ -215,6 +243,23 @@ def with_cubin(compiled, name: str, cubin: bytes):
     return k
 
 
+def cubin_for(emitted: Emitted, name: str, tool: Tool, cache: Cache | None = None) -> tuple[bytes, dict]:
+    """ptxprobe's cubin for emitted PTX under ``name``: rename -> assemble (cached)."""
+    ptx = emitted.ptx if name == emitted.entry else rename_entry(emitted.ptx, emitted.entry, name).ptx
+    art = assemble(ptx, emitted.arch, tool, cache=cache)
+    if not art.ok:
+        raise RuntimeError(f"ptxas {art.status} for {emitted.kernel} as {name}: {art.stderr[-500:]}")
+    data = art.cubin()
+    k = read_cubin(data).kernel(name)
+    return data, {
+        "registers": k.regcount,
+        "text_sha256": k.text_sha256,
+        "ptxas_version": tool.version,
+        "ptxas_sha256": tool.sha256,
+        "cubin_sha256": sha256_bytes(data),
+    }
+
+
 def aot_cubin(
     family: KernelFamily,
     spec: KernelSpec,
@@ -226,20 +271,7 @@ def aot_cubin(
 ) -> tuple[bytes, dict]:
     """ptxprobe's cubin for (spec, problem) under ``name``: emit -> rename -> assemble (cached)."""
     e = emit_kernel(family, spec, arch, problem=problem, cache=cache)
-    ptx = e.ptx if name == e.entry else rename_entry(e.ptx, e.entry, name).ptx
-    tool = tool or triton_ptxas(arch)
-    art = assemble(ptx, arch, tool, cache=cache)
-    if not art.ok:
-        raise RuntimeError(f"ptxas {art.status} for {spec.key} as {name}: {art.stderr[-500:]}")
-    data = art.cubin()
-    k = read_cubin(data).kernel(name)
-    return data, {
-        "registers": k.regcount,
-        "text_sha256": k.text_sha256,
-        "ptxas_version": tool.version,
-        "ptxas_sha256": tool.sha256,
-        "cubin_sha256": sha256_bytes(data),
-    }
+    return cubin_for(e, name, tool or triton_ptxas(arch), cache)
 
 
 # --- measuring -----------------------------------------------------------------------------
@@ -300,22 +332,36 @@ def measured_peak_tflops(dtype: str) -> float | None:
     return m.tflops(2.0 * n**3)
 
 
+_INT_OF_WIDTH = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
+
+
 def ordered_bits(x):
-    """Map fp16/bf16 values to integers whose difference counts ULPs (sign-magnitude to two's complement)."""
-    torch = require_gpu()
-    b = x.contiguous().view(torch.int16).to(torch.int32)
-    return torch.where(b < 0, -(b & 0x7FFF), b)
+    """Integers whose differences count ULPs: float bits (sign-magnitude) to two's complement.
+
+    Integer tensors are their own values.
+    """
+    import torch  # works on any device: tested on the CPU
+    if not x.dtype.is_floating_point:
+        return x.to(torch.int64)
+    width = x.element_size()
+    b = x.contiguous().view(getattr(torch, _INT_OF_WIDTH[width])).to(torch.int64)
+    magnitude = (1 << (8 * width - 1)) - 1
+    return torch.where(b < 0, -(b & magnitude), b)
 
 
 def numerics(out, baseline_out, ref) -> dict:
-    """Bitwise and ULP comparison with the baseline name's output; relative error vs float64."""
-    torch = require_gpu()
-    nan = int(torch.isnan(out).sum())
-    inf = int(torch.isinf(out).sum())
-    diff = out.view(torch.int16) != baseline_out.view(torch.int16)
+    """Bitwise and ULP comparison with the baseline name's output; relative error vs float64 (if any)."""
+    import torch  # works on any device: tested on the CPU
+    floating = out.dtype.is_floating_point
+    nan = int(torch.isnan(out).sum()) if floating else 0
+    inf = int(torch.isinf(out).sum()) if floating else 0
+    as_int = getattr(torch, _INT_OF_WIDTH[out.element_size()])
+    diff = out.contiguous().view(as_int) != baseline_out.contiguous().view(as_int)
     ulp = (ordered_bits(out) - ordered_bits(baseline_out)).abs().max()
-    o64 = out.to(torch.float64)
-    rel = float(torch.linalg.vector_norm(o64 - ref) / torch.linalg.vector_norm(ref))
+    rel = None
+    if ref is not None:
+        o64, r64 = out.to(torch.float64), ref.to(device=out.device, dtype=torch.float64)
+        rel = float(torch.linalg.vector_norm(o64 - r64) / torch.linalg.vector_norm(r64))
     return {
         "nan_count": nan,
         "inf_count": inf,
@@ -324,6 +370,24 @@ def numerics(out, baseline_out, ref) -> dict:
         "n_diff_vs_baseline": int(diff.sum()),
         "max_ulp_vs_baseline": int(ulp),
         "rel_err_vs_reference": rel,
+    }
+
+
+def merged_numerics(per_output: dict[str, dict]) -> dict:
+    """One record for several outputs: counts add up, worst error wins; each output kept as JSON."""
+    import json
+
+    recs = list(per_output.values())
+    rels = [r["rel_err_vs_reference"] for r in recs if r["rel_err_vs_reference"] is not None]
+    return {
+        "nan_count": sum(r["nan_count"] for r in recs),
+        "inf_count": sum(r["inf_count"] for r in recs),
+        "fully_written": all(r["fully_written"] for r in recs),
+        "bitwise_equal_to_baseline": all(r["bitwise_equal_to_baseline"] for r in recs),
+        "n_diff_vs_baseline": sum(r["n_diff_vs_baseline"] for r in recs),
+        "max_ulp_vs_baseline": max(r["max_ulp_vs_baseline"] for r in recs),
+        "rel_err_vs_reference": max(rels) if rels else None,
+        "numerics_by_output": json.dumps(per_output, sort_keys=True),
     }
 
 
@@ -374,6 +438,101 @@ def _sdpa_fn(backend: str, inputs: dict, causal: bool):
     return fn
 
 
+def named_kernels(emitted: Emitted, templates: list[str], tool: Tool, cache: Cache | None, load, launched=None):
+    """Each name's cubin (renamed, assembled), loaded for launch, with its facts.
+
+    ``launched(name)``, when given, is the ``.text`` hash of the frontend's own compile under
+    that name: ``aot_matches_launch`` says whether ptxprobe analysed the code that really runs.
+    """
+    names = [apply_template(t, emitted.entry) for t in templates]
+    kernels, facts = {}, {}
+    for t, name in zip(templates, names, strict=True):
+        cubin, facts[t] = cubin_for(emitted, name, tool, cache)
+        kernels[t] = load(name, cubin)
+        facts[t]["aot_matches_launch"] = None if launched is None else launched(name) == facts[t]["text_sha256"]
+    return names, kernels, facts
+
+
+def timed_functions(kernels: dict, templates: list[str], names: list[str], grid, args: list, load) -> dict:
+    """One callable per name, plus the A/A control: the baseline's cubin loaded a second time."""
+    fns = {t: (lambda k=kernels[t]: k[grid](*args)) for t in templates}
+    fns[AA_LABEL] = lambda k=load(names[0], kernels[templates[0]].kernel): k[grid](*args)
+    return fns
+
+
+def measurement_rows(
+    meas: dict[str, stats.Measurement],
+    templates: list[str],
+    names: list[str],
+    work: dict,
+    cfg: RunConfig,
+    seed: int,
+    peak: float | None,
+    info: dict,
+    tool: Tool,
+    common: dict,
+    facts: dict,
+    nums: dict,
+) -> list[dict]:
+    """One record per timed label: throughput and ratio vs the baseline with intervals, facts, numerics.
+
+    ``work`` has the group's ``flops`` and ``bytes`` (either may be None).
+    """
+    base_m = meas[templates[0]]
+    aa = stats.paired_ratio(base_m, meas[AA_LABEL], n_boot=cfg.timing.n_boot, seed=seed)
+    floor = stats.noise_floor(aa)
+    rows = []
+    for label, m in meas.items():
+        rate = {}
+        for key, amount, scale in (("tflops", work.get("flops"), 1.0), ("gbps", work.get("bytes"), 1e3)):
+            iv = stats.throughput_interval(m, amount, n_boot=cfg.timing.n_boot, seed=seed) if amount else None
+            rate[key], rate[f"{key}_ci_low"], rate[f"{key}_ci_high"] = (
+                (iv.estimate * scale, iv.low * scale, iv.high * scale) if iv else (None, None, None)
+            )
+        ratio = stats.paired_ratio(base_m, m, n_boot=cfg.timing.n_boot, seed=seed)
+        template = label if label in templates else None
+        row = {
+            **common,
+            "arch": info["arch"],
+            "label": label,
+            "name_template": template,
+            "name": names[templates.index(label)] if template else label,
+            "baseline_name": names[0],
+            "is_baseline": label == templates[0],
+            **rate,
+            "median_ms": m.median_ms,
+            "spread": m.spread,
+            "times_ms": list(m.times_ms),
+            "ratio_vs_baseline": ratio.estimate,
+            "ratio_ci_low": ratio.low,
+            "ratio_ci_high": ratio.high,
+            "runtime_verdict": stats.runtime_verdict(ratio),
+            "runtime_verdict_vs_floor": stats.runtime_verdict_vs_floor(ratio, floor),
+            "noise_floor": floor,
+            "aa_ratio": aa.estimate,
+            "aa_ci_low": aa.low,
+            "aa_ci_high": aa.high,
+            "peak_tflops": peak,
+            "pct_sol": (100 * rate["tflops"] / peak) if peak and rate["tflops"] else None,
+            "gpu": info.get("gpu"),
+            "driver": info.get("driver"),
+            "sm_clock_mhz": info.get("sm_clock_mhz"),
+            "rounds": m.n,
+            "run_ptxas_version": tool.version,
+            "run_ptxas_sha256": tool.sha256,
+            "reps": cfg.timing.reps,
+        }
+        if label == SLOW_LABEL:  # its extra memset is not the kernel's work
+            for key in ("tflops", "gbps"):
+                row[key] = row[f"{key}_ci_low"] = row[f"{key}_ci_high"] = None
+            row["pct_sol"] = None
+        if template:
+            row.update(facts[template])
+            row.update(nums[template])
+        rows.append(row)
+    return rows
+
+
 def run_group(
     family: KernelFamily,
     spec: KernelSpec,
@@ -395,42 +554,34 @@ def run_group(
     inputs = family.make_inputs(spec, problem, device="cuda", generator=gen)
     args = family.launch_args(spec, problem, inputs)
     grid = family.grid(spec, problem, info["sms"])
+    tool = tool or triton_ptxas(arch)
+    launched = None
     if family.frontend == "triton":
-        base_launch = triton_compiled(family, spec, args)
-        base_entry = base_launch.name
+        sp = specialize(family.fn, args)
+        base_launch = triton_compiled(family.fn, sp, _family_options(spec))
 
         def load(name: str, cubin: bytes):
             return with_cubin(base_launch, name, cubin)
+
+        if tool.sha256 == triton_ptxas(arch).sha256:  # Triton's own compile of each name must give the same code
+
+            def launched(name: str) -> str:
+                k = triton_compiled(family.fn, sp, _family_options(spec), name=name).kernel
+                return read_cubin(k).kernel(name).text_sha256
     else:  # plain-pointer kernels: the driver API loads ptxprobe's cubin directly
-        base_entry = family.extra["entry"](spec)
 
         def load(name: str, cubin: bytes):
             return CudaKernel(cubin, name, family.extra["shared_bytes"](spec), family.extra["threads"])
 
-    baseline = apply_template(templates[0], base_entry)
-    names = [apply_template(t, base_entry) for t in templates]
-    kernels, facts = {}, {}
-    tool = tool or triton_ptxas(arch)
-    check_launch = family.frontend == "triton" and tool.sha256 == triton_ptxas(arch).sha256
-    for t, name in zip(templates, names, strict=True):
-        cubin, facts[t] = aot_cubin(family, spec, arch, problem, name, cache, tool)
-        kernels[t] = load(name, cubin)
-        if check_launch:  # Triton's own compile of the same name must give the same code
-            launched = triton_compiled(family, spec, args, name=name)
-            facts[t]["aot_matches_launch"] = (
-                read_cubin(launched.kernel).kernel(name).text_sha256 == facts[t]["text_sha256"]
-            )
-        else:
-            facts[t]["aot_matches_launch"] = None
-    fns = {t: (lambda k=kernels[t]: k[grid](*args)) for t in templates}
-    fns[AA_LABEL] = lambda k=load(baseline, kernels[templates[0]].kernel): k[grid](*args)
+    emitted = emit_kernel(family, spec, arch, problem=problem, cache=cache)
+    names, kernels, facts = named_kernels(emitted, templates, tool, cache, load, launched)
+    fns = timed_functions(kernels, templates, names, grid, args, load)
     if slow_control:
         fns[SLOW_LABEL] = _slowed(fns[templates[0]], cfg.slow_fraction)
     if spec.dtype in ("fp16", "bf16"):
         for be in cfg.sdpa_backends:
             fns[f"sdpa_{be}"] = _sdpa_fn(be, inputs, spec.causal)
     meas = time_interleaved(fns, cfg.timing)
-    flops = family.flops(spec, problem)
     # numerics on a small problem with fresh inputs, every name against the baseline and float64
     small = Problem(1, cfg.numerics_heads, cfg.numerics_seq_len)
     num_inputs = family.make_inputs(spec, small, device="cuda", generator=gen)
@@ -441,62 +592,174 @@ def run_group(
         kernels[t][family.grid(spec, small, info["sms"])](*family.launch_args(spec, small, fresh))
         torch.cuda.synchronize()
         outs[t] = fresh["out"]
-    rows = []
-    base_m = meas[templates[0]]
-    aa = stats.paired_ratio(base_m, meas[AA_LABEL], n_boot=cfg.timing.n_boot, seed=seed)
-    floor = stats.noise_floor(aa)
-    for label, m in meas.items():
-        tf = stats.throughput_interval(m, flops, n_boot=cfg.timing.n_boot, seed=seed)
-        ratio = stats.paired_ratio(base_m, m, n_boot=cfg.timing.n_boot, seed=seed)
-        template = label if label in templates else None
-        row = {
-            "kernel": spec.key,
-            "family": family.name,
-            "dtype": spec.dtype,
-            "head_dim": spec.head_dim,
-            "causal": spec.causal,
-            "config": spec.config.label,
-            "arch": arch,
-            "seq_len": problem.seq_len,
-            "batch": problem.batch,
-            "heads": problem.heads,
-            "label": label,
-            "name_template": template,
-            "name": names[templates.index(label)] if template else label,
-            "baseline_name": baseline,
-            "is_baseline": label == templates[0],
-            "tflops": tf.estimate,
-            "tflops_ci_low": tf.low,
-            "tflops_ci_high": tf.high,
-            "median_ms": m.median_ms,
-            "spread": m.spread,
-            "times_ms": list(m.times_ms),
-            "ratio_vs_baseline": ratio.estimate,
-            "ratio_ci_low": ratio.low,
-            "ratio_ci_high": ratio.high,
-            "runtime_verdict": stats.runtime_verdict(ratio),
-            "runtime_verdict_vs_floor": stats.runtime_verdict_vs_floor(ratio, floor),
-            "noise_floor": floor,
-            "aa_ratio": aa.estimate,
-            "aa_ci_low": aa.low,
-            "aa_ci_high": aa.high,
-            "peak_tflops": peak,
-            "pct_sol": (100 * tf.estimate / peak) if peak else None,
-            "gpu": info.get("gpu"),
-            "driver": info.get("driver"),
-            "sm_clock_mhz": info.get("sm_clock_mhz"),
-            "rounds": m.n,
-            "run_ptxas_version": tool.version,
-            "run_ptxas_sha256": tool.sha256,
-            "reps": cfg.timing.reps,
-        }
-        if label == SLOW_LABEL:  # its extra memset is not attention work
-            row["tflops"] = row["tflops_ci_low"] = row["tflops_ci_high"] = row["pct_sol"] = None
-        if template:
-            row.update(facts[template])
-            row.update(numerics(outs[template], outs[templates[0]], ref))
-        rows.append(row)
-    return rows
+    nums = {t: numerics(outs[t], outs[templates[0]], ref) for t in templates}
+    common = {
+        "kernel": spec.key,
+        "family": family.name,
+        "dtype": spec.dtype,
+        "head_dim": spec.head_dim,
+        "causal": spec.causal,
+        "config": spec.config.label,
+        "seq_len": problem.seq_len,
+        "batch": problem.batch,
+        "heads": problem.heads,
+    }
+    work = {"flops": family.flops(spec, problem)}
+    return measurement_rows(meas, templates, names, work, cfg, seed, peak, info, tool, common, facts, nums)
+
+
+# --- user kernels: a launch spec instead of a registry entry -----------------------------------
+
+
+def user_inputs(spec: LaunchSpec, resolved: Resolved, generator) -> dict:
+    """Fresh tensors for every tensor argument, as the spec's ``init`` says (outputs poisoned with NaN)."""
+    torch = require_gpu()
+    out = {}
+    for a in spec.args:
+        if not a.is_tensor:
+            continue
+        shape, dev = resolved.shapes[a.name], "cuda"
+        dtype = getattr(torch, a.dtype)  # checked when the spec was parsed
+        wide = torch.float32 if dtype.is_floating_point else torch.int64
+        if a.init in ("randn", "rand"):
+            sample = torch.randn if a.init == "randn" else torch.rand
+            t = (sample(shape, device=dev, dtype=torch.float32, generator=generator) * a.scale).to(dtype)
+        elif a.init == "randint":
+            t = torch.randint(a.low, a.high, shape, device=dev, generator=generator, dtype=torch.int64).to(dtype)
+        elif a.init == "arange":
+            t = torch.arange(math.prod(shape), device=dev, dtype=wide).reshape(shape).to(dtype)
+        elif a.init == "nan":
+            t = torch.full(shape, float("nan") if dtype.is_floating_point else -1, device=dev, dtype=dtype)
+        else:
+            t = (torch.zeros if a.init == "zeros" else torch.ones)(shape, device=dev, dtype=dtype)
+        out[a.name] = t
+    return out
+
+
+def user_args(spec: LaunchSpec, resolved: Resolved, tensors: dict) -> list:
+    return [tensors[a.name] if a.is_tensor else resolved.scalars[a.name] for a in spec.args]
+
+
+def load_reference(target: str):
+    """``module:function`` or ``path/to/file.py:function`` -> the reference callable."""
+    fn = import_target(target, f"reference {target!r}")
+    if not callable(fn):
+        raise SpecError(f"reference {target!r}: no function {target.rpartition(':')[2]!r}")
+    return fn
+
+
+def user_reference(spec: LaunchSpec, tensors: dict, resolved: Resolved) -> dict:
+    """The reference's float64 outputs by name (none without a reference).
+
+    The reference gets float64 copies of every tensor (the outputs as they were before the
+    launch) and the scalars, by argument name; it returns a tensor (one output) or a dict.
+    """
+    torch = require_gpu()
+    if spec.reference is None:
+        return {}
+    fn = load_reference(spec.reference)
+    given = {
+        name: (t.to(torch.float64) if t.dtype.is_floating_point else t.clone()) for name, t in tensors.items()
+    } | dict(resolved.scalars)
+    got = fn(**given)
+    outs = [a.name for a in spec.outputs]
+    if not isinstance(got, dict):
+        if len(outs) != 1:
+            raise SpecError(f"reference {spec.reference}: returns one tensor for {len(outs)} outputs {outs}")
+        got = {outs[0]: got}
+    missing = [o for o in outs if o not in got]
+    if missing:
+        raise SpecError(f"reference {spec.reference}: no result for output(s) {missing}")
+    return got
+
+
+def run_user_group(
+    emitted: Emitted,
+    kind: str,
+    spec: LaunchSpec,
+    sizes: dict,
+    templates: list[str],
+    cfg: RunConfig,
+    info: dict,
+    cache: Cache | None = None,
+    tool: Tool | None = None,
+    seed: int = 0,
+    triton_item: tuple | None = None,
+) -> list[dict]:
+    """Time and check every name of a user kernel at one size set (one record per timed variant).
+
+    .cu, PTX and cubin kernels go through the driver API with scalar types from the entry's
+    own PTX parameters; a Triton function goes through Triton's launcher (``triton_item`` is
+    its (function, specialisation, options)).
+    """
+    torch = require_gpu()
+    arch = info["arch"]
+    if emitted.arch != arch:
+        raise SpecError(f"{emitted.kernel} is built for {emitted.arch}; this GPU is {arch}")
+    tool = tool or triton_ptxas(arch)
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(seed)
+    big = resolve(spec, sizes)
+    launched = None
+    if kind == "triton-user":
+        fn, sp, options = triton_item
+        base_launch = triton_compiled(fn, sp, options)
+        runtime = runtime_params(fn, sp)
+        check_against_source(spec, emitted.ptx, emitted.entry, kind, runtime)
+
+        def load(name: str, cubin: bytes):
+            return with_cubin(base_launch, name, cubin)
+
+        def full_args(r: Resolved, tensors: dict) -> list:
+            given = dict(zip(runtime, user_args(spec, r, tensors), strict=True))
+            return [given[p.name] if p.name in given else sp.constexprs[p.name] for p in fn.params]
+
+        if tool.sha256 == triton_ptxas(arch).sha256:
+
+            def launched(name: str) -> str:
+                return read_cubin(triton_compiled(fn, sp, options, name=name).kernel).kernel(name).text_sha256
+    else:
+        check_against_source(spec, emitted.ptx, emitted.entry, kind)
+        params = entry_params(emitted.ptx, emitted.entry)
+        ctypes_by_name = scalar_ctypes(spec, params, emitted.entry)
+        ctypes_of = {i: ctypes_by_name[a.name] for i, a in enumerate(spec.args) if a.name in ctypes_by_name}
+
+        def load(name: str, cubin: bytes):
+            return CudaKernel(cubin, name, big.shared_bytes, big.block, ctypes_of)
+
+        def full_args(r: Resolved, tensors: dict) -> list:
+            return user_args(spec, r, tensors)
+
+    names, kernels, facts = named_kernels(emitted, templates, tool, cache, load, launched)
+    tensors = user_inputs(spec, big, gen)
+    fns = timed_functions(kernels, templates, names, big.grid, full_args(big, tensors), load)
+    meas = time_interleaved(fns, cfg.timing)
+    # numerics: each name from the same fresh inputs, outputs compared with the baseline and the reference
+    small = resolve(spec, spec.numerics_size_set())
+    start = user_inputs(spec, small, gen)
+    ref = user_reference(spec, start, small)
+    nums = {}
+    base_outs: dict = {}
+    for t in templates:
+        fresh = {k: v.clone() for k, v in start.items()}
+        kernels[t][small.grid](*full_args(small, fresh))
+        torch.cuda.synchronize()
+        outs = {a.name: fresh[a.name] for a in spec.outputs}
+        base_outs = base_outs or outs
+        per = {o: numerics(outs[o], base_outs[o], ref.get(o)) for o in outs}
+        nums[t] = merged_numerics(per)
+        rel = nums[t]["rel_err_vs_reference"]
+        nums[t]["passes_tolerance"] = None if spec.tolerance is None or rel is None else rel <= spec.tolerance
+    common = {
+        "kernel": emitted.kernel,
+        "family": kind,
+        "sizes": size_label(sizes),
+        "numerics_sizes": size_label(small.sizes),
+        "grid": list(big.grid),
+        "block": list(big.block) if big.block else None,
+    }
+    work = {"flops": big.flops, "bytes": big.bytes}
+    return measurement_rows(meas, templates, names, work, cfg, seed, None, info, tool, common, facts, nums)
 
 
 # --- the runtime sweep: groups spread over GPUs, one timing at a time per GPU ---------------
@@ -562,31 +825,92 @@ def _peak(dtype: str) -> float | None:
     return measured_peak_tflops(dtype)
 
 
-def _run_one(
-    device: str, group: dict, templates: list[str], cfg: RunConfig, out_path: str, cache_root: str, lock=None
-) -> None:
-    """Worker body for one group on this process's GPU: time it, append its rows to the runtime log."""
-    import json
+def plan_user_groups(exp, arch: str) -> tuple[list[dict], list[str]]:
+    """One group per (user kernel with a launch spec, size set, ptxas); notes say what cannot run and why."""
+    from .emit import emit_user, split_spec, user_items
+    from .launch import load_launch
 
+    groups, notes = [], []
+    for kind, item in user_items(exp):
+        target, spec_path = split_spec(item)
+        launch = load_launch(spec_path) if spec_path else None
+        if launch is None:
+            notes.append(
+                f"{target}: static only (its spec has no [launch] table)"
+                if spec_path
+                else f"{target}: static only (no spec: give --spec with a [launch] table to run it)"
+            )
+            continue
+        built_for = emit_user(kind, item, None).arch if kind in ("ptx", "cubin") else None
+        if (built_for or arch) != arch or (built_for is None and arch not in exp.archs):
+            notes.append(f"{target}: not run: built for {built_for or ', '.join(exp.archs)}, this GPU is {arch}")
+            continue
+        for pt in exp.ptxas:
+            for sizes in launch.size_sets():
+                groups.append(
+                    {
+                        "group_id": f"user:{target}@{size_label(sizes)}" + ("" if pt == "triton" else f"@ptxas={pt}"),
+                        "user_kind": kind,
+                        "user_item": item,
+                        "sizes": sizes,
+                        "ptxas": pt,
+                        "slow_control": False,
+                    }
+                )
+    return groups, notes
+
+
+def _group_rows(group: dict, templates: list[str], cfg: RunConfig, cache: Cache) -> list[dict]:
+    """Run one planned group (a registered kernel's or a user kernel's) on this process's GPU."""
     from .registry import family
 
-    fam = family(group["family"])
-    spec = fam.spec(group["dtype"], group["head_dim"], group["causal"], group["config"])
     info = {**_device_facts(), **_smi(0)}  # clocks and temperature as of this group
     ptxas = group.get("ptxas", "triton")
-    rows = run_group(
+    tool = select_ptxas(info["arch"], ptxas)[0]
+    if "user_kind" in group:
+        from .emit import emit_user, split_spec, user_triton_specialization
+        from .launch import load_launch
+
+        kind, item = group["user_kind"], group["user_item"]
+        target, spec_path = split_spec(item)
+        triton_item = user_triton_specialization(target, spec_path) if kind == "triton-user" else None
+        return run_user_group(
+            emit_user(kind, item, info["arch"], cache),
+            kind,
+            load_launch(spec_path),
+            group["sizes"],
+            templates,
+            cfg,
+            info,
+            cache,
+            tool=tool,
+            seed=cfg.timing.seed,
+            triton_item=triton_item,
+        )
+    fam = family(group["family"])
+    spec = fam.spec(group["dtype"], group["head_dim"], group["causal"], group["config"])
+    return run_group(
         fam,
         spec,
         cfg.problem(group["seq_len"]),
         templates,
         cfg,
         info,
-        Cache(cache_root),
+        cache,
         slow_control=group["slow_control"] and ptxas == "triton",
         peak=_peak(group["dtype"]),
         seed=cfg.timing.seed,
-        tool=select_ptxas(info["arch"], ptxas)[0],
+        tool=tool,
     )
+
+
+def _run_one(
+    device: str, group: dict, templates: list[str], cfg: RunConfig, out_path: str, cache_root: str, lock=None
+) -> None:
+    """Worker body for one group on this process's GPU: time it, append its rows to the runtime log."""
+    import json
+
+    rows = _group_rows(group, templates, cfg, Cache(cache_root))
     text = "".join(json.dumps({**r, "group_id": group["group_id"]}, sort_keys=True) + "\n" for r in rows)
     if lock is not None:
         lock.acquire()
@@ -646,9 +970,17 @@ def visible_devices() -> list[str]:
 
 
 def runtime_sweep(
-    exp, out_dir, cache: Cache | None = None, devices: list[str] | None = None, progress: bool = True
+    exp,
+    out_dir,
+    cache: Cache | None = None,
+    devices: list[str] | None = None,
+    progress: bool = True,
+    notify=None,
 ) -> list[dict]:
-    """Time every name of every spec on the visible GPUs; resumable (finished groups are skipped)."""
+    """Time every name of every spec on the visible GPUs; resumable (finished groups are skipped).
+
+    ``notify(text)`` hears about user kernels that cannot run (no launch spec, another arch).
+    """
     import json
     from pathlib import Path
 
@@ -664,7 +996,11 @@ def runtime_sweep(
     log = out / RUNTIME_LOG
     _drop_torn_tail(log)
     done = {r["group_id"] for r in read_log(log)}
-    groups = [g for g in plan_groups(exp, cfg, device_arch(0)) if g["group_id"] not in done]
+    arch = device_arch(0)
+    user_groups, notes = plan_user_groups(exp, arch)
+    groups = [g for g in plan_groups(exp, cfg, arch) + user_groups if g["group_id"] not in done]
+    for note in notes if notify else ():
+        notify(note)
     templates = list(exp.names)
     devices = devices or visible_devices()
     if len(devices) > 1:

@@ -25,7 +25,7 @@ from . import __version__
 from .assemble import TRITON_FLAGS, Artifact, assemble, cached_artifact
 from .cache import Cache, cache_key, sha256_file, sha256_text
 from .cubin import kernel_columns
-from .emit import Emitted, emit_kernel, load_ptx
+from .emit import Emitted, emit_kernel
 from .errors import CubinError, PtxprobeError, SpecError
 from .registry import Problem, family
 from .rename import apply_template, check_equivalent, rename_entry
@@ -353,18 +353,23 @@ def plan_variants(
 
 def user_sources(exp: Experiment, cache: Cache | None = None) -> list[Source]:
     """The user's own kernels: PTX and cubins keep their .target; .cu and Triton functions build per arch."""
-    from .emit import emit_cuda, emit_user_triton, ptx_from_cubin
+    from .emit import emit_user, runtime_params, split_spec, user_items, user_triton_specialization
+    from .launch import check_against_source, load_launch
 
-    out = [Source(load_ptx(p), "ptx") for p in exp.ptx_files if p]
-    out += [Source(ptx_from_cubin(p), "cubin") for p in exp.cubin_files if p]
-    for item in exp.cu_files:
-        path, _, entry = item.partition(":")
-        out += [Source(emit_cuda(path, arch, entry or None, cache=cache), "cuda") for arch in exp.archs]
-    for item in exp.triton_functions:
-        target, eq, spec = item.rpartition("=")
-        if not eq:
-            raise SpecError(f"triton function {item!r}: give it as module:function=spec.json")
-        out += [Source(emit_user_triton(target, spec, arch, cache=cache), "triton-user") for arch in exp.archs]
+    out = []
+    for kind, item in user_items(exp):
+        archs = [None] if kind in ("ptx", "cubin") else exp.archs
+        spec_path = split_spec(item)[1]
+        launch = load_launch(spec_path) if spec_path else None  # a bad launch spec fails here, before any work
+        params: list[str] = []
+        if launch is not None and kind == "triton-user":
+            fn, sp, _ = user_triton_specialization(split_spec(item)[0], spec_path)
+            params = runtime_params(fn, sp)
+        for arch in archs:
+            e = emit_user(kind, item, arch, cache)
+            if launch is not None:
+                check_against_source(launch, e.ptx, e.entry, kind, params)
+            out.append(Source(e, kind))
     return out
 
 

@@ -173,7 +173,7 @@ def test_cli_on_user_ptx_and_bad_name(tmp_path, capsys):
     assert {s["name"] for s in summary} == {"_Z9my_kernelPf", "_Z17cutlass_my_kernelPf"}
     rc = main(["rename-sweep", "--ptx", str(ptx), "-o", str(tmp_path / "out2"), "-q", "-s", "names={base},bad-name"])
     assert rc == 2
-    assert "not a valid PTX identifier" in capsys.readouterr().out
+    assert "not a valid PTX identifier" in capsys.readouterr().err
 
 
 def test_default_experiment_is_valid():
