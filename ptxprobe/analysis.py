@@ -106,6 +106,7 @@ def runtime_effects(runtime: pd.DataFrame) -> pd.DataFrame:
         "dtype",
         "causal",
         "seq_len",
+        "sizes",
         "run_ptxas_version",
         "name_template",
         "registers",
@@ -159,8 +160,14 @@ def versus_sdpa(runtime: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def problem_of(row) -> int | str:
+    """A runtime row's problem: the sequence length of an attention row, the size set of a user kernel's."""
+    seq_len = row.get("seq_len")
+    return int(seq_len) if seq_len is not None and not pd.isna(seq_len) else str(row.get("sizes"))
+
+
 def floor_verdicts(runtime: pd.DataFrame, ptxas_version: str | None = None) -> dict:
-    """(kernel, seq_len, name template) -> verdict vs the A/A floor, recomputed from raw times."""
+    """(kernel, problem, name template) -> verdict vs the A/A floor, recomputed from raw times."""
     r = runtime
     if ptxas_version is not None and "run_ptxas_version" in r.columns:
         r = r[r.run_ptxas_version.fillna(ptxas_version) == ptxas_version]
@@ -172,7 +179,7 @@ def floor_verdicts(runtime: pd.DataFrame, ptxas_version: str | None = None) -> d
         floor = stats.noise_floor(stats.paired_ratio(b, stats.Measurement("aa", tuple(aa.times_ms))))
         for _, row in g[g.name_template.notna() & ~g.is_baseline.astype(bool)].iterrows():
             iv = stats.paired_ratio(b, stats.Measurement(row.label, tuple(row.times_ms)))
-            out[(row.kernel, int(row.seq_len), row.name_template)] = stats.runtime_verdict_vs_floor(iv, floor)
+            out[(row.kernel, problem_of(row), row.name_template)] = stats.runtime_verdict_vs_floor(iv, floor)
     return out
 
 

@@ -341,6 +341,7 @@ def ordered_bits(x):
     Integer tensors are their own values.
     """
     import torch  # works on any device: tested on the CPU
+
     if not x.dtype.is_floating_point:
         return x.to(torch.int64)
     width = x.element_size()
@@ -352,6 +353,7 @@ def ordered_bits(x):
 def numerics(out, baseline_out, ref) -> dict:
     """Bitwise and ULP comparison with the baseline name's output; relative error vs float64 (if any)."""
     import torch  # works on any device: tested on the CPU
+
     floating = out.dtype.is_floating_point
     nan = int(torch.isnan(out).sum()) if floating else 0
     inf = int(torch.isinf(out).sum()) if floating else 0

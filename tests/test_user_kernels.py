@@ -152,7 +152,7 @@ def test_triton_function_with_spec(tmp_path, capsys, monkeypatch):
 
 
 @needs_nvcc
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90a", "sm_120a"])
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_90a", "sm_120a"])
 def test_cuda_attention_compiles_for_every_listed_target(arch):
     from ptxprobe import assemble, toolchain
     from ptxprobe.cubin import read_cubin
