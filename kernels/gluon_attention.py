@@ -32,6 +32,19 @@ def _load_tile(base, row0, ROWS: gl.constexpr, COLS: gl.constexpr, row_stride, l
 
 
 @gluon.jit
+def online_softmax_step(s, m_i, l_i, qk_scale, offs_m, start_n, BLOCK_N: gl.constexpr, CAUSAL: gl.constexpr):
+    """One key block of the online softmax, S read from tensor memory: (P, O's rescale, new max, new sum)."""
+    s = s * qk_scale
+    if CAUSAL:
+        offs_n = start_n + gl.arange(0, BLOCK_N, gl.SliceLayout(0, s.type.layout))
+        s = gl.where(offs_m[:, None] >= offs_n[None, :], s, -1.0e6)
+    m_new = gl.maximum(m_i, gl.max(s, 1))
+    alpha = gl.exp2(m_i - m_new)
+    p = gl.exp2(s - m_new[:, None])
+    return p, alpha, m_new, l_i * alpha + gl.sum(p, 1)
+
+
+@gluon.jit
 def gluon_attention(
     Q,
     K,
@@ -100,15 +113,9 @@ def gluon_attention(
             tcgen05_mma(q_smem, k_smem.permute((1, 0)), s_tmem, use_acc=False, mbarriers=[bar])
             mbarrier.wait(bar, phase)
             phase ^= 1
-            s = s_tmem.load(s_rl) * qk_scale
-            if CAUSAL:
-                offs_n = start_n + gl.arange(0, BLOCK_N, gl.SliceLayout(0, s_rl))
-                s = gl.where(offs_m[:, None] >= offs_n[None, :], s, -1.0e6)
-            m_new = gl.maximum(m_i, gl.max(s, 1))
-            alpha = gl.exp2(m_i - m_new)
-            p = gl.exp2(s - m_new[:, None])
-            l_i = l_i * alpha + gl.sum(p, 1)
-            m_i = m_new
+            p, alpha, m_i, l_i = online_softmax_step(
+                s_tmem.load(s_rl), m_i, l_i, qk_scale, offs_m, start_n, BLOCK_N, CAUSAL
+            )
             # rescale O in tensor memory, then O += P V
             o = o_tmem.load(o_rl)
             o_tmem.store(o * gl.convert_layout(alpha, gl.SliceLayout(1, o_rl))[:, None])

@@ -33,6 +33,8 @@ from triton.experimental.gluon.language.nvidia.blackwell import (
     tma,
 )
 
+from kernels.gluon_attention import online_softmax_step
+
 
 @gluon.jit
 def _tile_coords(tile, n_m, N_BH, CAUSAL: gl.constexpr):
@@ -140,15 +142,9 @@ def _softmax_partition(
         for start_n in range(0, _kv_end(start_m, N_CTX, BLOCK_M, CAUSAL), BLOCK_N):
             mbarrier.wait(s_ready, s_phase)
             s_phase ^= 1
-            s = s_tmem.load(s_rl) * qk_scale
-            if CAUSAL:
-                offs_n = start_n + gl.arange(0, BLOCK_N, gl.SliceLayout(0, s_rl))
-                s = gl.where(offs_m[:, None] >= offs_n[None, :], s, -1.0e6)
-            m_new = gl.maximum(m_i, gl.max(s, 1))
-            alpha = gl.exp2(m_i - m_new)
-            p = gl.exp2(s - m_new[:, None])
-            l_i = l_i * alpha + gl.sum(p, 1)
-            m_i = m_new
+            p, alpha, m_i, l_i = online_softmax_step(
+                s_tmem.load(s_rl), m_i, l_i, qk_scale, offs_m, start_n, BLOCK_N, CAUSAL
+            )
             # the previous O += P V is done: O may be rescaled and P's buffer reused
             mbarrier.wait(o_ready, o_phase)
             o_phase ^= 1

@@ -16,7 +16,7 @@ from ptxprobe.cli import main
 from ptxprobe.emit import emit_cuda
 from tests.conftest import make_experiment
 from tests.test_launch import AXPBY, AXPBY_LAUNCH, write_spec
-from tests.test_user_kernels import TRITON_KERNEL
+from tests.test_user_kernels import SCALE_ROWS_SPEC, TRITON_KERNEL
 
 
 def _gpu_arch() -> str:
@@ -64,16 +64,7 @@ def test_user_kernels_run_through_every_input_path(tmp_path):
     mod = tmp_path / "scale_kernels.py"
     mod.write_text(TRITON_KERNEL)
     tspec = tmp_path / "scale.json"
-    tspec.write_text(
-        json.dumps(
-            {
-                "signature": {"X": "*fp32", "Y": "*fp32", "N": "i32", "BLOCK": "constexpr"},
-                "constexprs": {"BLOCK": 1024},
-                "divisible_by_16": ["X", "Y"],
-                "launch": SCALE_LAUNCH,
-            }
-        )
-    )
+    tspec.write_text(json.dumps({**SCALE_ROWS_SPEC, "divisible_by_16": ["X", "Y"], "launch": SCALE_LAUNCH}))
     exp = make_experiment(
         kernels=[],
         archs=[arch],

@@ -37,6 +37,12 @@ def scale_rows(X, Y, N, BLOCK: tl.constexpr):
 """
 
 
+SCALE_ROWS_SPEC = {
+    "signature": {"X": "*fp32", "Y": "*fp32", "N": "i32", "BLOCK": "constexpr"},
+    "constexprs": {"BLOCK": 1024},
+}
+
+
 def run_cli(capsys, *argv) -> tuple[int, str]:
     rc = main(
         ["rename-sweep", "-q", "--json", "--no-run", "-s", "names={base},cutlass_{base}", "-s", "repeat=1", *argv]
@@ -109,16 +115,7 @@ def test_triton_function_with_spec(tmp_path, capsys, monkeypatch):
     mod = tmp_path / "my_kernels.py"
     mod.write_text(TRITON_KERNEL)
     spec = tmp_path / "scale.json"
-    spec.write_text(
-        json.dumps(
-            {
-                "signature": {"X": "*fp32", "Y": "*fp32", "N": "i32", "BLOCK": "constexpr"},
-                "constexprs": {"BLOCK": 1024},
-                "divisible_by_16": ["X", "Y", "N"],
-                "num_warps": 4,
-            }
-        )
-    )
+    spec.write_text(json.dumps({**SCALE_ROWS_SPEC, "divisible_by_16": ["X", "Y", "N"], "num_warps": 4}))
     rc, out = run_cli(
         capsys,
         "--triton",
