@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from . import stats
+from .run import problem_label
 from .sweep import REPO_ROOT, read_log
 
 RESULTS = REPO_ROOT / "experiments" / "results"
@@ -160,14 +161,8 @@ def versus_sdpa(runtime: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def problem_of(row) -> int | str:
-    """A runtime row's problem: the sequence length of an attention row, the size set of a user kernel's."""
-    seq_len = row.get("seq_len")
-    return int(seq_len) if seq_len is not None and not pd.isna(seq_len) else str(row.get("sizes"))
-
-
 def floor_verdicts(runtime: pd.DataFrame, ptxas_version: str | None = None) -> dict:
-    """(kernel, problem, name template) -> verdict vs the A/A floor, recomputed from raw times."""
+    """(kernel, problem label, name template) -> verdict vs the A/A floor, recomputed from raw times."""
     r = runtime
     if ptxas_version is not None and "run_ptxas_version" in r.columns:
         r = r[r.run_ptxas_version.fillna(ptxas_version) == ptxas_version]
@@ -179,7 +174,7 @@ def floor_verdicts(runtime: pd.DataFrame, ptxas_version: str | None = None) -> d
         floor = stats.noise_floor(stats.paired_ratio(b, stats.Measurement("aa", tuple(aa.times_ms))))
         for _, row in g[g.name_template.notna() & ~g.is_baseline.astype(bool)].iterrows():
             iv = stats.paired_ratio(b, stats.Measurement(row.label, tuple(row.times_ms)))
-            out[(row.kernel, problem_of(row), row.name_template)] = stats.runtime_verdict_vs_floor(iv, floor)
+            out[(row.kernel, problem_label(row), row.name_template)] = stats.runtime_verdict_vs_floor(iv, floor)
     return out
 
 

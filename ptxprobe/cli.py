@@ -123,7 +123,7 @@ def _names_from_scan(exp):
 
 def _runtime(exp, out: Path, args) -> int:
     from .errors import NoGpu
-    from .run import runtime_sweep
+    from .run import problem_label, runtime_sweep
 
     try:
         rows = runtime_sweep(exp, out, progress=not args.quiet, notify=lambda m: console.print(f"[yellow]{m}[/]"))
@@ -161,7 +161,7 @@ def _runtime(exp, out: Path, args) -> int:
             [
                 [
                     r["kernel"],
-                    f"N={r['seq_len']}" if r.get("seq_len") else r.get("sizes", "-"),
+                    problem_label(r),
                     r["name"],
                     rate(r),
                     ci(r, "ratio_vs_baseline", "ratio_ci_low", "ratio_ci_high", ".4f"),
@@ -495,6 +495,8 @@ def cmd_repro(args) -> int:
     res = repro(args.run_dir, args.out, jobs=args.jobs, progress=not args.quiet)
     for p in res.problems:
         console.print(f"[bold red]environment:[/] {p}", highlight=False, soft_wrap=True)
+    for n in res.notes:
+        console.print(f"[yellow]note:[/] {n}", highlight=False, soft_wrap=True)
     console.print(
         _table(
             f"repro of {args.run_dir}",

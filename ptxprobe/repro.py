@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .cache import Cache
 from .errors import PtxprobeError, ToolNotFound
+from .run import problem_label
 from .sweep import MANIFEST, experiment_from_dict, kernel_source_hashes, read_log, run_sweep, static_verdict
 from .toolchain import Tool, discover, install, supports_arch
 
@@ -41,6 +42,7 @@ class ReproOutcome:
     rows: list[ReproRow]
     problems: list[str] = field(default_factory=list)  # environment differences found before re-running
     runtime_note: str = ""
+    notes: list[str] = field(default_factory=list)  # differences worth knowing that do not decide the outcome
 
     runtime_rows: list[ReproRow] = field(default_factory=list)
 
@@ -92,11 +94,13 @@ def check_environment(manifest: dict, rows: list[dict], tools: list[Tool]) -> tu
         triton_here = None
     if manifest.get("triton") and triton_here != manifest["triton"]:
         problems.append(f"triton {triton_here} here, {manifest['triton']} recorded: PTX will differ")
-    here = kernel_source_hashes()
-    for path, sha in manifest.get("kernel_sources", {}).items():
-        if here.get(path) != sha:
-            problems.append(f"kernel source {path} changed since the recorded run")
     return problems, found
+
+
+def changed_sources(manifest: dict) -> list[str]:
+    """Files under kernels/ whose content differs from the recorded run's."""
+    here = kernel_source_hashes()
+    return [path for path, sha in sorted(manifest.get("kernel_sources", {}).items()) if here.get(path) != sha]
 
 
 def compare(recorded: list[dict], new: list[dict]) -> list[ReproRow]:
@@ -162,7 +166,7 @@ def compare_runtime(recorded: list[dict], new: list[dict]) -> list[ReproRow]:
             continue
         ver = r.get("run_ptxas_version", "")
         n = cur.get(key(r))
-        label = f"{r['name']} @ N={r['seq_len']}"
+        label = f"{r['name']} @ {problem_label(r)}"
         if n is None:
             out.append(ReproRow(r["kernel"], r["arch"], ver, label, NOT_RUN, 1, 0, "not re-run"))
             continue
@@ -197,6 +201,9 @@ def repro(
             res = run_sweep(sub, out / arch, jobs=jobs, cache=cache, progress=progress, argv=["ptxprobe", "repro"])
             new_rows.extend(res.rows)
     rows = compare(recorded, new_rows)
+    # an edit to kernels/ is reported, not fatal: whether the re-run matches is decided by the outputs
+    edited = changed_sources(manifest)
+    notes = [f"kernel sources changed since the recorded run: {', '.join(edited)}"] if edited else []
     note, runtime_rows = "", []
     if (run / "runtime.jsonl").exists():
         from .errors import NoGpu
@@ -208,7 +215,7 @@ def repro(
             runtime_rows = compare_runtime(read_log(run / "runtime.jsonl"), new_rt)
         except NoGpu as exc:
             note = f"runtime results recorded but not re-checked: {exc}"
-    return ReproOutcome(rows, problems, note, runtime_rows)
+    return ReproOutcome(rows, problems, runtime_note=note, runtime_rows=runtime_rows, notes=notes)
 
 
 # --- bisect over ptxas releases ---------------------------------------------------------------

@@ -764,6 +764,14 @@ def run_user_group(
     return measurement_rows(meas, templates, names, work, cfg, seed, None, info, tool, common, facts, nums)
 
 
+def problem_label(row: dict) -> str:
+    """A runtime row's problem: ``N=4096`` for attention, the size set (``m=2048,n=2048,k=2048``) for a user kernel."""
+    seq_len = row.get("seq_len")
+    if seq_len is not None and seq_len == seq_len:  # not None, not NaN
+        return f"N={int(seq_len)}"
+    return str(row.get("sizes", "-"))
+
+
 # --- the runtime sweep: groups spread over GPUs, one timing at a time per GPU ---------------
 
 RUNTIME_LOG, RUNTIME_PARQUET = "runtime.jsonl", "runtime.parquet"

@@ -101,3 +101,13 @@ def test_runtime_comparison_on_two_committed_h200_runs():
     rows = repro.compare_runtime([r for r in v2 if r["group_id"] in shared], bad)
     cut = [r for r in rows if r.name.startswith("cutlass")]
     assert cut and all(r.status == repro.DIVERGED and "0.5000" in r.reason for r in cut)
+
+
+def test_kernel_source_edits_are_reported_and_outputs_decide(tmp_path):
+    run = _copy(tmp_path)
+    man = json.loads((run / "manifest.json").read_text())
+    man["kernel_sources"]["kernels/gluon_attention.py"] = "0" * 64  # an edit to a kernel this run did not use
+    (run / "manifest.json").write_text(json.dumps(man))
+    out = repro.repro(run, jobs=2)
+    assert out.ok and not out.problems
+    assert out.notes == ["kernel sources changed since the recorded run: kernels/gluon_attention.py"]
