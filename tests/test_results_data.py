@@ -108,3 +108,27 @@ def test_trigger_is_a_case_sensitive_substring():
         assert changes == analysis.predicted_by_strstr(template), template
         if not analysis.predicted_by_strstr(template):
             assert row.max() == 0  # non-triggers change nothing anywhere
+
+
+def test_user_kernel_runs_on_the_h200():
+    """sgemm.cu (FFMA-bound): `cutlass_` is faster, in two runs; the Triton matmul: no effect. Numbers unchanged."""
+    run = analysis.load_runtime(analysis.results_dir("2026-12-02-h200-user-kernels"))
+    rep = analysis.load_runtime(analysis.results_dir("2026-12-02-h200-user-sgemm-repeat"))
+    named = run[run.name_template.notna()]
+    assert named.passes_tolerance.astype(bool).all() and named.bitwise_equal_to_baseline.astype(bool).all()
+    assert set(named.family) == {"cuda", "triton-user"}
+    triton = named[named.family == "triton-user"]
+    assert triton[triton.run_ptxas_version == "12.8.93"].aot_matches_launch.astype(bool).all()
+    for r in (run, rep):
+        eff = analysis.runtime_effects(r)
+        sgemm = eff[eff.kernel == "sgemm.cu:sgemm"]
+        cut = sgemm[sgemm.name_template == "cutlass_{base}"]
+        assert len(cut) == 4 and (cut.ratio_vs_baseline > 1.02).all() and (cut.registers == 112).all()
+        assert (cut.runtime_verdict_vs_floor == "faster").sum() >= 3
+        assert (sgemm[sgemm.name_template == "xutlass_{base}"].runtime_verdict_vs_floor == "no_difference").all()
+    eff = analysis.runtime_effects(run)
+    assert (eff[eff.family == "triton-user"].runtime_verdict_vs_floor == "no_difference").all()
+    for version in ("12.8.93", "12.4.131"):
+        agreement = analysis.verdict_agreement(run, rep, version)
+        assert agreement["shared"] == 4 and agreement["agree"] >= 3
+        assert not [d for d in agreement["disagreements"] if {d[1], d[2]} == {"faster", "slower"}]
