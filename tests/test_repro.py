@@ -111,3 +111,16 @@ def test_kernel_source_edits_are_reported_and_outputs_decide(tmp_path):
     out = repro.repro(run, jobs=2)
     assert out.ok and not out.problems
     assert out.notes == ["kernel sources changed since the recorded run: kernels/gluon_attention.py"]
+
+
+def test_user_kernels_measured_on_the_gpu_reproduce_statically_here(installed_ptxas_124):
+    """The H200 run's static half (sgemm.cu via nvcc, a Triton matmul; ptxas 12.8 and 12.4) re-runs on a CPU."""
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc not installed")
+    run = COMMITTED.parent / "2026-12-02-h200-user-kernels"
+    out = repro.repro(run, jobs=2)
+    assert not out.problems, out.problems
+    assert len(out.rows) == 12 and all(r.status == repro.MATCH for r in out.rows), out.rows
+    assert (
+        out.runtime_rows or "not re-checked" in out.runtime_note
+    )  # without a GPU the runtime half is skipped, said so
