@@ -185,6 +185,12 @@ def _triton_ptx(
     return rec
 
 
+def require_arch(family: KernelFamily, arch: str) -> None:
+    """Refuse a target the family cannot be built for, before the compiler aborts the process on it."""
+    if family.archs and arch not in family.archs:
+        raise SpecError(f"{family.name}: cannot be built for {arch} (targets: {', '.join(family.archs)})")
+
+
 def emit_triton(
     family: KernelFamily,
     spec: KernelSpec,
@@ -198,6 +204,7 @@ def emit_triton(
 
     ``only_cached`` returns None instead of compiling when the result is not cached.
     """
+    require_arch(family, arch)
     problem = problem or Problem()
     cache = cache or Cache()
     fn = family.fn
@@ -361,6 +368,7 @@ def emit_kernel(
     only_cached: bool = False,
 ) -> Emitted | None:
     """Any registered family: Triton through its stage pipeline, others through their own ``emit``."""
+    require_arch(family, arch)
     if family.frontend == "triton":
         return emit_triton(family, spec, arch, problem=problem, cache=cache, only_cached=only_cached)
     if family.emit is None:

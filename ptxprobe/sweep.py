@@ -25,7 +25,7 @@ from . import __version__
 from .assemble import TRITON_FLAGS, Artifact, assemble, cached_artifact
 from .cache import Cache, cache_key, sha256_file, sha256_text
 from .cubin import kernel_columns
-from .emit import Emitted, emit_kernel
+from .emit import Emitted, emit_kernel, require_arch
 from .errors import CubinError, PtxprobeError, SpecError
 from .registry import Problem, family
 from .rename import apply_template, check_equivalent, rename_entry
@@ -387,8 +387,7 @@ def emit_jobs(exp: Experiment) -> list[tuple]:
         for dt, d, c, cfg, arch in itertools.product(exp.dtypes, exp.head_dims, exp.causal, exp.configs, exp.archs):
             if len(exp.kernels) > 1 and not fam.supports(dt, d, arch):
                 continue
-            if fam.archs and arch not in fam.archs:
-                raise SpecError(f"{k}: cannot be built for {arch} (targets: {', '.join(fam.archs)})")
+            require_arch(fam, arch)
             spec = fam.spec(dt, d, c, cfg)  # validates the axes before any work
             jobs.append((k, dt, d, c, spec.config.label, arch, exp.seq_len))
             mine += 1

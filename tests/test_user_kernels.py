@@ -236,3 +236,9 @@ def test_gluon_warp_specialised_attention_builds_for_sm100a_on_cpu(emitted):
     for dt in fam.dtypes:  # every dtype and head dim of the family builds
         for d in fam.head_dims:
             assert "tcgen05.mma" in emitted(dt, "sm_100a", kernel="attention_gluon_ws", head_dim=d).ptx
+
+
+def test_a_target_the_kernel_cannot_build_for_is_refused_not_crashed(capsys):
+    # Triton's LLVM would abort the whole process on tcgen05 for sm_90a: ptxprobe refuses first
+    assert main(["emit", "--kernel", "attention_gluon_ws", "--dtype", "fp16", "--arch", "sm_90a"]) == 2
+    assert "cannot be built for sm_90a (targets: sm_100a)" in capsys.readouterr().err
