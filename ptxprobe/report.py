@@ -16,6 +16,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from .cache import Cache
 from .diff import SAME, Diff, diff_files
 from .errors import PtxprobeError
+from .run import RUNTIME_LOG, problem_label
 from .sass import Listing
 from .sweep import MANIFEST, RESULTS_JSONL, read_log
 
@@ -148,13 +149,54 @@ def build_report(
                 (out / page).write_text(html)
                 rec["page"] = page
         records.append(rec)
+    timed = runtime_records(read_log(run / RUNTIME_LOG))
     index = env.get_template("index.html.j2").render(
         title=manifest.get("experiment", {}).get("name", run.name),
         rows=records,
+        runtime=timed,
+        gpu=json.loads((run / "gpu.json").read_text()) if (run / "gpu.json").exists() else {},
         manifest=manifest,
         generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         notebook=notebook_html,
     )
     (out / "index.html").write_text(index)
     (out / "report.json").write_text(json.dumps(records, indent=1, default=str))
-    return {"out_dir": str(out), "records": records}
+    if timed:
+        (out / "runtime.json").write_text(json.dumps(timed, indent=1, default=str))
+    return {"out_dir": str(out), "records": records, "runtime": timed}
+
+
+RUNTIME_FIELDS = (
+    "kernel",
+    "run_ptxas_version",
+    "label",
+    "name",
+    "is_baseline",
+    "tflops",
+    "tflops_ci_low",
+    "tflops_ci_high",
+    "gbps",
+    "gbps_ci_low",
+    "gbps_ci_high",
+    "ratio_vs_baseline",
+    "ratio_ci_low",
+    "ratio_ci_high",
+    "runtime_verdict_vs_floor",
+    "noise_floor",
+    "registers",
+    "bitwise_equal_to_baseline",
+    "max_ulp_vs_baseline",
+    "rel_err_vs_reference",
+    "passes_tolerance",
+    "aot_matches_launch",
+)
+
+
+def runtime_records(rows: list[dict]) -> list[dict]:
+    """One record per timed label of a GPU run (names, A/A, controls, SDPA), grouped as measured."""
+    out = []
+    for r in sorted(rows, key=lambda r: (r["group_id"], not r.get("is_baseline"), r["label"])):
+        rec = {k: r.get(k) for k in RUNTIME_FIELDS}
+        rec["group_id"], rec["problem"] = r["group_id"], problem_label(r)
+        out.append(rec)
+    return out

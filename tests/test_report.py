@@ -89,3 +89,17 @@ def test_report_on_a_directory_without_results(tmp_path):
 
     with pytest.raises(PtxprobeError, match="no results.jsonl"):
         report.build_report(tmp_path)
+
+
+def test_report_of_a_gpu_run_has_the_runtime_table(tmp_path):
+    from ptxprobe import analysis
+
+    run = analysis.results_dir("2026-12-02-h200-user-kernels")
+    out = report.build_report(run, tmp_path / "rep")
+    timed = out["runtime"]
+    assert len(timed) == 32  # 8 groups x (3 names + the A/A control)
+    sgemm = [r for r in timed if r["name"] == "cutlass_sgemm" and r["problem"] == "m=4096,n=4096,k=4096"]
+    assert {r["runtime_verdict_vs_floor"] for r in sgemm} == {"faster"}
+    index = (tmp_path / "rep" / "index.html").read_text()
+    assert "GPU runs: NVIDIA H200" in index and 'class="r-faster"' in index and "GB/s" not in index
+    assert json.loads((tmp_path / "rep" / "runtime.json").read_text()) == json.loads(json.dumps(timed, default=str))
