@@ -132,3 +132,15 @@ def test_user_kernel_runs_on_the_h200():
         agreement = analysis.verdict_agreement(run, rep, version)
         assert agreement["shared"] == 4 and agreement["agree"] >= 3
         assert not [d for d in agreement["disagreements"] if {d[1], d[2]} == {"faster", "slower"}]
+
+
+def test_sgemm_name_effect_holds_with_the_newest_ptxas():
+    """ptxas 12.9 and 13.0 give the baseline 105 registers, `cutlass_sgemm` 112: still faster, beyond the floor."""
+    r = analysis.load_runtime(analysis.results_dir("2026-12-02-h200-user-sgemm-newest"))
+    eff = analysis.runtime_effects(r)
+    assert set(eff.run_ptxas_version) == {"12.9.86", "13.0.88"}
+    cut, ctl = eff[eff.name_template == "cutlass_{base}"], eff[eff.name_template == "xutlass_{base}"]
+    assert (cut.registers == 112).all() and (ctl.registers == 105).all()
+    assert (cut.runtime_verdict_vs_floor == "faster").all() and (cut.ratio_vs_baseline > 1.04).all()
+    assert (ctl.runtime_verdict_vs_floor == "no_difference").all()
+    assert eff.bitwise_equal_to_baseline.astype(bool).all()
