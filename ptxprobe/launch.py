@@ -331,7 +331,11 @@ class PtxParam:
         return self.count == 1 and self.type in ("u64", "s64", "b64")
 
 
-_PARAM_RE = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+(?:\.ptr\s+(?:\.\w+\s+)*)?([\w$%]+)(?:\[(\d+)\])?")
+_PARAM_RE = re.compile(
+    r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+"  # type, after an optional alignment
+    r"(?:\.ptr\s+(?:\.(?:global|shared|const|local)\s+)?(?:\.align\s+\d+\s+)?)?"  # pointer attributes
+    r"([A-Za-z_$%][\w$]*)(?:\[(\d+)\])?"
+)
 
 
 def entry_params(ptx: str, entry: str) -> list[PtxParam]:

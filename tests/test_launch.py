@@ -225,3 +225,35 @@ def test_numerics_for_every_element_width_on_the_cpu():
     merged = run.merged_numerics({"o": run.numerics(h, h, None), "i": rec_i})
     assert merged["nan_count"] == 1 and not merged["fully_written"] and merged["n_diff_vs_baseline"] == 1
     assert set(json.loads(merged["numerics_by_output"])) == {"o", "i"}
+
+
+def test_entry_params_read_pointer_attributes_and_by_value_structs():
+    ptx = (
+        ".visible .entry k(\n\t.param .u64 .ptr .global .align 16 k_param_0,\n\t.param .u64 .ptr .align 1 k_param_1,\n"
+        "\t.param .f32 k_param_2,\n\t.param .align 8 .b8 k_param_3[16]\n)\n{\n\tret;\n}\n"
+        ".visible .entry empty()\n{\n\tret;\n}\n"
+    )
+    params = launch.entry_params(ptx, "k")
+    assert [(p.name, p.type, p.count) for p in params] == [
+        ("k_param_0", "u64", 1),
+        ("k_param_1", "u64", 1),
+        ("k_param_2", "f32", 1),
+        ("k_param_3", "b8", 16),
+    ]
+    assert launch.entry_params(ptx, "empty") == []
+    table = {
+        **AXPBY_LAUNCH,
+        "args": [
+            {"name": "x", "dtype": "float32", "shape": ["n"]},
+            {"name": "y", "dtype": "float32", "shape": ["n"], "output": True},
+            {"name": "a", "value": 1.0},
+            {"name": "s", "value": 0},
+        ],
+    }
+    spec = launch.parse_launch(table, "k.toml")
+    with pytest.raises(SpecError, match=r"parameter k_param_3 \(.b8\[16\]\) is passed by value"):
+        launch.scalar_ctypes(spec, params, "k")
+    from ptxprobe.errors import MalformedPtx
+
+    with pytest.raises(MalformedPtx, match="no .entry missing"):
+        launch.entry_params(ptx, "missing")
