@@ -144,3 +144,13 @@ def test_sgemm_name_effect_holds_with_the_newest_ptxas():
     assert (cut.runtime_verdict_vs_floor == "faster").all() and (cut.ratio_vs_baseline > 1.04).all()
     assert (ctl.runtime_verdict_vs_floor == "no_difference").all()
     assert eff.bitwise_equal_to_baseline.astype(bool).all()
+
+
+def test_aa_noise_floor_with_sixty_rounds():
+    """60 rounds bring the median A/A half-width under 0.5 % (not every group); no false A/A effects."""
+    r = analysis.load_runtime(analysis.results_dir("2026-12-02-h200-aa-rounds"))
+    aa = analysis.aa_summary(r)
+    assert aa["groups"] == 8 and aa["median_halfwidth"] < 0.005 and aa["floor_false_positives"] == 0
+    assert (r[r.label.str.endswith("#AA")].rounds == 60).all()
+    eff = analysis.runtime_effects(r)
+    assert (eff.runtime_verdict_vs_floor == "no_difference").all()  # ptxas 12.8: no name effect, as before
