@@ -154,3 +154,17 @@ def test_aa_noise_floor_with_sixty_rounds():
     assert (r[r.label.str.endswith("#AA")].rounds == 60).all()
     eff = analysis.runtime_effects(r)
     assert (eff.runtime_verdict_vs_floor == "no_difference").all()  # ptxas 12.8: no name effect, as before
+
+
+def test_slowed_control_with_sixty_rounds():
+    """The ~2 %-slower positive control: the plain verdict sees it in every group, the floor verdict where A/A is tight."""
+    r = analysis.load_runtime(analysis.results_dir("2026-12-02-h200-slow-control"))
+    slow = r[r.label.str.endswith("#slowed")]
+    assert len(slow) == 4 and slow.ratio_vs_baseline.between(0.97, 0.99).all()
+    assert (slow.runtime_verdict == "slower").all()
+    by_floor = dict(
+        zip(slow.kernel.str.split("/").str[0] + "/" + slow.dtype, slow.runtime_verdict_vs_floor, strict=True)
+    )
+    assert by_floor["attention/fp16"] == by_floor["attention/fp8e5"] == "slower"
+    aa = analysis.aa_summary(r)
+    assert aa["floor_false_positives"] == 0 and aa["raw_false_positives"] == 0
