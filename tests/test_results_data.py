@@ -157,7 +157,7 @@ def test_aa_noise_floor_with_sixty_rounds():
 
 
 def test_slowed_control_with_sixty_rounds():
-    """The ~2 %-slower positive control: the plain verdict sees it in every group, the floor verdict where A/A is tight."""
+    """The ~2 %-slower control: the plain verdict sees it in every group, the floor verdict where A/A is tight."""
     r = analysis.load_runtime(analysis.results_dir("2026-12-02-h200-slow-control"))
     slow = r[r.label.str.endswith("#slowed")]
     assert len(slow) == 4 and slow.ratio_vs_baseline.between(0.97, 0.99).all()
