@@ -368,9 +368,9 @@ def emit_kernel(
     only_cached: bool = False,
 ) -> Emitted | None:
     """Any registered family: Triton through its stage pipeline, others through their own ``emit``."""
-    require_arch(family, arch)
-    if family.frontend == "triton":
+    if family.frontend == "triton":  # emit_triton checks the target itself
         return emit_triton(family, spec, arch, problem=problem, cache=cache, only_cached=only_cached)
+    require_arch(family, arch)
     if family.emit is None:
         raise SpecError(f"{family.name}: frontend {family.frontend!r} has no emit function")
     if only_cached:
@@ -462,9 +462,15 @@ def runtime_params(fn, sp: Specialization) -> list[str]:
     return [p.name for p in fn.params if sp.signature.get(p.name) != "constexpr"]
 
 
-def emit_user_triton(target: str, spec_path: str | Path, arch: str, cache: Cache | None = None) -> Emitted:
-    """Compile a user's Triton function to PTX for ``arch`` from its spec file."""
-    fn, sp, options = user_triton_specialization(target, spec_path)
+def emit_user_triton(
+    target: str, spec_path: str | Path, arch: str, cache: Cache | None = None, loaded: tuple | None = None
+) -> Emitted:
+    """Compile a user's Triton function to PTX for ``arch`` from its spec file.
+
+    ``loaded``: the function's ``user_triton_specialization``, when the caller already has it
+    (importing the user's module again would run its top level again).
+    """
+    fn, sp, options = loaded or user_triton_specialization(target, spec_path)
     rec = _triton_ptx(fn, sp, arch, options, cache or Cache())
     ptx = rec["ptx"]
     name = load_kernel_spec(spec_path).get("name", target)
@@ -488,11 +494,13 @@ def split_spec(item: str) -> tuple[str, str | None]:
     return (target, spec) if eq else (item, None)
 
 
-def emit_user(kind: str, item: str, arch: str | None, cache: Cache | None = None) -> Emitted:
+def emit_user(
+    kind: str, item: str, arch: str | None, cache: Cache | None = None, loaded: tuple | None = None
+) -> Emitted:
     """One user kernel, named as in an experiment (``file.cu:entry=spec.toml``, ``mod:fn=spec.json``, ...).
 
     PTX and cubins keep their own ``.target`` (``arch`` is ignored); .cu files and Triton
-    functions are built for ``arch``.
+    functions are built for ``arch`` (``loaded``: see ``emit_user_triton``).
     """
     target, spec = split_spec(item)
     if kind == "ptx":
@@ -505,5 +513,5 @@ def emit_user(kind: str, item: str, arch: str | None, cache: Cache | None = None
     if kind == "triton-user":
         if spec is None:
             raise SpecError(f"triton function {item!r}: give it as module:function=spec.json")
-        return emit_user_triton(target, spec, arch, cache=cache)
+        return emit_user_triton(target, spec, arch, cache=cache, loaded=loaded)
     raise SpecError(f"unknown user kernel kind {kind!r} (have: {', '.join(USER_KINDS)})")

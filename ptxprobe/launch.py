@@ -383,15 +383,18 @@ def check_triton_args(spec: LaunchSpec, runtime_params: list[str], function: str
         )
 
 
-def check_against_source(spec: LaunchSpec, ptx: str, entry: str, kind: str, runtime_params: list[str] = ()) -> None:
+def check_against_source(
+    spec: LaunchSpec, ptx: str, entry: str, kind: str, runtime_params: list[str] = ()
+) -> dict[str, str]:
     """Fail early (no GPU needed) when a launch spec cannot fit the kernel it is given for.
 
-    A Triton function is checked against its own parameters (``runtime_params``): its PTX
-    entry has extra hidden ones.
+    Returns the C type of each scalar argument, read from the entry's PTX parameters (empty
+    for a Triton function, whose launcher types its own arguments). A Triton function is
+    checked against its own parameters (``runtime_params``): its PTX entry has extra hidden ones.
     """
     if kind == "triton-user":
         check_triton_args(spec, list(runtime_params), entry)
-        return
+        return {}
     if spec.block is None:
         raise SpecError(f"{spec.source}: [launch] needs 'block' (threads per block) for a {kind} kernel")
-    scalar_ctypes(spec, entry_params(ptx, entry), entry)
+    return scalar_ctypes(spec, entry_params(ptx, entry), entry)

@@ -27,15 +27,7 @@ from .cache import Cache, sha256_bytes
 from .cubin import read_cubin
 from .emit import Emitted, Specialization, emit_kernel, import_target, renamed_fn, runtime_params, specialize
 from .errors import NoGpu, SpecError
-from .launch import (
-    LaunchSpec,
-    Resolved,
-    check_against_source,
-    entry_params,
-    resolve,
-    scalar_ctypes,
-    size_label,
-)
+from .launch import LaunchSpec, Resolved, check_against_source, resolve, size_label
 from .registry import KernelFamily, KernelSpec, Problem
 from .rename import apply_template, rename_entry
 from .toolchain import Tool, select_ptxas, triton_ptxas
@@ -143,6 +135,24 @@ def triton_compiled(fn, sp: Specialization, options: dict, name: str | None = No
             return triton.compile(src, options=options)
         finally:
             triton.knobs.cache.dir = old
+
+
+def triton_loader(fn, sp: Specialization, options: dict, tool: Tool, arch: str):
+    """(load, launched) for running ptxprobe's cubins through Triton's own launcher.
+
+    ``load(name, cubin)`` swaps a cubin into Triton's compiled kernel; ``launched(name)`` is the
+    ``.text`` hash of Triton's own compile under that name, or None when ``tool`` is not the
+    ptxas Triton uses (then there is no launch to compare with).
+    """
+    base = triton_compiled(fn, sp, options)
+
+    def load(name: str, cubin: bytes):
+        return with_cubin(base, name, cubin)
+
+    def launched(name: str) -> str:
+        return read_cubin(triton_compiled(fn, sp, options, name=name).kernel).kernel(name).text_sha256
+
+    return load, (launched if tool.sha256 == triton_ptxas(arch).sha256 else None)
 
 
 def _family_options(spec: KernelSpec) -> dict:
@@ -559,17 +569,7 @@ def run_group(
     tool = tool or triton_ptxas(arch)
     launched = None
     if family.frontend == "triton":
-        sp = specialize(family.fn, args)
-        base_launch = triton_compiled(family.fn, sp, _family_options(spec))
-
-        def load(name: str, cubin: bytes):
-            return with_cubin(base_launch, name, cubin)
-
-        if tool.sha256 == triton_ptxas(arch).sha256:  # Triton's own compile of each name must give the same code
-
-            def launched(name: str) -> str:
-                k = triton_compiled(family.fn, sp, _family_options(spec), name=name).kernel
-                return read_cubin(k).kernel(name).text_sha256
+        load, launched = triton_loader(family.fn, specialize(family.fn, args), _family_options(spec), tool, arch)
     else:  # plain-pointer kernels: the driver API loads ptxprobe's cubin directly
 
         def load(name: str, cubin: bytes):
@@ -705,25 +705,15 @@ def run_user_group(
     launched = None
     if kind == "triton-user":
         fn, sp, options = triton_item
-        base_launch = triton_compiled(fn, sp, options)
         runtime = runtime_params(fn, sp)
         check_against_source(spec, emitted.ptx, emitted.entry, kind, runtime)
-
-        def load(name: str, cubin: bytes):
-            return with_cubin(base_launch, name, cubin)
+        load, launched = triton_loader(fn, sp, options, tool, arch)
 
         def full_args(r: Resolved, tensors: dict) -> list:
             given = dict(zip(runtime, user_args(spec, r, tensors), strict=True))
             return [given[p.name] if p.name in given else sp.constexprs[p.name] for p in fn.params]
-
-        if tool.sha256 == triton_ptxas(arch).sha256:
-
-            def launched(name: str) -> str:
-                return read_cubin(triton_compiled(fn, sp, options, name=name).kernel).kernel(name).text_sha256
     else:
-        check_against_source(spec, emitted.ptx, emitted.entry, kind)
-        params = entry_params(emitted.ptx, emitted.entry)
-        ctypes_by_name = scalar_ctypes(spec, params, emitted.entry)
+        ctypes_by_name = check_against_source(spec, emitted.ptx, emitted.entry, kind)
         ctypes_of = {i: ctypes_by_name[a.name] for i, a in enumerate(spec.args) if a.name in ctypes_by_name}
 
         def load(name: str, cubin: bytes):
@@ -851,9 +841,9 @@ def plan_user_groups(exp, arch: str) -> tuple[list[dict], list[str]]:
                 else f"{target}: static only (no spec: give --spec with a [launch] table to run it)"
             )
             continue
-        built_for = emit_user(kind, item, None).arch if kind in ("ptx", "cubin") else None
-        if (built_for or arch) != arch or (built_for is None and arch not in exp.archs):
-            notes.append(f"{target}: not run: built for {built_for or ', '.join(exp.archs)}, this GPU is {arch}")
+        built_for = [emit_user(kind, item, None).arch] if kind in ("ptx", "cubin") else exp.archs
+        if arch not in built_for:
+            notes.append(f"{target}: not run: built for {', '.join(built_for)}, this GPU is {arch}")
             continue
         for pt in exp.ptxas:
             for sizes in launch.size_sets():
@@ -885,7 +875,7 @@ def _group_rows(group: dict, templates: list[str], cfg: RunConfig, cache: Cache)
         target, spec_path = split_spec(item)
         triton_item = user_triton_specialization(target, spec_path) if kind == "triton-user" else None
         return run_user_group(
-            emit_user(kind, item, info["arch"], cache),
+            emit_user(kind, item, info["arch"], cache, loaded=triton_item),
             kind,
             load_launch(spec_path),
             group["sizes"],

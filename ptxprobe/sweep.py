@@ -359,14 +359,12 @@ def user_sources(exp: Experiment, cache: Cache | None = None) -> list[Source]:
     out = []
     for kind, item in user_items(exp):
         archs = [None] if kind in ("ptx", "cubin") else exp.archs
-        spec_path = split_spec(item)[1]
+        target, spec_path = split_spec(item)
         launch = load_launch(spec_path) if spec_path else None  # a bad launch spec fails here, before any work
-        params: list[str] = []
-        if launch is not None and kind == "triton-user":
-            fn, sp, _ = user_triton_specialization(split_spec(item)[0], spec_path)
-            params = runtime_params(fn, sp)
+        loaded = user_triton_specialization(target, spec_path) if kind == "triton-user" and spec_path else None
+        params = runtime_params(*loaded[:2]) if loaded else []
         for arch in archs:
-            e = emit_user(kind, item, arch, cache)
+            e = emit_user(kind, item, arch, cache, loaded=loaded)
             if launch is not None:
                 check_against_source(launch, e.ptx, e.entry, kind, params)
             out.append(Source(e, kind))
