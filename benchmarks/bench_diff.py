@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 import time
 
-from ptxprobe import assemble, emit, registry, rename, toolchain
+from ptxprobe import assemble, rename, toolchain
+from ptxprobe.cache import Cache
 from ptxprobe.diff import diff_listings
 from ptxprobe.proc import run_tool
 from ptxprobe.sass import Listing, parse_nvdisasm
+from ptxprobe.sources import RegisteredSource
 
 
 def listing_text(cubin_path: str) -> str:
@@ -25,9 +27,7 @@ def listing_text(cubin_path: str) -> str:
 
 
 def main() -> None:
-    fam = registry.family("attention_persistent")
-    spec = fam.spec("fp16", 128, True)
-    e = emit.emit_triton(fam, spec, "sm_100a")
+    e = RegisteredSource("attention_persistent", "fp16", 128, True, "default").emit("sm_100a", Cache())
     tool = toolchain.triton_ptxas("sm_100a")
     a = assemble.assemble(e.ptx, "sm_100a", tool)
     b = assemble.assemble(rename.rename_entry(e.ptx, e.entry, "cutlass_" + e.entry).ptx, "sm_100a", tool)

@@ -1,9 +1,11 @@
-"""Sweep throughput: is wall time close to ptxas time / cores (cold), and is a warm re-run cheap?
+"""Sweep efficiency, measured as a user runs it: the CLI in a fresh process, cold cache then warm.
 
-    python benchmarks/bench_sweep.py [-e experiments/default.toml] [-j N]
+    python benchmarks/bench_sweep.py [-e default] [-j N]
 
-Cold: empty cache, so Triton emits every PTX and ptxas assembles every variant.
-Warm: the same sweep into a new output directory with the filled cache.
+Cold: an empty cache. Efficiency = wall / (process-tree CPU / cores), the CPU taken from
+``resource.getrusage(RUSAGE_CHILDREN)`` (the CLI, its pool workers, every ptxas and nvcc):
+1.0 means every core was busy the whole time. Warm: the same sweep into a new output
+directory with everything cached, start-up imports included. Prints one JSON record.
 """
 
 from __future__ import annotations
@@ -11,39 +13,49 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from ptxprobe.cache import Cache
-from ptxprobe.sweep import DEFAULT_EXPERIMENT, load_experiment, run_sweep
+
+def timed_cli(argv: list[str], env: dict) -> tuple[float, float, int]:
+    """(wall s, CPU s of the whole process tree, exit code) of one ptxprobe run."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    rc = subprocess.run([sys.executable, "-m", "ptxprobe.cli", *argv], env=env, stdout=subprocess.DEVNULL).returncode
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, rc
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("-e", "--experiment", default=str(DEFAULT_EXPERIMENT))
+    ap.add_argument("-e", "--experiment", default="default")
     ap.add_argument("-j", "--jobs", type=int, default=os.cpu_count())
     args = ap.parse_args()
-    exp = load_experiment(args.experiment)
     with tempfile.TemporaryDirectory() as d:
-        cache = Cache(Path(d) / "cache")
-        t = time.perf_counter()
-        cold = run_sweep(exp, Path(d) / "cold", jobs=args.jobs, cache=cache, progress=False)
-        cold_wall = time.perf_counter() - t
-        t = time.perf_counter()
-        warm = run_sweep(exp, Path(d) / "warm", jobs=args.jobs, cache=cache, progress=False)
-        warm_wall = time.perf_counter() - t
-    ideal = cold.ptxas_seconds / args.jobs
+        env = {**os.environ, "PTXPROBE_CACHE": str(Path(d) / "cache")}
+        base = ["rename-sweep", "-e", args.experiment, "-j", str(args.jobs), "-q", "--no-run"]
+        cold_wall, cold_cpu, rc_cold = timed_cli([*base, "-o", str(Path(d) / "cold")], env)
+        warm_wall, warm_cpu, rc_warm = timed_cli([*base, "-o", str(Path(d) / "warm")], env)
+        rows = [json.loads(x) for x in (Path(d) / "warm" / "results.jsonl").read_text().splitlines()]
     figures = {
-        "experiment": exp.name,
+        "experiment": args.experiment,
         "jobs": args.jobs,
-        "variants": cold.ran,
+        "cores": os.cpu_count(),
+        "variants": len(rows),
+        "exit_codes": [rc_cold, rc_warm],
         "cold_wall_s": round(cold_wall, 2),
-        "ptxas_cpu_s": round(cold.ptxas_seconds, 2),
-        "ratio_wall_over_ptxas_per_core": round(cold_wall / ideal, 3),
+        "cold_cpu_s": round(cold_cpu, 2),
+        "cold_wall_over_cpu_per_core": round(cold_wall / (cold_cpu / args.jobs), 3),
         "warm_wall_s": round(warm_wall, 2),
-        "warm_over_cold": round(warm_wall / cold_wall, 3),
-        "warm_all_cached": all(r["cached"] for r in warm.rows),
+        "warm_cpu_s": round(warm_cpu, 2),
+        "warm_over_cold": round(warm_wall / cold_wall, 4),
+        "warm_all_cached": all(r["cached"] for r in rows),
     }
     print(json.dumps(figures, indent=1))
 

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import torch
 
+from ptxprobe.cache import Cache
+from ptxprobe.gpu.device import device_arch
+from ptxprobe.gpu.launchers import CudaKernel, cubin_for
 from ptxprobe.registry import Problem, family
-from ptxprobe.run import CudaKernel, aot_cubin, device_arch
+from ptxprobe.sources import RegisteredSource
+from ptxprobe.toolchain import triton_ptxas
 
 if __name__ == "__main__":
     fam = family("attention_cuda")
@@ -18,7 +22,8 @@ if __name__ == "__main__":
             for causal in (False, True):
                 spec = fam.spec(dt, d, causal)
                 p = Problem(batch=1, heads=4, seq_len=512)
-                cubin, facts = aot_cubin(fam, spec, arch, p, fam.extra["entry"](spec))
+                e = RegisteredSource(fam.name, dt, d, causal, "default", p.seq_len).emit(arch, Cache())
+                cubin, facts = cubin_for(e, fam.extra["entry"](spec), triton_ptxas(arch), Cache())
                 k = CudaKernel(cubin, fam.extra["entry"](spec), fam.extra["shared_bytes"](spec), fam.extra["threads"])
                 inp = fam.make_inputs(spec, p, device="cuda")
                 k[fam.grid(spec, p, 132)](*fam.launch_args(spec, p, inp))

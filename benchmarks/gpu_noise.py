@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ptxprobe.sweep import read_log
+from ptxprobe.store import read_log
 
 if __name__ == "__main__":
     rows = read_log(Path(sys.argv[1]) / "runtime.jsonl")

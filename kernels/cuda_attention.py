@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernels.triton_attention import attention_common
+from .triton_attention import attention_common
 
 SOURCE = Path(__file__).resolve().parent / "cuda" / "flash_attention.cu"
 BLOCK_M = BLOCK_N = 64
@@ -25,7 +25,7 @@ def shared_bytes(spec) -> int:
 
 
 def emit(spec, arch, cache=None):
-    from ptxprobe.emit import emit_cuda
+    from ptxprobe.sources.cuda import emit_cuda
 
     defines = {
         "PTXPROBE_BF16": int(spec.dtype == "bf16"),

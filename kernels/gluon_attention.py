@@ -140,7 +140,7 @@ def gluon_attention(
 
 
 def _family():
-    from kernels.triton_attention import _persistent_args, _persistent_grid, attention_common
+    from .triton_attention import _persistent_args, _persistent_grid, attention_common
     from ptxprobe.registry import KernelConfig, KernelFamily
 
     cfg = KernelConfig(128, 64, 4, 1)

@@ -33,7 +33,7 @@ from triton.experimental.gluon.language.nvidia.blackwell import (
     tma,
 )
 
-from kernels.gluon_attention import online_softmax_step
+from .gluon_attention import online_softmax_step
 
 
 @gluon.jit
@@ -230,7 +230,7 @@ def _descriptors(spec, problem, inputs) -> list:
     """TMA descriptors over Q, K, V viewed as 2-D (rows of all heads stacked); stand-ins without inputs."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-    from kernels.triton_attention import _is_fp8, _pointers
+    from .triton_attention import _is_fp8, _pointers
 
     n, d = problem.seq_len, spec.head_dim
     rows = problem.batch * problem.heads * n
@@ -247,7 +247,7 @@ def _descriptors(spec, problem, inputs) -> list:
 
 
 def _args(spec, problem, inputs):
-    from kernels.triton_attention import _is_fp8, _pointers
+    from .triton_attention import _is_fp8, _pointers
 
     c = spec.config
     return [
@@ -266,7 +266,7 @@ def _args(spec, problem, inputs):
 
 
 def _family():
-    from kernels.triton_attention import _persistent_grid, attention_common
+    from .triton_attention import _persistent_grid, attention_common
     from ptxprobe.registry import KernelConfig, KernelFamily
 
     cfg = KernelConfig(128, 64, 4, 2)  # num_warps: the softmax partition; num_stages: the K/V ring depth

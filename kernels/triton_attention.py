@@ -210,18 +210,25 @@ def attention_persistent(
 # --- ptxprobe registry entries ------------------------------------------------------------
 
 
+# torch's names for the element types: Triton's specialisation reads only the name, so the
+# static path (stand-in pointers) needs no torch; the GPU path turns them into torch dtypes.
+_DTYPE_NAMES = {"fp16": "float16", "bf16": "bfloat16", "fp8e5": "float8_e5m2", "fp8e4nv": "float8_e4m3fn"}
+
+
+def _out_dtype_name(dtype: str) -> str:
+    return "float16" if dtype.startswith("fp8") else _DTYPE_NAMES[dtype]
+
+
 def _torch_dtype(dtype: str):
     import torch
 
-    return {"fp16": torch.float16, "bf16": torch.bfloat16, "fp8e5": torch.float8_e5m2, "fp8e4nv": torch.float8_e4m3fn}[
-        dtype
-    ]
+    return getattr(torch, _DTYPE_NAMES[dtype])
 
 
 def _out_dtype(dtype: str):
     import torch
 
-    return torch.float16 if dtype.startswith("fp8") else _torch_dtype(dtype)
+    return getattr(torch, _out_dtype_name(dtype))
 
 
 def _is_fp8(spec) -> bool:
@@ -238,7 +245,7 @@ def _pointers(spec, inputs):
 
     if inputs is not None:
         return [inputs["q"], inputs["k"], inputs["v"], inputs["out"]]
-    dt, out = _torch_dtype(spec.dtype), _out_dtype(spec.dtype)
+    dt, out = _DTYPE_NAMES[spec.dtype], _out_dtype_name(spec.dtype)
     return [PointerArg(dt), PointerArg(dt), PointerArg(dt), PointerArg(out)]
 
 

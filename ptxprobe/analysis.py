@@ -12,10 +12,11 @@ from pathlib import Path
 import pandas as pd
 
 from . import stats
-from .run import problem_label
-from .sweep import REPO_ROOT, read_log
+from .schema import problem_label
+from .store import read_log
 
-RESULTS = REPO_ROOT / "experiments" / "results"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+RESULTS = REPO_ROOT / "experiments" / "results"  # committed results (a checkout, not an installed wheel)
 DIFFERS = ("differs_deterministic", "differs_beyond_noise")  # differences that survive ptxas's own spread
 
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import re
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from .cache import Cache, cache_key, sha256_bytes, sha256_text
 from .errors import UnsupportedPtxVersion
-from .proc import FAILED, OK, TIMEOUT, run_tool
+from .proc import CRASHED, FAILED, OK, TIMEOUT, run_tool
 from .toolchain import Tool, fit_ptx_version
 
 UNSUPPORTED = "unsupported_ptx"
@@ -52,10 +52,30 @@ class Artifact:
     seconds: float
     note: str | None = None
     cached: bool = False
+    signal: str | None = None  # the signal that ended ptxas, if one did
 
     @property
     def ok(self) -> bool:
         return self.status == OK
+
+    @property
+    def retriable(self) -> bool:
+        """A hang or a kill from outside (OOM killer, Ctrl-C) may be the machine's fault: try again later."""
+        return self.status == TIMEOUT or self.signal in ("SIGKILL", "SIGTERM", "SIGINT", "SIGHUP")
+
+    @property
+    def message(self) -> str:
+        """Why it failed, never empty for a failure: ptxas's own words, or how it ended."""
+        if self.ok:
+            return ""
+        how = {
+            TIMEOUT: f"ptxas {self.ptxas_version} timed out after {self.seconds:.0f}s",
+            CRASHED: f"ptxas {self.ptxas_version} crashed ({self.signal or 'signal'})",
+            UNSUPPORTED: f"ptxas {self.ptxas_version} does not accept this PTX",
+            FAILED: f"ptxas {self.ptxas_version} failed",
+        }.get(self.status, f"ptxas {self.status}")
+        text = self.stderr.strip()
+        return f"{how}: {text[-2000:]}" if text else how
 
     def cubin(self) -> bytes:
         if not self.cubin_path:
@@ -112,8 +132,13 @@ def ptxas_argv(tool: Tool, arch: str, flags: tuple[str, ...], src: str, dst: str
     return [tool.path, *flags, "-v", f"--gpu-name={arch}", src, "-o", dst]
 
 
+def assembly_key(ptx_sha256: str, arch: str, ptxas_sha256: str, flags: tuple[str, ...], repeat: int) -> str:
+    """The content key of one assembly: what ptxas reads, which ptxas, and the repeat index."""
+    return cache_key(stage="assemble", ptx=ptx_sha256, arch=arch, flags=list(flags), ptxas=ptxas_sha256, repeat=repeat)
+
+
 def _key(ptx: str, arch: str, tool: Tool, flags: tuple[str, ...], repeat: int) -> str:
-    return cache_key(stage="assemble", ptx=sha256_text(ptx), arch=arch, flags=flags, ptxas=tool.sha256, repeat=repeat)
+    return assembly_key(sha256_text(ptx), arch, tool.sha256, tuple(flags), repeat)
 
 
 def cached_artifact(
@@ -151,7 +176,7 @@ def assemble(
         return hit
     key = _key(ptx, arch, tool, flags, repeat)
     art = _run_ptxas(ptx, arch, tool, flags, timeout, cache, key)
-    if art.status != TIMEOUT:  # a timeout may be the machine's fault: try again next time
+    if not art.retriable:  # a timeout or an outside kill may be the machine's fault: try again next time
         cache.put_json("assemble", key, art.to_json())
     return art
 
@@ -175,7 +200,8 @@ def _run_ptxas(
             log = f"{note}, but the PTX needs the newer ISA:\n{log}"
         if status != OK or not dst.exists():
             status = status if status != OK else FAILED
-            return _artifact(status, arch, tool, flags, ptx, None, None, parse_verbose(log), log, run.seconds, note)
+            art = _artifact(status, arch, tool, flags, ptx, None, None, parse_verbose(log), log, run.seconds, note)
+            return replace(art, signal=run.signal_name)
         data = dst.read_bytes()
     digest = sha256_bytes(data)
     path = cache.put("cubin", digest, "kernel.cubin", data)

@@ -21,7 +21,10 @@ SAME, CHANGED, MOVED, ADDED, REMOVED = "same", "changed", "moved", "added", "rem
 IDENTICAL, SCHEDULING_ONLY, DIFFERENT_CODE = "identical", "scheduling_only", "different_code"
 
 _REG_TOKENS = re.compile(r"\b(?:U?R\d+|U?P\d+|B\d+)\b")
-_LABEL = re.compile(r"\.L_\w+|0x[0-9a-f]{3,}")
+_LABEL = re.compile(r"\.L_\w+")
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+_BRANCH_OPS = {"BRA", "BRX", "JMP", "JMX", "CALL", "RET", "BSSY", "BSYNC", "BREAK", "SSY", "PBK", "CAL", "JCAL",
+               "WARPSYNC", "BMOV"}
 
 
 def _own_name(op: str, kernel: str) -> str:
@@ -30,13 +33,19 @@ def _own_name(op: str, kernel: str) -> str:
 
 
 def shape(ins: Instruction, kernel: str = "") -> str:
-    """Opcode and operands with register numbers, branch targets and the kernel's own name abstracted."""
-    ops = [
-        _LABEL.sub(
-            "L", _REG_TOKENS.sub(lambda m: re.sub(r"\d+", "#", m.group(0)), _own_name(op, kernel).replace(".reuse", ""))
-        )
-        for op in ins.operands
-    ]
+    """Opcode and operands with register numbers, branch targets and the kernel's own name abstracted.
+
+    Immediates and constant-bank offsets are kept: a changed constant is a changed instruction.
+    Only a branch's target address (which moves with the schedule) is abstracted.
+    """
+    branch = ins.base in _BRANCH_OPS
+
+    def one(op: str) -> str:
+        op = _REG_TOKENS.sub(lambda m: re.sub(r"\d+", "#", m.group(0)), _own_name(op, kernel).replace(".reuse", ""))
+        op = _LABEL.sub("L", op)
+        return _ADDRESS.sub("L", op) if branch else op
+
+    ops = [one(op) for op in ins.operands]
     pred = re.sub(r"\d+", "#", ins.predicate) if ins.predicate else ""
     return f"{pred} {ins.opcode} {','.join(ops)}"
 
@@ -162,6 +171,32 @@ def align(a: Listing, b: Listing) -> list[Row]:
     return [r for k, r in enumerate(rows) if k not in drop]
 
 
+def match_loops(a: Listing, b: Listing, rows: list[Row]) -> list[tuple[int | None, int | None]]:
+    """Pair A's loops with B's by structure: the loops whose bodies share the most aligned instructions.
+
+    Greedy by overlap (Jaccard over aligned pairs); loops with nothing in common stay unpaired.
+    """
+    la, lb = loops(a), loops(b)
+    to_b = {r.a: r.b for r in rows if r.a is not None and r.b is not None}
+    scores = []
+    for i, x in enumerate(la):
+        mapped = {to_b[k] for k in x.body if k in to_b}
+        for j, y in enumerate(lb):
+            common = len(mapped & set(y.body))
+            if common:
+                scores.append((common / (len(x.body) + len(y.body) - common), i, j))
+    pairs: list[tuple[int | None, int | None]] = []
+    used_a, used_b = set(), set()
+    for _, i, j in sorted(scores, reverse=True):
+        if i not in used_a and j not in used_b:
+            pairs.append((i, j))
+            used_a.add(i)
+            used_b.add(j)
+    pairs += [(i, None) for i in range(len(la)) if i not in used_a]
+    pairs += [(None, j) for j in range(len(lb)) if j not in used_b]
+    return sorted(pairs, key=lambda p: (p[0] if p[0] is not None else len(la) + (p[1] or 0)))
+
+
 def cubin_deltas(fa: CubinFacts, ka: str, fb: CubinFacts, kb: str) -> dict:
     a, b = fa.kernel(ka), fb.kernel(kb)
     attrs_a = Counter((x.name, x.value) for x in a.attrs if x.name != "EIATTR_KPARAM_INFO")
@@ -191,12 +226,14 @@ def diff_listings(a: Listing, b: Listing, facts_a: CubinFacts | None = None, fac
     ops = set(sa.opcodes) | set(sb.opcodes)
     delta = {op: sb.opcodes.get(op, 0) - sa.opcodes.get(op, 0) for op in sorted(ops)}
     loop_deltas = []
-    for k in range(max(len(sa.loops), len(sb.loops))):
-        la = sa.loops[k] if k < len(sa.loops) else None
-        lb = sb.loops[k] if k < len(sb.loops) else None
+    for k, (ia, ib) in enumerate(match_loops(a, b, rows)):
+        la = sa.loops[ia] if ia is not None else None
+        lb = sb.loops[ib] if ib is not None else None
         loop_deltas.append(
             {
                 "loop": k,
+                "loop_a": ia,
+                "loop_b": ib,
                 "instructions": [la.instructions if la else None, lb.instructions if lb else None],
                 "stall_cycles": [la.stall_cycles if la else None, lb.stall_cycles if lb else None],
                 "barrier_waits": [la.barrier_waits if la else None, lb.barrier_waits if lb else None],

@@ -28,11 +28,11 @@ from __future__ import annotations
 import ast
 import math
 import operator
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import SpecError
+from .ptx import PtxParam, entry_params
 
 INITS = ("randn", "rand", "zeros", "ones", "arange", "randint", "nan")
 LAUNCH_KEYS = {
@@ -263,7 +263,7 @@ def parse_launch(table: dict, source: str = "") -> LaunchSpec:
 
 def load_launch(spec_path: str | Path) -> LaunchSpec | None:
     """The launch spec in a spec file, or None when it has no ``launch`` table."""
-    from .emit import load_kernel_spec
+    from .sources.triton import load_kernel_spec
 
     d = load_kernel_spec(spec_path)
     if "launch" not in d:
@@ -317,42 +317,7 @@ def resolve(spec: LaunchSpec, sizes: dict) -> Resolved:
     )
 
 
-# --- the entry's own parameters ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PtxParam:
-    name: str
-    type: str  # "u64", "f32", ... ; "b8" with a count for by-value structs
-    count: int = 1  # > 1: an array (a struct passed by value)
-
-    @property
-    def is_pointer_sized(self) -> bool:
-        return self.count == 1 and self.type in ("u64", "s64", "b64")
-
-
-_PARAM_RE = re.compile(
-    r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+"  # type, after an optional alignment
-    r"(?:\.ptr\s+(?:\.(?:global|shared|const|local)\s+)?(?:\.align\s+\d+\s+)?)?"  # pointer attributes
-    r"([A-Za-z_$%][\w$]*)(?:\[(\d+)\])?"
-)
-
-
-def entry_params(ptx: str, entry: str) -> list[PtxParam]:
-    """The parameters of ``.entry <entry>(...)``, in order."""
-    from .errors import MalformedPtx
-
-    m = re.search(r"\.entry\s+" + re.escape(entry) + r"\s*\(([^)]*)\)", ptx)
-    if m is None:
-        m = re.search(r"\.entry\s+" + re.escape(entry) + r"\s*(?:\n|\{)", ptx)
-        if m is None:
-            raise MalformedPtx(f"no .entry {entry} in the PTX")
-        return []
-    return [
-        PtxParam(p.group(2), p.group(1), int(p.group(3) or 1))
-        for p in (_PARAM_RE.search(chunk) for chunk in m.group(1).split(","))
-        if p is not None
-    ]
+# --- the entry's own parameters (read by ptxprobe.ptx) -------------------------------------------
 
 
 def scalar_ctypes(spec: LaunchSpec, params: list[PtxParam], entry: str) -> dict[str, str]:
@@ -392,7 +357,7 @@ def check_against_source(
     for a Triton function, whose launcher types its own arguments). A Triton function is
     checked against its own parameters (``runtime_params``): its PTX entry has extra hidden ones.
     """
-    if kind == "triton-user":
+    if kind in ("triton", "triton-user"):
         check_triton_args(spec, list(runtime_params), entry)
         return {}
     if spec.block is None:

@@ -84,6 +84,10 @@ def run_tool(
         _kill_group(proc)
         out, err = proc.communicate()
         return ToolRun(args, None, _text(out), _text(err), time.perf_counter() - start, TIMEOUT)
+    except BaseException:  # Ctrl-C, SIGTERM turned into an exception: never leave the tool running
+        _kill_group(proc)
+        proc.wait()
+        raise
     seconds = time.perf_counter() - start
     rc = proc.returncode
     if rc == 0:

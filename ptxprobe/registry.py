@@ -1,6 +1,6 @@
 """The kernels registry: what each kernel family is, and how to compile, launch and check it.
 
-A family (from the top-level ``kernels`` package) declares everything the rest of the
+A family (from ``ptxprobe_kernels``, the repository's ``kernels/`` folder) declares everything the rest of the
 pipeline needs, so no stage special-cases a kernel: its Triton function, the axes it
 supports, how a spec becomes launch arguments (from which the exact Triton
 specialisation is derived), its grid, inputs and float64 reference.
@@ -111,10 +111,10 @@ class KernelFamily:
 
 
 _MODULES = (
-    "kernels.triton_attention",
-    "kernels.cuda_attention",
-    "kernels.gluon_attention",
-    "kernels.gluon_attention_ws",
+    "ptxprobe_kernels.triton_attention",
+    "ptxprobe_kernels.cuda_attention",
+    "ptxprobe_kernels.gluon_attention",
+    "ptxprobe_kernels.gluon_attention_ws",
 )
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .emit import entries_of
 from .errors import InvalidName, MalformedPtx
+from .ptx import entries_of, local_prefix, source_identifier, with_identifier
 
 # PTX ISA: identifiers are [a-zA-Z][a-zA-Z0-9_$]* or [_$%][a-zA-Z0-9_$]+; '%' is for
 # registers and special names, so an entry may not start with it.
@@ -67,20 +67,6 @@ def validate_name(name: str) -> str:
     return name
 
 
-_MANGLED_FN_RE = re.compile(r"_Z(\d+)")
-
-
-def source_identifier(entry: str) -> str:
-    """``my_kernel`` for ``_Z9my_kernelPf``; the entry itself when it is not mangled."""
-    m = _MANGLED_FN_RE.match(entry)
-    if m:
-        n = int(m.group(1))
-        ident = entry[m.end() : m.end() + n]
-        if len(ident) == n:
-            return ident
-    return entry
-
-
 def apply_template(template: str, entry: str) -> str:
     """Expand a name template (``cutlass_{base}``) for an entry; keeps C++ mangling intact."""
     base = source_identifier(entry)
@@ -88,21 +74,8 @@ def apply_template(template: str, entry: str) -> str:
         new_ident = template.format(base=base)
     except (KeyError, IndexError, ValueError) as exc:
         raise InvalidName(f"bad name template {template!r}: only {{base}} may be used ({exc})") from exc
-    if base != entry:  # mangled: swap the identifier, keep the parameter encoding
-        m = _MANGLED_FN_RE.match(entry)
-        assert m
-        rest = entry[m.end() + len(base) :]
-        new = f"_Z{len(new_ident)}{new_ident}{rest}"
-    else:
-        new = new_ident
+    new = with_identifier(entry, new_ident)  # a mangled entry keeps its parameter encoding
     return validate_name(new)
-
-
-def _local_prefix(name: str) -> str:
-    """Prefix of Itanium-mangled locals of function ``name`` (``_ZZ<encoding>E``)."""
-    if name.startswith("_Z") and source_identifier(name) != name:
-        return "_ZZ" + name[2:] + "E"
-    return f"_ZZ{len(name)}{name}E"
 
 
 def _token_re(old: str) -> re.Pattern:
@@ -112,7 +85,7 @@ def _token_re(old: str) -> re.Pattern:
 
 def _rename_text(text: str, old: str, new: str) -> tuple[str, int]:
     text, n1 = _token_re(old).subn(lambda m: new + (m.group(1) or ""), text)
-    text, n2 = re.subn(re.escape(_local_prefix(old)), _local_prefix(new).replace("\\", r"\\"), text)
+    text, n2 = re.subn(re.escape(local_prefix(old)), local_prefix(new).replace("\\", r"\\"), text)
     return text, n1 + n2
 
 
@@ -175,7 +148,7 @@ def _rename_debug_info(lines: list[str], start: int, end: int, old: str, new: st
             if j < len(parsed) and parsed[j][1] == 1 and parsed[j][2] == 0:
                 s = data.decode("latin-1")
                 # only the name itself (or a mangled local of it), never e.g. a file name containing it
-                is_name = s == old or s.startswith(_local_prefix(old))
+                is_name = s == old or s.startswith(local_prefix(old))
                 s2, n = _rename_text(s, old, new) if is_name else (s, 0)
                 if n and s2 != s:
                     sites += n

@@ -16,9 +16,9 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from .cache import Cache
 from .diff import SAME, Diff, diff_files
 from .errors import PtxprobeError
-from .run import RUNTIME_LOG, problem_label
 from .sass import Listing
-from .sweep import MANIFEST, RESULTS_JSONL, read_log
+from .schema import problem_label
+from .store import MANIFEST, RESULTS_JSONL, RUNTIME_LOG, read_log
 
 FOLD_AT = 8  # runs of identical instructions longer than this are folded
 

@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .cache import Cache
-from .errors import PtxprobeError, ToolNotFound
-from .run import problem_label
-from .sweep import MANIFEST, experiment_from_dict, kernel_source_hashes, read_log, run_sweep, static_verdict
-from .toolchain import Tool, discover, install, supports_arch
+from .errors import PtxprobeError
+from .schema import problem_label
+from .static.experiment import experiment_from_dict
+from .static.sweep import run_sweep
+from .store import MANIFEST, package_source_hashes, read_log
+from .toolchain import Tool, discover
 
 MATCH, WITHIN_SET, DIVERGED, NOT_RUN = "match", "within_recorded_set", "diverged", "not_rerun"
 WITHIN_CI = "within_ci"
@@ -99,7 +101,7 @@ def check_environment(manifest: dict, rows: list[dict], tools: list[Tool]) -> tu
 
 def changed_sources(manifest: dict) -> list[str]:
     """Files under kernels/ whose content differs from the recorded run's."""
-    here = kernel_source_hashes()
+    here = package_source_hashes()
     return [path for path, sha in sorted(manifest.get("kernel_sources", {}).items()) if here.get(path) != sha]
 
 
@@ -207,7 +209,7 @@ def repro(
     note, runtime_rows = "", []
     if (run / "runtime.jsonl").exists():
         from .errors import NoGpu
-        from .run import runtime_sweep
+        from .gpu import runtime_sweep
 
         sub = experiment_from_dict(exp_d)
         try:
@@ -216,102 +218,3 @@ def repro(
         except NoGpu as exc:
             note = f"runtime results recorded but not re-checked: {exc}"
     return ReproOutcome(rows, problems, runtime_note=note, runtime_rows=runtime_rows, notes=notes)
-
-
-# --- bisect over ptxas releases ---------------------------------------------------------------
-
-NVCC_WHEEL_VERSIONS = (
-    "12.0.140",
-    "12.1.105",
-    "12.2.140",
-    "12.3.107",
-    "12.4.131",
-    "12.5.82",
-    "12.6.85",
-    "12.8.93",
-    "12.9.86",
-)
-
-
-@dataclass(frozen=True)
-class BisectStep:
-    ptxas_version: str
-    ptxas_sha256: str
-    supported: bool
-    verdict: str
-    confidence: float | None
-    baseline_registers: tuple
-    registers: tuple
-
-
-def bisect(
-    kernel: str,
-    dtype: str,
-    head_dim: int,
-    causal: bool,
-    arch: str,
-    name: str = "cutlass_{base}",
-    versions: list[str] | None = None,
-    repeat: int = 3,
-    fetch: bool = False,
-    jobs: int | None = None,
-) -> list[BisectStep]:
-    """The rename's verdict under every ptxas release (oldest first); the first that differs is the answer."""
-    if fetch:
-        for v in versions or NVCC_WHEEL_VERSIONS:
-            try:
-                install(v)
-            except ToolNotFound:
-                continue
-    tools = [t for t in discover(("ptxas",)) if t.kind == "ptxas"]
-    if versions:
-        tools = [t for t in tools if any(t.version == v or t.version.startswith(v + ".") for v in versions)]
-    # one binary per version, oldest first
-    by_version: dict[str, Tool] = {}
-    for t in sorted(tools, key=lambda t: tuple(int(x) for x in t.version.split("."))):
-        by_version.setdefault(t.version, t)
-    steps = []
-    with tempfile.TemporaryDirectory(prefix="ptxprobe-bisect-") as d:
-        for ver, tool in by_version.items():
-            if not supports_arch(tool, arch):
-                steps.append(BisectStep(ver, tool.sha256, False, "arch_unsupported", None, (), ()))
-                continue
-            exp = experiment_from_dict(
-                {
-                    "name": "bisect",
-                    "kernels": [kernel],
-                    "dtypes": [dtype],
-                    "head_dims": [head_dim],
-                    "causal": [causal],
-                    "archs": [arch],
-                    "ptxas": [tool.path],
-                    "names": ["{base}", name],
-                    "repeat": {"default": repeat},
-                }
-            )
-            res = run_sweep(exp, Path(d) / ver, jobs=jobs, progress=False, argv=["ptxprobe", "bisect"])
-            base = [r for r in res.rows if r["is_baseline"]]
-            var = [r for r in res.rows if not r["is_baseline"]]
-            if not var or any(r["status"] != "ok" for r in base + var):
-                statuses = Counter(r["status"] for r in base + var)
-                steps.append(BisectStep(ver, tool.sha256, True, f"ptxas {dict(statuses)}", None, (), ()))
-                continue
-            verdict, conf = static_verdict(
-                Counter(r["code_sha256"] for r in base), Counter(r["code_sha256"] for r in var)
-            )
-            steps.append(
-                BisectStep(
-                    ver,
-                    tool.sha256,
-                    True,
-                    verdict,
-                    conf,
-                    tuple(sorted({r["registers"] for r in base})),
-                    tuple(sorted({r["registers"] for r in var})),
-                )
-            )
-    return steps
-
-
-def first_difference(steps: list[BisectStep]) -> BisectStep | None:
-    return next((s for s in steps if s.verdict in ("differs_deterministic", "differs_beyond_noise")), None)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 import tempfile
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .errors import SassParseError
@@ -32,16 +32,18 @@ class Control:
     reuse: int
 
     @classmethod
-    def from_high_word(cls, hi: int) -> Control:
-        wb = (hi >> 46) & 7
-        rb = (hi >> 49) & 7
+    def from_high_word(cls, hi: int, family: str = "volta-hopper") -> Control:
+        """Decode the control fields with the bit positions of an architecture family (CONTROL_LAYOUTS)."""
+        pos = CONTROL_LAYOUTS[family][1]
+        wb = (hi >> pos["write_barrier"]) & 7
+        rb = (hi >> pos["read_barrier"]) & 7
         return cls(
-            (hi >> 41) & 0xF,
-            (hi >> 45) & 1,
+            (hi >> pos["stall"]) & 0xF,
+            (hi >> pos["yield"]) & 1,
             None if wb == NO_BARRIER else wb,
             None if rb == NO_BARRIER else rb,
-            (hi >> 52) & 0x3F,
-            (hi >> 58) & 0xF,
+            (hi >> pos["wait"]) & 0x3F,
+            (hi >> pos["reuse"]) & 0xF,
         )
 
     def to_bits(self) -> int:
@@ -122,6 +124,39 @@ class Listing:
     kernel: str
     instructions: tuple[Instruction, ...]
     labels: dict  # label -> offset
+    disassembler: str = ""  # which tool made it: "nvdisasm 12.8.55" or "cuobjdump 12.8.55"
+    control_decode: str = ""  # the control-word layout used, and whether it is verified for this arch
+
+
+# Control-word layouts by architecture family: (first SM, last SM) -> bit positions in the high word.
+# A family is *verified* when tests/test_control_words.py checks the fields on real cubins of one of its
+# targets against independent oracles (.reuse markers, barrier set-before-wait, nvdisasm's own notes).
+CONTROL_LAYOUTS = {
+    "volta-hopper": ((70, 99), {"stall": 41, "yield": 45, "write_barrier": 46, "read_barrier": 49, "wait": 52,
+                                "reuse": 58}),
+    "blackwell": ((100, 129), {"stall": 41, "yield": 45, "write_barrier": 46, "read_barrier": 49, "wait": 52,
+                               "reuse": 58}),
+}
+VERIFIED_TARGETS = ("sm_80", "sm_90a", "sm_100a", "sm_120a")  # each has an oracle test on real cubins
+
+
+def control_layout(arch: str | None) -> tuple[str, bool]:
+    """(family, verified) of the control-word layout for ``arch``; pre-Volta targets are refused."""
+    m = re.fullmatch(r"sm_(\d+)[af]?", arch or "")
+    if not m:
+        return "volta-hopper", False
+    n = int(m.group(1))
+    if n < 70:
+        raise SassParseError(f"{arch} is pre-Volta (8-byte instructions, other control words): not supported")
+    for family, ((lo, hi), _) in CONTROL_LAYOUTS.items():
+        if lo <= n <= hi:
+            return family, arch in VERIFIED_TARGETS or f"sm_{n}" in VERIFIED_TARGETS
+    return "blackwell", False
+
+
+def control_decode_label(arch: str | None) -> str:
+    family, verified = control_layout(arch)
+    return f"{family} layout, {'verified' if verified else 'unverified'} for {arch or 'unknown arch'}"
 
 
 _SECTION_RE = re.compile(r"^(?://-+ \.text\.(\S+)\s+-+|\s*Function : (\S+)\s*)$")  # nvdisasm | cuobjdump -sass
@@ -242,13 +277,27 @@ def disassemble(cubin: bytes | str | Path, tool: Tool | None = None, timeout: fl
                 tools.append(find_tool("cuobjdump"))
             except ToolNotFound as exc:
                 attempts.append(str(exc))
+        arch = _cubin_arch(path)
+        decode = control_decode_label(arch)
         for t in tools:
             argv = [t.path, "-hex", "-c", str(path)] if t.kind == "nvdisasm" else [t.path, "-sass", str(path)]
             run = run_tool(argv, timeout=timeout)
             if run.ok:
-                return parse_nvdisasm(run.stdout)
+                made_by = f"{t.kind} {t.version}"
+                return {k: replace(v, disassembler=made_by, control_decode=decode)
+                        for k, v in parse_nvdisasm(run.stdout).items()}
             attempts.append(run.describe())
         raise SassParseError("disassembly failed: " + "; ".join(attempts))
+
+
+def _cubin_arch(path: Path) -> str | None:
+    from .cubin import read_cubin
+    from .errors import CubinError
+
+    try:
+        return read_cubin(path.read_bytes()).arch
+    except (CubinError, OSError):
+        return None
 
 
 # --- structure: basic blocks and loops -------------------------------------------------------

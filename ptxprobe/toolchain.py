@@ -20,8 +20,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .cache import Cache, atomic_write, cache_key, default_root, sha256_file
-from .errors import ToolNotFound, UnsupportedPtxVersion
+from .errors import ToolFailed, ToolNotFound
 from .proc import run_tool
+from .ptx import ptx_isa, with_version
 
 KINDS = ("ptxas", "nvdisasm", "cuobjdump", "nvcc")
 _VERSION_RE = re.compile(r"V(\d+\.\d+\.\d+)")
@@ -253,19 +254,12 @@ def supports_arch(tool: Tool, arch: str) -> bool:
     rec = _capabilities(tool)
     if arch not in rec["archs"]:
         isa = "{}.{}".format(*max_ptx_isa(tool))
-        rec["archs"][arch] = _probe(tool, isa, arch).ok
+        run = _probe(tool, isa, arch)
+        if run.status not in ("ok", "failed"):  # a hang or crash says nothing about the arch: not cached
+            raise ToolFailed(f"ptxas {tool.version} could not be asked about {arch}: {run.describe()}")
+        rec["archs"][arch] = run.ok
         Cache().put_json("ptxas-caps", tool.sha256, rec)
     return bool(rec["archs"][arch])
-
-
-_PTX_VERSION_RE = re.compile(r"^(\s*\.version\s+)(\d+)\.(\d+)", re.MULTILINE)
-
-
-def ptx_isa(ptx: str) -> tuple[int, int]:
-    m = _PTX_VERSION_RE.search(ptx)
-    if not m:
-        raise UnsupportedPtxVersion("PTX has no .version directive")
-    return int(m.group(2)), int(m.group(3))
 
 
 def fit_ptx_version(ptx: str, tool: Tool, timeout: float = 60.0) -> tuple[str, str | None]:
@@ -278,7 +272,7 @@ def fit_ptx_version(ptx: str, tool: Tool, timeout: float = 60.0) -> tuple[str, s
     top = max_ptx_isa(tool, timeout)
     if have <= top:
         return ptx, None
-    new = _PTX_VERSION_RE.sub(lambda m: f"{m.group(1)}{top[0]}.{top[1]}", ptx, count=1)
+    new = with_version(ptx, top)
     return new, f"lowered .version {have[0]}.{have[1]} -> {top[0]}.{top[1]} for ptxas {tool.version}"
 
 

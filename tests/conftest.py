@@ -24,18 +24,25 @@ def isolated_cache(tmp_path_factory):
 @pytest.fixture(scope="session")
 def emitted():
     """emitted(dtype, arch, causal=False, name=None) -> Emitted, memoised for the session."""
-    from ptxprobe import emit, registry
-
     memo = {}
 
     def get(dtype="fp16", arch="sm_90a", causal=False, name=None, kernel="attention", head_dim=128):
         key = (dtype, arch, causal, name, kernel, head_dim)
         if key not in memo:
-            fam = registry.family(kernel)
-            memo[key] = emit.emit_triton(fam, fam.spec(dtype, head_dim, causal), arch, name=name)
+            memo[key] = emit_registered(kernel, dtype, arch, causal=causal, name=name, head_dim=head_dim)
         return memo[key]
 
     return get
+
+
+def emit_registered(kernel="attention", dtype="fp16", arch="sm_90a", causal=False, name=None, head_dim=128,
+                    config="default", seq_len=4096, cache=None):
+    """A registered kernel's PTX for one target (through its KernelSource)."""
+    from ptxprobe.cache import Cache
+    from ptxprobe.sources import RegisteredSource
+
+    src = RegisteredSource(kernel, dtype, head_dim, causal, config, seq_len)
+    return src.emit(arch, cache or Cache(), name=name) if name else src.emit(arch, cache or Cache())
 
 
 def write_script(path: Path, body: str) -> Path:
@@ -87,7 +94,7 @@ def installed_ptxas_124():
 
 def make_experiment(**overrides):
     """A small experiment for tests: fp8 attention, D=128, non-causal, sm_90a + sm_100a, three names."""
-    from ptxprobe import sweep
+    from ptxprobe.static.experiment import experiment_from_dict
 
     base = dict(
         name="test",
@@ -100,4 +107,4 @@ def make_experiment(**overrides):
         repeat={"default": 1},
     )
     base.update(overrides)
-    return sweep.experiment_from_dict(base)
+    return experiment_from_dict(base)

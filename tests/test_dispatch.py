@@ -7,7 +7,7 @@ from collections import defaultdict
 
 import pytest
 
-from ptxprobe.run import dispatch
+from ptxprobe.gpu.dispatch import dispatch
 from tests.workers_fake import failing_group, fake_group
 
 

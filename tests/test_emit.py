@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from ptxprobe import emit, registry
+from ptxprobe import ptx, registry
 from ptxprobe.cache import Cache
 from ptxprobe.errors import SpecError
+from ptxprobe.sources import triton as tsrc
+from tests.conftest import emit_registered
 
 
 @pytest.mark.parametrize("arch,marker", [("sm_90a", "wgmma"), ("sm_100a", "tcgen05.mma"), ("sm_120a", "mma.sync")])
 def test_emits_each_target_with_its_tensor_core_instructions(emitted, arch, marker):
     e = emitted("fp8e5", arch)
-    assert emit.target_of(e.ptx) == arch
+    assert ptx.target_of(e.ptx) == arch
     assert e.entry == "attention"
     assert marker in e.ptx
     assert set(e.stages) == {"ttir", "ttgir", "llir", "ptx"}
@@ -20,12 +22,10 @@ def test_emits_each_target_with_its_tensor_core_instructions(emitted, arch, mark
 
 def test_repr_name_is_never_served_stale(emitted, tmp_path):
     """Triton's cache ignores repr=; ptxprobe's emission must not."""
-    fam = registry.family("attention")
-    spec = fam.spec("fp16", 128, False)
     cache = Cache(tmp_path)
-    a = emit.emit_triton(fam, spec, "sm_90a", cache=cache)
-    b = emit.emit_triton(fam, spec, "sm_90a", name="cutlass_attention", cache=cache)
-    c = emit.emit_triton(fam, spec, "sm_90a", cache=cache)
+    a = emit_registered(cache=cache)
+    b = emit_registered(name="cutlass_attention", cache=cache)
+    c = emit_registered(cache=cache)
     assert (a.entry, b.entry, c.entry) == ("attention", "cutlass_attention", "attention")
     assert a.ptx == c.ptx
 
@@ -33,15 +33,15 @@ def test_repr_name_is_never_served_stale(emitted, tmp_path):
 def test_specialisation_mirrors_triton_launch():
     fam = registry.family("attention")
     spec = fam.spec("fp16", 128, False)
-    s = emit.specialize(fam.fn, fam.launch_args(spec, registry.Problem(seq_len=4096), None))
+    s = tsrc.specialize(fam.fn, fam.launch_args(spec, registry.Problem(seq_len=4096), None))
     assert s.signature["N_CTX"] == "i32"
     assert set(s.signature_names_with_attrs()) == {"Q", "K", "V", "Out", "N_CTX"}
     assert s.signature["sm_scale"] == "fp32"
     # an integer argument equal to 1 becomes a constant, as at launch
-    s1 = emit.specialize(fam.fn, fam.launch_args(spec, registry.Problem(seq_len=1), None))
+    s1 = tsrc.specialize(fam.fn, fam.launch_args(spec, registry.Problem(seq_len=1), None))
     assert s1.signature["N_CTX"] == "constexpr" and s1.constexprs["N_CTX"] == 1
     # not divisible by 16: no divisibility attribute
-    s2 = emit.specialize(fam.fn, fam.launch_args(spec, registry.Problem(seq_len=4104), None))
+    s2 = tsrc.specialize(fam.fn, fam.launch_args(spec, registry.Problem(seq_len=4104), None))
     assert "N_CTX" not in s2.signature_names_with_attrs()
 
 

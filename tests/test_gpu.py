@@ -11,9 +11,18 @@ import shutil
 
 import pytest
 
-from ptxprobe import assemble, registry, run, sweep, toolchain
+from ptxprobe import assemble, registry, toolchain
+from ptxprobe.cache import Cache
 from ptxprobe.cli import main
-from ptxprobe.emit import emit_cuda
+from ptxprobe.gpu.device import device_arch, gpu_info
+from ptxprobe.gpu.dispatch import runtime_sweep
+from ptxprobe.gpu.group import AA_LABEL, run_group
+from ptxprobe.gpu.plan import RunConfig
+from ptxprobe.gpu.timing import TimingPlan
+from ptxprobe.gpu.workload import registered_workload
+from ptxprobe.sources import RegisteredSource
+from ptxprobe.sources.cuda import emit_cuda
+from ptxprobe.static.sweep import run_sweep
 from tests.conftest import make_experiment
 from tests.test_launch import AXPBY, AXPBY_LAUNCH, write_spec
 from tests.test_user_kernels import SCALE_ROWS_SPEC, TRITON_KERNEL
@@ -26,7 +35,7 @@ def _gpu_arch() -> str:
         pytest.skip("torch not installed")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU visible")
-    return run.device_arch(0)
+    return device_arch(0)
 
 
 QUICK = {"timing": {"rounds": 6, "reps": 2, "warmup": 2, "n_boot": 500}}
@@ -75,19 +84,19 @@ def test_user_kernels_run_through_every_input_path(tmp_path):
         triton_functions=[f"{mod}:scale_rows={tspec}"],
         run=QUICK,
     )
-    sweep.run_sweep(exp, tmp_path / "out", progress=False)
-    rows = run.runtime_sweep(exp, tmp_path / "out", progress=False)
+    run_sweep(exp, tmp_path / "out", progress=False)
+    rows = runtime_sweep(exp, tmp_path / "out", progress=False)
     named = [r for r in rows if r["name_template"]]
-    assert {r["family"] for r in named} == {"cuda", "ptx", "cubin", "triton-user"}
+    assert {r["family"] for r in named} == {"cuda", "ptx", "cubin", "triton"}
     assert len({r["group_id"] for r in rows}) == 2 + 2 + 2 + 1  # axpby has two size sets
     for r in named:
         assert r["fully_written"] and r["bitwise_equal_to_baseline"], r
         assert r["passes_tolerance"], (r["kernel"], r["rel_err_vs_reference"])
         assert r["gbps"] > 0 and r["gbps_ci_low"] <= r["gbps"] <= r["gbps_ci_high"]
-    triton_rows = [r for r in named if r["family"] == "triton-user"]
+    triton_rows = [r for r in named if r["family"] == "triton"]
     assert all(r["aot_matches_launch"] for r in triton_rows)  # ptxprobe's cubin is the one Triton builds
     # resumable: a second call finds every group done and runs nothing
-    again = run.runtime_sweep(exp, tmp_path / "out", progress=False)
+    again = runtime_sweep(exp, tmp_path / "out", progress=False)
     assert len(again) == len(rows)
 
 
@@ -104,7 +113,7 @@ def test_cli_run_of_a_cu_file(tmp_path, capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "GB/s" in text and "cutlass_axpby" in text
     rows = [json.loads(x) for x in (out / "runtime.jsonl").read_text().splitlines()]
-    assert {r["name"] for r in rows} >= {"axpby", "cutlass_axpby", run.AA_LABEL}
+    assert {r["name"] for r in rows} >= {"axpby", "cutlass_axpby", AA_LABEL}
     assert (out / "runtime.parquet").exists() and json.loads((out / "gpu.json").read_text())["arch"] == arch
 
 
@@ -120,11 +129,12 @@ def test_registered_kernels_match_float64_on_the_gpu(kernel, dtype):
     if fam.frontend != "triton" and shutil.which("nvcc") is None:
         pytest.skip("nvcc not installed")
     spec = fam.spec(dtype, 64, True)
-    cfg = run.RunConfig(
-        numerics_seq_len=512, numerics_heads=2, sdpa_backends=(), timing=run.TimingPlan(**QUICK["timing"])
-    )
-    info = run.gpu_info(0)
-    rows = run.run_group(fam, spec, registry.Problem(2, 4, 1024), ["{base}", "cutlass_{base}"], cfg, info)
+    cfg = RunConfig(numerics_seq_len=512, numerics_heads=2, sdpa_backends=(), timing=TimingPlan(**QUICK["timing"]))
+    info = gpu_info(0)
+    tool = toolchain.triton_ptxas(arch)
+    src = RegisteredSource(kernel, dtype, 64, True, spec.config.label, 1024)
+    w = registered_workload(src, registry.Problem(2, 4, 1024), cfg.numerics_problem, info, tool, Cache())
+    rows = run_group(w, ["{base}", "cutlass_{base}"], cfg, info, tool)
     named = [r for r in rows if r["name_template"]]
     bound = 6e-2 if dtype.startswith("fp8") else 5e-3  # inputs are rounded first; fp8 P adds error (4.7e-2 seen)
     for r in named:

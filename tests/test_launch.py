@@ -8,9 +8,13 @@ import shutil
 
 import pytest
 
-from ptxprobe import launch, run, stats
+from ptxprobe import launch, stats
 from ptxprobe.cli import main
 from ptxprobe.errors import SpecError
+from ptxprobe.gpu.group import AA_LABEL, measurement_rows
+from ptxprobe.gpu.numerics import merged_numerics, numerics
+from ptxprobe.gpu.plan import RunConfig, plan_groups
+from ptxprobe.gpu.timing import TimingPlan
 from tests.conftest import make_experiment
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
@@ -114,7 +118,7 @@ def test_spec_file_without_launch_table_and_unreadable_ones(tmp_path):
 
 @needs_nvcc
 def test_spec_checked_against_the_entrys_ptx_parameters(tmp_path):
-    from ptxprobe.emit import emit_cuda
+    from ptxprobe.sources.cuda import emit_cuda
 
     cu = tmp_path / "axpby.cu"
     cu.write_text(AXPBY)
@@ -145,7 +149,7 @@ def test_cli_checks_the_launch_spec_before_any_work(tmp_path, capsys):
     argv = ["rename-sweep", "-q", "--json", "--no-run", "-s", "archs=sm_90a", "-s", "repeat=1"]
     rc = main([*argv, "--cu", str(cu), "--entry", "axpby", "--spec", str(good), "-o", str(tmp_path / "ok")])
     assert rc == 0
-    assert {s["name"] for s in json.loads(capsys.readouterr().out)} >= {"axpby", "cutlass_axpby"}
+    assert {s["name"] for s in json.loads(capsys.readouterr().out)["summary"]} >= {"axpby", "cutlass_axpby"}
     bad = write_spec(tmp_path, {**AXPBY_LAUNCH, "args": AXPBY_LAUNCH["args"][:5]}, "bad.toml")
     rc = main([*argv, "--cu", str(cu), "--entry", "axpby", "--spec", str(bad), "-o", str(tmp_path / "bad")])
     assert rc == 2
@@ -173,11 +177,12 @@ def test_user_groups_planned_per_size_set_and_ptxas_with_notes(tmp_path):
         ptxas=["triton", "newest"],
         cu_files=[f"{cu}:axpby={spec}", str(plain)],
     )
-    groups, notes = run.plan_user_groups(exp, "sm_90a")
+    cfg = RunConfig()
+    groups, notes = plan_groups(exp, cfg, "sm_90a")
     assert len(groups) == 4  # 2 size sets x 2 ptxas
-    assert {g["group_id"] for g in groups} >= {f"user:{cu}:axpby@n=1048576", f"user:{cu}:axpby@n=4194304@ptxas=newest"}
+    assert {g.group_id for g in groups} >= {f"user:{cu}:axpby@n=1048576", f"user:{cu}:axpby@n=4194304@ptxas=newest"}
     assert notes == [f"{plain}: static only (no spec: give --spec with a [launch] table to run it)"]
-    groups, notes = run.plan_user_groups(exp, "sm_100a")  # a GPU the experiment does not build for
+    groups, notes = plan_groups(exp, cfg, "sm_100a")  # a GPU the experiment does not build for
     assert groups == [] and "this GPU is sm_100a" in notes[0]
 
 
@@ -189,15 +194,15 @@ def test_rows_report_bandwidth_when_the_spec_counts_bytes():
     meas = {
         "{base}": stats.Measurement("{base}", base),
         "cutlass_{base}": stats.Measurement("c", tuple(t * 0.9 for t in base)),
-        run.AA_LABEL: stats.Measurement("aa", tuple(t * 1.001 for t in base)),
+        AA_LABEL: stats.Measurement("aa", tuple(t * 1.001 for t in base)),
     }
     templates = ["{base}", "cutlass_{base}"]
     facts = {t: {"registers": 32} for t in templates}
     nums = {t: {"bitwise_equal_to_baseline": True} for t in templates}
     info = {"arch": "sm_90a", "gpu": "test"}
     tool = type("T", (), {"version": "12.8.93", "sha256": "x"})()
-    cfg = run.RunConfig(timing=run.TimingPlan(n_boot=200))
-    rows = run.measurement_rows(
+    cfg = RunConfig(timing=TimingPlan(n_boot=200))
+    rows = measurement_rows(
         meas, templates, ["k", "cutlass_k"], {"flops": None, "bytes": 1e9}, cfg, 0, None, info, tool,
         {"kernel": "k", "sizes": "n=1"}, facts, nums,
     )  # fmt: skip
@@ -206,7 +211,7 @@ def test_rows_report_bandwidth_when_the_spec_counts_bytes():
     assert by["{base}"]["tflops"] is None and by["{base}"]["pct_sol"] is None
     assert by["cutlass_{base}"]["ratio_vs_baseline"] == pytest.approx(1 / 0.9, rel=1e-3)
     assert by["cutlass_{base}"]["runtime_verdict"] == "faster"
-    assert by[run.AA_LABEL]["name"] == run.AA_LABEL and "registers" not in by[run.AA_LABEL]
+    assert by[AA_LABEL]["name"] == AA_LABEL and "registers" not in by[AA_LABEL]
 
 
 def test_numerics_for_every_element_width_on_the_cpu():
@@ -215,14 +220,14 @@ def test_numerics_for_every_element_width_on_the_cpu():
     a = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float32)
     b = a.clone()
     b[1] = torch.nextafter(b[1], torch.tensor(-10.0))  # one ULP further from zero
-    rec = run.numerics(b, a, a.double())
+    rec = numerics(b, a, a.double())
     assert rec["n_diff_vs_baseline"] == 1 and rec["max_ulp_vs_baseline"] == 1
     assert rec["rel_err_vs_reference"] > 0 and rec["fully_written"]
     ints = torch.tensor([1, 5, 7], dtype=torch.int32)
-    rec_i = run.numerics(ints + torch.tensor([0, 0, 3], dtype=torch.int32), ints, None)
+    rec_i = numerics(ints + torch.tensor([0, 0, 3], dtype=torch.int32), ints, None)
     assert rec_i["max_ulp_vs_baseline"] == 3 and rec_i["rel_err_vs_reference"] is None and rec_i["nan_count"] == 0
     h = torch.tensor([float("nan"), 1.0], dtype=torch.float16)
-    merged = run.merged_numerics({"o": run.numerics(h, h, None), "i": rec_i})
+    merged = merged_numerics({"o": numerics(h, h, None), "i": rec_i})
     assert merged["nan_count"] == 1 and not merged["fully_written"] and merged["n_diff_vs_baseline"] == 1
     assert set(json.loads(merged["numerics_by_output"])) == {"o", "i"}
 

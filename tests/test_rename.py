@@ -7,8 +7,9 @@ import subprocess
 
 import pytest
 
-from ptxprobe import emit, rename
+from ptxprobe import rename
 from ptxprobe.errors import InvalidName, MalformedPtx
+from ptxprobe.sources.files import load_ptx
 
 ARCHS = ["sm_90a", "sm_100a", "sm_120a"]
 
@@ -124,7 +125,7 @@ __global__ void scale_kernel(float* x, int n) {
 """)
     ptx_path = tmp_path / "k.ptx"
     subprocess.run(["nvcc", "-arch=sm_90a", "-ptx", str(cu), "-o", str(ptx_path)], check=True)
-    src = emit.load_ptx(ptx_path)
+    src = load_ptx(ptx_path)
     assert src.entry.startswith("_Z12scale_kernel")
     assert "_ZZ12scale_kernel" in src.ptx
     new = rename.apply_template("cutlass_{base}", src.entry)
@@ -169,7 +170,7 @@ def test_malformed_ptx(tmp_path):
     p = tmp_path / "junk.ptx"
     p.write_bytes(b"\x00\x01garbage that is not ptx")
     with pytest.raises(MalformedPtx, match="not PTX"):
-        emit.load_ptx(p)
+        load_ptx(p)
     p.write_text(".version 8.0\n// no target, no entry\n")
     with pytest.raises(MalformedPtx, match="no .target"):
-        emit.load_ptx(p)
+        load_ptx(p)

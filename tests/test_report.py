@@ -8,8 +8,9 @@ import subprocess
 
 import pytest
 
-from ptxprobe import report, sweep
+from ptxprobe import report
 from ptxprobe.cli import main
+from ptxprobe.static.sweep import run_sweep
 from tests.conftest import make_experiment
 
 
@@ -17,7 +18,7 @@ from tests.conftest import make_experiment
 def report_dir(tmp_path_factory):
     run = tmp_path_factory.mktemp("run")
     exp = make_experiment(name="report-test")
-    sweep.run_sweep(exp, run, jobs=2, progress=False)
+    run_sweep(exp, run, jobs=2, progress=False)
     assert main(["report", str(run)]) == 0
     return run / "report"
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ptxprobe import repro
+from ptxprobe.bisect import BisectStep, bisect, transitions
 from ptxprobe.cli import main
 
 COMMITTED = Path(__file__).resolve().parent.parent / "experiments" / "results" / "2026-12-02-cpu-repro-small"
@@ -37,8 +38,9 @@ def test_tampered_tool_hash_in_manifest_fails_with_reason(tmp_path, capsys):
             t["sha256"] = "0" * 64
     (run / "manifest.json").write_text(json.dumps(man))
     assert main(["repro", str(run), "-q"]) == 1
-    out = " ".join(capsys.readouterr().out.split())
-    assert "not in the manifest" in out and "diverged" in out
+    cap = capsys.readouterr()
+    assert "not in the manifest" in " ".join(cap.err.split())  # the problem, on stderr
+    assert "diverged" in cap.out
 
 
 def test_result_from_another_ptxas_binary_fails(tmp_path):
@@ -74,17 +76,42 @@ def test_not_a_run_dir(tmp_path):
         repro.repro(tmp_path)
 
 
-def test_bisect_reports_first_release_that_differs(installed_ptxas_124):
-    steps = repro.bisect("attention", "fp8e5", 128, False, "sm_90a", versions=["12.4", "12.8"], repeat=2, jobs=2)
+def test_bisect_finds_where_the_effect_disappears(installed_ptxas_124):
+    """fp16 attention on sm_90a: the cutlass name changes the code with ptxas 12.4 and not with 12.8 (committed
+    matrix); bisect must say it is present from the oldest version tried and disappears at 12.8."""
+    steps = bisect("attention", "fp16", 128, False, "sm_90a", versions=["12.4", "12.8"], repeat=2, jobs=2)
     assert [s.ptxas_version for s in steps] == ["12.4.131", "12.8.93"]
-    first = repro.first_difference(steps)
-    assert first is not None
-    # whatever the answer is, it is the oldest differing step
-    assert all(s.verdict not in ("differs_deterministic", "differs_beyond_noise") for s in steps[: steps.index(first)])
+    assert [s.differs for s in steps] == [True, False]
+    assert [(t.kind, t.ptxas_version) for t in transitions(steps)] == [
+        ("present_from_oldest_tried", "12.4.131"),
+        ("disappears", "12.8.93"),
+    ]
+
+
+def _step(version, verdict, supported=True):
+    return BisectStep(version, "x", supported, verdict, None, (), ())
+
+
+def test_transitions_never_call_the_oldest_tried_version_first():
+    only_new = [_step("12.8.93", "differs")]
+    assert [t.kind for t in transitions(only_new)] == ["present_from_oldest_tried"]
+    assert "older ones not tried" in transitions(only_new)[0].describe()
+    steps = [_step("12.0.76", "identical"), _step("12.1.66", "arch_unsupported", False), _step("12.4.131", "differs"),
+             _step("12.8.93", "ptxas {'failed': 2}"), _step("12.9.86", "identical"), _step("13.0.88", "differs")]
+    assert [(t.kind, t.ptxas_version, t.previous_version) for t in transitions(steps)] == [
+        ("appears", "12.4.131", "12.0.76"), ("disappears", "12.9.86", "12.4.131"), ("appears", "13.0.88", "12.9.86")]
+    assert transitions([_step("12.4.131", "identical"), _step("12.8.93", "identical")]) == []
+
+
+def test_bisect_refuses_versions_that_are_not_installed():
+    from ptxprobe.errors import SpecError
+
+    with pytest.raises(SpecError, match="no ptxas 99.9 installed"):
+        bisect("attention", "fp16", 128, False, "sm_90a", versions=["99.9"])
 
 
 def test_runtime_comparison_on_two_committed_h200_runs():
-    from ptxprobe.sweep import read_log
+    from ptxprobe.store import read_log
 
     base = COMMITTED.parent
     v2 = read_log(base / "2026-12-02-h200-runtime-v2" / "runtime.jsonl")
@@ -110,7 +137,13 @@ def test_kernel_source_edits_are_reported_and_outputs_decide(tmp_path):
     (run / "manifest.json").write_text(json.dumps(man))
     out = repro.repro(run, jobs=2)
     assert out.ok and not out.problems
-    assert out.notes == ["kernel sources changed since the recorded run: kernels/gluon_attention.py"]
+    # the planted edit is reported; so is every kernel file that really changed since, and nothing else
+    from ptxprobe.store import package_source_hashes
+
+    now = package_source_hashes()
+    changed = sorted(p for p, sha in man["kernel_sources"].items() if now.get(p) != sha)
+    assert "kernels/gluon_attention.py" in changed
+    assert out.notes == [f"kernel sources changed since the recorded run: {', '.join(changed)}"]
 
 
 def test_user_kernels_measured_on_the_gpu_reproduce_statically_here(installed_ptxas_124):

@@ -8,8 +8,14 @@ import shutil
 
 import pytest
 
-from ptxprobe import emit, registry, sweep
+from ptxprobe import registry
+from ptxprobe.cache import Cache
 from ptxprobe.cli import main
+from ptxprobe.sources import RegisteredSource, TritonFunctionSource
+from ptxprobe.sources import triton as tsrc
+from ptxprobe.sources.cuda import emit_cuda
+from ptxprobe.sources.files import ptx_from_cubin
+from ptxprobe.static.sweep import run_sweep
 from tests.conftest import make_experiment
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
@@ -44,10 +50,16 @@ SCALE_ROWS_SPEC = {
 
 
 def run_cli(capsys, *argv) -> tuple[int, str]:
+    """(exit code, the summary records as JSON); 0 and 1 both mean the sweep ran (1: a name changed code)."""
     rc = main(
         ["rename-sweep", "-q", "--json", "--no-run", "-s", "names={base},cutlass_{base}", "-s", "repeat=1", *argv]
     )
-    return rc, capsys.readouterr().out
+    out = capsys.readouterr().out
+    if rc in (0, 1):
+        doc = json.loads(out)
+        assert rc == (1 if any(p["name_matters"] for p in doc["pivot"]) else 0)
+        return 0, json.dumps(doc["summary"])
+    return rc, out
 
 
 @needs_nvcc
@@ -68,7 +80,7 @@ def test_cu_file_with_entry(tmp_path, capsys):
     rows = [json.loads(x) for x in (tmp_path / "o" / "results.jsonl").read_text().splitlines()]
     assert all(r["status"] == "ok" and r["rename_equivalent"] for r in rows)
     # the static shared array is a mangled local of saxpy: renamed with its length prefix
-    e = emit.emit_cuda(cu, "sm_90a", "saxpy")
+    e = emit_cuda(cu, "sm_90a", "saxpy")
     assert "_ZZ5saxpyE5stage" in e.ptx
 
 
@@ -81,11 +93,11 @@ def test_cu_errors(tmp_path, capsys):
     bad = tmp_path / "bad.cu"
     bad.write_text("__global__ void k( { this is not C++ }")
     with pytest.raises(Exception, match="nvcc could not compile bad.cu"):
-        emit.emit_cuda(bad, "sm_90a")
+        emit_cuda(bad, "sm_90a")
     with pytest.raises(Exception, match="no kernel 'nope'"):
-        emit.emit_cuda(cu, "sm_90a", "nope")
+        emit_cuda(cu, "sm_90a", "nope")
     # a C++ (mangled) kernel is found by its source name
-    assert emit.emit_cuda(cu, "sm_90a", "other_kernel").entry.startswith("_Z12other_kernel")
+    assert emit_cuda(cu, "sm_90a", "other_kernel").entry.startswith("_Z12other_kernel")
 
 
 def test_cubin_with_and_without_embedded_ptx(tmp_path, capsys, emitted):
@@ -101,14 +113,14 @@ def test_cubin_with_and_without_embedded_ptx(tmp_path, capsys, emitted):
     assert {s["name"] for s in json.loads(out)} == {"attention", "cutlass_attention"}
     from ptxprobe.cubin import read_cubin
 
-    again = assemble.assemble(emit.ptx_from_cubin(with_ptx).ptx, "sm_90a", tool, ("-lineinfo",))
+    again = assemble.assemble(ptx_from_cubin(with_ptx).ptx, "sm_90a", tool, ("-lineinfo",))
     assert read_cubin(again.cubin()).kernel().text_sha256 == read_cubin(with_ptx.read_bytes()).kernel().text_sha256
     from tests.test_rename import NVCC_STYLE  # no debug info: ptxas embeds no PTX
 
     bare = tmp_path / "bare.cubin"
     bare.write_bytes(assemble.assemble(NVCC_STYLE, "sm_90a", tool, ()).cubin())
     with pytest.raises(CubinError, match="no embedded PTX"):
-        emit.ptx_from_cubin(bare)
+        ptx_from_cubin(bare)
 
 
 def test_triton_function_with_spec(tmp_path, capsys, monkeypatch):
@@ -135,15 +147,15 @@ def test_triton_function_with_spec(tmp_path, capsys, monkeypatch):
     from ptxprobe.errors import SpecError
 
     with pytest.raises(SpecError, match="no value for constexpr"):
-        emit.emit_user_triton(f"{mod}:scale_rows", bad, "sm_90a")
+        TritonFunctionSource(f"{mod}:scale_rows", None, str(bad)).emit("sm_90a", Cache())
     bad.write_text(json.dumps({"signature": {"A": "*fp32"}}))
     with pytest.raises(SpecError, match="do not match"):
-        emit.emit_user_triton(f"{mod}:scale_rows", bad, "sm_90a")
+        TritonFunctionSource(f"{mod}:scale_rows", None, str(bad)).emit("sm_90a", Cache())
     bad.write_text("{not json")
     with pytest.raises(SpecError, match="not valid JSON"):
-        emit.load_kernel_spec(bad)
+        tsrc.load_kernel_spec(bad)
     with pytest.raises(SpecError, match="no triton.jit function"):
-        emit.load_triton_function(f"{mod}:missing")
+        tsrc.load_triton_function(f"{mod}:missing")
     rc, _ = run_cli(capsys, "--triton", f"{mod}:scale_rows", "-o", str(tmp_path / "o2"))
     assert rc == 2  # --spec missing
 
@@ -158,7 +170,7 @@ def test_cuda_attention_compiles_for_every_listed_target(arch):
     assert arch in fam.archs
     for dt in fam.dtypes:
         spec = fam.spec(dt, 128, True)
-        e = emit.emit_kernel(fam, spec, arch)
+        e = RegisteredSource(fam.name, dt, 128, True, "default").emit(arch, Cache())
         assert e.entry == fam.extra["entry"](spec)
         assert "mma.sync.aligned.m16n8k16" in e.ptx and "ldmatrix" in e.ptx and "cp.async" in e.ptx
         art = assemble.assemble(e.ptx, arch, toolchain.select_ptxas(arch, "newest")[0])
@@ -179,7 +191,7 @@ def test_cuda_family_in_a_sweep(tmp_path):
         archs=["sm_90a"],
         names=["{base}", "xutlass_{base}"],
     )
-    out = sweep.run_sweep(exp, tmp_path / "r", jobs=2, progress=False)
+    out = run_sweep(exp, tmp_path / "r", jobs=2, progress=False)
     assert {r["status"] for r in out.rows} == {"ok"}
     ctrl = [r for r in out.rows if r["name"].startswith("xutlass")]
     assert ctrl[0]["verdict"] == "identical"

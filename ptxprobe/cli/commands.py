@@ -1,0 +1,255 @@
+"""The small commands: one stage each, its record rendered as a table or one JSON document."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..errors import CubinError, PtxprobeError, SpecError
+from . import DIFFERS, OK, TOOL_FAILED
+from .render import emit_json, say, show, table
+from .study_cmds import cmd_bisect, cmd_ptxas_scan, cmd_report, cmd_repro  # noqa: F401 (parser looks them up here)
+from .sweep_cmd import cmd_rename_sweep  # noqa: F401
+
+
+def _read_bytes(path: str, what: str) -> bytes:
+    p = Path(path)
+    if p.is_dir():
+        raise CubinError(f"{p} is a directory, not a {what}")
+    try:
+        return p.read_bytes()
+    except FileNotFoundError:
+        raise CubinError(f"{p}: no such {what} file") from None
+    except OSError as exc:
+        raise CubinError(f"{p}: cannot read ({exc.strerror})") from None
+
+
+def _write(path: str, data: bytes | str) -> None:
+    p = Path(path)
+    try:
+        p.write_bytes(data) if isinstance(data, bytes) else p.write_text(data)
+    except OSError as exc:
+        raise SpecError(f"cannot write {p}: {exc.strerror or exc}") from None
+
+
+def _arch(arch: str | None) -> str | None:
+    from ..static.experiment import check_arch
+
+    return None if arch is None else check_arch(arch)
+
+
+def cmd_toolchain(args) -> int:
+    from ..toolchain import discover, install, max_ptx_isa
+
+    if args.action == "install":
+        if not args.versions:
+            raise SpecError("toolchain install needs one or more CUDA versions, e.g. 12.4.131 or 12.6")
+        kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
+        recs = [rec for v in args.versions for rec in install(v, kinds)]
+        if args.json:
+            emit_json([r.__dict__ for r in recs])
+        for rec in recs:
+            if not args.json:
+                say(f"installed {rec.kind} {rec.version} from {rec.wheel} -> {rec.path}")
+        return OK
+    tools = discover()
+    recs = [{**t.to_dict(), "max_ptx_isa": ".".join(map(str, max_ptx_isa(t))) if t.kind == "ptxas" else None}
+            for t in tools]
+    if args.json:
+        emit_json(recs)
+        return OK
+    show(table("toolchain", ["kind", "version", "origin", "max PTX ISA", "sha256", "path"],
+               [[r["kind"], r["version"], r["origin"], r["max_ptx_isa"], r["sha256"][:12], r["path"]] for r in recs]))
+    return OK
+
+
+def cmd_kernels(args) -> int:
+    from ..registry import families
+
+    fams = list(families().values())
+    recs = [{"name": f.name, "frontend": f.frontend, "dtypes": list(f.dtypes), "head_dims": list(f.head_dims),
+             "configs": [c.label for c in f.configs], "archs": list(f.archs), "description": f.description}
+            for f in fams]
+    if args.json:
+        emit_json(recs)
+        return OK
+    show(table("kernels", ["name", "frontend", "dtypes", "head dims", "configs", "archs", "description"],
+               [[r["name"], r["frontend"], ",".join(r["dtypes"]), ",".join(map(str, r["head_dims"])),
+                 ",".join(r["configs"]), ",".join(r["archs"]) or "any", r["description"]] for r in recs]))
+    return OK
+
+
+def cmd_emit(args) -> int:
+    from ..cache import Cache
+    from ..registry import family
+    from ..sources import RegisteredSource
+
+    fam = family(args.kernel)
+    arch = _arch(args.arch)
+    spec = fam.spec(args.dtype, args.head_dim, args.causal, args.config)
+    src = RegisteredSource(fam.name, spec.dtype, spec.head_dim, spec.causal, spec.config.label, args.seq_len)
+    if args.name is not None:
+        from ..rename import validate_name
+
+        validate_name(args.name)
+        if fam.frontend != "triton":
+            raise SpecError(f"--name renames through Triton's repr=; {fam.name} is {fam.frontend}: "
+                            "use `ptxprobe rename` on its PTX")
+        e = src.emit(arch, Cache(), name=args.name)
+    else:
+        e = src.emit(arch, Cache())
+    if args.output:
+        _write(args.output, e.ptx)
+        print(f"{spec.key} {arch} entry={e.entry} -> {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(e.ptx)
+    return OK
+
+
+def cmd_rename(args) -> int:
+    from ..rename import apply_template, rename_entry
+    from ..rename_check import check_rename
+    from ..sources.files import load_ptx
+
+    src = load_ptx(args.ptx)
+    entry = args.entry or src.entry
+    if entry not in src.swept_entries:
+        raise SpecError(f"{args.ptx}: no entry {entry!r} (have: {', '.join(src.swept_entries)})")
+    new = apply_template(args.name, entry) if "{base}" in args.name else args.name
+    r = rename_entry(src.ptx, entry, new)
+    check = check_rename(src.ptx, r.ptx, entry, new)
+    if args.output:
+        _write(args.output, r.ptx)
+    else:
+        sys.stdout.write(r.ptx)
+    print(f"renamed {entry} -> {new}: {r.sites} sites; independent check: "
+          f"{'only name sites differ' if check.equal else check.detail}", file=sys.stderr)
+    return OK if check.equal else DIFFERS
+
+
+def cmd_check_rename(args) -> int:
+    from ..rename_check import check_files
+
+    res = check_files(args.base, args.variant, args.base_name, args.name)
+    if args.json:
+        emit_json(res.to_json())
+    else:
+        if res.equal:
+            say(f"{res.name_a} -> {res.name_b}: only name sites differ ({len(res.sites)} sites)")
+            show(table("name sites", ["line", "base", "variant", "where"],
+                       [[s.line, s.base, s.variant, s.where] for s in res.sites]))
+        else:
+            say(f"{res.name_a} -> {res.name_b}: NOT a pure rename: {res.detail}")
+    return OK if res.equal else DIFFERS
+
+
+def cmd_assemble(args) -> int:
+    from ..assemble import TRITON_FLAGS, assemble
+    from ..cubin import read_cubin
+    from ..sources.files import load_ptx
+    from ..toolchain import select_ptxas
+
+    src = load_ptx(args.ptx)
+    arch = _arch(args.arch) or src.arch
+    tool = select_ptxas(arch, args.ptxas)[0]
+    flags = tuple(args.flags.split()) if args.flags is not None else TRITON_FLAGS
+    art = assemble(src.ptx, arch, tool, flags, timeout=args.timeout)
+    rec = {k: v for k, v in art.to_json().items() if k != "stderr"}
+    if art.ok:
+        facts = read_cubin(art.cubin())
+        rec["kernels"] = {k: {"text_bytes": f.text_bytes, "capmerc_bytes": f.capmerc_bytes, "registers": f.regcount,
+                              "n_instructions": f.n_instructions} for k, f in facts.kernels.items()}
+        if args.output:
+            _write(args.output, art.cubin())
+    else:
+        rec["error"] = art.message
+    emit_json(rec)
+    if not art.ok:
+        print(f"ptxprobe: {art.message.splitlines()[0]}", file=sys.stderr)
+    return OK if art.ok else TOOL_FAILED
+
+
+def cmd_cubin(args) -> int:
+    from ..cubin import read_cubin
+
+    facts = read_cubin(_read_bytes(args.cubin, "cubin"))
+    rec = {"sha256": facts.sha256, "arch": facts.arch, "tkinfo": facts.tkinfo, "kernels": {}}
+    for name, k in facts.kernels.items():
+        rec["kernels"][name] = {"text_bytes": k.text_bytes, "text_sha256": k.text_sha256,
+                                "n_instructions": k.n_instructions, "capmerc_bytes": k.capmerc_bytes,
+                                "registers": k.regcount, "function_attrs": k.function_attrs,
+                                "eiattrs": [[a.name, a.value] for a in k.attrs]}
+    emit_json(rec)
+    return OK
+
+
+def cmd_disasm(args) -> int:
+    from ..sass import disassemble
+
+    listings = disassemble(_read_bytes(args.cubin, "cubin"))
+    if args.kernel:
+        if args.kernel not in listings:
+            raise SpecError(f"no kernel {args.kernel!r} in {args.cubin} (have: {', '.join(listings)})")
+        listings = {args.kernel: listings[args.kernel]}
+    if args.json:
+        emit_json({k: {"disassembler": v.disassembler, "control_decode": v.control_decode,
+                       "instructions": [i.to_json() for i in v.instructions]} for k, v in listings.items()})
+        return OK
+    out = sys.stdout
+    for name, lst in listings.items():
+        out.write(f"// {name}: {len(lst.instructions)} instructions (by {lst.disassembler}; control words: "
+                  f"{lst.control_decode})\n")
+        where = {off: lab for lab, off in lst.labels.items()}
+        for ins in lst.instructions:
+            if ins.offset in where:
+                out.write(f"{where[ins.offset]}:\n")
+            out.write(f"  /*{ins.offset:05x}*/ {ins.control.compact()}  {ins.text}\n")
+    out.flush()
+    return OK
+
+
+def cmd_diff(args) -> int:
+    from ..diff import diff_cubins
+    from ..static.ptxdiff import noise_aware_ptx_diff
+
+    if args.ptx:
+        res = noise_aware_ptx_diff(args.ptx, args.rename, _arch(args.arch), args.ptxas, args.repeat or None)
+        d = res.diff
+    else:
+        if not (args.a and args.b):
+            raise SpecError("diff needs two cubins (A B) or --ptx FILE --rename NAME")
+        res = None
+        d = diff_cubins(_read_bytes(args.a, "cubin"), _read_bytes(args.b, "cubin"), args.kernel_a, args.kernel_b)
+    verdict = res.verdict if res else d.verdict
+    if args.json:
+        doc = d.to_json(with_rows=args.rows)
+        if res:
+            doc["noise"] = res.to_json()
+        emit_json(doc)
+    else:
+        _render_diff(d, res)
+    return OK if verdict == "identical" else DIFFERS
+
+
+def _render_diff(d, res) -> None:
+    c = d.cubin_deltas
+    head = f"[bold]{d.kernel_a} -> {d.kernel_b}[/]: {d.verdict}  " + ", ".join(f"{k} {v}" for k, v in d.counts.items())
+    say(head)
+    if res:
+        say(f"over {res.runs} assemblies per name: {res.verdict} (baseline {res.baseline_outputs} distinct, "
+            f"renamed {res.variant_outputs} distinct)")
+    rows = [[k, c[k][0], c[k][1]] for k in ("registers", "frame_size", "text_bytes", "capmerc_bytes")]
+    rows += [["instructions", d.a.instructions, d.b.instructions],
+             ["stall cycles", d.a.stall_cycles, d.b.stall_cycles],
+             ["barrier waits", d.a.barrier_waits, d.b.barrier_waits],
+             ["LDL/STL", f"{d.a.local_loads}/{d.a.local_stores}", f"{d.b.local_loads}/{d.b.local_stores}"]]
+    rows += [[f"loop {lp['loop']} instr/stall/waits",
+              "/".join(str(x[0]) for x in (lp["instructions"], lp["stall_cycles"], lp["barrier_waits"])),
+              "/".join(str(x[1]) for x in (lp["instructions"], lp["stall_cycles"], lp["barrier_waits"]))]
+             for lp in d.loop_deltas if (lp["instructions"][0] or 0) > 4]
+    show(table("diff", ["", d.kernel_a, d.kernel_b], rows))
+    if d.opcode_delta:
+        say("opcodes (B-A): " + ", ".join(f"{k} {v:+d}" for k, v in d.opcode_delta.items()))
+
+
+__all__ = ["PtxprobeError"]

@@ -1,0 +1,172 @@
+"""The argument parser: every command and option, each with its help and default."""
+
+from __future__ import annotations
+
+import argparse
+
+from .. import __version__
+
+
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    pass
+
+
+EPILOG = """exit codes: 0 success and nothing differs, 1 differences or divergence found, 2 bad usage or input,
+3 a tool or an assembly failed, 4 internal error, 130 interrupted, 141 output pipe closed"""
+
+
+def _common(s: argparse.ArgumentParser, json_help: str | None = "print one JSON document on stdout") -> None:
+    s.add_argument("-v", "--verbose", action="count", default=0, help="more messages on stderr (-vv: debug)")
+    s.add_argument("-q", "--quiet", dest="quiet_level", action="count", default=0,
+                   help="fewer messages on stderr, no progress bar")
+    if json_help:
+        s.add_argument("--json", action="store_true", help=json_help)
+
+
+def _kernel_args(s: argparse.ArgumentParser, dtype: str) -> None:
+    """--kernel/--dtype/--head-dim/--causal/--arch, shared by the commands that pick one registered kernel."""
+    s.add_argument("--kernel", default="attention", help="registered kernel family (see `ptxprobe kernels`)")
+    s.add_argument("--dtype", default=dtype, help="element type: fp16, bf16, fp8e5, fp8e4nv")
+    s.add_argument("--head-dim", type=int, default=128, help="head dimension")
+    s.add_argument("--causal", action="store_true", help="causal mask")
+    s.add_argument("--arch", default="sm_90a", help="target arch")
+
+
+def _sub(sub, name: str, help_text: str, func_name: str) -> argparse.ArgumentParser:
+    from . import commands
+
+    s = sub.add_parser(name, help=help_text, description=help_text, formatter_class=_Formatter, epilog=EPILOG)
+    s.set_defaults(func=getattr(commands, func_name))
+    return s
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ptxprobe", formatter_class=_Formatter, epilog=EPILOG,
+                                description="What does ptxas do differently depending on a kernel's entry name?")
+    p.add_argument("--version", action="version", version=f"ptxprobe {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    s = _sub(sub, "rename-sweep", "compile, rename, assemble and compare (no GPU needed)", "cmd_rename_sweep")
+    s.add_argument("--experiment", "-e", default="default",
+                   help="experiment: a TOML file, or the name of one shipped with ptxprobe")
+    s.add_argument("--set", "-s", action="append", metavar="AXIS=V1,V2", default=[],
+                   help="override an axis, e.g. -s archs=sm_100a -s names='{base},cutlass_{base}' -s repeat=3")
+    s.add_argument("--ptx", action="append", metavar="FILE", default=[], help="a PTX file of your own (repeatable)")
+    s.add_argument("--cubin", action="append", metavar="FILE", default=[],
+                   help="a cubin with embedded PTX (built with -lineinfo)")
+    s.add_argument("--cu", action="append", metavar="FILE", default=[],
+                   help="CUDA C++ source, compiled by nvcc for each arch")
+    s.add_argument("--entry", help="with --ptx/--cubin/--cu: the kernel to take (name or symbol; 'all' for every "
+                                   "one); without it, every kernel in the file")
+    s.add_argument("--triton", metavar="MODULE:FUNCTION", help="a triton.jit or gluon.jit function (needs --spec)")
+    s.add_argument("--spec", help="JSON/TOML for the user kernel(s) given: a [launch] table (arguments, grid, sizes, "
+                                  "reference) to run them with --run; for --triton also signature, constexprs, "
+                                  "divisible_by_16, num_warps")
+    s.add_argument("--out", "-o", help="output dir (default: runs/<experiment>, or runs/user-<files> for your own "
+                                       "kernels); re-running resumes it")
+    s.add_argument("--jobs", "-j", type=int, help="parallel ptxas processes (default: all cores)")
+    s.add_argument("--timeout", type=float, default=600.0, help="seconds before a ptxas run counts as hung")
+    s.add_argument("--fresh", action="store_true", help="discard what the output dir holds and start over")
+    s.add_argument("--no-cache", action="store_true", help="do not read or write the content-addressed cache")
+    s.add_argument("--details", action="store_true", help="also print the per-variant table")
+    s.add_argument("--names-from-scan", action="store_true",
+                   help="also test a name for every trigger literal ptxas-scan finds in the sweep's ptxas")
+    s.add_argument("--run", dest="run", action="store_true", default=None,
+                   help="also time every name on the GPU (default: when a GPU is visible)")
+    s.add_argument("--no-run", dest="run", action="store_false", help="static analysis only")
+    _common(s, "print the summary (and GPU rows) as one JSON document")
+
+    s = _sub(sub, "toolchain", "list ptxas/nvdisasm/cuobjdump/nvcc found, or install more from pip wheels",
+             "cmd_toolchain")
+    s.add_argument("action", nargs="?", choices=["list", "install"], default="list", help="what to do")
+    s.add_argument("versions", nargs="*", help="with install: CUDA versions (e.g. 12.4.131, 12.6)")
+    s.add_argument("--kinds", default="ptxas", help="with install: comma list of ptxas,nvdisasm,cuobjdump")
+    _common(s)
+
+    s = _sub(sub, "kernels", "list the registered kernel families", "cmd_kernels")
+    _common(s)
+
+    s = _sub(sub, "emit", "compile one registered kernel to PTX for a target (no GPU)", "cmd_emit")
+    _kernel_args(s, "fp16")
+    s.add_argument("--config", default="default", help="block config label (e.g. m128n64w8s3) or default")
+    s.add_argument("--name", help="entry name, set through the frontend (Triton's repr=)")
+    s.add_argument("--seq-len", type=int, default=4096, help="launch shape the specialisation is derived from")
+    s.add_argument("--output", "-o", help="write the PTX here (default: stdout)")
+    _common(s, None)
+
+    s = _sub(sub, "rename", "rename a PTX file's entry and check that nothing else changed", "cmd_rename")
+    s.add_argument("ptx", help="PTX file")
+    s.add_argument("--name", required=True, help="new name, or a template such as cutlass_{base}")
+    s.add_argument("--entry", help="which entry (default: the first)")
+    s.add_argument("--output", "-o", help="write the renamed PTX here (default: stdout)")
+    _common(s, None)
+
+    s = _sub(sub, "check-rename", "check that VARIANT differs from BASE only at the entry name's sites",
+             "cmd_check_rename")
+    s.add_argument("base", help="baseline PTX file")
+    s.add_argument("variant", help="renamed PTX file")
+    s.add_argument("--base-name", help="entry in BASE (default: its only or first entry)")
+    s.add_argument("--name", help="entry in VARIANT (default: its only or first entry)")
+    _common(s)
+
+    s = _sub(sub, "assemble", "run ptxas on a PTX file and report resources", "cmd_assemble")
+    s.add_argument("ptx", help="PTX file")
+    s.add_argument("--arch", help="target (default: the PTX's .target)")
+    s.add_argument("--ptxas", default="triton", help="triton | newest | VERSION | PATH")
+    s.add_argument("--flags", help="ptxas flags (default: Triton's -lineinfo)")
+    s.add_argument("--timeout", type=float, default=600.0, help="seconds before ptxas counts as hung")
+    s.add_argument("--output", "-o", help="write the cubin here")
+    _common(s, None)
+
+    s = _sub(sub, "disasm", "SASS listing with decoded control codes (or JSON)", "cmd_disasm")
+    s.add_argument("cubin", help="cubin file")
+    s.add_argument("--kernel", help="only this kernel (default: all)")
+    _common(s)
+
+    s = _sub(sub, "diff", "how two cubins' SASS differs (exit 1 if not identical)", "cmd_diff")
+    s.add_argument("a", nargs="?", help="cubin A (baseline)")
+    s.add_argument("b", nargs="?", help="cubin B")
+    s.add_argument("--kernel-a", help="kernel in A (default: its only kernel)")
+    s.add_argument("--kernel-b", help="kernel in B (default: its only kernel)")
+    s.add_argument("--ptx", help="instead of cubins: assemble this PTX under its name and under --rename")
+    s.add_argument("--rename", default="cutlass_{base}", help="with --ptx: the other name (template)")
+    s.add_argument("--arch", help="with --ptx: target (default: the PTX's .target)")
+    s.add_argument("--ptxas", default="triton", help="with --ptx: triton | newest | VERSION | PATH")
+    s.add_argument("--repeat", type=int, default=0,
+                   help="with --ptx: assemble each name this many times (default: as the sweep would for the arch)")
+    s.add_argument("--rows", action="store_true", help="with --json: include the per-instruction alignment")
+    _common(s)
+
+    s = _sub(sub, "report", "HTML + JSON report of a sweep's run directory", "cmd_report")
+    s.add_argument("run_dir", help="a rename-sweep output directory")
+    s.add_argument("--out", "-o", help="where the report goes (default: RUN_DIR/report)")
+    s.add_argument("--notebook", help="link to an HTML export of the analysis notebook")
+    _common(s)
+
+    s = _sub(sub, "ptxas-scan", "find string-compare calls with literal arguments inside ptxas", "cmd_ptxas_scan")
+    s.add_argument("paths", nargs="*", help="ptxas binaries (default: every ptxas the toolchain knows)")
+    s.add_argument("--version", action="append", help="scan the ptxas of this version (repeatable)")
+    s.add_argument("--functions", nargs="+", default=["strstr", "strcmp", "strncmp", "strcasecmp", "memcmp"],
+                   help="compare functions to report")
+    s.add_argument("--all", action="store_true", help="every compare function, not just --functions")
+    _common(s)
+
+    s = _sub(sub, "repro", "re-run a recorded sweep with its recorded tools and compare", "cmd_repro")
+    s.add_argument("run_dir", help="a recorded run directory")
+    s.add_argument("--out", "-o", help="where the re-run goes (default: a temporary directory)")
+    s.add_argument("--jobs", "-j", type=int, help="parallel ptxas processes (default: all cores)")
+    _common(s)
+
+    s = _sub(sub, "bisect", "ptxas releases where a name's effect appears and disappears", "cmd_bisect")
+    s.add_argument("--name", default="cutlass_{base}", help="the name (template) to test")
+    _kernel_args(s, "fp8e5")
+    s.add_argument("--versions", help="comma list (default: every ptxas installed)")
+    s.add_argument("--fetch", action="store_true", help="first install the releases from their pip wheels")
+    s.add_argument("--repeat", type=int, default=3, help="assemblies per name and version")
+    s.add_argument("--jobs", "-j", type=int, help="parallel ptxas processes (default: all cores)")
+    _common(s)
+
+    s = _sub(sub, "cubin", "facts of a cubin: sections, EIATTR records, registers, capmerc", "cmd_cubin")
+    s.add_argument("cubin", help="cubin file")
+    _common(s, None)
+    return p

@@ -1,0 +1,129 @@
+"""Commands over recorded runs and ptxas binaries: report, ptxas-scan, repro, bisect."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..errors import SpecError
+from . import DIFFERS, OK
+from .render import emit_json, say, show, table
+
+
+def _run_dir(path: str) -> Path:
+    p = Path(path)
+    if not p.is_dir():
+        raise SpecError(f"{p}: not a run directory (no such directory)")
+    return p
+
+
+def cmd_report(args) -> int:
+    from ..report import build_report
+
+    res = build_report(_run_dir(args.run_dir), args.out, notebook_html=args.notebook)
+    recs = res["records"]
+    if args.json:
+        emit_json({"out_dir": str(res["out_dir"]), "records": recs})
+        return OK
+    show(table(f"report -> {res['out_dir']}/index.html",
+               ["kernel", "arch", "name", "static verdict", "SASS", "regs", "capmerc"],
+               [[r["kernel"], r["arch"], r["name"], r["verdict"], r.get("sass_verdict") or r.get("note"),
+                 f"{r['baseline_registers']}->{r['registers']}",
+                 f"{r['baseline_capmerc_bytes']}->{r['capmerc_bytes']}"] for r in recs]))
+    return OK
+
+
+def _scan_targets(args) -> list[tuple[str, str]]:
+    """(label, path) of the ptxas binaries to scan: given paths, --version matches, or every ptxas known."""
+    from ..toolchain import discover, select_ptxas
+
+    if args.paths:
+        missing = [p for p in args.paths if not Path(p).is_file()]
+        if missing:
+            raise SpecError(f"no such ptxas binary: {', '.join(missing)}")
+        return [(p, p) for p in args.paths]
+    tools = discover(("ptxas",))
+    chosen = [t for v in args.version for t in select_ptxas("sm_90a", v, tools)] if args.version else tools
+    if not chosen:
+        raise SpecError("no ptxas found to scan")
+    return [(f"{t.version} ({t.origin})", t.path) for t in chosen]
+
+
+def cmd_ptxas_scan(args) -> int:
+    from ..scan import across_versions, name_templates, scan
+
+    results = [(label, scan(path)) for label, path in _scan_targets(args)]
+    wanted_sites = {label: [s for s in r.sites if args.all or s.function in args.functions] for label, r in results}
+    lits = sorted({s.literal for _, r in results for s in r.sites if s.function == "strstr"})
+    if args.json:
+        emit_json([{"ptxas": label, "path": r.path, "real_path": r.real_path, "sha256": r.sha256,
+                    "seconds": r.seconds, "imports": r.imports, "note": r.note,
+                    "sites": [s.to_json() for s in wanted_sites[label]]} for label, r in results])
+        return OK
+    for label, r in results:
+        sites = wanted_sites[label]
+        show(table(f"ptxas {label}: {len(sites)} compare sites with a literal ({r.seconds:.1f}s) {r.note}",
+                   ["literal", "function", "arg", "literal @", "loaded @", "call @", "in function @"],
+                   [[repr(s.literal), s.function, s.argument, hex(s.literal_address), hex(s.reference_address),
+                     hex(s.call_address), hex(s.enclosing_function) if s.enclosing_function else "?"]
+                    for s in sites]))
+    if len(results) > 1:
+        wanted = {s.literal for sites in wanted_sites.values() for s in sites}
+        show(table("literals across ptxas versions", ["literal"] + [label for label, _ in results],
+                   [[repr(t["literal"])] + ["yes" if t[label] else "-" for label, _ in results]
+                    for t in across_versions(results) if t["literal"] in wanted]))
+    say("name templates (--names-from-scan): " + ", ".join(name_templates(lits)))
+    return OK
+
+
+def cmd_repro(args) -> int:
+    from ..repro import repro
+
+    res = repro(_run_dir(args.run_dir), args.out, jobs=args.jobs, progress=not args.quiet_level and not args.json)
+    diverged = [r for r in res.rows + res.runtime_rows if r.status not in ("match", "within_recorded_set", "within_ci")]
+    if args.json:
+        emit_json({"ok": res.ok, "problems": res.problems, "notes": res.notes, "runtime_note": res.runtime_note,
+                   "rows": [r.__dict__ for r in res.rows], "runtime_rows": [r.__dict__ for r in res.runtime_rows]})
+        return OK if res.ok else DIFFERS
+    for p in res.problems:
+        print(f"ptxprobe: environment: {p}", file=sys.stderr)
+    for n in res.notes:
+        print(f"ptxprobe: note: {n}", file=sys.stderr)
+    show(table(f"repro of {args.run_dir}", ["kernel", "arch", "ptxas", "name", "result", "recorded", "new", "why"],
+               [[r.kernel, r.arch, r.ptxas_version, r.name, r.status, r.recorded_outputs, r.new_outputs, r.reason]
+                for r in res.rows]))
+    if res.runtime_rows:
+        show(table("runtime re-measured", ["kernel", "ptxas", "variant", "result", "why"],
+                   [[r.kernel, r.ptxas_version, r.name, r.status, r.reason] for r in res.runtime_rows]))
+    if res.runtime_note:
+        say(res.runtime_note)
+    if res.ok:
+        say(f"reproduced: {len(res.rows)} variant groups match the recorded results")
+        return OK
+    say(f"diverged: {len(diverged)} variant groups, {len(res.problems)} environment problems")
+    return DIFFERS
+
+
+def cmd_bisect(args) -> int:
+    from ..bisect import bisect, transitions
+    from ..static.experiment import check_arch
+
+    steps = bisect(args.kernel, args.dtype, args.head_dim, args.causal, check_arch(args.arch), args.name,
+                   versions=[v.strip() for v in args.versions.split(",") if v.strip()] if args.versions else None,
+                   repeat=args.repeat, fetch=args.fetch, jobs=args.jobs)
+    if not steps:
+        raise SpecError("no ptxas installed to bisect over (try --fetch or `ptxprobe toolchain install`)")
+    trans = transitions(steps)
+    if args.json:
+        emit_json({"steps": [s.__dict__ for s in steps], "transitions": [t.__dict__ for t in trans]})
+        return DIFFERS if trans else OK
+    show(table(f"{args.name} on {args.kernel}/{args.dtype}/d{args.head_dim} for {args.arch}",
+               ["ptxas", "verdict", "confidence", "registers baseline -> renamed"],
+               [[s.ptxas_version, s.verdict, "" if s.confidence is None else f"{s.confidence:.3f}",
+                 f"{list(s.baseline_registers)} -> {list(s.registers)}"] for s in steps]))
+    tried = [s.ptxas_version for s in steps if s.differs is not None]
+    if not trans:
+        say(f"the name changes the code under none of the {len(tried)} versions answered ({', '.join(tried)})")
+    for t in trans:
+        say(f"{args.name}: {t.describe()}")
+    return DIFFERS if trans else OK

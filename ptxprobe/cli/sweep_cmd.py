@@ -1,0 +1,175 @@
+"""``ptxprobe rename-sweep``: build the experiment from the arguments, run it, answer the question first."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+from ..errors import NoGpu, SpecError
+from . import DIFFERS, INTERRUPTED, OK, TOOL_FAILED
+from .render import emit_json, fmt_set, pivot_table, say, show, table
+
+log = logging.getLogger("ptxprobe")
+
+
+def experiment_from_args(args):
+    """The experiment file, its overrides and the user's own kernels, as one Experiment."""
+    from ..static.experiment import load_experiment, override
+
+    exp = load_experiment(args.experiment)
+    sets = list(args.set or [])
+    user_files = bool(args.ptx or args.cubin or args.cu)
+    if args.triton and not args.spec:
+        raise SpecError("--triton needs --spec SPEC.json|toml (signature, constexprs, divisible_by_16, num_warps)")
+    if args.entry and not user_files:
+        raise SpecError("--entry goes with --ptx, --cubin or --cu")
+    with_spec = f"={args.spec}" if args.spec else ""
+    with_entry = f":{args.entry}" if args.entry else ""
+    user = {
+        "ptx_files": [f + with_entry + with_spec for f in args.ptx],
+        "cubin_files": [f + with_entry + with_spec for f in args.cubin],
+        "cu_files": [f + with_entry + with_spec for f in args.cu],
+        "triton_functions": [f"{args.triton}={args.spec}"] if args.triton else [],
+    }
+    if args.spec and not any(user.values()):
+        raise SpecError("--spec goes with a user kernel: --ptx, --cubin, --cu or --triton")
+    for axis, vals in user.items():
+        if vals:
+            sets.append(f"{axis}=" + ",".join(vals))
+    if any(user.values()):
+        if not any(s.startswith("kernels=") for s in sets):
+            sets.append("kernels=")  # only the user's kernels
+        archs = next((s for s in reversed(sets) if s.startswith("archs=")), None)
+        if archs and (args.ptx or args.cubin):
+            sets.append("file_archs=" + archs.partition("=")[2])  # re-target the PTX files too
+    exp = override(exp, sets) if sets else exp
+    if any(user.values()) and exp.name == "default":
+        from dataclasses import replace
+
+        exp = replace(exp, name="user", description="user kernels given on the command line")
+    if args.names_from_scan:
+        exp = names_from_scan(exp)
+    return exp
+
+
+def names_from_scan(exp):
+    """Add a name template for every identifier-like strstr literal in the sweep's ptxas binaries."""
+    from ..scan import name_templates, scan
+    from ..static.experiment import override
+    from ..toolchain import discover, select_ptxas
+
+    tools = discover(("ptxas",))
+    paths = {t.path for arch in exp.archs for spec in exp.ptxas for t in select_ptxas(arch, spec, tools)}
+    lits = sorted({s.literal for p in paths for s in scan(p).sites if s.function == "strstr"})
+    extra = [t for t in name_templates(lits) if t not in exp.names]
+    log.warning("names from ptxas-scan: %s", ", ".join(extra) or "none new")
+    return override(exp, ["names=" + ",".join(list(exp.names) + extra)])
+
+
+def cmd_rename_sweep(args) -> int:
+    from ..cache import Cache
+    from ..static.sweep import default_out_dir, run_sweep
+    from ..static.verdicts import pivot, summarize
+
+    exp = experiment_from_args(args)
+    out = Path(args.out) if args.out else default_out_dir(exp)
+    if args.jobs is not None and args.jobs < 1:
+        raise SpecError(f"--jobs must be at least 1, got {args.jobs}")
+    if args.timeout <= 0:
+        raise SpecError(f"--timeout must be positive, got {args.timeout}")
+    outcome = run_sweep(exp, out, jobs=args.jobs, cache=Cache(enabled=not args.no_cache), timeout=args.timeout,
+                        progress=not args.quiet_level and not args.json and sys.stderr.isatty(), argv=sys.argv,
+                        fresh=args.fresh)
+    summary = summarize(outcome.rows)
+    answer = pivot(summary, list(exp.names))
+    failed = outcome.failed
+    doc = {"experiment": exp.name, "out_dir": str(out), "pivot": answer, "summary": summary,
+           "failures": _failure_records(failed), "emit_errors": outcome.emit_errors,
+           "interrupted": outcome.interrupted}
+    if not args.json:
+        show(pivot_table(f"does the name matter? '{exp.name}' -> {out}", answer, list(exp.names)))
+        if args.details:
+            show(_details_table(summary))
+        say(f"{outcome.ran} assembled, {outcome.skipped} already done, {outcome.wall_seconds:.1f}s wall, "
+            f"{outcome.ptxas_seconds:.1f}s ptxas; results in {out}/results.parquet"
+            + (" [interrupted: re-run to resume]" if outcome.interrupted else ""))
+    _report_failures(failed, outcome.emit_errors)
+    if outcome.interrupted:
+        if args.json:
+            emit_json(doc)
+        return INTERRUPTED
+    rc = TOOL_FAILED if failed or outcome.emit_errors else (DIFFERS if any(p["name_matters"] for p in answer) else OK)
+    if args.run is not False:
+        runtime = _runtime(exp, out, args)
+        if runtime is not None:
+            doc["runtime"] = runtime
+    if args.json:
+        emit_json(doc)
+    return rc
+
+
+def _failure_records(failed: list[dict]) -> list[dict]:
+    seen: dict[tuple, dict] = {}
+    for r in failed:
+        key = (r["kernel"], r["arch"], r["ptxas_version"], r["ptxas_flags"], r["name"])
+        seen.setdefault(key, {"kernel": r["kernel"], "arch": r["arch"], "ptxas_version": r["ptxas_version"],
+                              "ptxas_flags": r["ptxas_flags"], "name": r["name"], "status": r["status"],
+                              "error": r["error"]})
+    return list(seen.values())
+
+
+def _report_failures(failed: list[dict], emit_errors: list[str]) -> None:
+    """Every failure on stderr with the first lines of its tool's message: a failure never looks like success."""
+    recs = _failure_records(failed)
+    for r in recs[:20]:
+        first = [ln for ln in (r["error"] or "").splitlines() if ln.strip()][:3]
+        print(f"ptxprobe: {r['status']}: {r['kernel']} as {r['name']} on {r['arch']} (ptxas {r['ptxas_version']}"
+              f"{' ' + r['ptxas_flags'] if r['ptxas_flags'] else ''})", file=sys.stderr)
+        for ln in first:
+            print(f"    {ln}", file=sys.stderr)
+    if len(recs) > 20:
+        print(f"ptxprobe: ... and {len(recs) - 20} more failed variants (see results.jsonl)", file=sys.stderr)
+    for e in emit_errors:
+        print(f"ptxprobe: could not build {e}", file=sys.stderr)
+
+
+def _details_table(summary: list[dict]):
+    rows = [[s["kernel"], s["arch"], s["ptxas_version"], s["name"], f"{s['ok']}/{s['runs']}", s["distinct_outputs"],
+             fmt_set(s["registers"]), fmt_set(s["capmerc_bytes"]), fmt_set(s["spill_bytes"]), s["verdict"],
+             "" if s["verdict_confidence"] is None else f"{s['verdict_confidence']:.3f}"] for s in summary]
+    return table("variants", ["kernel", "arch", "ptxas", "name", "ok", "outputs", "regs", "capmerc", "spill B",
+                              "verdict", "conf"], rows)
+
+
+def _runtime(exp, out: Path, args) -> list[dict] | None:
+    from ..gpu import runtime_sweep
+    from ..schema import problem_label
+
+    try:
+        rows = runtime_sweep(exp, out, progress=not args.quiet_level and not args.json, notify=log.warning)
+    except NoGpu as exc:
+        (log.warning if args.run else log.info)("--run: %s", exc)
+        return None
+    shown = [r for r in rows if r.get("name_template") or r["label"].startswith("sdpa")]
+    if args.json:
+        return [{k: v for k, v in r.items() if k != "times_ms"} for r in rows]
+
+    def ci(r, a, lo, hi, fmt):
+        return "-" if r.get(a) is None else f"{r[a]:{fmt}} [{r[lo]:{fmt}}, {r[hi]:{fmt}}]"
+
+    def rate(r):
+        if r.get("tflops") is not None:
+            return ci(r, "tflops", "tflops_ci_low", "tflops_ci_high", ".1f") + " TFLOPS"
+        return ci(r, "gbps", "gbps_ci_low", "gbps_ci_high", ".0f") + (" GB/s" if r.get("gbps") is not None else "")
+
+    show(table(
+        f"GPU runs ({rows[0]['gpu'] if rows else '-'}) -> {out}/runtime.parquet",
+        ["kernel", "problem", "name", "rate [95% CI]", "ratio vs baseline [95% CI]", "verdict", "bitwise", "max ULP",
+         "rel err"],
+        [[r["kernel"], problem_label(r), r["name"], rate(r),
+          ci(r, "ratio_vs_baseline", "ratio_ci_low", "ratio_ci_high", ".4f"), r["runtime_verdict"],
+          r.get("bitwise_equal_to_baseline", "-"), r.get("max_ulp_vs_baseline", "-"),
+          "-" if r.get("rel_err_vs_reference") is None else f"{r['rel_err_vs_reference']:.2e}"] for r in shown],
+    ))
+    return None

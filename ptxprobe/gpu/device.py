@@ -1,0 +1,57 @@
+"""The GPU this process sees: whether there is one, its arch, and facts about it."""
+
+from __future__ import annotations
+
+import subprocess
+
+from ..errors import NoGpu
+
+
+def require_gpu():
+    try:
+        import torch
+    except ImportError as exc:
+        raise NoGpu("torch is not installed; runtime measurements need torch with CUDA") from exc
+    if not torch.cuda.is_available():
+        raise NoGpu("no CUDA GPU is visible (torch.cuda.is_available() is False): static results only")
+    return torch
+
+
+def device_arch(device: int = 0) -> str:
+    torch = require_gpu()
+    major, minor = torch.cuda.get_device_capability(device)
+    cap = major * 10 + minor
+    return f"sm_{cap}a" if cap >= 90 else f"sm_{cap}"
+
+
+def gpu_info(device: int = 0) -> dict:
+    torch = require_gpu()
+    props = torch.cuda.get_device_properties(device)
+    info = {
+        "gpu": props.name,
+        "sms": props.multi_processor_count,
+        "arch": device_arch(device),
+        "torch": torch.__version__,
+        "cuda_runtime": torch.version.cuda,
+        "memory_gb": props.total_memory / 2**30,
+    }
+    info.update(_smi(device))
+    return info
+
+
+def _smi(device: int) -> dict:
+    q = "driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw"
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", f"--id={device}", f"--query-gpu={q}", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    vals = [v.strip() for v in out.split(",")]
+    if len(vals) != 6:
+        return {}
+    keys = ("driver", "sm_clock_mhz", "sm_clock_max_mhz", "mem_clock_mhz", "temperature_c", "power_w")
+    return dict(zip(keys, vals, strict=True))

@@ -1,0 +1,149 @@
+"""Running the planned groups: one worker per visible GPU, one timing at a time per GPU, resumable.
+
+Every group's rows are appended to ``runtime.jsonl`` as soon as it finishes; a re-run skips
+the groups already there.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+
+from ..cache import Cache
+from ..store import RUNTIME_LOG, RUNTIME_PARQUET, append_records, drop_torn_tail, read_log, write_parquet
+from ..toolchain import select_ptxas
+from .device import _smi, device_arch, gpu_info, require_gpu
+from .group import run_group
+from .plan import Group, RunConfig, plan_groups, run_config
+from .timing import measured_peak_tflops
+from .workload import launch_spec_workload, registered_workload
+
+
+@functools.cache
+def _device_facts() -> dict:
+    """Properties of this process's GPU (read once per worker, not per group)."""
+    return gpu_info(0)
+
+
+@functools.cache
+def _peak(dtype: str) -> float | None:
+    """The %SOL denominator, measured once per dtype per worker process."""
+    return measured_peak_tflops(dtype)
+
+
+def _group_rows(group: Group, templates: list[str], cfg: RunConfig, cache: Cache) -> list[dict]:
+    """Run one planned group on this process's GPU."""
+    info = {**_device_facts(), **_smi(0)}  # clocks and temperature as of this group
+    tool = select_ptxas(info["arch"], group.ptxas)[0]
+    if group.seq_len is not None:
+        w = registered_workload(group.source, cfg.problem(group.seq_len), cfg.numerics_problem, info, tool, cache,
+                                cfg.sdpa_backends)
+    else:
+        w = launch_spec_workload(group.source, group.sizes_dict, info, tool, cache)
+    peak = _peak(w.dtype) if w.dtype else None
+    return run_group(w, templates, cfg, info, tool, cache, slow_control=group.slow_control, peak=peak,
+                     seed=cfg.timing.seed)
+
+
+def _run_one(
+    device: str, group: Group, templates: list[str], cfg: RunConfig, out_path: str, cache_root: str, lock=None
+) -> None:
+    """Worker body for one group on this process's GPU: time it, append its rows to the runtime log."""
+    rows = _group_rows(group, templates, cfg, Cache(cache_root))
+    if lock is not None:
+        lock.acquire()
+    try:
+        with open(out_path, "a") as f:
+            append_records(f, [{**r, "group_id": group.group_id} for r in rows])
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _device_worker(device: str, queue, work, work_args: tuple) -> None:
+    os.environ["CUDA_VISIBLE_DEVICES"] = device  # this process sees exactly one GPU
+    while True:
+        group = queue.get()
+        if group is None:
+            return
+        work(device, group, *work_args)
+
+
+def dispatch(groups: list, devices: list[str], work, *work_args) -> None:
+    """Run ``work(device, group, *work_args)`` for every group, one worker process per device.
+
+    Workers pull from one queue, so a device never runs two groups at once and faster devices
+    take more groups. A worker that dies is reported after the others finish; what it had
+    appended to the log is kept, and a re-run resumes from there.
+    """
+    if len(devices) <= 1 or len(groups) <= 1:
+        for g in groups:
+            work(devices[0] if devices else "0", g, *work_args)
+        return
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    for g in groups:
+        queue.put(g)
+    for _ in devices:
+        queue.put(None)
+    procs = [ctx.Process(target=_device_worker, args=(d, queue, work, work_args)) for d in devices]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join()
+    failed = [(d, p.exitcode) for d, p in zip(devices, procs, strict=True) if p.exitcode]
+    if failed:
+        raise RuntimeError(f"GPU worker(s) failed: {failed}; finished groups are kept, re-run to resume")
+
+
+def visible_devices() -> list[str]:
+    torch = require_gpu()
+    env = os.environ.get("CUDA_VISIBLE_DEVICES")
+    ids = [d.strip() for d in env.split(",") if d.strip()] if env else []
+    return ids or [str(i) for i in range(torch.cuda.device_count())]
+
+
+def runtime_sweep(
+    exp,
+    out_dir,
+    cache: Cache | None = None,
+    devices: list[str] | None = None,
+    progress: bool = True,
+    notify=None,
+) -> list[dict]:
+    """Time every name of every source on the visible GPUs; resumable (finished groups are skipped).
+
+    ``notify(text)`` hears about user kernels that cannot run (no launch spec, another arch).
+    """
+    require_gpu()
+    cfg = run_config(getattr(exp, "run", None))
+    cache = cache or Cache()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / RUNTIME_LOG
+    drop_torn_tail(log)
+    done = {r["group_id"] for r in read_log(log)}
+    planned, notes = plan_groups(exp, cfg, device_arch(0))
+    groups = [g for g in planned if g.group_id not in done]
+    for note in notes if notify else ():
+        notify(note)
+    templates = list(exp.names)
+    devices = devices or visible_devices()
+    if len(devices) > 1:
+        import multiprocessing as mp
+
+        lock = mp.get_context("spawn").Lock()
+        dispatch(groups, devices, _run_one, templates, cfg, str(log), str(cache.root), lock)
+    else:
+        from rich.progress import track
+
+        for g in track(groups, description="GPU runs", disable=not progress):
+            _run_one(devices[0], g, templates, cfg, str(log), str(cache.root))
+    rows = read_log(log)
+    write_parquet(out / RUNTIME_PARQUET, rows, drop=("times_ms",))
+    (out / "gpu.json").write_text(json.dumps(gpu_info(0), indent=1))
+    return rows

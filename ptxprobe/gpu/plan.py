@@ -1,0 +1,98 @@
+"""Planning GPU runs: which groups (one source at one problem, one ptxas) to time on this arch.
+
+Pure: no GPU is touched, so the plan and its notes are tested on the CPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import SpecError
+from ..launch import size_label
+from ..registry import Problem
+from ..sources import KernelSource, RegisteredSource, sources_of
+from .timing import TimingPlan
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """The ``[run]`` table of an experiment."""
+
+    seq_lens: tuple[int, ...] = (1024, 4096, 16384)
+    tokens: int = 16384  # batch * seq_len held constant, as in the FlashAttention benchmarks
+    heads: int = 32
+    numerics_seq_len: int = 1024
+    numerics_heads: int = 4
+    sdpa_backends: tuple[str, ...] = ("cudnn", "flash")
+    slow_control: bool = True  # some groups also time the baseline made slower on purpose
+    slow_fraction: float = 0.02  # by this fraction of its own time (a calibrated extra memset)
+    timing: TimingPlan = field(default_factory=TimingPlan)
+
+    def problem(self, seq_len: int) -> Problem:
+        return Problem(batch=max(1, self.tokens // seq_len), heads=self.heads, seq_len=seq_len)
+
+    @property
+    def numerics_problem(self) -> Problem:
+        return Problem(1, self.numerics_heads, self.numerics_seq_len)
+
+
+def run_config(d: dict | None) -> RunConfig:
+    d = dict(d or {})
+    try:
+        timing = TimingPlan(**d.pop("timing", {}))
+        for k in ("seq_lens", "sdpa_backends"):
+            if k in d:
+                d[k] = tuple(d[k])
+        return RunConfig(**d, timing=timing)
+    except TypeError as exc:
+        raise SpecError(f"[run]: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class Group:
+    """One timed group: a source at one problem (a seq_len, or a user kernel's size set), one ptxas."""
+
+    group_id: str
+    source: KernelSource
+    ptxas: str
+    seq_len: int | None = None
+    sizes: tuple[tuple[str, int], ...] = ()
+    slow_control: bool = False
+    dtype: str | None = None
+
+    @property
+    def sizes_dict(self) -> dict:
+        return dict(self.sizes)
+
+
+def plan_groups(exp, cfg: RunConfig, arch: str) -> tuple[list[Group], list[str]]:
+    """Every group to time on a GPU of ``arch``, and notes on what cannot run there and why."""
+    groups: list[Group] = []
+    notes: list[str] = []
+    for src in sources_of(exp):
+        built = src.build_archs(exp.archs)
+        target = getattr(src, "target", src.label)
+        if arch not in built:
+            if src.kind != "registered":
+                notes.append(f"{target}: not run: built for {', '.join(built)}, this GPU is {arch}")
+            continue
+        suffix = {pt: ("" if pt == "triton" else f"@ptxas={pt}") for pt in exp.ptxas}
+        if isinstance(src, RegisteredSource):
+            slow_n = cfg.seq_lens[len(cfg.seq_lens) // 2]
+            for pt in exp.ptxas:
+                for n in cfg.seq_lens:
+                    slow = cfg.slow_control and n == slow_n and not src.causal and src.head_dim == max(exp.head_dims)
+                    groups.append(Group(f"{src.label}@{n}{suffix[pt]}", src, pt, seq_len=n,
+                                        slow_control=slow and pt == "triton", dtype=src.dtype))
+            continue
+        launch = src.launch()
+        if launch is None:
+            why = "its spec has no [launch] table" if getattr(src, "spec_path", None) else \
+                "no spec: give --spec with a [launch] table to run it"
+            notes.append(f"{target}: static only ({why})")
+            continue
+        for pt in exp.ptxas:
+            for sizes in launch.size_sets():
+                groups.append(Group(f"user:{target}@{size_label(sizes)}{suffix[pt]}", src, pt,
+                                    sizes=tuple(sorted(sizes.items()))))
+    return groups, notes

@@ -1,0 +1,142 @@
+"""The typed schema of result rows: static rows (``results.parquet``) and GPU rows (``runtime.parquet``).
+
+The README's column lists are generated from these tables (``columns_markdown``) and a test
+checks that every row a sweep writes has exactly these columns with values of these types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+STR, INT, FLOAT, BOOL, LIST = "str", "int", "float", "bool", "list"
+_PY = {STR: (str,), INT: (int,), FLOAT: (float, int), BOOL: (bool,), LIST: (list, tuple)}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str
+    doc: str
+    nullable: bool = True
+
+
+def _cols(spec: str) -> tuple[Column, ...]:
+    out = []
+    for line in spec.strip().splitlines():
+        name, typ, doc = (p.strip() for p in line.split("|", 2))
+        nullable = not typ.endswith("!")
+        out.append(Column(name, typ.rstrip("!"), doc, nullable))
+    return tuple(out)
+
+
+STATIC = _cols("""
+variant_id | str! | hash of the kernel, the name template and the assembly key: the row's identity in the log
+assembly_key | str! | content key of the assembly: renamed PTX bytes, ptxas sha256, arch, flags, repeat index
+kernel | str! | the source's label (registered spec key, file path, function), plus the entry when it has several
+family | str! | registered family name, or the input kind (ptx, cubin, cuda, triton)
+dtype | str | registered kernels: element type
+head_dim | int | registered kernels: head dimension
+causal | bool | registered kernels: causal mask
+config | str | registered kernels: block config label
+arch | str! | target (sm_90a, ...)
+ptxas_version | str! | ptxas release
+ptxas_sha256 | str! | the ptxas binary's sha256
+ptxas_flags | str! | flags besides -v and --gpu-name
+name_template | str! | the name template ({base} is the entry's own identifier)
+name | str! | the entry symbol assembled
+baseline_name | str! | the baseline template's name for this entry
+repeat | int! | repeat index (ptxas may differ run to run)
+ptx_sha256 | str! | sha256 of the renamed PTX assembled
+source_ptx_sha256 | str! | sha256 of the source's PTX before renaming
+source_kind | str! | registered, ptx, cubin, cuda or triton
+specialization | str | Triton launch specialisation (JSON)
+rename_sites | int! | places the renamer changed
+rename_equivalent | bool! | the independent rename check found only name sites changed
+rename_checked_sites | int! | name sites the independent check found (code, data labels, DWARF strings)
+status | str! | ok, failed, crashed, timeout, unsupported_ptx, bad_cubin
+error | str! | why it failed (ptxas's message, or how it ended); empty when ok
+retriable | bool! | a timeout or an outside kill: re-run on resume
+ptxas_seconds | float | wall time of the ptxas run
+cached | bool! | served from the content-addressed cache
+note | str | e.g. a lowered .version
+cubin_sha256 | str | sha256 of the cubin
+registers | int | ptxas -v registers of the entry
+spill_store_bytes | int | ptxas -v spill stores
+spill_load_bytes | int | ptxas -v spill loads
+stack_bytes | int | ptxas -v stack frame
+barriers | int | ptxas -v named barriers
+text_sha256 | str | sha256 of the entry's .text
+code_sha256 | str | sha256 of .text and .nv.capmerc: the output compared across names
+text_bytes | int | size of .text
+capmerc_bytes | int | size of .nv.capmerc.text.<entry> (sm_100+)
+merc_bytes | int | size of the .nv.merc.* family
+n_instructions | int | instructions in .text
+shared_bytes | int | static shared memory
+eiattr_registers | int | REGCOUNT from .nv.info
+run_at | str! | when the row was logged (UTC)
+is_baseline | bool! | the baseline template's row
+n_runs | int! | ok assemblies of this name in its group
+distinct_outputs | int! | distinct code hashes among them
+baseline_distinct_outputs | int! | distinct code hashes of the baseline name
+same_text_as_baseline | bool | this row's .text is one the baseline produced
+same_code_as_baseline | bool | this row's code hash is one the baseline produced
+verdict | str! | baseline, identical, differs, differs_unrepeated, differs_within_noise, failed
+verdict_confidence | float | 1 - u^n (Good-Turing u of baseline outputs not yet seen, n variant runs)
+baseline_registers | int | the baseline's registers when it had one value
+baseline_capmerc_bytes | int | the baseline's capmerc size when it had one value
+""")
+
+RUNTIME = _cols("""
+group_id | str! | the timed group: source at one problem, one ptxas
+kernel | str! | source label
+family | str! | family or input kind
+label | str! | what was timed: a name template, {base}#AA, {base}#slowed, sdpa_<backend>
+name_template | str | the template, for name variants
+name | str! | the entry name (or the label)
+baseline_name | str! | the baseline's entry name
+is_baseline | bool! | the baseline template
+arch | str! | the GPU's arch
+median_ms | float! | median time per launch
+ratio_vs_baseline | float! | baseline time / this time (> 1: faster)
+ratio_ci_low | float! | 95 % interval
+ratio_ci_high | float! | 95 % interval
+runtime_verdict | str! | faster, slower, no_difference
+rounds | int! | timing rounds
+""")
+
+
+def check_rows(rows: list[dict], schema: tuple[Column, ...], exact: bool = True) -> list[str]:
+    """Problems with rows against a schema: missing or unknown columns, nulls, wrong types."""
+    problems: list[str] = []
+    names = {c.name for c in schema}
+    for i, r in enumerate(rows):
+        missing = [c.name for c in schema if c.name not in r]
+        if missing:
+            problems.append(f"row {i}: missing {missing}")
+        extra = sorted(set(r) - names)
+        if exact and extra:
+            problems.append(f"row {i}: columns not in the schema {extra}")
+        for c in schema:
+            v = r.get(c.name)
+            if v is None:
+                if not c.nullable and c.name in r:
+                    problems.append(f"row {i}: {c.name} is null")
+                continue
+            if isinstance(v, bool) and c.type in (INT, FLOAT):
+                problems.append(f"row {i}: {c.name} is a bool, expected {c.type}")
+            elif not isinstance(v, _PY[c.type]):
+                problems.append(f"row {i}: {c.name}={v!r} is not {c.type}")
+    return problems
+
+
+def columns_markdown(schema: tuple[Column, ...]) -> str:
+    """The README's column list: ``name`` (type): doc, one line each."""
+    return "\n".join(f"- `{c.name}` ({c.type}{'' if c.nullable else ', always set'}): {c.doc}" for c in schema)
+
+
+def problem_label(row: dict) -> str:
+    """A runtime row's problem: ``N=4096`` for attention, the size set (``m=2048,n=2048,k=2048``) for a user kernel."""
+    seq_len = row.get("seq_len")
+    if seq_len is not None and seq_len == seq_len:  # not None, not NaN
+        return f"N={int(seq_len)}"
+    return str(row.get("sizes", "-"))

@@ -1,0 +1,88 @@
+"""CUDA C++ to PTX through nvcc, one target at a time.
+
+The cache key covers the source file and every header it includes (``nvcc -M`` lists
+them), the flags and the nvcc binary's sha256, so an edited header re-compiles.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from ..cache import Cache, cache_key, sha256_bytes
+from ..errors import MalformedPtx, SpecError, ToolFailed
+from ..proc import run_tool
+from ..ptx import entries_of, source_identifier
+from ..toolchain import arch_number, find_tool
+from .base import Emitted
+
+
+def nvcc_arch(arch: str) -> str:
+    """``compute_90a`` for sm_90a: the virtual arch nvcc needs to emit PTX for that target."""
+    n = arch_number(arch)
+    return f"compute_{n}{'a' if arch.endswith('a') else ''}"
+
+
+def _dependencies(nvcc: str, flags: list[str], src: Path, timeout: float) -> list[Path]:
+    """The source and every header it includes, as nvcc's preprocessor sees them."""
+    dep_flags = [f for f in flags if f.startswith("-D") or f.startswith("-std")]
+    run = run_tool([nvcc, "-M", f"-arch={flags[1].split('=', 1)[1]}", *dep_flags, f"-I{src.parent}", str(src)],
+                   timeout=timeout)
+    if not run.ok:
+        raise ToolFailed(f"nvcc -M could not read {src.name}: {run.describe()}")
+    text = run.stdout.replace("\\\n", " ")
+    _, _, deps = text.partition(":")
+    return sorted({Path(d) for d in deps.split() if d.strip()})
+
+
+def emit_cuda(
+    source: str | Path,
+    arch: str,
+    entry: str | None = None,
+    defines: dict | None = None,
+    kernel_key: str | None = None,
+    cache: Cache | None = None,
+    timeout: float = 600.0,
+) -> Emitted:
+    """nvcc -ptx for one target; ``entry`` picks the kernel (a source name or a symbol), ``"all"`` or None
+    takes every kernel the file defines."""
+    src = Path(source)
+    if not src.is_file():
+        raise SpecError(f"{src}: no such CUDA source file")
+    cache = cache or Cache()
+    nvcc = find_tool("nvcc")
+    flags = [
+        "-ptx",
+        f"-arch={nvcc_arch(arch)}",
+        "-std=c++17",
+        "-O3",
+        "-lineinfo",
+        *(f"-D{k}={v}" for k, v in sorted((defines or {}).items())),
+    ]
+    deps = _dependencies(nvcc.path, flags, src, timeout)
+    inputs = {str(p): sha256_bytes(p.read_bytes()) for p in deps if p.is_file()}
+    key = cache_key(stage="emit-cuda", src=sha256_bytes(src.read_bytes()), deps=inputs, flags=flags, nvcc=nvcc.sha256)
+    rec = cache.get_json("emit", key)
+    if rec is None:
+        with tempfile.TemporaryDirectory(prefix="ptxprobe-nvcc-") as d:
+            out = Path(d) / "k.ptx"
+            run = run_tool([nvcc.path, *flags, f"-I{src.parent}", str(src), "-o", str(out)], timeout=timeout)
+            if not run.ok:
+                raise ToolFailed(f"nvcc could not compile {src.name} for {arch}: {run.describe()}")
+            ptx = out.read_text()
+        rec = {"ptx": ptx, "metadata": {"nvcc": nvcc.version, "nvcc_flags": flags, "inputs": inputs}}
+        cache.put_json("emit", key, rec)
+    ptx = rec["ptx"]
+    names = entries_of(ptx)
+    if not names:
+        raise MalformedPtx(f"{src.name}: nvcc produced no kernel (.entry) for {arch}: is there a __global__ function?")
+    if entry is None or entry == "all":
+        chosen = tuple(names)
+    else:
+        matches = [n for n in names if n == entry or source_identifier(n) == entry]
+        if not matches:
+            have = ", ".join(source_identifier(n) for n in names)
+            raise MalformedPtx(f"{src.name}: no kernel {entry!r} (have: {have})")
+        chosen = (matches[0],)
+    label = kernel_key or (f"{src.name}:{source_identifier(chosen[0])}" if len(chosen) == 1 else src.name)
+    return Emitted(label, arch, chosen[0], ptx, "cuda", rec["metadata"], {}, chosen)

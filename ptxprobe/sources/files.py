@@ -1,0 +1,84 @@
+"""PTX given as a file, or carried inside a cubin (``.nv_debug_ptx_txt``, kept by -lineinfo or -G)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from ..errors import CubinError, MalformedPtx
+from ..ptx import entries_of, has_version, target_of
+from .base import Emitted
+
+
+def read_text_file(path: str | Path, what: str) -> str:
+    p = Path(path)
+    if p.is_dir():
+        raise MalformedPtx(f"{p} is a directory, not a {what} file")
+    try:
+        return p.read_text()
+    except FileNotFoundError as exc:
+        raise MalformedPtx(f"{p}: no such {what} file") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MalformedPtx(f"{p}: cannot read {what} ({exc})") from exc
+
+
+def choose_entries(names: list[str], entry: str | None, where: str) -> tuple[str, ...]:
+    """``entry`` among the PTX's entries: None or ``all`` is every entry; an unknown one is an error."""
+    if not names:
+        raise MalformedPtx(f"{where}: no .entry in PTX")
+    if entry is None or entry == "all":
+        return tuple(names)
+    if entry not in names:
+        raise MalformedPtx(f"{where}: no entry {entry!r} (have: {', '.join(names)})")
+    return (entry,)
+
+
+def ptx_text(ptx: str, where: str, entry: str | None, label: str, frontend: str, metadata: dict) -> Emitted:
+    if not has_version(ptx):
+        raise MalformedPtx(f"{where}: no .version directive: not PTX?")
+    try:
+        arch = target_of(ptx)
+    except MalformedPtx as exc:
+        raise MalformedPtx(f"{where}: {exc}") from None
+    chosen = choose_entries(entries_of(ptx), entry, where)
+    return Emitted(label, arch, chosen[0], ptx, frontend, metadata, {}, chosen)
+
+
+def load_ptx(path: str | Path, entry: str | None = None) -> Emitted:
+    """A user's PTX file as an Emitted (its own .target is its arch); every entry unless ``entry`` names one."""
+    p = Path(path)
+    return ptx_text(read_text_file(p, "PTX"), str(p), entry, p.name, "ptx", {"source": str(p)})
+
+
+def ptx_from_cubin(path: str | Path, entry: str | None = None) -> Emitted:
+    """The PTX a cubin carries in ``.nv_debug_ptx_txt`` (cubins built with -lineinfo or -G keep it).
+
+    ptxas stores it one NUL-terminated line per PTX line, without ``.loc`` lines and DWARF bodies;
+    re-assembled, it gives the same ``.text`` (checked in the tests).
+    """
+    from elftools.common.exceptions import ELFError
+    from elftools.elf.elffile import ELFFile
+
+    from ..cubin import read_cubin
+
+    p = Path(path)
+    if p.is_dir():
+        raise CubinError(f"{p} is a directory, not a cubin")
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise CubinError(f"{p}: cannot read ({exc})") from exc
+    facts = read_cubin(data)
+    try:
+        sec = ELFFile(io.BytesIO(data)).get_section_by_name(".nv_debug_ptx_txt")
+    except ELFError as exc:
+        raise CubinError(f"{p}: not a readable ELF file ({exc})") from exc
+    if sec is None:
+        raise CubinError(
+            f"{p}: no embedded PTX (.nv_debug_ptx_txt); a cubin cannot be renamed without its PTX: "
+            "pass the PTX or the source, or build with -lineinfo"
+        )
+    ptx = "\n".join(line.decode("utf-8", errors="replace") for line in sec.data().split(b"\0"))
+    if not entries_of(ptx):
+        raise CubinError(f"{p}: embedded PTX has no .entry")
+    return ptx_text(ptx, str(p), entry, p.name, "ptx", {"source": str(p), "cubin_arch": facts.arch})

@@ -1,0 +1,241 @@
+"""The kinds of kernel source: registered families, PTX files, cubins, CUDA C++ files, Triton/Gluon functions."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..cache import Cache
+from ..errors import SpecError
+from ..ptx import with_target
+from ..registry import KernelFamily, KernelSpec, Problem, family
+from .base import Emitted, KernelSource
+
+
+def require_arch(fam: KernelFamily, arch: str) -> None:
+    """Refuse a target the family cannot be built for, before the compiler aborts the process on it."""
+    if fam.archs and arch not in fam.archs:
+        raise SpecError(f"{fam.name}: cannot be built for {arch} (targets: {', '.join(fam.archs)})")
+
+
+@dataclass(frozen=True)
+class RegisteredSource(KernelSource):
+    """One spec of a registered family (``ptxprobe kernels``) at the launch shape its specialisation comes from."""
+
+    family_name: str
+    dtype: str
+    head_dim: int
+    causal: bool
+    config: str
+    seq_len: int = 4096
+    kind = "registered"
+
+    @property
+    def family(self) -> KernelFamily:
+        return family(self.family_name)
+
+    @property
+    def spec(self) -> KernelSpec:
+        return self.family.spec(self.dtype, self.head_dim, self.causal, self.config)
+
+    @property
+    def label(self) -> str:
+        return self.spec.key
+
+    def build_archs(self, requested: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(a for a in requested if not self.family.archs or a in self.family.archs)
+
+    def columns(self) -> dict:
+        return {
+            "family": self.family_name,
+            "dtype": self.dtype,
+            "head_dim": self.head_dim,
+            "causal": self.causal,
+            "config": self.spec.config.label,
+        }
+
+    def identity(self) -> dict:
+        return {**super().identity(), "seq_len": self.seq_len}
+
+    def emit(self, arch: str, cache: Cache, only_cached: bool = False, name: str | None = None) -> Emitted | None:
+        fam, spec = self.family, self.spec
+        require_arch(fam, arch)
+        if fam.frontend == "triton":
+            from .triton import emitted_from, specialize, triton_ptx
+
+            problem = Problem(seq_len=self.seq_len)
+            sp = specialize(fam.fn, fam.launch_args(spec, problem, None))
+            options = {"num_warps": spec.config.num_warps, "num_stages": spec.config.num_stages}
+            rec = triton_ptx(fam.fn, sp, arch, options, cache, name=name, only_cached=only_cached, spec=spec.key)
+            if rec is None:
+                return None
+            e = emitted_from(rec, spec.key)
+            return Emitted(e.kernel, arch, e.entry, e.ptx, e.frontend, e.metadata, e.stages)
+        if fam.emit is None:
+            raise SpecError(f"{fam.name}: frontend {fam.frontend!r} has no emit function")
+        if only_cached:
+            return None
+        return fam.emit(spec, arch, cache)
+
+
+@dataclass(frozen=True)
+class _FileSource(KernelSource):
+    path: str
+    entry: str | None = None
+    spec_path: str | None = None
+    qualified: bool = False  # label by the whole path (two inputs share a file name)
+
+    @property
+    def label(self) -> str:
+        name = self.path if self.qualified else Path(self.path).name
+        return name if self.entry in (None, "all") else f"{name}:{self.entry}"
+
+    @property
+    def target(self) -> str:
+        """The input as it was given (path, and ``:entry`` when one was named)."""
+        return self.path if self.entry in (None, "all") else f"{self.path}:{self.entry}"
+
+    def launch(self):
+        from ..launch import load_launch
+
+        return load_launch(self.spec_path) if self.spec_path else None
+
+    def identity(self) -> dict:
+        return {**super().identity(), "spec": self.spec_path}
+
+
+@dataclass(frozen=True)
+class PtxFileSource(_FileSource):
+    """A PTX file: built for its own ``.target``, or re-targeted to the archs asked for."""
+
+    archs: tuple[str, ...] = ()
+    kind = "ptx"
+
+    def _read(self) -> Emitted:
+        from .files import load_ptx
+
+        return load_ptx(self.path, self.entry)
+
+    def build_archs(self, requested: tuple[str, ...]) -> tuple[str, ...]:
+        return self.archs or (own_target(self),)
+
+    def emit(self, arch: str, cache: Cache, only_cached: bool = False) -> Emitted | None:
+        e = self._read()
+        if arch == e.arch:
+            return Emitted(self.label, e.arch, e.entry, e.ptx, e.frontend, e.metadata, {}, e.entries)
+        meta = {**e.metadata, "retargeted_from": e.arch}
+        return Emitted(self.label, arch, e.entry, with_target(e.ptx, arch), e.frontend, meta, {}, e.entries)
+
+
+@dataclass(frozen=True)
+class CubinFileSource(PtxFileSource):
+    """A cubin whose PTX is embedded (built with -lineinfo): that PTX is what gets renamed."""
+
+    kind = "cubin"
+
+    def _read(self) -> Emitted:
+        from .files import ptx_from_cubin
+
+        return ptx_from_cubin(self.path, self.entry)
+
+
+@functools.cache
+def own_target(src: PtxFileSource) -> str:
+    return src._read().arch
+
+
+@dataclass(frozen=True)
+class CudaFileSource(_FileSource):
+    """A CUDA C++ file compiled by nvcc for each arch; every ``__global__`` kernel unless ``entry`` picks one."""
+
+    kind = "cuda"
+
+    def emit(self, arch: str, cache: Cache, only_cached: bool = False) -> Emitted | None:
+        from .cuda import emit_cuda
+
+        if only_cached:
+            return None
+        e = emit_cuda(self.path, arch, self.entry, cache=cache)
+        return Emitted(self.label, arch, e.entry, e.ptx, e.frontend, e.metadata, {}, e.entries)
+
+
+@dataclass(frozen=True)
+class TritonFunctionSource(_FileSource):
+    """A user's ``triton.jit`` or ``gluon.jit`` function (``module:function`` or ``file.py:function``) and its spec."""
+
+    kind = "triton"
+
+    def loaded(self):
+        """(function, specialisation, options): imported once per process and per content of module and spec."""
+        from .triton import file_hash
+
+        if self.spec_path is None:
+            raise SpecError(f"triton function {self.path!r}: give it as module:function=spec.json (--spec)")
+        module = self.path.rpartition(":")[0]
+        return _loaded(self.path, self.spec_path, file_hash(self.spec_path), file_hash(module))
+
+    def identity(self) -> dict:
+        from .triton import file_hash
+
+        return {**super().identity(), "spec_sha256": file_hash(self.spec_path) if self.spec_path else None,
+                "module_sha256": file_hash(self.path.rpartition(":")[0])}
+
+    @property
+    def label(self) -> str:
+        from .triton import load_kernel_spec
+
+        return str(load_kernel_spec(self.spec_path).get("name", self.path)) if self.spec_path else self.path
+
+    def emit(self, arch: str, cache: Cache, only_cached: bool = False) -> Emitted | None:
+        from .triton import emitted_from, triton_ptx
+
+        fn, sp, options = self.loaded()
+        rec = triton_ptx(fn, sp, arch, options, cache, only_cached=only_cached)
+        if rec is None:
+            return None
+        e = emitted_from(rec, self.label)
+        return Emitted(e.kernel, arch, e.entry, e.ptx, e.frontend, e.metadata, e.stages)
+
+
+@functools.cache
+def _loaded(target: str, spec_path: str, spec_sha256: str | None, module_sha256: str | None):
+    """A user's module is imported once per process and content (its top level runs once)."""
+    from .triton import user_specialization
+
+    return user_specialization(target, spec_path)
+
+
+def split_spec(item: str) -> tuple[str, str | None]:
+    """``target=spec.toml`` -> (target, spec path); a bare target has no spec."""
+    target, eq, spec = item.rpartition("=")
+    return (target, spec) if eq else (item, None)
+
+
+def split_entry(target: str) -> tuple[str, str | None]:
+    """``file.cu:entry`` -> (file, entry); a Windows-free, colon-free path has no entry."""
+    path, sep, entry = target.rpartition(":")
+    if sep and path and not entry.endswith((".ptx", ".cu", ".cubin", ".cuh")) and "/" not in entry:
+        return path, entry
+    return target, None
+
+
+def file_source(axis: str, item: str, archs: tuple[str, ...] = ()) -> KernelSource:
+    """A user kernel as an experiment names it (``file.cu:entry=spec.toml``, ``mod:fn=spec.json``, ...)."""
+    target, spec = split_spec(item)
+    if axis == "triton_functions":
+        return TritonFunctionSource(target, None, spec)
+    path, entry = split_entry(target)
+    if axis == "cu_files":
+        return CudaFileSource(path, entry, spec)
+    if axis == "ptx_files":
+        return PtxFileSource(path, entry, spec, tuple(archs))
+    if axis == "cubin_files":
+        return CubinFileSource(path, entry, spec, tuple(archs))
+    raise SpecError(f"unknown user kernel axis {axis!r}")
+
+
+def exists_or_refuse(src: KernelSource) -> None:
+    """A missing input file is a clear error before any work."""
+    if isinstance(src, (_FileSource,)) and not isinstance(src, TritonFunctionSource) and not Path(src.path).exists():
+        raise SpecError(f"{src.path}: no such file")

@@ -1,0 +1,295 @@
+"""Triton and Gluon functions to PTX for any target, without a GPU.
+
+Triton's own compile cache keys on the function's source, not on ``repr=``, so a renamed
+kernel could come back stale. ptxprobe never touches that cache: it drives Triton's stage
+pipeline itself (ttir -> ttgir -> llir -> ptx, each output kept), stops before ptxas, and
+caches the result in its own store keyed by the function, specialisation, options, target,
+name, ``triton_key()`` (Triton's own hash of its compiler and libtriton) and the
+environment knobs Triton says change code generation.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..cache import Cache, cache_key, sha256_text
+from ..errors import SpecError
+from ..ptx import entry_of
+from ..toolchain import arch_number
+from .base import Emitted
+
+
+@dataclass(frozen=True)
+class Specialization:
+    """What Triton's launcher would derive from real arguments: types, constants, divisibility."""
+
+    signature: dict
+    constexprs: dict
+    attrs: dict  # {(index,): [["tt.divisibility", 16]]}
+
+    def to_json(self) -> dict:
+        return {
+            "signature": self.signature,
+            "constexprs": {k: repr(v) for k, v in self.constexprs.items()},
+            "divisible_by_16": sorted(self.signature_names_with_attrs()),
+        }
+
+    def signature_names_with_attrs(self) -> list[str]:
+        names = list(self.signature)
+        return [names[k[0]] for k in self.attrs]
+
+
+def specialize(fn, args: list) -> Specialization:
+    """Mirror Triton's launch-time binder on (possibly stand-in) arguments."""
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+
+    params = fn.params
+    if len(args) != len(params):
+        raise SpecError(f"{fn.__name__}: {len(args)} launch arguments for {len(params)} parameters")
+    signature: dict = {}
+    constexprs: dict = {}
+    attrs: dict = {}
+    for i, (kp, arg) in enumerate(zip(params, args, strict=False)):
+        if kp.is_constexpr:
+            signature[kp.name] = "constexpr"
+            constexprs[kp.name] = arg
+            continue
+        ty, attr = native_specialize_impl(
+            BaseBackend, arg, False, not kp.do_not_specialize, not kp.do_not_specialize_on_alignment
+        )
+        signature[kp.name] = ty
+        if ty == "constexpr":  # integers equal to 1 become constants, as at launch
+            constexprs[kp.name] = attr
+        elif isinstance(attr, str):
+            parsed = BaseBackend.parse_attr(attr)
+            if parsed:
+                attrs[(i,)] = parsed
+    return Specialization(signature, constexprs, attrs)
+
+
+def _target(arch: str):
+    from triton.backends.compiler import GPUTarget
+
+    return GPUTarget("cuda", arch_number(arch), 32)
+
+
+def is_gluon(fn) -> bool:
+    return bool(getattr(fn, "is_gluon", lambda: False)())
+
+
+def compile_stages(fn, spec_: Specialization, arch: str, options: dict) -> tuple[dict[str, str], dict]:
+    """Run Triton's stages up to and including PTX; return every stage's text and the metadata."""
+    from triton._C.libtriton import ir
+    from triton.compiler import ASTSource, make_backend
+
+    if is_gluon(fn):
+        from triton.experimental.gluon._runtime import GluonASTSource as ASTSource  # noqa: N814
+    src = ASTSource(fn, spec_.signature, spec_.constexprs, spec_.attrs)
+    target = _target(arch)
+    backend = make_backend(target)
+    opts = backend.parse_options(options)
+    stages: dict = {}
+    backend.add_stages(stages, opts, src.language)
+    context = ir.context()
+    ir.load_dialects(context)
+    backend.load_dialects(context)
+    metadata: dict = {"hash": "ptxprobe", "target": target, **opts.__dict__}
+    module = src.make_ir(target, opts, backend.get_codegen_implementation(opts), backend.get_module_map(), context)
+    outputs: dict[str, str] = {}
+    for ext, stage in stages.items():
+        if ext == "cubin":
+            break
+        module = stage(module, metadata)
+        outputs[ext] = str(module)
+    keep = (
+        "name",
+        "shared",
+        "num_warps",
+        "num_stages",
+        "num_ctas",
+        "enable_fp_fusion",
+        "ptx_version",
+        "tmem_size",
+        "global_scratch_size",
+        "profile_scratch_size",
+    )
+    meta = {k: metadata[k] for k in keep if k in metadata and isinstance(metadata[k], (int, str, bool, type(None)))}
+    return outputs, meta
+
+
+def renamed_fn(fn, name: str):
+    """The frontend-level rename: the same kernel with ``repr=`` returning ``name`` (Triton or Gluon)."""
+    if is_gluon(fn):
+        from triton.experimental import gluon
+
+        return gluon.jit(repr=lambda _: name)(fn.fn)
+    import triton
+
+    return triton.jit(repr=lambda _: name)(fn.fn)
+
+
+@functools.cache
+def compiler_identity() -> dict:
+    """Triton's own key for its compiler (``triton_key()``) and the codegen-changing knobs, memoised on disk.
+
+    ``triton_key()`` hashes libtriton (~400 MB): the disk memo is keyed by that file's size and mtime.
+    """
+    import triton
+    from triton._C.libtriton import get_cache_invalidating_env_vars
+
+    lib = Path(triton.__file__).parent / "_C"
+    stamp = [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(lib.glob("libtriton*"))]
+    memo_key = cache_key(stamp=stamp, version=triton.__version__, root=str(lib))
+    cache = Cache()
+    rec = cache.get_json("triton-key", memo_key)
+    if rec is None:
+        from triton.runtime.cache import triton_key
+
+        rec = {"triton_key": sha256_text(triton_key())}
+        cache.put_json("triton-key", memo_key, rec)
+    return {"triton_key": rec["triton_key"], "env": dict(sorted(get_cache_invalidating_env_vars().items()))}
+
+
+def triton_ptx(
+    fn,
+    spec_: Specialization,
+    arch: str,
+    options: dict,
+    cache: Cache,
+    name: str | None = None,
+    only_cached: bool = False,
+    **key_parts,
+) -> dict | None:
+    """Triton's stages up to PTX for one specialisation, cached by everything that shapes the PTX.
+
+    Returns the cached record {"ptx", "metadata", "stages"}; None only with ``only_cached`` and a miss.
+    """
+    import triton
+
+    key = cache_key(
+        stage="emit",
+        fn=fn.cache_key,
+        sig=spec_.to_json(),
+        attrs=str(spec_.attrs),
+        options=options,
+        arch=arch,
+        name=name,
+        compiler=compiler_identity(),
+        **key_parts,
+    )
+    rec = cache.get_json("emit", key)
+    if rec is None and not only_cached:
+        outputs, meta = compile_stages(renamed_fn(fn, name) if name else fn, spec_, arch, options)
+        meta["specialization"] = spec_.to_json()
+        meta["triton_version"] = triton.__version__
+        rec = {"ptx": outputs["ptx"], "metadata": meta, "stages": {k: sha256_text(v) for k, v in outputs.items()}}
+        cache.put_json("emit", key, rec)
+    return rec
+
+
+def emitted_from(rec: dict, label: str) -> Emitted:
+    ptx = rec["ptx"]
+    return Emitted(label, "", entry_of(ptx), ptx, "triton", rec["metadata"], rec["stages"])
+
+
+# --- a user's Triton or Gluon function with a spec file ---------------------------------------
+
+SPEC_KEYS = {"signature", "constexprs", "divisible_by_16", "num_warps", "num_stages", "name", "launch"}
+
+
+def import_target(target: str, what: str):
+    """``package.module:name`` or ``path/to/file.py:name`` -> that object (None if the module lacks it)."""
+    import importlib
+    import importlib.util
+
+    mod_name, sep, attr = target.rpartition(":")
+    if not sep or not mod_name or not attr:
+        raise SpecError(f"{what} takes module:function or file.py:function, got {target!r}")
+    try:
+        if mod_name.endswith(".py"):
+            path = Path(mod_name)
+            if not path.is_file():
+                raise SpecError(f"{what}: no such file {path}")
+            spec = importlib.util.spec_from_file_location(path.stem, path)
+            if spec is None or spec.loader is None:
+                raise SpecError(f"{what}: cannot load {path}")
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+        else:
+            mod = importlib.import_module(mod_name)
+    except (ImportError, FileNotFoundError, SyntaxError) as exc:
+        raise SpecError(f"{what}: cannot import {mod_name}: {exc}") from exc
+    except Exception as exc:  # the user's module ran code at import time that failed
+        raise SpecError(f"{what}: importing {mod_name} raised {type(exc).__name__}: {exc}") from exc
+    return getattr(mod, attr, None)
+
+
+def load_triton_function(target: str):
+    """``package.module:function`` (or ``path/to/file.py:function``) -> the triton.jit or gluon.jit function."""
+    fn = import_target(target, "--triton")
+    if fn is None or not hasattr(fn, "params"):
+        raise SpecError(f"{target}: no triton.jit function named {target.rpartition(':')[2]!r}")
+    return fn
+
+
+def load_kernel_spec(path: str | Path) -> dict:
+    """A user kernel's spec (JSON or TOML): signature, constexprs, divisible_by_16, num_warps, num_stages, launch."""
+    import tomllib
+
+    p = Path(path)
+    try:
+        text = p.read_text()
+        spec = tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
+    except FileNotFoundError as exc:
+        raise SpecError(f"spec file not found: {p}") from exc
+    except IsADirectoryError as exc:
+        raise SpecError(f"spec {p} is a directory, not a file") from exc
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{p}: not valid {'TOML' if p.suffix == '.toml' else 'JSON'}: {exc}") from exc
+    if not isinstance(spec, dict):
+        raise SpecError(f"{p}: a spec is a table (JSON object), not {type(spec).__name__}")
+    unknown = set(spec) - SPEC_KEYS
+    if unknown:
+        raise SpecError(f"{p}: unknown keys {sorted(unknown)}; a spec may have {sorted(SPEC_KEYS)}")
+    return spec
+
+
+def user_specialization(target: str, spec_path: str | Path) -> tuple[Any, Specialization, dict]:
+    """(function, specialisation, compile options) of a user's Triton function from its spec file."""
+    fn = load_triton_function(target)
+    spec = load_kernel_spec(spec_path)
+    if "signature" not in spec:
+        raise SpecError(f"{spec_path}: a Triton function's spec needs a 'signature' (parameter -> type)")
+    params = [p.name for p in fn.params]
+    sig = dict(spec["signature"])
+    if list(sig) != params:
+        raise SpecError(f"{spec_path}: signature names {list(sig)} do not match {fn.__name__}'s parameters {params}")
+    constexprs = dict(spec.get("constexprs", {}))
+    missing = [n for n, t in sig.items() if t == "constexpr" and n not in constexprs]
+    if missing:
+        raise SpecError(f"{spec_path}: no value for constexpr parameter(s) {missing}")
+    div = spec.get("divisible_by_16", [])
+    bad = [n for n in div if n not in params]
+    if bad:
+        raise SpecError(f"{spec_path}: divisible_by_16 names unknown parameters {bad}")
+    attrs = {(params.index(n),): [["tt.divisibility", 16]] for n in div}
+    options = {"num_warps": int(spec.get("num_warps", 4)), "num_stages": int(spec.get("num_stages", 3))}
+    return fn, Specialization(sig, constexprs, attrs), options
+
+
+def runtime_params(fn, sp: Specialization) -> list[str]:
+    """A Triton function's parameters that are passed at launch (not constexpr, not specialised to 1)."""
+    return [p.name for p in fn.params if sp.signature.get(p.name) != "constexpr"]
+
+
+def file_hash(path: str | os.PathLike) -> str | None:
+    try:
+        return sha256_text(Path(path).read_text())
+    except OSError:
+        return None

@@ -1,0 +1,220 @@
+"""Experiments: the axes of a rename sweep, from a TOML file and ``-s axis=values`` overrides.
+
+Every value is checked when the experiment is built, so nonsense (``repeat=0``,
+``causal=maybe``, ``archs=sm90``) is refused before any work, with the axis named.
+Experiments shipped with ptxprobe live in ``ptxprobe/experiments`` and are found by name
+(``-e default``) through ``importlib.resources``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import asdict, dataclass, field, fields
+from importlib import resources
+from pathlib import Path
+
+import tomllib
+
+from ..assemble import TRITON_FLAGS
+from ..errors import SpecError
+
+KNOWN_ARCHS = ("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a", "sm_101a",
+               "sm_103a", "sm_110a", "sm_120", "sm_120a", "sm_121a")
+_ARCH_RE = re.compile(r"sm_(\d+)([af]?)")
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    description: str = ""
+    kernels: tuple[str, ...] = ("attention",)
+    dtypes: tuple[str, ...] = ("fp16",)
+    head_dims: tuple[int, ...] = (128,)
+    causal: tuple[bool, ...] = (False,)
+    configs: tuple[str, ...] = ("default",)
+    archs: tuple[str, ...] = ("sm_90a",)
+    ptxas: tuple[str, ...] = ("triton",)
+    flags: tuple[tuple[str, ...], ...] = (TRITON_FLAGS,)  # full ptxas flag lists (besides -v/--gpu-name)
+    names: tuple[str, ...] = ("{base}", "cutlass_{base}")
+    repeat: dict = field(default_factory=lambda: {"default": 1})
+    seq_len: int = 4096
+    ptx_files: tuple[str, ...] = ()  # "file.ptx[:entry][=spec.toml]"
+    cu_files: tuple[str, ...] = ()  # "file.cu[:entry][=spec.toml]", compiled by nvcc for every arch
+    cubin_files: tuple[str, ...] = ()  # cubins with embedded PTX (-lineinfo)
+    triton_functions: tuple[str, ...] = ()  # "module:function=spec.json" (or .toml)
+    file_archs: tuple[str, ...] = ()  # re-target PTX/cubin files to these archs (empty: their own .target)
+    max_repeat: int = 0  # assemble up to this many times where ptxas varies (0: no adaptive repeats)
+    run: dict = field(default_factory=dict)  # the [run] table: GPU problem sizes and timing plan
+    source: str | None = None  # path of the TOML it came from
+
+    def repeats(self, arch: str) -> int:
+        return int(self.repeat.get(arch, self.repeat.get("default", 1)))
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @property
+    def has_user_kernels(self) -> bool:
+        return any((self.ptx_files, self.cu_files, self.cubin_files, self.triton_functions))
+
+
+_LIST_AXES = ("kernels", "dtypes", "head_dims", "causal", "configs", "archs", "ptxas", "names", "ptx_files",
+              "cu_files", "cubin_files", "triton_functions", "file_archs")
+_USER_AXES = ("ptx_files", "cu_files", "cubin_files", "triton_functions")
+
+
+def shipped() -> dict[str, Path]:
+    """The experiments that come with ptxprobe, by name."""
+    root = resources.files("ptxprobe") / "experiments"
+    return {p.name[: -len(".toml")]: Path(str(p)) for p in root.iterdir() if p.name.endswith(".toml")}
+
+
+def find_experiment(name_or_path: str | os.PathLike | None) -> Path:
+    """A path to an experiment TOML, or the name of a shipped one (``default``)."""
+    if name_or_path is None:
+        return shipped()["default"]
+    p = Path(name_or_path)
+    if p.is_file():
+        return p
+    if p.is_dir():
+        raise SpecError(f"experiment {p} is a directory, not a TOML file")
+    known = shipped()
+    if str(name_or_path) in known:
+        return known[str(name_or_path)]
+    raise SpecError(f"experiment file not found: {p} (shipped experiments: {', '.join(sorted(known))})")
+
+
+def _resolve_item(item: str, base: Path) -> str:
+    """Paths inside an experiment file are relative to that file's directory."""
+    def fix(part: str) -> str:
+        path, sep, rest = part.partition(":") if not part.endswith((".ptx", ".cu", ".cubin")) else (part, "", "")
+        if path and not os.path.isabs(path) and (path.endswith((".py", ".ptx", ".cu", ".cubin", ".toml", ".json"))):
+            cand = base / path
+            path = os.path.relpath(cand) if cand.exists() else path
+        return path + sep + rest
+
+    target, eq, spec = item.rpartition("=")
+    return f"{fix(target)}={fix(spec)}" if eq else fix(item)
+
+
+def load_experiment(path: str | os.PathLike | None) -> Experiment:
+    p = find_experiment(path)
+    try:
+        data = tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{p}: not valid TOML: {exc}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{p}: cannot read ({exc})") from exc
+    meta = data.get("experiment", {})
+    sweep = dict(data.get("sweep", {}))
+    for axis in _USER_AXES:
+        if axis in sweep:
+            items = sweep[axis] if isinstance(sweep[axis], list) else [sweep[axis]]
+            sweep[axis] = [_resolve_item(str(i), p.parent) for i in items]
+    return experiment_from_dict(
+        {**sweep, "name": meta.get("name", p.stem), "run": data.get("run", {}),
+         "description": meta.get("description", ""), "source": str(p)}
+    )
+
+
+def _as_int(axis: str, v, low: int = 1) -> int:
+    try:
+        n = int(v)
+    except (TypeError, ValueError):
+        raise SpecError(f"{axis}: {v!r} is not an integer") from None
+    if isinstance(v, float) and v != n or n < low:
+        raise SpecError(f"{axis}: {v!r} must be an integer >= {low}")
+    return n
+
+
+def _as_bool(axis: str, v) -> bool:
+    if isinstance(v, bool):
+        return v
+    s = str(v).strip().lower()
+    if s in ("1", "true", "yes", "causal"):
+        return True
+    if s in ("0", "false", "no", "full"):
+        return False
+    raise SpecError(f"{axis}: {v!r} is not true/false")
+
+
+def check_arch(arch: str) -> str:
+    m = _ARCH_RE.fullmatch(arch)
+    if not m or int(m.group(1)) < 70:
+        raise SpecError(f"archs: {arch!r} is not a target ptxprobe can read (sm_70 or newer, e.g. sm_90a, sm_100a)")
+    return arch
+
+
+def experiment_from_dict(d: dict) -> Experiment:
+    """An experiment from axis values (lists or scalars); every value validated."""
+    known = {f.name for f in fields(Experiment)}
+    unknown = set(d) - known
+    if unknown:
+        raise SpecError(f"unknown sweep keys: {', '.join(sorted(unknown))} (known: {', '.join(sorted(known))})")
+    kw = dict(d)
+    for k in _LIST_AXES:
+        if k in kw:
+            v = kw[k]
+            kw[k] = tuple(v) if isinstance(v, (list, tuple)) else (v,)
+    if "flags" in kw:
+        kw["flags"] = tuple(tuple(f.split()) if isinstance(f, str) else tuple(f) for f in kw["flags"])
+    if "repeat" in kw:
+        rep = kw["repeat"] if isinstance(kw["repeat"], dict) else {"default": kw["repeat"]}
+        kw["repeat"] = {str(a): _as_int(f"repeat ({a})", n) for a, n in rep.items()}
+    if "head_dims" in kw:
+        kw["head_dims"] = tuple(_as_int("head_dims", v) for v in kw["head_dims"])
+    if "causal" in kw:
+        kw["causal"] = tuple(_as_bool("causal", v) for v in kw["causal"])
+    for k in ("seq_len",):
+        if k in kw:
+            kw[k] = _as_int(k, kw[k])
+    if "max_repeat" in kw:
+        kw["max_repeat"] = _as_int("max_repeat", kw["max_repeat"], low=0)
+    for k in ("archs", "file_archs"):
+        if k in kw:
+            kw[k] = tuple(check_arch(str(a)) for a in kw[k])
+    exp = Experiment(**kw)
+    if not exp.names:
+        raise SpecError("names: at least the baseline template is needed")
+    if len(set(exp.names)) != len(exp.names):
+        raise SpecError(f"names: a template is given twice ({', '.join(exp.names)})")
+    for n in exp.names:
+        if n != n.strip() or not n:
+            raise SpecError(f"bad name template {n!r}")
+    if not exp.archs and not exp.has_user_kernels:
+        raise SpecError("archs: at least one target is needed")
+    if not exp.kernels and not exp.has_user_kernels:
+        raise SpecError("nothing to sweep: no kernels and no user kernel files")
+    if not exp.ptxas:
+        raise SpecError("ptxas: at least one is needed (triton, all, newest, a version or a path)")
+    if not exp.flags:
+        raise SpecError("flags: at least one flag list is needed (an empty list is plain ptxas)")
+    return exp
+
+
+def parse_assignment(a: str) -> tuple[str, object]:
+    """``axis=v1,v2`` from the command line as (axis, values)."""
+    if "=" not in a:
+        raise SpecError(f"-s takes axis=value[,value...], got {a!r}")
+    key, _, raw = a.partition("=")
+    key = key.strip().replace("-", "_")
+    vals = [v.strip() for v in raw.split(",") if v.strip()]
+    if key in ("repeat", "seq_len", "max_repeat"):
+        if len(vals) != 1:
+            raise SpecError(f"{key} takes one value, got {raw!r}")
+        return key, vals[0]
+    if key == "flags":
+        return key, [part.split() for part in raw.split(";")]
+    if key in ("name", "description", "run", "source"):
+        raise SpecError(f"-s cannot set {key!r}")
+    return key, vals
+
+
+def override(exp: Experiment, assignments: list[str]) -> Experiment:
+    """Apply ``axis=v1,v2`` overrides from the command line."""
+    base = {f.name: getattr(exp, f.name) for f in fields(Experiment)}
+    for a in assignments:
+        key, vals = parse_assignment(a)
+        base[key] = vals
+    return experiment_from_dict(base)

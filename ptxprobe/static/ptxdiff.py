@@ -1,0 +1,77 @@
+"""``diff --ptx``: one PTX under its own name and a renamed one, assembled as often as a sweep would.
+
+ptxas for some targets is not deterministic, so one assembly per name can show a
+difference that is only ptxas's own noise. This assembles each name N times, gives the
+sweep's noise-aware verdict over the two sets of outputs, and diffs the most common cubin
+of each side.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from ..assemble import TRITON_FLAGS, assemble
+from ..cache import Cache
+from ..cubin import kernel_columns
+from ..diff import Diff, diff_cubins
+from ..errors import PtxprobeError
+from ..rename import apply_template, rename_entry
+from ..sources.files import load_ptx
+from ..toolchain import select_ptxas
+from .experiment import load_experiment
+from .verdicts import static_verdict
+
+
+@dataclass(frozen=True)
+class NoisyDiff:
+    diff: Diff
+    verdict: str
+    confidence: float | None
+    runs: int
+    baseline_outputs: int
+    variant_outputs: int
+    failed: str = ""
+
+    def to_json(self) -> dict:
+        return {"verdict": self.verdict, "confidence": self.confidence, "runs": self.runs,
+                "baseline_outputs": self.baseline_outputs, "variant_outputs": self.variant_outputs}
+
+
+def default_repeats(arch: str) -> int:
+    """As many assemblies as the default experiment makes for this arch."""
+    return load_experiment(None).repeats(arch)
+
+
+def noise_aware_ptx_diff(path: str, template: str, arch: str | None, ptxas: str, repeat: int | None) -> NoisyDiff:
+    src = load_ptx(path)
+    entry = src.entry
+    arch = arch or src.arch
+    new = apply_template(template, entry) if "{base}" in template else template
+    tool = select_ptxas(arch, ptxas)[0]
+    runs = repeat or default_repeats(arch)
+    texts = {entry: src.ptx, new: rename_entry(src.ptx, entry, new).ptx}
+    cubins: dict[str, list[bytes]] = {entry: [], new: []}
+    codes: dict[str, Counter] = {entry: Counter(), new: Counter()}
+    cache = Cache()
+    for name, ptx in texts.items():
+        for r in range(runs):
+            art = assemble(ptx, arch, tool, TRITON_FLAGS, repeat=r, cache=cache)
+            if not art.ok:
+                raise PtxprobeError(art.message) if art.status == "unsupported_ptx" else _failed(art.message)
+            data = art.cubin()
+            cubins[name].append(data)
+            codes[name][kernel_columns(data, name)["code_sha256"]] += 1
+    verdict, conf = static_verdict(codes[entry], codes[new])
+    common = {}
+    for name in texts:
+        top = codes[name].most_common(1)[0][0]
+        common[name] = next(c for c in cubins[name] if kernel_columns(c, name)["code_sha256"] == top)
+    d = diff_cubins(common[entry], common[new], entry, new)
+    return NoisyDiff(d, verdict, conf, runs, len(codes[entry]), len(codes[new]))
+
+
+def _failed(message: str):
+    from ..errors import ToolFailed
+
+    return ToolFailed(message)

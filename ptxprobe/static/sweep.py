@@ -1,0 +1,343 @@
+"""Running a static sweep: emit each source once per arch, rename, assemble in a process pool, log, derive.
+
+Every finished assembly is appended to ``variants.jsonl`` at once, so an interrupted sweep
+loses nothing and a re-run skips what is there (hangs and outside kills are retried).
+``results.jsonl``/``results.parquet`` are derived from the log rows of *this* plan and
+rewritten at the end. Ctrl-C stops the pool at once: the workers' ptxas process groups are
+killed, and the outputs and manifest are still written for what finished.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import sys
+import time
+from collections import Counter
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..assemble import Artifact, assemble, cached_artifact
+from ..cache import Cache, cache_key
+from ..cubin import kernel_columns
+from ..errors import CubinError, ToolFailed, ToolNotFound
+from ..sources import Emitted, KernelSource, sources_of
+from ..store import (
+    LOG,
+    RESULTS_JSONL,
+    RESULTS_PARQUET,
+    append_records,
+    build_manifest,
+    check_same_experiment,
+    drop_torn_tail,
+    lock_dir,
+    prepare_dir,
+    read_log,
+    write_jsonl,
+    write_manifest,
+    write_parquet,
+)
+from ..toolchain import Tool, discover
+from .experiment import Experiment
+from .plan import Planned, plan_emitted, variant_record
+from .verdicts import derive
+
+RETRIED_STATUSES = ("timeout",)
+
+
+# --- workers (top-level so they pickle) ----------------------------------------------------
+
+
+def _worker_init() -> None:
+    """Pool workers leave Ctrl-C to the parent; SIGTERM from it unwinds (killing any ptxas) and exits."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+
+
+def _emit_job(source: KernelSource, arch: str, cache_root: str, cache_enabled: bool) -> Emitted:
+    return source.emit(arch, Cache(cache_root, cache_enabled))
+
+
+def _assemble_job(p: Planned, timeout: float, cache_root: str, cache_enabled: bool) -> dict:
+    cache = Cache(cache_root, cache_enabled)
+    v = p.variant
+    art = assemble(p.ptx, v.arch, p.tool, v.flags, repeat=v.repeat, timeout=timeout, cache=cache)
+    return variant_row(p, art, cache)
+
+
+def _cubin_columns(art: Artifact, name: str, cache: Cache) -> dict:
+    """kernel_columns, memoised by cubin hash (re-reading ELF files dominates a warm sweep)."""
+    key = cache_key(cubin=art.cubin_sha256, name=name, v=1)
+    hit = cache.get_json("cubin-columns", key)
+    if hit is None:
+        hit = kernel_columns(art.cubin(), name)
+        cache.put_json("cubin-columns", key, hit)
+    return hit
+
+
+_FACT_COLUMNS = ("text_sha256", "code_sha256", "text_bytes", "capmerc_bytes", "merc_bytes", "n_instructions",
+                 "shared_bytes", "eiattr_registers")
+
+
+def variant_row(p: Planned, art: Artifact, cache: Cache | None = None) -> dict:
+    """The raw result row of one assembly (everything derived later is left out)."""
+    v = p.variant
+    row = {
+        **variant_record(v),
+        "status": art.status,
+        "error": art.message,
+        "retriable": art.retriable,
+        "ptxas_seconds": art.seconds,
+        "cached": art.cached,
+        "note": art.note,
+        "cubin_sha256": art.cubin_sha256,
+        **p.extra,
+    }
+    rep = art.reports.get(v.name)
+    for k in ("registers", "spill_store_bytes", "spill_load_bytes", "stack_bytes", "barriers"):
+        row[k] = getattr(rep, k) if rep else None
+    facts = dict.fromkeys(_FACT_COLUMNS)
+    if art.ok:
+        try:
+            facts.update(_cubin_columns(art, v.name, cache or Cache()))
+        except (CubinError, OSError) as exc:
+            row["status"], row["error"] = "bad_cubin", f"ptxas gave a cubin ptxprobe cannot read: {exc}"
+    row.update(facts)
+    return row
+
+
+# --- the sweep -----------------------------------------------------------------------------
+
+
+def experiment_identity(exp: Experiment, sources: list[KernelSource]) -> dict:
+    """What makes a run directory's experiment the same one (axes may grow; the inputs may not change kind)."""
+    return {
+        "name": exp.name,
+        "user_sources": sorted(s.label for s in sources if s.kind != "registered"),
+    }
+
+
+@dataclass
+class SweepOutcome:
+    out_dir: Path
+    rows: list[dict]
+    ran: int
+    skipped: int
+    wall_seconds: float
+    ptxas_seconds: float
+    interrupted: bool = False
+    emit_errors: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[dict]:
+        from .verdicts import failures
+
+        return failures(self.rows)
+
+
+def _pool(jobs: int) -> ProcessPoolExecutor:
+    ctx = mp.get_context("forkserver" if sys.platform.startswith("linux") else "spawn")
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init)
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Terminate every worker now (each kills its ptxas on SIGTERM), then make sure they are gone."""
+    procs = list(getattr(pool, "_processes", {}).values())
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+    deadline = time.monotonic() + 2.0
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+
+
+def run_sweep(
+    exp: Experiment,
+    out_dir: str | os.PathLike,
+    *,
+    jobs: int | None = None,
+    cache: Cache | None = None,
+    timeout: float = 600.0,
+    progress: bool = True,
+    argv: list[str] | None = None,
+    fresh: bool = False,
+    max_variants: int | None = None,
+) -> SweepOutcome:
+    """Run (or resume) a sweep into ``out_dir``."""
+    started = time.time()
+    cache = cache or Cache()
+    sources = sources_of(exp)  # a bad input fails here, before any work
+    identity = experiment_identity(exp, sources)
+    out = prepare_dir(Path(out_dir))
+    with lock_dir(out):
+        log = out / LOG
+        if fresh:
+            for name in (LOG, RESULTS_JSONL, RESULTS_PARQUET):
+                (out / name).unlink(missing_ok=True)
+        else:
+            check_same_experiment(out, identity)
+        drop_torn_tail(log)
+        logged = {r["variant_id"]: r for r in read_log(log)}
+        tools = discover()
+        state = _Run(exp, cache, tools, timeout, logged, max_variants)
+        try:
+            state.execute(sources, log, jobs or os.cpu_count() or 1, progress)
+        finally:
+            previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C cannot cut the write-out
+            try:
+                rows = [logged[i] for i in state.planned_ids if i in logged]
+                derived = derive(rows)
+                write_jsonl(out / RESULTS_JSONL, derived)
+                write_parquet(out / RESULTS_PARQUET, derived)
+                counts = {
+                    "rows": len(derived),
+                    "ran_this_time": state.ran,
+                    "skipped_done": state.skipped,
+                    "by_status": dict(Counter(r["status"] for r in derived)),
+                    "interrupted": state.interrupted,
+                    "emit_errors": state.emit_errors,
+                }
+                inputs = {s.label: s.identity() for s in sources}
+                write_manifest(out, build_manifest(exp, identity, tools, argv or sys.argv, started, counts, inputs))
+            finally:
+                signal.signal(signal.SIGINT, previous)
+    return SweepOutcome(out, derived, state.ran, state.skipped, time.time() - started, state.ptxas_seconds,
+                        state.interrupted, state.emit_errors)
+
+
+class _Run:
+    """The mutable bookkeeping of one sweep execution (planned ids, counters, the pool's futures)."""
+
+    def __init__(self, exp, cache: Cache, tools: list[Tool], timeout: float, logged: dict, max_variants):
+        self.exp, self.cache, self.tools, self.timeout = exp, cache, tools, timeout
+        self.logged = logged
+        self.max_variants = max_variants
+        self.planned_ids: list[str] = []
+        self.ran = self.skipped = 0
+        self.ptxas_seconds = 0.0
+        self.interrupted = False
+        self.emit_errors: list[str] = []
+        self.pending: dict[Future, tuple | None] = {}
+
+    def execute(self, sources: list[KernelSource], log: Path, jobs: int, progress: bool) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        jobs_list = [(s, a) for s in sources for a in s.build_archs(self.exp.archs)]
+        pool = _pool(jobs)
+        self.log_path, self.logf = log, None
+        try:
+            with Progress(*cols, disable=not progress, transient=False, redirect_stdout=False) as bar:
+                self.bar = bar
+                self.t_emit = bar.add_task("emit PTX", total=len(jobs_list))
+                self.t_asm = bar.add_task("ptxas", total=None)
+                for src, arch in jobs_list:
+                    hit = self._cached_emit(src, arch)
+                    if hit is not None:
+                        bar.advance(self.t_emit)
+                        self._submit_variants(pool, src, hit)
+                    else:
+                        fut = pool.submit(_emit_job, src, arch, str(self.cache.root), self.cache.enabled)
+                        self.pending[fut] = (src, arch)
+                while self.pending:
+                    finished, _ = wait(list(self.pending), return_when=FIRST_COMPLETED)
+                    for f in finished:
+                        job = self.pending.pop(f)
+                        if job is None:
+                            self._record(f.result())
+                            continue
+                        bar.advance(self.t_emit)
+                        try:
+                            emitted = f.result()
+                        except (ToolFailed, ToolNotFound) as exc:  # the compiler failed: say so, go on
+                            self.emit_errors.append(f"{job[0].label} for {job[1]}: {exc}")
+                            continue
+                        self._submit_variants(pool, job[0], emitted)
+            pool.shutdown(wait=True)
+        except KeyboardInterrupt:
+            self.interrupted = True
+            _stop_pool(pool)
+        except BaseException:  # bad input found while building: stop everything, say it
+            _stop_pool(pool)
+            raise
+        finally:
+            if self.logf is not None:
+                self.logf.close()
+
+    def _cached_emit(self, src: KernelSource, arch: str) -> Emitted | None:
+        if not self.cache.enabled:
+            return None
+        return src.emit(arch, self.cache, only_cached=True)
+
+    def _done(self, vid: str) -> bool:
+        row = self.logged.get(vid)
+        return row is not None and not row.get("retriable") and row.get("status") not in RETRIED_STATUSES
+
+    def _submit_variants(self, pool, src: KernelSource, emitted: Emitted) -> None:
+        launch = src.launch()
+        if launch is not None:  # the spec must fit the entry's own parameters: checked before any assembly
+            from ..launch import check_against_source
+
+            runtime = _runtime_params(src)
+            for entry in emitted.swept_entries:
+                check_against_source(launch, emitted.ptx, entry, src.kind, runtime)
+        for p in plan_emitted(self.exp, src, emitted, self.tools, self.cache):
+            if self.max_variants is not None and len(self.planned_ids) >= self.max_variants:
+                return
+            vid = p.variant.variant_id
+            self.planned_ids.append(vid)
+            self.bar.update(self.t_asm, total=len(self.planned_ids))
+            if self._done(vid):
+                self.skipped += 1
+                self.bar.advance(self.t_asm)
+                continue
+            v = p.variant
+            hit = cached_artifact(p.ptx, v.arch, p.tool, v.flags, repeat=v.repeat, cache=self.cache)
+            if hit is not None:  # a cache hit is served here: no process hop
+                self._record(variant_row(p, hit, self.cache))
+                continue
+            fut = pool.submit(_assemble_job, p, self.timeout, str(self.cache.root), self.cache.enabled)
+            self.pending[fut] = None
+
+    def _record(self, row: dict) -> None:
+        row["run_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        if self.logf is None:  # the log appears with the first result, not before
+            self.logf = open(self.log_path, "a")  # noqa: SIM115 (closed in execute)
+        append_records(self.logf, [row])
+        self.logged[row["variant_id"]] = row
+        self.ran += 1
+        if not row["cached"]:
+            self.ptxas_seconds += row["ptxas_seconds"] or 0.0
+        self.bar.advance(self.t_asm)
+
+
+def _runtime_params(src: KernelSource) -> list[str]:
+    """A Triton function's launch parameters (its PTX entry has hidden extra ones); empty for other kinds."""
+    if src.kind != "triton":
+        return []
+    from ..sources.triton import runtime_params
+
+    fn, sp, _ = src.loaded()
+    return runtime_params(fn, sp)
+
+
+def default_out_dir(exp: Experiment) -> Path:
+    """``runs/<experiment>``, or for a sweep of user files ``runs/<their names>``: never mixed with another."""
+    if exp.has_user_kernels and not exp.kernels:
+        items = [*exp.ptx_files, *exp.cu_files, *exp.cubin_files, *exp.triton_functions]
+        stems = []
+        for item in items:
+            target = item.rpartition("=")[0] or item
+            stems.append(Path(target.split(":")[0]).stem or "kernel")
+        label = "-".join(dict.fromkeys(stems))[:80]
+        return Path("runs") / f"user-{label}"
+    return Path("runs") / exp.name

@@ -1,0 +1,151 @@
+"""Static verdicts: does a name change the code beyond ptxas's own run-to-run spread?
+
+Everything here is pure: raw rows in, derived rows or summary records out.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+# differences that survive ptxas's own spread ("differs"; committed results before it said
+# "differs_deterministic" or "differs_beyond_noise"), or that were seen once on a side
+DIFFERS = ("differs", "differs_deterministic", "differs_beyond_noise", "differs_unrepeated")
+FAILED_STATUSES = ("failed", "crashed", "timeout", "unsupported_ptx", "bad_cubin")
+
+
+def static_verdict(base: Counter, var: Counter) -> tuple[str, float | None]:
+    """Compare the multisets of outputs (code hashes) of baseline and variant runs.
+
+    The confidence of a difference is 1 - u**n: u is the Good-Turing estimate (add-one) of
+    how much of the baseline's output distribution the baseline runs have not yet shown, n
+    the variant's run count: the chance that n draws from the baseline's own distribution
+    would all have missed everything the baseline showed.
+
+    The verdict's name does not flip with the number of runs once there are two per side: disjoint
+    output sets are ``differs`` whether or not ptxas varied (``baseline_distinct_outputs`` and
+    ``distinct_outputs`` say whether it did), and ``verdict_confidence`` says how sure;
+    ``differs_unrepeated`` means one run on a side, so nothing is known of ptxas's spread.
+    """
+    if not base or not var:
+        return "", None
+    b, v = set(base), set(var)
+    n_b, n_v = sum(base.values()), sum(var.values())
+    if b == v:
+        return ("identical" if len(b) == 1 else "differs_within_noise"), None
+    if b & v:
+        return "differs_within_noise", None
+    singletons = sum(1 for c in base.values() if c == 1)
+    unseen = (singletons + 1) / (n_b + 1)
+    confidence = 1.0 - unseen**n_v
+    if min(n_b, n_v) < 2:
+        return "differs_unrepeated", confidence  # one run on a side: nothing is known about ptxas's own spread
+    return "differs", confidence
+
+
+def group_key(r: dict) -> tuple:
+    return (r["kernel"], r["arch"], r["ptxas_sha256"], r["ptxas_flags"])
+
+
+def derive(rows: list[dict]) -> list[dict]:
+    """Add baseline comparisons and verdicts to raw rows (pure: rows in, new rows out)."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[group_key(r)].append(r)
+    out = []
+    for members in groups.values():
+        by_name: dict[str, list[dict]] = defaultdict(list)
+        for r in members:
+            by_name[r["name"]].append(r)
+        baseline = members[0]["baseline_name"]
+        base_rows = [r for r in by_name.get(baseline, []) if r["status"] == "ok"]
+        base_code = Counter(r["code_sha256"] for r in base_rows)
+        base_text = {r["text_sha256"] for r in base_rows}
+        base_regs = sorted({r["registers"] for r in base_rows if r["registers"] is not None})
+        base_cap = sorted({r["capmerc_bytes"] for r in base_rows if r["capmerc_bytes"] is not None})
+        for name, rs in by_name.items():
+            ok = [r for r in rs if r["status"] == "ok"]
+            code = Counter(r["code_sha256"] for r in ok)
+            verdict, conf = ("baseline", None) if name == baseline else static_verdict(base_code, code)
+            if not ok:
+                verdict = "failed"
+            for r in rs:
+                d = dict(r)
+                d["is_baseline"] = name == baseline
+                d["n_runs"] = len(ok)
+                d["distinct_outputs"] = len(code)
+                d["baseline_distinct_outputs"] = len(base_code)
+                usable = r["status"] == "ok"
+                d["same_text_as_baseline"] = (r["text_sha256"] in base_text) if usable and base_text else None
+                d["same_code_as_baseline"] = (r["code_sha256"] in base_code) if usable and base_code else None
+                d["verdict"] = verdict
+                d["verdict_confidence"] = conf
+                d["baseline_registers"] = base_regs[0] if len(base_regs) == 1 else None
+                d["baseline_capmerc_bytes"] = base_cap[0] if len(base_cap) == 1 else None
+                out.append(d)
+    return out
+
+
+def summarize(rows: list[dict]) -> list[dict]:
+    """One record per (kernel, arch, ptxas, flags, name): the verdict and its key deltas; baseline first."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in rows:
+        groups[(r["kernel"], r["arch"], r["ptxas_version"], r["ptxas_flags"], r["name"])].append(r)
+    out = []
+    for (kernel, arch, ver, flags, name), rs in groups.items():
+        ok = [r for r in rs if r["status"] == "ok"]
+        regs = sorted({r["registers"] for r in ok if r["registers"] is not None})
+        caps = sorted({r["capmerc_bytes"] for r in ok if r["capmerc_bytes"] is not None})
+        spills = sorted({(r["spill_store_bytes"] or 0) + (r["spill_load_bytes"] or 0) for r in ok})
+        errors = [r.get("error") for r in rs if r["status"] != "ok" and r.get("error")]
+        out.append(
+            {
+                "kernel": kernel, "arch": arch, "ptxas_version": ver, "ptxas_flags": flags, "name": name,
+                "name_template": rs[0].get("name_template"),
+                "is_baseline": bool(rs[0].get("is_baseline")), "runs": len(rs), "ok": len(ok),
+                "statuses": dict(Counter(r["status"] for r in rs)),
+                "distinct_outputs": len({r["code_sha256"] for r in ok}),
+                "registers": regs, "baseline_registers": rs[0].get("baseline_registers"),
+                "capmerc_bytes": caps, "baseline_capmerc_bytes": rs[0].get("baseline_capmerc_bytes"),
+                "spill_bytes": spills, "verdict": rs[0].get("verdict", ""),
+                "verdict_confidence": rs[0].get("verdict_confidence"),
+                "error": errors[0] if errors else None,
+            }
+        )
+    out.sort(key=lambda s: (s["kernel"], s["arch"], s["ptxas_version"], s["ptxas_flags"], not s["is_baseline"],
+                            s["name"]))
+    return out
+
+
+def failures(rows: list[dict]) -> list[dict]:
+    """Rows whose assembly did not give a usable cubin."""
+    return [r for r in rows if r["status"] in FAILED_STATUSES]
+
+
+def _one(values: list) -> object:
+    return values[0] if len(values) == 1 else None
+
+
+def pivot(summary: list[dict], templates: list[str]) -> list[dict]:
+    """The answer first: one record per (kernel, arch, ptxas, flags) with each renamed template's verdict,
+    its register delta and capmerc ratio against the baseline."""
+    cells: dict[tuple, dict] = {}
+    for s in summary:
+        key = (s["kernel"], s["arch"], s["ptxas_version"], s["ptxas_flags"])
+        rec = cells.setdefault(key, {"kernel": s["kernel"], "arch": s["arch"], "ptxas_version": s["ptxas_version"],
+                                     "ptxas_flags": s["ptxas_flags"], "names": {}})
+        if s["is_baseline"]:
+            rec["baseline_name"] = s["name"]
+            continue
+        regs, base_regs = _one(s["registers"]), s["baseline_registers"]
+        cap, base_cap = _one(s["capmerc_bytes"]), s["baseline_capmerc_bytes"]
+        rec["names"][s["name_template"] or s["name"]] = {
+            "name": s["name"],
+            "verdict": s["verdict"],
+            "confidence": s["verdict_confidence"],
+            "delta_registers": (regs - base_regs) if regs is not None and base_regs is not None else None,
+            "capmerc_ratio": (cap / base_cap) if cap and base_cap else None,
+        }
+    out = list(cells.values())
+    for rec in out:
+        rec["name_matters"] = any(v["verdict"] in DIFFERS for v in rec["names"].values())
+    return sorted(out, key=lambda r: (r["kernel"], r["arch"], r["ptxas_version"], r["ptxas_flags"]))
