@@ -13,9 +13,10 @@ import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from .cache import Cache, cache_key, sha256_bytes, sha256_text
+from .cache import Cache, sha256_bytes, sha256_text
 from .errors import UnsupportedPtxVersion
 from .proc import CRASHED, FAILED, OK, TIMEOUT, run_tool
+from .stages import stage_key
 from .toolchain import Tool, fit_ptx_version
 
 UNSUPPORTED = "unsupported_ptx"
@@ -134,7 +135,7 @@ def ptxas_argv(tool: Tool, arch: str, flags: tuple[str, ...], src: str, dst: str
 
 def assembly_key(ptx_sha256: str, arch: str, ptxas_sha256: str, flags: tuple[str, ...], repeat: int) -> str:
     """The content key of one assembly: what ptxas reads, which ptxas, and the repeat index."""
-    return cache_key(stage="assemble", ptx=ptx_sha256, arch=arch, flags=list(flags), ptxas=ptxas_sha256, repeat=repeat)
+    return stage_key("assemble", ptx=ptx_sha256, arch=arch, flags=list(flags), ptxas=ptxas_sha256, repeat=repeat)
 
 
 def _key(ptx: str, arch: str, tool: Tool, flags: tuple[str, ...], repeat: int) -> str:

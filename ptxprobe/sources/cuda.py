@@ -9,10 +9,11 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from ..cache import Cache, cache_key, sha256_bytes
+from ..cache import Cache, sha256_bytes
 from ..errors import MalformedPtx, SpecError, ToolFailed
 from ..proc import run_tool
 from ..ptx import entries_of, source_identifier
+from ..stages import stage_key
 from ..toolchain import arch_number, find_tool
 from .base import Emitted
 
@@ -61,7 +62,7 @@ def emit_cuda(
     ]
     deps = _dependencies(nvcc.path, flags, src, timeout)
     inputs = {str(p): sha256_bytes(p.read_bytes()) for p in deps if p.is_file()}
-    key = cache_key(stage="emit-cuda", src=sha256_bytes(src.read_bytes()), deps=inputs, flags=flags, nvcc=nvcc.sha256)
+    key = stage_key("emit-cuda", src=sha256_bytes(src.read_bytes()), deps=inputs, flags=flags, nvcc=nvcc.sha256)
     rec = cache.get_json("emit", key)
     if rec is None:
         with tempfile.TemporaryDirectory(prefix="ptxprobe-nvcc-") as d:

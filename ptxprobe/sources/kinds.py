@@ -67,7 +67,7 @@ class RegisteredSource(KernelSource):
             problem = Problem(seq_len=self.seq_len)
             sp = specialize(fam.fn, fam.launch_args(spec, problem, None))
             options = {"num_warps": spec.config.num_warps, "num_stages": spec.config.num_stages}
-            rec = triton_ptx(fam.fn, sp, arch, options, cache, name=name, only_cached=only_cached, spec=spec.key)
+            rec = triton_ptx(fam.fn, sp, arch, options, cache, name=name, only_cached=only_cached, spec_key=spec.key)
             if rec is None:
                 return None
             e = emitted_from(rec, spec.key)

@@ -20,6 +20,7 @@ from typing import Any
 from ..cache import Cache, cache_key, sha256_text
 from ..errors import SpecError
 from ..ptx import entry_of
+from ..stages import stage_key
 from ..toolchain import arch_number
 from .base import Emitted
 
@@ -164,7 +165,7 @@ def triton_ptx(
     cache: Cache,
     name: str | None = None,
     only_cached: bool = False,
-    **key_parts,
+    spec_key: str | None = None,
 ) -> dict | None:
     """Triton's stages up to PTX for one specialisation, cached by everything that shapes the PTX.
 
@@ -172,16 +173,16 @@ def triton_ptx(
     """
     import triton
 
-    key = cache_key(
-        stage="emit",
+    key = stage_key(
+        "emit-triton",
         fn=fn.cache_key,
-        sig=spec_.to_json(),
+        specialization=spec_.to_json(),
         attrs=str(spec_.attrs),
         options=options,
         arch=arch,
         name=name,
         compiler=compiler_identity(),
-        **key_parts,
+        spec=spec_key,
     )
     rec = cache.get_json("emit", key)
     if rec is None and not only_cached:

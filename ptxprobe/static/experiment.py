@@ -44,7 +44,8 @@ class Experiment:
     cubin_files: tuple[str, ...] = ()  # cubins with embedded PTX (-lineinfo)
     triton_functions: tuple[str, ...] = ()  # "module:function=spec.json" (or .toml)
     file_archs: tuple[str, ...] = ()  # re-target PTX/cubin files to these archs (empty: their own .target)
-    max_repeat: int = 0  # assemble up to this many times where ptxas varies (0: no adaptive repeats)
+    max_repeat: int = 0  # assemble a difference up to this many times until `confidence` (0: exactly `repeat`)
+    confidence: float = 0.98  # the confidence a "differs" verdict must reach when max_repeat > repeat
     run: dict = field(default_factory=dict)  # the [run] table: GPU problem sizes and timing plan
     source: str | None = None  # path of the TOML it came from
 
@@ -171,6 +172,13 @@ def experiment_from_dict(d: dict) -> Experiment:
             kw[k] = _as_int(k, kw[k])
     if "max_repeat" in kw:
         kw["max_repeat"] = _as_int("max_repeat", kw["max_repeat"], low=0)
+    if "confidence" in kw:
+        try:
+            kw["confidence"] = float(kw["confidence"])
+        except (TypeError, ValueError):
+            raise SpecError(f"confidence: {kw['confidence']!r} is not a number") from None
+        if not 0.0 < kw["confidence"] < 1.0:
+            raise SpecError(f"confidence: {kw['confidence']} must be between 0 and 1")
     for k in ("archs", "file_archs"):
         if k in kw:
             kw[k] = tuple(check_arch(str(a)) for a in kw[k])
@@ -200,7 +208,7 @@ def parse_assignment(a: str) -> tuple[str, object]:
     key, _, raw = a.partition("=")
     key = key.strip().replace("-", "_")
     vals = [v.strip() for v in raw.split(",") if v.strip()]
-    if key in ("repeat", "seq_len", "max_repeat"):
+    if key in ("repeat", "seq_len", "max_repeat", "confidence"):
         if len(vals) != 1:
             raise SpecError(f"{key} takes one value, got {raw!r}")
         return key, vals[0]

@@ -17,6 +17,7 @@ from ..ptx import source_identifier
 from ..rename import apply_template, rename_entry
 from ..rename_check import RenameCheck, check_rename
 from ..sources import Emitted, KernelSource
+from ..stages import stage_key
 from ..toolchain import Tool, select_ptxas
 
 
@@ -65,7 +66,8 @@ class Planned:
 
 def proved_rename(base_ptx: str, base_name: str, ptx: str, name: str, cache: Cache) -> RenameCheck:
     """The independent rename check, memoised by content (a pure function of the two texts)."""
-    key = cache_key(a=sha256_text(base_ptx), an=base_name, b=sha256_text(ptx), bn=name, v=2)
+    key = stage_key("rename-check", base_ptx=sha256_text(base_ptx), base_name=base_name, ptx=sha256_text(ptx),
+                    name=name)
     hit = cache.get_json("rename-check", key)
     if hit is not None:
         return RenameCheck.from_json(hit)

@@ -16,14 +16,15 @@ import sys
 import time
 from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..assemble import Artifact, assemble, cached_artifact
-from ..cache import Cache, cache_key
+from ..cache import Cache
 from ..cubin import kernel_columns
 from ..errors import CubinError, ToolFailed, ToolNotFound
 from ..sources import Emitted, KernelSource, sources_of
+from ..stages import stage_key
 from ..store import (
     LOG,
     RESULTS_JSONL,
@@ -40,6 +41,7 @@ from ..store import (
     write_parquet,
 )
 from ..toolchain import Tool, discover
+from .adaptive import more_runs
 from .experiment import Experiment
 from .plan import Planned, plan_emitted, variant_record
 from .verdicts import derive
@@ -73,7 +75,7 @@ def _assemble_job(p: Planned, timeout: float, cache_root: str, cache_enabled: bo
 
 def _cubin_columns(art: Artifact, name: str, cache: Cache) -> dict:
     """kernel_columns, memoised by cubin hash (re-reading ELF files dominates a warm sweep)."""
-    key = cache_key(cubin=art.cubin_sha256, name=name, v=1)
+    key = stage_key("cubin-facts", cubin=art.cubin_sha256, name=name)
     hit = cache.get_json("cubin-columns", key)
     if hit is None:
         hit = kernel_columns(art.cubin(), name)
@@ -227,6 +229,8 @@ class _Run:
         self.interrupted = False
         self.emit_errors: list[str] = []
         self.pending: dict[Future, tuple | None] = {}
+        self.groups: dict[tuple, dict] = {}  # verdict group -> its source, variants and what is still pending
+        self.group_of: dict[str, tuple] = {}
 
     def execute(self, sources: list[KernelSource], log: Path, jobs: int, progress: bool) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -290,15 +294,26 @@ class _Run:
             runtime = _runtime_params(src)
             for entry in emitted.swept_entries:
                 check_against_source(launch, emitted.ptx, entry, src.kind, runtime)
-        for p in plan_emitted(self.exp, src, emitted, self.tools, self.cache):
-            if self.max_variants is not None and len(self.planned_ids) >= self.max_variants:
-                return
+        self._schedule(pool, plan_emitted(self.exp, src, emitted, self.tools, self.cache), src, emitted)
+
+    def _schedule(self, pool, planned: list[Planned], src: KernelSource, emitted: Emitted) -> None:
+        if self.max_variants is not None:
+            planned = planned[: max(0, self.max_variants - len(self.planned_ids))]
+        for p in planned:  # every variant is pending before any is served: a group is judged only when whole
             vid = p.variant.variant_id
             self.planned_ids.append(vid)
-            self.bar.update(self.t_asm, total=len(self.planned_ids))
+            group = self.groups.setdefault(p.variant.group, {"src": src, "emitted": emitted, "pending": set(),
+                                                             "ids": {}, "pool": pool})
+            group["ids"][vid] = p.variant
+            group["pending"].add(vid)
+            self.group_of[vid] = p.variant.group
+        self.bar.update(self.t_asm, total=len(self.planned_ids))
+        for p in planned:
+            vid = p.variant.variant_id
             if self._done(vid):
                 self.skipped += 1
                 self.bar.advance(self.t_asm)
+                self._finished(vid)
                 continue
             v = p.variant
             hit = cached_artifact(p.ptx, v.arch, p.tool, v.flags, repeat=v.repeat, cache=self.cache)
@@ -307,6 +322,33 @@ class _Run:
                 continue
             fut = pool.submit(_assemble_job, p, self.timeout, str(self.cache.root), self.cache.enabled)
             self.pending[fut] = None
+
+    def _finished(self, vid: str) -> None:
+        """A variant is in the log: when its group is complete, extend it if its verdict is not yet sure."""
+        key = self.group_of.get(vid)
+        group = self.groups.get(key)
+        if group is None:
+            return
+        group["pending"].discard(vid)
+        if group["pending"] or self.exp.max_repeat <= 0:
+            return
+        outputs: dict[str, Counter] = {}
+        runs: dict[str, int] = {}
+        baseline = self.exp.names[0]
+        for gid, v in group["ids"].items():
+            row = self.logged.get(gid)
+            runs[v.name_template] = runs.get(v.name_template, 0) + 1
+            if row is not None and row["status"] == "ok":
+                outputs.setdefault(v.name_template, Counter())[row["code_sha256"]] += 1
+        base = outputs.get(baseline, Counter())
+        need = more_runs(base, {t: c for t, c in outputs.items() if t != baseline}, runs, baseline,
+                         self.exp.confidence, self.exp.max_repeat)
+        if not need:
+            return
+        planned = plan_emitted(self.exp, group["src"], group["emitted"], self.tools, self.cache, repeats=1)
+        extra = [replace(p, variant=replace(p.variant, repeat=runs[p.variant.name_template]))  # its next index
+                 for p in planned if p.variant.group == key and p.variant.name_template in need]
+        self._schedule(group["pool"], extra, group["src"], group["emitted"])
 
     def _record(self, row: dict) -> None:
         row["run_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -318,6 +360,7 @@ class _Run:
         if not row["cached"]:
             self.ptxas_seconds += row["ptxas_seconds"] or 0.0
         self.bar.advance(self.t_asm)
+        self._finished(row["variant_id"])
 
 
 def _runtime_params(src: KernelSource) -> list[str]:
