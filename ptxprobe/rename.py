@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from .errors import InvalidName, MalformedPtx
 from .ptx import entries_of, local_prefix, source_identifier, with_identifier
+from .rename_dwarf import rename_debug_info, renamed_string
 
 # PTX ISA: identifiers are [a-zA-Z][a-zA-Z0-9_$]* or [_$%][a-zA-Z0-9_$]+; '%' is for
 # registers and special names, so an entry may not start with it.
@@ -114,90 +115,6 @@ def _split_sections(lines: list[str]) -> list[tuple[str | None, int, int]]:
     return spans
 
 
-def _rename_debug_info(lines: list[str], start: int, end: int, old: str, new: str) -> int:
-    """Rewrite name strings in one .debug_info body in place; fix unit lengths and refs."""
-    body = [ln for ln in lines[start:end] if ln.strip()]  # bodies stripped by ptxas (cubin-embedded PTX) are blank
-    if not body:
-        return 0
-    parsed = []  # (line, size, value-or-None, comment)
-    for line in body:
-        m = _DIRECTIVE_RE.match(line)
-        if not m:
-            raise MalformedPtx(f"unexpected line in .debug_info: {line.strip()!r}")
-        size = int(m.group(2)) // 8
-        value = _directive_value(m)
-        parsed.append([m.group(1), size, value, (m.group(4) or ""), line, value])
-    # find null-terminated .b8 strings
-    out: list[list] = []
-    changes: list[tuple[int, int]] = []  # (unit-relative offset, delta) per changed string
-    unit_start = 0
-    offset = 0
-    sites = 0
-    i = 0
-    unit_of_change: list[int] = []
-    while i < len(parsed):
-        ind, size, value, comment, _, _ = parsed[i]
-        if "Length of Unit" in comment:
-            unit_start = offset
-        if size == 1 and value is not None and 32 < value < 127:
-            j = i
-            data = bytearray()
-            while j < len(parsed) and parsed[j][1] == 1 and parsed[j][2] is not None and parsed[j][2] != 0:
-                data.append(parsed[j][2])
-                j += 1
-            if j < len(parsed) and parsed[j][1] == 1 and parsed[j][2] == 0:
-                s = data.decode("latin-1")
-                # only the name itself (or a mangled local of it), never e.g. a file name containing it
-                is_name = s == old or s.startswith(local_prefix(old))
-                s2, n = _rename_text(s, old, new) if is_name else (s, 0)
-                if n and s2 != s:
-                    sites += n
-                    enc = s2.encode("latin-1")
-                    changes.append((offset - unit_start, len(enc) - len(data)))
-                    unit_of_change.append(unit_start)
-                    first_comment = parsed[i][3]
-                    for k, b in enumerate(enc):
-                        out.append([ind, 1, b, first_comment if k == 0 else "", None, None])
-                    out.append(parsed[j])
-                else:
-                    out.extend(parsed[i : j + 1])
-                offset += len(data) + 1
-                i = j + 1
-                continue
-        out.append(parsed[i])
-        offset += size
-        i += 1
-    if not changes:
-        return 0
-    # fix unit lengths and ref4 values (unit-relative offsets) that point past a changed string
-    offset = 0
-    unit_start = 0
-    for rec in out:
-        ind, size, value, comment, _, _ = rec
-        if "Length of Unit" in comment and value is not None:
-            unit_start = offset
-            rec[2] = value + sum(d for (o, d), u in zip(changes, unit_of_change, strict=False) if u == unit_start)
-        elif size == 4 and value is not None and any(a in comment for a in _REF_ATTRS):
-            rec[2] = value + sum(
-                d for (o, d), u in zip(changes, unit_of_change, strict=False) if u == unit_start and o < value
-            )
-        offset += size
-    # untouched directives keep their original text (labels, comments, spacing)
-    lines[start:end] = [
-        original if original is not None and value == original_value else f"{ind}.b{size * 8} {value}{comment}"
-        for ind, size, value, comment, original, original_value in out
-    ]
-    return sites
-
-
-def _directive_value(m: re.Match) -> int | None:
-    """The integer of a ``.bN`` directive, or None for a label operand."""
-    try:
-        return int(m.group(3), 0)
-    except ValueError:
-        return None
-
-
 def rename_entry(ptx: str, old: str, new: str) -> Renamed:
     """Rename entry ``old`` to ``new`` everywhere the name lives in the PTX."""
     validate_name(new)
@@ -213,17 +130,25 @@ def rename_entry(ptx: str, old: str, new: str) -> Renamed:
     lines = ptx.split("\n")
     sites = 0
     spans = _split_sections(lines)
+    abbrev = next(((s, e) for name, s, e in spans if name == ".debug_abbrev"), None)
     # DWARF bodies first (their line count may change), from the end so spans stay valid
     for section, start, end in reversed(spans):
         if section == ".debug_info":
-            labels = [ln for ln in lines[start:end] if ln.strip() and _DIRECTIVE_RE.match(ln) is None]
-            if labels:
-                raise MalformedPtx(f"cannot parse .debug_info line {labels[0].strip()!r}")
-            sites += _rename_debug_info(lines, start, end, old, new)
-        elif section == ".debug_str" and any(old in ln for ln in lines[start:end]):
+            sites += rename_debug_info(lines, (start, end), abbrev, old, new)
+        elif section == ".debug_str" and _names_kernel_in_strings(lines[start:end], old):
             raise MalformedPtx("kernel name inside .debug_str: renaming DWARF string tables is not supported")
     text, n = _rename_text("\n".join(lines), old, new)
     return Renamed(text, old, new, sites + n)
+
+
+def _names_kernel_in_strings(body: list[str], old: str) -> bool:
+    """Does a .debug_str table (comma lists of .b8 bytes, or one per line) hold the kernel's name?"""
+    data = bytearray()
+    for ln in body:
+        m = re.match(r"^\s*\.b8\s+([\d,\s]+)", ln)
+        if m:
+            data += bytes(int(x) for x in m.group(1).split(",") if x.strip())
+    return any(renamed_string(s.decode("latin-1"), old, old + "_") is not None for s in bytes(data).split(b"\0"))
 
 
 # --- equivalence ---------------------------------------------------------------------------
