@@ -1,4 +1,4 @@
-"""PTX-aware renaming of an entry symbol, and the proof that two variants differ only by name.
+"""PTX-aware renaming of an entry symbol (checked independently by ``ptxprobe.rename_check``).
 
 A kernel's name appears in more places than ``.entry``: its ``_param_N`` names,
 Itanium-mangled function-local statics (``_ZZ9my_kernelE2As``: the length prefix changes
@@ -37,21 +37,6 @@ class Renamed:
     old: str
     new: str
     sites: int  # how many places changed (tokens, mangled locals, DWARF strings)
-
-
-@dataclass(frozen=True)
-class Equivalence:
-    """Result of proving two PTX texts identical except for the entry name."""
-
-    equal: bool
-    name_a: str
-    name_b: str
-    sites_a: int
-    sites_b: int
-    detail: str  # first differing line when not equal
-
-    def to_json(self) -> dict:
-        return {"equal": self.equal, "sites": self.sites_a, "detail": self.detail}
 
 
 def validate_name(name: str) -> str:
@@ -162,32 +147,3 @@ def normalize(ptx: str) -> str:
     text = _COMMENT_RE.sub("", ptx)
     text = _FILE_RE.sub(lambda m: f'{m.group(1)}"<file>"', text)
     return "\n".join(ln.rstrip() for ln in text.splitlines() if ln.strip())
-
-
-def _canonical(ptx: str, name: str) -> tuple[list[str], int]:
-    """Normalised lines with the name abstracted, DWARF strings decoded and DWARF offsets elided."""
-    placeholder = "ENTRY__NAME"
-    renamed = rename_entry(ptx, name, placeholder) if name != placeholder else Renamed(ptx, name, name, 0)
-    lines = normalize(renamed.ptx).split("\n")
-    out = []
-    in_info = False
-    for ln in lines:
-        s = ln.strip()
-        if s.startswith(".section"):
-            in_info = ".debug_info" in s
-        if in_info and s.startswith(".b32") and re.fullmatch(r"\.b32\s+\d+", s):
-            s = ".b32 <offset>"  # unit length / DIE reference: depend on the name's length
-        out.append(s)
-    return out, renamed.sites
-
-
-def check_equivalent(ptx_a: str, name_a: str, ptx_b: str, name_b: str) -> Equivalence:
-    """Are ``ptx_a`` (entry ``name_a``) and ``ptx_b`` (entry ``name_b``) the same kernel but for its name?"""
-    a, sa = _canonical(ptx_a, name_a)
-    b, sb = _canonical(ptx_b, name_b)
-    if a == b:
-        return Equivalence(True, name_a, name_b, sa, sb, "")
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            return Equivalence(False, name_a, name_b, sa, sb, f"line {i + 1}: {x!r} != {y!r}")
-    return Equivalence(False, name_a, name_b, sa, sb, f"lengths differ: {len(a)} vs {len(b)} lines")

@@ -1,7 +1,7 @@
 """Check, independently of the renamer, that two PTX texts differ only at the entry name's sites.
 
 The checker never calls ``ptxprobe.rename``. It tokenises both texts itself (comments
-dropped), and outside the DWARF sections requires equal token streams except where a base
+dropped), and outside the DWARF sections (``.file`` paths aside) requires equal token streams except where a base
 token's *image under the rename rule* stands in the variant: the entry itself, its
 ``<entry>_param_N`` parameters, and Itanium-mangled locals ``_ZZ<encoding>E...`` whose
 length prefix it derives on its own. DWARF sections are decoded from their ``.bN`` data
@@ -128,6 +128,10 @@ class Rule:
 class Parsed:
     tokens: list[tuple[int, str]]  # (line, token) outside DWARF data
     sections: dict[str, tuple[bytes, list[tuple[int, int, str]], int]]  # name -> (bytes, relocs, first line)
+    lines: list[str] = field(default_factory=list)
+
+    def line(self, n: int) -> str:
+        return self.lines[n - 1].strip() if 0 < n <= len(self.lines) else ""
 
 
 def parse(ptx: str) -> Parsed:
@@ -174,9 +178,12 @@ def parse(ptx: str) -> Parsed:
             sections[name] = (bytes(data), relocs, first)
             i += 1
             continue
-        tokens.extend((i + 1, t) for t in _TOKEN_RE.findall(text_lines[i]))
+        found = _TOKEN_RE.findall(text_lines[i])
+        if found[:1] == ["."] and found[1:2] == ["file"]:  # a source path is not code: .file N "<path>"
+            found = [t if not t.startswith('"') else '"<path>"' for t in found]
+        tokens.extend((i + 1, t) for t in found)
         i += 1
-    return Parsed(tokens, sections)
+    return Parsed(tokens, sections, lines)
 
 
 # --- comparing -----------------------------------------------------------------------------------
@@ -190,8 +197,8 @@ def _compare_tokens(a: Parsed, b: Parsed, rule: Rule, sites: list[Site]) -> None
     for (la, ta), (lb, tb) in zip(a.tokens, b.tokens, strict=False):
         want = rule.image(ta) or ta
         if tb != want:
-            raise _Mismatch(f"base line {la} {ta!r} vs variant line {lb} {tb!r}"
-                            + (f" (the rule gives {want!r})" if want != ta else ""))
+            raise _Mismatch(f"base line {la} {a.line(la)!r} vs variant line {lb} {b.line(lb)!r}: {ta!r} became "
+                            f"{tb!r}" + (f" (the rule gives {want!r})" if want != ta else ""))
         if want != ta:
             sites.append(Site(lb, ta, tb, "code"))
     if len(a.tokens) != len(b.tokens):
