@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .cache import Cache, atomic_write, cache_key, default_root, sha256_file
-from .errors import ToolFailed, ToolNotFound
+from .errors import SpecError, ToolFailed, ToolNotFound
 from .proc import run_tool
 from .ptx import ptx_isa, with_version
 
@@ -300,6 +300,11 @@ def install(version: str, kinds: tuple[str, ...] = ("ptxas",), dest: Path | None
     """Fetch the wheels of a CUDA release with pip and unpack just the tools into the cache."""
     import tempfile
 
+    if not re.fullmatch(r"1[2-9]\.\d+(\.\d+)?", version):
+        raise SpecError(f"not a CUDA release: {version!r} (e.g. 12.4.131, 12.6 or 13.0.88; 12.0 and later)")
+    bad = [k for k in kinds if k not in WHEELS]
+    if bad:
+        raise SpecError(f"cannot install {', '.join(bad)} from wheels (can: {', '.join(WHEELS)})")
     dest = dest or installed_root()
     major = int(version.split(".")[0])
     out: list[Installed] = []

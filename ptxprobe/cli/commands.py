@@ -184,9 +184,12 @@ def cmd_cubin(args) -> int:
 
 
 def cmd_disasm(args) -> int:
+    from ..cubin import read_cubin
     from ..sass import disassemble
 
-    listings = disassemble(_read_bytes(args.cubin, "cubin"))
+    data = _read_bytes(args.cubin, "cubin")
+    read_cubin(data)  # not a cubin: an input error, said before the disassembler is asked
+    listings = disassemble(data)
     if args.kernel:
         if args.kernel not in listings:
             raise SpecError(f"no kernel {args.kernel!r} in {args.cubin} (have: {', '.join(listings)})")
@@ -219,7 +222,11 @@ def cmd_diff(args) -> int:
         if not (args.a and args.b):
             raise SpecError("diff needs two cubins (A B) or --ptx FILE --rename NAME")
         res = None
-        d = diff_cubins(_read_bytes(args.a, "cubin"), _read_bytes(args.b, "cubin"), args.kernel_a, args.kernel_b)
+        from ..cubin import read_cubin
+
+        a, b = _read_bytes(args.a, "cubin"), _read_bytes(args.b, "cubin")
+        read_cubin(a), read_cubin(b)  # input errors before the disassembler runs
+        d = diff_cubins(a, b, args.kernel_a, args.kernel_b)
     verdict = res.verdict if res else d.verdict
     if args.json:
         doc = d.to_json(with_rows=args.rows)

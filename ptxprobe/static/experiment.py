@@ -19,8 +19,8 @@ import tomllib
 from ..assemble import TRITON_FLAGS
 from ..errors import SpecError
 
-KNOWN_ARCHS = ("sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a", "sm_101a",
-               "sm_103a", "sm_110a", "sm_120", "sm_120a", "sm_121a")
+KNOWN_ARCHS = ("sm_70", "sm_72", "sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a",
+               "sm_101a", "sm_103a", "sm_110a", "sm_120", "sm_120a", "sm_121a")
 _ARCH_RE = re.compile(r"sm_(\d+)([af]?)")
 
 
@@ -141,9 +141,10 @@ def _as_bool(axis: str, v) -> bool:
 
 
 def check_arch(arch: str) -> str:
+    """A target ptxprobe can build for and read (Volta and newer), refused before a compiler aborts on it."""
     m = _ARCH_RE.fullmatch(arch)
-    if not m or int(m.group(1)) < 70:
-        raise SpecError(f"archs: {arch!r} is not a target ptxprobe can read (sm_70 or newer, e.g. sm_90a, sm_100a)")
+    if not m or int(m.group(1)) < 70 or arch not in KNOWN_ARCHS:
+        raise SpecError(f"arch {arch!r} is not a target ptxprobe knows (have: {', '.join(KNOWN_ARCHS)})")
     return arch
 
 

@@ -193,27 +193,36 @@ def run_sweep(
         state = _Run(exp, cache, tools, timeout, logged, max_variants)
         try:
             state.execute(sources, log, jobs or os.cpu_count() or 1, progress)
-        finally:
-            previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C cannot cut the write-out
-            try:
-                rows = [logged[i] for i in state.planned_ids if i in logged]
-                derived = derive(rows)
-                write_jsonl(out / RESULTS_JSONL, derived)
-                write_parquet(out / RESULTS_PARQUET, derived)
-                counts = {
-                    "rows": len(derived),
-                    "ran_this_time": state.ran,
-                    "skipped_done": state.skipped,
-                    "by_status": dict(Counter(r["status"] for r in derived)),
-                    "interrupted": state.interrupted,
-                    "emit_errors": state.emit_errors,
-                }
-                inputs = {s.label: s.identity() for s in sources}
-                write_manifest(out, build_manifest(exp, identity, tools, argv or sys.argv, started, counts, inputs))
-            finally:
-                signal.signal(signal.SIGINT, previous)
-    return SweepOutcome(out, derived, state.ran, state.skipped, time.time() - started, state.ptxas_seconds,
+        except BaseException:
+            if not state.ran:  # bad input found before any work: nothing to keep, the directory is untouched
+                raise
+            _write_outputs(out, exp, identity, tools, argv, started, state, sources, logged)
+            raise
+        _write_outputs(out, exp, identity, tools, argv, started, state, sources, logged)
+    return SweepOutcome(out, state.derived, state.ran, state.skipped, time.time() - started, state.ptxas_seconds,
                         state.interrupted, state.emit_errors)
+
+
+def _write_outputs(out: Path, exp, identity: dict, tools, argv, started: float, state, sources, logged: dict) -> None:
+    """results.jsonl/.parquet and the manifest, for the rows of this plan that are in the log."""
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C cannot cut the write-out
+    try:
+        derived = derive([logged[i] for i in state.planned_ids if i in logged])
+        write_jsonl(out / RESULTS_JSONL, derived)
+        write_parquet(out / RESULTS_PARQUET, derived)
+        counts = {
+            "rows": len(derived),
+            "ran_this_time": state.ran,
+            "skipped_done": state.skipped,
+            "by_status": dict(Counter(r["status"] for r in derived)),
+            "interrupted": state.interrupted,
+            "emit_errors": state.emit_errors,
+        }
+        inputs = {s.label: s.identity() for s in sources}
+        write_manifest(out, build_manifest(exp, identity, tools, argv or sys.argv, started, counts, inputs))
+        state.derived = derived
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 class _Run:
@@ -231,6 +240,7 @@ class _Run:
         self.pending: dict[Future, tuple | None] = {}
         self.groups: dict[tuple, dict] = {}  # verdict group -> its source, variants and what is still pending
         self.group_of: dict[str, tuple] = {}
+        self.derived: list[dict] = []
 
     def execute(self, sources: list[KernelSource], log: Path, jobs: int, progress: bool) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

@@ -1,0 +1,7 @@
+"""``python -m ptxprobe``: the same as the ``ptxprobe`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

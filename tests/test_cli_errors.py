@@ -1,0 +1,156 @@
+"""Bad input, as a user types it: a documented exit code and a one-line message, never a traceback.
+
+Each case runs the real command in a fresh process (an abort in a compiler would show here,
+not be hidden by an in-process call).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.test_rename import NVCC_STYLE
+
+USAGE, TOOL = 2, 3
+
+
+def ptxprobe(*argv: str, cwd=None, timeout: float = 300, env=None) -> subprocess.CompletedProcess:
+    """The real command in a fresh process (run from a scratch directory unless told otherwise)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        return subprocess.run([sys.executable, "-m", "ptxprobe.cli", *argv], capture_output=True, text=True,
+                              cwd=cwd or scratch, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("inputs")
+    (d / "k.ptx").write_text(NVCC_STYLE)
+    (d / "bogus.ptx").write_text(NVCC_STYLE.replace("ld.global.f32", "ld.globl.bogus.f32"))
+    (d / "not_a_cubin").write_text("hello")
+    (d / "a_dir").mkdir()
+    (d / "a_file").write_text("x")
+    (d / "bad.toml").write_text("[sweep\nnames=")
+    return d
+
+
+def _cases(d):
+    k = str(d / "k.ptx")
+    sweep = ["rename-sweep", "-q", "--no-run"]
+    return [
+        # (argv, exit code, words the message must contain)
+        ([*sweep, "--ptx", k, "-s", "repeat=abc"], USAGE, "not an integer"),
+        ([*sweep, "--ptx", k, "-s", "repeat=0"], USAGE, "must be an integer >= 1"),
+        ([*sweep, "--ptx", k, "-s", "causal=maybe"], USAGE, "not true/false"),
+        ([*sweep, "-s", "archs=sm_999"], USAGE, "sm_999"),
+        ([*sweep, "-s", "archs=sm90"], USAGE, "sm90"),
+        ([*sweep, "-s", "colour=red"], USAGE, "unknown sweep keys"),
+        ([*sweep, "-s", "names="], USAGE, "baseline template"),
+        ([*sweep, "--ptx", k, "-j", "-1"], USAGE, "--jobs"),
+        ([*sweep, "--ptx", k, "--entry", "nope"], USAGE, "no entry 'nope'"),
+        ([*sweep, "--ptx", str(d / "missing.ptx")], USAGE, "no such file"),
+        ([*sweep, "--cu", str(d / "a_dir")], USAGE, "no such"),
+        ([*sweep, "--ptx", k, "-o", str(d / "a_file")], USAGE, "not a directory"),
+        ([*sweep, "--ptx", k, "-o", str(d / "a_file" / "sub")], USAGE, "output"),
+        ([*sweep, "--ptx", k, "-o", "/proc/ptxprobe-cannot-write"], USAGE, "cannot write"),
+        ([*sweep, "-e", str(d / "bad.toml")], USAGE, "not valid TOML"),
+        ([*sweep, "-e", str(d / "nothing.toml")], USAGE, "not found"),
+        ([*sweep, "--ptx", k, "-s", "names={base},bad-name"], USAGE, "not a valid PTX identifier"),
+        ([*sweep, "--spec", str(d / "a_file")], USAGE, "--spec goes with"),
+        ([*sweep, "--entry", "x"], USAGE, "--entry goes with"),
+        ([*sweep, "--ptx", k, "-s", "ptxas=99.9"], TOOL, "no ptxas 99.9"),
+        ([*sweep, "--ptx", k, "-s", "flags=-bogus", "-o", str(d / "o-flags")], TOOL, "-bogus"),
+        ([*sweep, "--ptx", str(d / "bogus.ptx"), "-o", str(d / "o-bogus")], TOOL, "Unknown modifier '.globl'"),
+        (["emit", "--arch", "sm_42"], USAGE, "sm_42"),
+        (["emit", "--arch", "sm90"], USAGE, "sm90"),
+        (["emit", "--kernel", "nope"], USAGE, "unknown kernel"),
+        (["emit", "--dtype", "fp64"], USAGE, "fp64"),
+        (["toolchain", "install", "banana"], USAGE, "not a CUDA release"),
+        (["toolchain", "install"], USAGE, "needs one or more"),
+        (["toolchain", "install", "12.4.131", "--kinds", "nvcc"], USAGE, "cannot install nvcc"),
+        (["cubin", str(d / "a_dir")], USAGE, "directory"),
+        (["cubin", str(d / "not_a_cubin")], USAGE, ""),
+        (["cubin", str(d / "missing.cubin")], USAGE, "no such"),
+        (["disasm", str(d / "not_a_cubin")], USAGE, ""),
+        (["diff", str(d / "not_a_cubin"), str(d / "not_a_cubin")], USAGE, ""),
+        (["diff"], USAGE, "two cubins"),
+        (["report", str(d / "nothing")], USAGE, "not a run directory"),
+        (["repro", str(d / "a_dir")], USAGE, "not a ptxprobe run directory"),
+        (["bisect", "--versions", "99.9"], USAGE, "no ptxas 99.9 installed"),
+        (["bisect", "--arch", "sm90"], USAGE, "sm90"),
+        (["check-rename", k, str(d / "missing.ptx")], USAGE, "no such"),
+        (["rename", k, "--name", "a b"], USAGE, "not a valid PTX identifier"),
+        (["assemble", str(d / "a_dir")], USAGE, "directory"),
+        (["no-such-command"], USAGE, "invalid choice"),
+    ]
+
+
+def test_every_bad_input_gets_its_exit_code_and_one_line(files):
+    failures = []
+    for argv, code, words in _cases(files):
+        r = ptxprobe(*argv)
+        err = r.stderr.strip()
+        lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("    ")]
+        problems = []
+        if r.returncode != code:
+            problems.append(f"exit {r.returncode}, expected {code}")
+        if "Traceback" in err or "Error:" in err.split("ptxprobe:")[0]:
+            problems.append("a traceback reached the user")
+        if words and words not in " ".join(err.split()):
+            problems.append(f"message lacks {words!r}")
+        heads = [ln for ln in lines if not ln.startswith("  ")]
+        if code == USAGE and not argv[0].startswith("no-such") and len(heads) != 1:
+            problems.append(f"{len(heads)} message lines")
+        if problems:
+            failures.append((argv, problems, err[-400:]))
+    assert not failures, "\n".join(f"{a}: {p}\n{e}" for a, p, e in failures)
+
+
+def test_a_failed_assembly_prints_ptxas_own_words_and_is_logged_with_them(files):
+    out = files / "o-bogus2"
+    r = ptxprobe("rename-sweep", "-q", "--no-run", "--ptx", str(files / "bogus.ptx"), "-o", str(out))
+    assert r.returncode == TOOL
+    assert "failed" in r.stderr and "Unknown modifier '.globl'" in r.stderr  # ptxas's words in the summary
+    import json
+
+    rows = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert rows and all(r["status"] == "failed" and "Unknown modifier" in r["error"] for r in rows)
+
+
+def test_closing_the_output_pipe_early_is_not_an_error(tmp_path, emitted):
+    from ptxprobe.assemble import assemble
+    from ptxprobe.toolchain import triton_ptxas
+
+    e = emitted("fp16", "sm_90a")
+    cubin = tmp_path / "k.cubin"
+    cubin.write_bytes(assemble(e.ptx, "sm_90a", triton_ptxas("sm_90a")).cubin())
+    r = subprocess.run(f"{sys.executable} -m ptxprobe.cli disasm {cubin} | head -1", shell=True, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.startswith("// attention")
+    assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr
+
+
+def test_json_is_one_document_and_notes_go_to_stderr(files):
+    import json
+
+    r = ptxprobe("rename-sweep", "--no-run", "--json", "--ptx", str(files / "k.ptx"), "-s",
+                 "names={base},cutlass_{base}", "-o", str(files / "o-json"))
+    assert r.returncode in (0, 1), r.stderr
+    doc = json.loads(r.stdout)  # the whole of stdout
+    assert set(doc) >= {"pivot", "summary", "failures", "experiment"}
+
+
+def test_help_names_every_option_with_its_default():
+    r = ptxprobe("rename-sweep", "--help")
+    assert r.returncode == 0
+    text = " ".join(r.stdout.split())
+    for opt in ("--experiment", "--set", "--ptx", "--cubin", "--cu", "--entry", "--triton", "--spec", "--out", "--jobs",
+                "--timeout", "--fresh", "--no-cache", "--details", "--names-from-scan", "--run", "--no-run", "--json",
+                "--verbose", "--quiet"):
+        assert opt in text, opt
+    assert "(default: 600.0)" in text and "(default: default)" in text
+    assert "exit codes: 0 success" in text
