@@ -64,6 +64,8 @@ def run_tool(
     """Run one external tool; never raises for the tool's own failure, only if it is missing."""
     args = tuple(str(a) for a in argv)
     start = time.perf_counter()
+    # a stop signal that arrives while the child is being started is acted on once it is registered
+    _STOP["spawning"] = True
     try:
         proc = subprocess.Popen(
             args,
@@ -74,10 +76,55 @@ def run_tool(
             start_new_session=True,
             env=env,
         )
+        _LIVE.add(proc.pid)
     except FileNotFoundError as exc:
         raise ToolNotFound(f"{args[0]}: not found") from exc
     except PermissionError as exc:
         raise ToolNotFound(f"{args[0]}: not executable") from exc
+    finally:
+        _STOP["spawning"] = False
+        if _STOP["signal"] is not None:
+            _stop_now(_STOP["signal"])
+    try:
+        return _finish(proc, args, stdin, timeout, start)
+    finally:
+        _LIVE.discard(proc.pid)
+
+
+_LIVE: set[int] = set()  # process groups of tools running now (each tool leads its own session)
+_STOP: dict = {"spawning": False, "signal": None}
+
+
+def install_stop_handler(signum: int = signal.SIGTERM) -> None:
+    """For worker processes: on ``signum``, kill every running tool's process group and exit at once.
+
+    A signal that lands while a tool is being started waits until the tool is registered, so it is killed too.
+    """
+
+    def handler(sig, frame):
+        if _STOP["spawning"]:
+            _STOP["signal"] = sig
+            return
+        _stop_now(sig)
+
+    signal.signal(signum, handler)
+
+
+def _stop_now(sig: int) -> None:
+    kill_running_tools()
+    os._exit(128 + sig)
+
+
+def kill_running_tools() -> None:
+    """Kill the process group of every tool this process is running (a stop signal's last act)."""
+    for pid in list(_LIVE):
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def _finish(proc: subprocess.Popen, args: tuple, stdin: bytes | None, timeout: float, start: float) -> ToolRun:
     try:
         out, err = proc.communicate(stdin, timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -65,6 +65,23 @@ def with_target(ptx: str, arch: str) -> str:
     return ptx[: m.start(1)] + operands + ptx[m.end(1) :]
 
 
+# The first PTX ISA that accepts each target (PTX ISA release notes); retargeting raises .version to it.
+MIN_ISA = {"sm_70": (6, 0), "sm_72": (6, 1), "sm_75": (6, 3), "sm_80": (7, 0), "sm_86": (7, 1), "sm_87": (7, 4),
+           "sm_89": (7, 8), "sm_90": (7, 8), "sm_90a": (8, 0), "sm_100": (8, 6), "sm_100a": (8, 6), "sm_101a": (8, 6),
+           "sm_103a": (8, 8), "sm_110a": (9, 0), "sm_120": (8, 7), "sm_120a": (8, 7), "sm_121a": (8, 8)}
+
+
+def retargeted(ptx: str, arch: str) -> str:
+    """The same PTX for another target: ``.target`` replaced, ``.version`` raised to the first ISA that has it.
+
+    PTX ISAs are backward compatible, so raising the version keeps the meaning; an instruction the new
+    target lacks (wgmma on sm_80) is refused by ptxas with its own message.
+    """
+    out = with_target(ptx, arch)
+    need = MIN_ISA.get(arch)
+    return with_version(out, need) if need and ptx_isa(out) < need else out
+
+
 def source_identifier(entry: str) -> str:
     """``my_kernel`` for ``_Z9my_kernelPf``; the entry itself when it is not mangled."""
     m = _MANGLED_FN_RE.match(entry)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..cache import Cache
 from ..errors import SpecError
-from ..ptx import with_target
+from ..ptx import retargeted
 from ..registry import KernelFamily, KernelSpec, Problem, family
 from .base import Emitted, KernelSource
 
@@ -125,7 +125,7 @@ class PtxFileSource(_FileSource):
         if arch == e.arch:
             return Emitted(self.label, e.arch, e.entry, e.ptx, e.frontend, e.metadata, {}, e.entries)
         meta = {**e.metadata, "retargeted_from": e.arch}
-        return Emitted(self.label, arch, e.entry, with_target(e.ptx, arch), e.frontend, meta, {}, e.entries)
+        return Emitted(self.label, arch, e.entry, retargeted(e.ptx, arch), e.frontend, meta, {}, e.entries)
 
 
 @dataclass(frozen=True)
@@ -229,9 +229,9 @@ def file_source(axis: str, item: str, archs: tuple[str, ...] = ()) -> KernelSour
     if axis == "cu_files":
         return CudaFileSource(path, entry, spec)
     if axis == "ptx_files":
-        return PtxFileSource(path, entry, spec, tuple(archs))
+        return PtxFileSource(path, entry, spec, archs=tuple(archs))
     if axis == "cubin_files":
-        return CubinFileSource(path, entry, spec, tuple(archs))
+        return CubinFileSource(path, entry, spec, archs=tuple(archs))
     raise SpecError(f"unknown user kernel axis {axis!r}")
 
 

@@ -23,6 +23,7 @@ from ..assemble import Artifact, assemble, cached_artifact
 from ..cache import Cache
 from ..cubin import kernel_columns
 from ..errors import CubinError, ToolFailed, ToolNotFound
+from ..proc import install_stop_handler
 from ..sources import Emitted, KernelSource, sources_of
 from ..stages import stage_key
 from ..store import (
@@ -53,13 +54,12 @@ RETRIED_STATUSES = ("timeout",)
 
 
 def _worker_init() -> None:
-    """Pool workers leave Ctrl-C to the parent; SIGTERM from it unwinds (killing any ptxas) and exits."""
+    """Pool workers leave Ctrl-C to the parent; SIGTERM from it kills the ptxas they run and ends them at once.
+
+    (Raising in the worker is not enough: the pool's worker loop catches it and takes the next job.)
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-    def stop(signum, frame):
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGTERM, stop)
+    install_stop_handler(signal.SIGTERM)
 
 
 def _emit_job(source: KernelSource, arch: str, cache_root: str, cache_enabled: bool) -> Emitted:

@@ -1,0 +1,212 @@
+"""A sweep's life as a user lives it: Ctrl-C, two sweeps at once, inputs edited in place, directories that
+do not mix, retries of hangs, a damaged log, and the installed wheel run from anywhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write_script
+from tests.test_rename import NVCC_STYLE
+
+MARK = "61.4321"  # a sleep duration no other process uses: how the test finds the fake ptxas' children
+
+
+def _cli(*argv, cwd, env=None, **kw):
+    return subprocess.Popen([sys.executable, "-m", "ptxprobe.cli", *argv], cwd=cwd, env={**os.environ, **(env or {})},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def _hanging_ptxas(tmp_path: Path) -> Path:
+    """Answers --version and ptxprobe's capability probe at once, then hangs on every real assembly."""
+    return write_script(tmp_path / "ptxas-hang", f"""
+case "$1" in --version) echo "Cuda compilation tools, release 12.8, V12.8.93"; exit 0;; esac
+case "$*" in *probe.ptx*) echo "ptxas fatal : Unsupported .version 99.9; current version is '8.7'" >&2; exit 1;; esac
+exec sleep {MARK}
+""")
+
+
+def _sleepers() -> int:
+    out = subprocess.run(["pgrep", "-f", f"sleep {MARK}"], capture_output=True, text=True).stdout
+    return len(out.split())
+
+
+def test_ctrl_c_stops_within_a_second_kills_every_ptxas_and_keeps_what_finished(tmp_path):
+    ptx = tmp_path / "k.ptx"
+    ptx.write_text(NVCC_STYLE)
+    fake = _hanging_ptxas(tmp_path)
+    env = {"PTXPROBE_CACHE": str(tmp_path / "cache")}
+    before = _sleepers()
+    p = _cli("rename-sweep", "-q", "--no-run", "--ptx", str(ptx), "-s", f"ptxas=triton,{fake}", "-s", "repeat=2",
+             "-j", "2", "-o", str(tmp_path / "out"), cwd=tmp_path, env=env, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while _sleepers() - before < 2 and time.monotonic() < deadline:  # both workers are inside a hung ptxas
+        time.sleep(0.1)
+    assert _sleepers() - before >= 2, "the fake ptxas never started"
+    time.sleep(1.0)  # the real ptxas variants finish meanwhile
+    t = time.monotonic()
+    os.killpg(p.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
+    out, err = p.communicate(timeout=30)
+    took = time.monotonic() - t
+    assert p.returncode == 130, err
+    assert took < 5, f"took {took:.1f}s to stop"
+    end = time.monotonic() + 2
+    while _sleepers() > before and time.monotonic() < end:
+        time.sleep(0.05)
+    assert _sleepers() == before, "a ptxas process survived the interrupt"
+    assert "Traceback" not in err
+    rows = [json.loads(x) for x in (tmp_path / "out" / "variants.jsonl").read_text().splitlines()]
+    assert rows and all(r["ptxas_version"] == "12.8.93" and r["status"] == "ok" for r in rows)
+    man = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert man["counts"]["interrupted"] is True
+    # resume with the real ptxas only: what finished is not redone, the rest is
+    r = subprocess.run([sys.executable, "-m", "ptxprobe.cli", "rename-sweep", "-q", "--no-run", "--json", "--ptx",
+                        str(ptx), "-s", "repeat=2", "-o", str(tmp_path / "out")], cwd=tmp_path, capture_output=True,
+                       text=True, env={**os.environ, **env}, timeout=300)
+    assert r.returncode in (0, 1), r.stderr
+    after = [json.loads(x) for x in (tmp_path / "out" / "variants.jsonl").read_text().splitlines()]
+    redone = {x["variant_id"] for x in after[len(rows):]} & {x["variant_id"] for x in rows}
+    assert not redone
+    assert len(json.loads(r.stdout)["summary"]) == 3  # every name of the plan is there
+
+
+def test_a_second_sweep_into_a_directory_in_use_is_refused(tmp_path):
+    from ptxprobe.cli import main
+    from ptxprobe.store import lock_dir
+
+    ptx = tmp_path / "k.ptx"
+    ptx.write_text(NVCC_STYLE)
+    out = tmp_path / "out"
+    out.mkdir()
+    with lock_dir(out):
+        r = subprocess.run([sys.executable, "-m", "ptxprobe.cli", "rename-sweep", "-q", "--no-run", "--ptx", str(ptx),
+                            "-o", str(out)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "in use by another ptxprobe run" in r.stderr
+    assert main(["rename-sweep", "-q", "--no-run", "--ptx", str(ptx), "-o", str(out), "-s", "repeat=1"]) in (0, 1)
+
+
+def test_two_sweeps_sharing_one_cache_both_end_correct(tmp_path):
+    ptx = tmp_path / "k.ptx"
+    ptx.write_text(NVCC_STYLE)
+    env = {"PTXPROBE_CACHE": str(tmp_path / "shared-cache")}
+    argv = ["rename-sweep", "-q", "--no-run", "--json", "--ptx", str(ptx), "-s", "archs=sm_80,sm_90a,sm_100a,sm_120a",
+            "-s", "repeat=3", "-s", "max_repeat=0", "-j", "1"]
+    procs = [_cli(*argv, "-o", str(tmp_path / f"out{i}"), cwd=tmp_path, env=env) for i in range(2)]
+    results = [p.communicate(timeout=600) for p in procs]
+    for p, (_, err) in zip(procs, results, strict=True):
+        assert p.returncode in (0, 1), err
+    rows = [{r["variant_id"]: (r["status"], r["code_sha256"]) for r in
+             (json.loads(x) for x in (tmp_path / f"out{i}" / "results.jsonl").read_text().splitlines())}
+            for i in range(2)]
+    assert rows[0] == rows[1] and len(rows[0]) == 4 * 3 * 3
+    assert {s for s, _ in rows[0].values()} == {"ok"}
+
+
+def test_an_input_edited_in_place_is_redone_and_an_unchanged_one_reused(tmp_path):
+    from ptxprobe.static.experiment import experiment_from_dict
+    from ptxprobe.static.sweep import run_sweep
+
+    ptx = tmp_path / "k.ptx"
+    ptx.write_text(NVCC_STYLE)
+    exp = experiment_from_dict({"name": "edit", "kernels": [], "ptx_files": [str(ptx)], "repeat": 2,
+                                "names": ["{base}", "cutlass_{base}"]})
+    first = run_sweep(exp, tmp_path / "out", jobs=2, progress=False)
+    assert first.ran == 4
+    again = run_sweep(exp, tmp_path / "out", jobs=2, progress=False)
+    assert again.ran == 0 and again.skipped == 4
+    ptx.write_text(NVCC_STYLE.replace("shl.b32 \t%r2, %r1, 2;", "shl.b32 \t%r2, %r1, 3;"))  # edited in place
+    edited = run_sweep(exp, tmp_path / "out", jobs=2, progress=False)
+    assert edited.ran == 4 and edited.skipped == 0
+    assert len(edited.rows) == 4  # the old PTX's rows are not mixed into the verdicts
+    new_sha = edited.rows[0]["source_ptx_sha256"]
+    assert {r["source_ptx_sha256"] for r in edited.rows} == {new_sha} != {first.rows[0]["source_ptx_sha256"]}
+
+
+def test_two_files_of_one_name_do_not_merge(tmp_path):
+    from ptxprobe.static.experiment import experiment_from_dict
+    from ptxprobe.static.sweep import run_sweep
+
+    for d, shift in (("a", 2), ("b", 3)):
+        (tmp_path / d).mkdir()
+        text = NVCC_STYLE.replace("shl.b32 \t%r2, %r1, 2;", f"shl.b32 \t%r2, %r1, {shift};")
+        (tmp_path / d / "k.ptx").write_text(text)
+    exp = experiment_from_dict({"name": "two", "kernels": [], "repeat": 1, "names": ["{base}", "cutlass_{base}"],
+                                "ptx_files": [str(tmp_path / "a" / "k.ptx"), str(tmp_path / "b" / "k.ptx")]})
+    out = run_sweep(exp, tmp_path / "out", jobs=2, progress=False)
+    assert {r["kernel"] for r in out.rows} == {str(tmp_path / "a" / "k.ptx"), str(tmp_path / "b" / "k.ptx")}
+    assert len({r["source_ptx_sha256"] for r in out.rows}) == 2
+
+
+def test_directories_do_not_mix_experiments(tmp_path):
+    ptx = tmp_path / "k.ptx"
+    ptx.write_text(NVCC_STYLE)
+    base = [sys.executable, "-m", "ptxprobe.cli", "rename-sweep", "-q", "--no-run", "-s", "repeat=1"]
+    r = subprocess.run([*base, "--ptx", str(ptx)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode in (0, 1), r.stderr
+    assert (tmp_path / "runs" / "user-k" / "results.jsonl").exists()  # named after its source, not runs/default
+    other = tmp_path / "other.ptx"
+    other.write_text(NVCC_STYLE.replace("my_kernel", "other_kernel").replace("_Z9other", "_Z12other"))
+    r = subprocess.run([*base, "--ptx", str(other), "-o", str(tmp_path / "runs" / "user-k")], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "holds experiment" in r.stderr and "--fresh" in r.stderr
+
+
+def test_a_hang_is_retried_on_resume_and_a_damaged_log_is_refused(tmp_path):
+    from ptxprobe.errors import PtxprobeError
+    from ptxprobe.static.experiment import experiment_from_dict
+    from ptxprobe.static.sweep import run_sweep
+    from ptxprobe.store import LOG
+
+    ptx = tmp_path / "k.ptx"
+    ptx.write_text(NVCC_STYLE)
+    slow = write_script(tmp_path / "ptxas-slow", f"""
+case "$1" in --version) echo "Cuda compilation tools, release 12.8, V12.8.93"; exit 0;; esac
+case "$*" in *probe.ptx*) echo "current version is '8.7'" >&2; exit 1;; esac
+exec sleep {MARK}
+""")
+    exp = experiment_from_dict({"name": "hang", "kernels": [], "ptx_files": [str(ptx)], "repeat": 1,
+                                "names": ["{base}"], "ptxas": [str(slow)]})
+    first = run_sweep(exp, tmp_path / "out", jobs=1, progress=False, timeout=1.0)
+    assert [r["status"] for r in first.rows] == ["timeout"] and "timed out" in first.rows[0]["error"]
+    second = run_sweep(exp, tmp_path / "out", jobs=1, progress=False, timeout=1.0)
+    assert second.ran == 1 and second.skipped == 0  # a hang may be the machine's fault: tried again
+    log = tmp_path / "out" / LOG
+    lines = log.read_text().splitlines()
+    log.write_text("\n".join(["{not json", *lines]) + "\n")  # damage in the middle, not a torn tail
+    with pytest.raises(PtxprobeError, match="damaged"):
+        run_sweep(exp, tmp_path / "out", jobs=1, progress=False, timeout=1.0)
+
+
+def test_the_wheel_installs_without_torch_and_sweeps_from_anywhere(tmp_path):
+    """pip install of the built wheel into a fresh venv (no torch), then the default command from /tmp."""
+    root = Path(__file__).resolve().parent.parent
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    pip = venv / "bin" / "pip"
+    wheel_dir = tmp_path / "wheel"
+    subprocess.run([str(pip), "wheel", "-q", "--no-deps", "-w", str(wheel_dir), str(root)], check=True, timeout=600)
+    wheel = next(wheel_dir.glob("ptxprobe-*.whl"))
+    subprocess.run([str(pip), "install", "-q", str(wheel)], check=True, timeout=1800)
+    code = "import importlib.util as u; print(u.find_spec('torch'))"
+    probe = subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True)
+    assert probe.stdout.strip() == "None"  # torch is not a dependency of the static tool
+    import zipfile
+
+    names = zipfile.ZipFile(wheel).namelist()
+    assert not any(n.startswith("kernels/") for n in names) and any(n.startswith("ptxprobe_kernels/") for n in names)
+    assert "ptxprobe/experiments/default.toml" in names
+    work = tmp_path / "anywhere"
+    work.mkdir()
+    r = subprocess.run([str(venv / "bin" / "ptxprobe"), "rename-sweep", "-q", "-s", "kernels=attention",
+                        "-s", "dtypes=fp16", "-s", "causal=false", "-s", "archs=sm_90a"], cwd=work, capture_output=True,
+                       text=True, timeout=900, env={**os.environ, "PTXPROBE_CACHE": str(tmp_path / "cache")})
+    assert r.returncode in (0, 1), r.stderr
+    assert "does the name matter?" in r.stdout
+    assert (work / "runs" / "default" / "results.parquet").exists()
