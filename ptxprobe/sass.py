@@ -137,7 +137,7 @@ CONTROL_LAYOUTS = {
     "blackwell": ((100, 129), {"stall": 41, "yield": 45, "write_barrier": 46, "read_barrier": 49, "wait": 52,
                                "reuse": 58}),
 }
-VERIFIED_TARGETS = ("sm_80", "sm_90a", "sm_100a", "sm_120a")  # each has an oracle test on real cubins
+VERIFIED_TARGETS = ("sm_80", "sm_90a", "sm_100a", "sm_120a")  # each SM has an oracle test on real cubins
 
 
 def control_layout(arch: str | None) -> tuple[str, bool]:
@@ -150,7 +150,7 @@ def control_layout(arch: str | None) -> tuple[str, bool]:
         raise SassParseError(f"{arch} is pre-Volta (8-byte instructions, other control words): not supported")
     for family, ((lo, hi), _) in CONTROL_LAYOUTS.items():
         if lo <= n <= hi:
-            return family, arch in VERIFIED_TARGETS or f"sm_{n}" in VERIFIED_TARGETS
+            return family, n in {int(re.sub(r"\D", "", t)) for t in VERIFIED_TARGETS}
     return "blackwell", False
 
 

@@ -40,13 +40,6 @@ def test_reuse_mask_matches_reuse_markers(cubins, arch):
             assert ".reuse" in sources[0], ins.text
 
 
-@pytest.mark.parametrize("arch", ["sm_90a", "sm_100a", "sm_120a"])
-def test_control_word_round_trips(cubins, arch):
-    for ins in sass.disassemble(cubins[arch, "attention"])["attention"].instructions:
-        assert (ins.encoding >> 64) & sass.CONTROL_MASK == ins.control.to_bits()
-        assert sass.Control.from_high_word(ins.control.to_bits()) == ins.control
-
-
 def test_control_fields_agree_with_nvdisasm_annotations_on_sm120(cubins):
     """On sm_120 nvdisasm prints its own barrier/wait/stall notes: an independent check of the bit positions."""
     lst = sass.disassemble(cubins["sm_120a", "attention"])["attention"]
@@ -197,3 +190,66 @@ def test_per_block_summaries_add_up(cubins):
     for side in (d.a, d.b):
         assert sum(b["instructions"] for b in side.blocks) == side.instructions
         assert sum(b["stall_cycles"] for b in side.blocks) == side.stall_cycles
+
+
+def _listing(blocks: list[tuple[str, list[str]]], kernel: str = "k") -> sass.Listing:
+    """A synthetic nvdisasm -hex listing: (label, instructions) blocks, a control word with stall 1."""
+    lines = [f"//--------------------- .text.{kernel} --------------------------"]
+    off = 0
+    for label, body in blocks:
+        if label:
+            lines.append(f"{label}:")
+        for text in body:
+            lines.append(f"        /*{off:04x}*/                   {text} ;   /* 0x{off:016x} */")
+            lines.append(f"                                                    /* 0x{1 << 41:016x} */")
+            off += 16
+    return sass.parse_nvdisasm("\n".join(lines))[kernel]
+
+
+LOOP_A = [".L_x_0", ["FFMA R1, R2, R3, R1", "FFMA R4, R5, R6, R4", "IADD3 R7, R7, 0x1, RZ",
+                     "ISETP.GE.AND P0, PT, R7, 0x40, PT", "@!P0 BRA `(.L_x_0)"]]
+LOOP_B = [".L_x_1", ["HADD2 R8, R8, R9", "LDS R10, [R11]", "IADD3 R12, R12, 0x2, RZ",
+                     "ISETP.GE.AND P1, PT, R12, 0x80, PT", "@!P1 BRA `(.L_x_1)"]]
+TAIL = ["", ["EXIT"]]
+
+
+def test_a_changed_immediate_is_a_code_change_not_scheduling():
+    a = _listing([LOOP_A, TAIL])
+    changed = [LOOP_A[0], [t.replace("0x40", "0x48") for t in LOOP_A[1]]]
+    b = _listing([changed, TAIL])
+    assert diff.diff_listings(a, b).verdict == diff.DIFFERENT_CODE
+    const = [LOOP_A[0], [t.replace("R2, R3", "R2, c[0x0][0x210]") for t in LOOP_A[1]]]
+    const2 = [LOOP_A[0], [t.replace("R2, R3", "R2, c[0x0][0x218]") for t in LOOP_A[1]]]
+    assert diff.diff_listings(_listing([const, TAIL]), _listing([const2, TAIL])).verdict == diff.DIFFERENT_CODE
+    renamed_regs = [LOOP_A[0], [t.replace("R4", "R14").replace("R5", "R15") for t in LOOP_A[1]]]
+    assert diff.diff_listings(a, _listing([renamed_regs, TAIL])).verdict == diff.SCHEDULING_ONLY
+
+
+def test_loops_are_paired_by_what_they_contain_not_their_position():
+    a = _listing([LOOP_A, LOOP_B, TAIL])
+    b = _listing([LOOP_B, LOOP_A, TAIL])  # the same two loops, in the other order
+    d = diff.diff_listings(a, b)
+    pairs = {(lp["loop_a"], lp["loop_b"]) for lp in d.loop_deltas}
+    la, lb = sass.loops(a), sass.loops(b)
+    first_a = next(k for k, lp in enumerate(la) if a.instructions[lp.head].offset == 0)
+    second_b = next(k for k, lp in enumerate(lb) if b.instructions[lp.head].offset != 0)
+    assert (first_a, second_b) in pairs  # LOOP_A (first in A) pairs with LOOP_A (second in B)
+    # a loop only one side has stays unpaired
+    d2 = diff.diff_listings(_listing([LOOP_A, TAIL]), _listing([LOOP_A, LOOP_B, TAIL]))
+    assert any(lp["loop_a"] is None for lp in d2.loop_deltas)
+
+
+def test_diff_ptx_assembles_each_name_as_often_as_a_sweep_and_exit_codes_match(tmp_path, capsys):
+    from ptxprobe.cli import main
+    from tests.test_rename import NVCC_STYLE
+
+    ptx = tmp_path / "k.ptx"
+    ptx.write_text(NVCC_STYLE)
+    rc = main(["diff", "--ptx", str(ptx), "--rename", "xutlass_{base}", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["noise"]["runs"] == 2 and doc["noise"]["verdict"] == "identical"  # the default experiment's repeat
+    assert rc == 0
+    rc = main(["diff", "--ptx", str(ptx), "--rename", "cutlass_{base}", "--repeat", "3"])
+    out = capsys.readouterr().out
+    assert "over 3 assemblies per name" in out
+    assert rc == (0 if "identical" in out.split("over 3")[1].split("\n")[0] else 1)
