@@ -109,3 +109,88 @@ def rotated_orders(labels: list[str], rounds: int) -> list[list[str]]:
     """Round r runs the labels rotated by r, so no variant always goes first."""
     n = len(labels)
     return [[labels[(i + r) % n] for i in range(n)] for r in range(rounds)]
+
+
+# --- the randomised, paired design (issue 15): per-round log ratios, BCa intervals, TOST, BH -------------
+
+EQUIVALENT, INCONCLUSIVE = "equivalent", "inconclusive"
+
+
+def log_ratios(base_ms, other_ms) -> np.ndarray:
+    """Per-round paired contrasts log(base / other): > 0 means ``other`` is faster in that round."""
+    a, b = np.asarray(base_ms, dtype=float), np.asarray(other_ms, dtype=float)
+    if a.shape != b.shape:
+        raise ValueError(f"paired comparison needs equal round counts ({a.size} vs {b.size})")
+    return np.log(a) - np.log(b)
+
+
+def hodges_lehmann(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """The median of all pairwise (Walsh) averages: a robust location with the efficiency of the mean."""
+    x = np.moveaxis(np.asarray(x, dtype=float), axis, -1)
+    i, j = np.triu_indices(x.shape[-1])
+    return np.median((x[..., i] + x[..., j]) / 2.0, axis=-1)
+
+
+def paired_interval(logs, level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> Interval:
+    """Throughput ratio (exp of the Hodges-Lehmann estimate of the log ratios) with a BCa bootstrap interval."""
+    from scipy.stats import bootstrap
+
+    x = np.asarray(logs, dtype=float)
+    est = float(hodges_lehmann(x))
+    if x.size < 3 or np.all(x == x[0]):
+        return Interval(float(np.exp(est)), float(np.exp(est)), float(np.exp(est)), level)
+    res = bootstrap((x,), hodges_lehmann, n_resamples=n_boot, confidence_level=level, method="BCa",
+                    random_state=np.random.default_rng(seed), vectorized=True, axis=-1)
+    lo, hi = res.confidence_interval
+    if not (np.isfinite(lo) and np.isfinite(hi)):  # degenerate resamples: fall back to the percentile interval
+        res = bootstrap((x,), hodges_lehmann, n_resamples=n_boot, confidence_level=level, method="percentile",
+                        random_state=np.random.default_rng(seed), vectorized=True, axis=-1)
+        lo, hi = res.confidence_interval
+    return Interval(float(np.exp(est)), float(np.exp(lo)), float(np.exp(hi)), level)
+
+
+def sign_flip_pvalue(logs, n_perm: int = 4000, seed: int = 0) -> float:
+    """Two-sided randomisation test of 'no difference' (paired contrasts symmetric about 0), HL statistic."""
+    x = np.asarray(logs, dtype=float)
+    if x.size == 0 or np.all(x == 0):
+        return 1.0
+    obs = abs(float(hodges_lehmann(x)))
+    signs = np.random.default_rng(seed).choice((-1.0, 1.0), size=(n_perm, x.size))
+    null = np.abs(hodges_lehmann(signs * x))
+    return float((1 + np.sum(null >= obs - 1e-15)) / (n_perm + 1))
+
+
+def decide(iv: Interval, margin: float = 0.005) -> str:
+    """faster / slower when the interval excludes 1; equivalent when it lies inside 1 ± margin (TOST);
+    inconclusive otherwise."""
+    if iv.low > 1.0:
+        return FASTER
+    if iv.high < 1.0:
+        return SLOWER
+    if iv.low >= 1.0 - margin and iv.high <= 1.0 + margin:
+        return EQUIVALENT
+    return INCONCLUSIVE
+
+
+def half_width(iv: Interval) -> float:
+    return (iv.high - iv.low) / 2.0
+
+
+def bh_qvalues(pvalues) -> list[float]:
+    """Benjamini-Hochberg adjusted p-values (q-values), in the input order."""
+    p = np.asarray(pvalues, dtype=float)
+    n = p.size
+    if n == 0:
+        return []
+    order = np.argsort(p)
+    ranked = p[order] * n / np.arange(1, n + 1)
+    q = np.minimum.accumulate(ranked[::-1])[::-1]
+    out = np.empty(n)
+    out[order] = np.minimum(q, 1.0)
+    return [float(v) for v in out]
+
+
+def random_orders(labels: list[str], rounds: int, seed: int = 0) -> list[list[str]]:
+    """A fresh random order every round: no label always follows the same one (carry-over averages out)."""
+    rng = np.random.default_rng(seed)
+    return [[labels[i] for i in rng.permutation(len(labels))] for _ in range(rounds)]
