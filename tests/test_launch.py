@@ -8,10 +8,10 @@ import shutil
 
 import pytest
 
-from ptxprobe import launch, stats
+from ptxprobe import launch
 from ptxprobe.cli import main
 from ptxprobe.errors import SpecError
-from ptxprobe.gpu.group import AA_LABEL, measurement_rows
+from ptxprobe.gpu.group import _rates, comparison
 from ptxprobe.gpu.numerics import merged_numerics, numerics
 from ptxprobe.gpu.plan import RunConfig, plan_groups
 from ptxprobe.gpu.timing import TimingPlan
@@ -186,32 +186,26 @@ def test_user_groups_planned_per_size_set_and_ptxas_with_notes(tmp_path):
     assert groups == [] and "this GPU is sm_100a" in notes[0]
 
 
-def test_rows_report_bandwidth_when_the_spec_counts_bytes():
+def test_rows_report_bandwidth_and_the_paired_comparison_on_the_cpu():
     import numpy as np
 
+    from ptxprobe.gpu.timing import Sampled
+
     rng = np.random.default_rng(0)
-    base = tuple(1.0 + 0.01 * rng.standard_normal(20))
-    meas = {
-        "{base}": stats.Measurement("{base}", base),
-        "cutlass_{base}": stats.Measurement("c", tuple(t * 0.9 for t in base)),
-        AA_LABEL: stats.Measurement("aa", tuple(t * 1.001 for t in base)),
-    }
-    templates = ["{base}", "cutlass_{base}"]
-    facts = {t: {"registers": 32} for t in templates}
-    nums = {t: {"bitwise_equal_to_baseline": True} for t in templates}
-    info = {"arch": "sm_90a", "gpu": "test"}
-    tool = type("T", (), {"version": "12.8.93", "sha256": "x"})()
-    cfg = RunConfig(timing=TimingPlan(n_boot=200))
-    rows = measurement_rows(
-        meas, templates, ["k", "cutlass_k"], {"flops": None, "bytes": 1e9}, cfg, 0, None, info, tool,
-        {"kernel": "k", "sizes": "n=1"}, facts, nums,
-    )  # fmt: skip
-    by = {r["label"]: r for r in rows}
-    assert by["{base}"]["gbps"] == pytest.approx(1e9 / 1e-3 / 1e9 / np.median(base), rel=1e-6)
-    assert by["{base}"]["tflops"] is None and by["{base}"]["pct_sol"] is None
-    assert by["cutlass_{base}"]["ratio_vs_baseline"] == pytest.approx(1 / 0.9, rel=1e-3)
-    assert by["cutlass_{base}"]["runtime_verdict"] == "faster"
-    assert by[AA_LABEL]["name"] == AA_LABEL and "registers" not in by[AA_LABEL]
+    base = list(1.0 + 0.01 * rng.standard_normal(30))
+    b = Sampled("{base}", times_ms=base, sm_clock_mhz=[1980] * 30, throttled=[False] * 30)
+    fast = Sampled("cutlass_{base}", times_ms=[t * 0.9 for t in base], sm_clock_mhz=[1980] * 30, throttled=[False] * 30)
+    plan = TimingPlan(n_boot=200)
+    rates = _rates(b, {"flops": None, "bytes": 1e9}, plan, 0, None, {"gpu": "test", "arch": "sm_90a"}, None)
+    assert rates["gbps"] == pytest.approx(1e9 / 1e-3 / 1e9 / np.median(base), rel=1e-6)
+    assert rates["tflops"] is None and rates["pct_sol_cublas"] is None and rates["sm_clock_mhz"] == 1980
+    c = comparison(b, fast, plan, 0)
+    assert c["ratio_vs_baseline"] == pytest.approx(1 / 0.9, rel=1e-6)
+    assert c["runtime_verdict"] == "faster" and c["p_value"] < 0.01 and c["rounds"] == 30
+    same = comparison(b, Sampled("aa", times_ms=list(base)), plan, 0)
+    assert same["ratio_vs_baseline"] == 1.0 and same["runtime_verdict"] == "equivalent"
+    h200 = _rates(b, {"flops": 1e12}, plan, 0, 500.0, {"gpu": "NVIDIA H200", "arch": "sm_90a"}, "fp16")
+    assert h200["peak_tflops_datasheet_at_clock"] == pytest.approx(989.4) and h200["pct_sol_cublas"] > 0
 
 
 def test_numerics_for_every_element_width_on_the_cpu():

@@ -103,7 +103,9 @@ def cmd_rename_sweep(args) -> int:
     if args.run is not False:
         runtime = _runtime(exp, out, args)
         if runtime is not None:
-            doc["runtime"] = runtime
+            doc["runtime"], doc["calibration"] = runtime
+            if not doc["calibration"].get("passed", True):
+                rc = TOOL_FAILED  # the measurement failed its own check: its verdicts are not to be trusted
     if args.json:
         emit_json(doc)
     return rc
@@ -142,7 +144,9 @@ def _details_table(summary: list[dict]):
                               "verdict", "conf"], rows)
 
 
-def _runtime(exp, out: Path, args) -> list[dict] | None:
+def _runtime(exp, out: Path, args) -> tuple[list[dict], dict] | None:
+    import json
+
     from ..gpu import runtime_sweep
     from ..schema import problem_label
 
@@ -151,9 +155,11 @@ def _runtime(exp, out: Path, args) -> list[dict] | None:
     except NoGpu as exc:
         (log.warning if args.run else log.info)("--run: %s", exc)
         return None
+    calibration = json.loads((out / "calibration.json").read_text())
+    _say_calibration(calibration)
     shown = [r for r in rows if r.get("name_template") or r["label"].startswith("sdpa")]
     if args.json:
-        return [{k: v for k, v in r.items() if k != "times_ms"} for r in rows]
+        return [{k: v for k, v in r.items() if k not in ("times_ms", "samples")} for r in rows], calibration
 
     def ci(r, a, lo, hi, fmt):
         return "-" if r.get(a) is None else f"{r[a]:{fmt}} [{r[lo]:{fmt}}, {r[hi]:{fmt}}]"
@@ -172,4 +178,15 @@ def _runtime(exp, out: Path, args) -> list[dict] | None:
           r.get("bitwise_equal_to_baseline", "-"), r.get("max_ulp_vs_baseline", "-"),
           "-" if r.get("rel_err_vs_reference") is None else f"{r['rel_err_vs_reference']:.2e}"] for r in shown],
     ))
-    return None
+    return rows, calibration
+
+
+def _say_calibration(c: dict) -> None:
+    """The calibration's verdict on stderr; a failure is loud."""
+    power = ", ".join(f"{float(f) * 100:g}%: {p:.0%}" for f, p in sorted(c.get("power", {}).items()))
+    line = (f"calibration over {c.get('groups')} groups: A/A false positives {c.get('aa_false_positive_rate')}, "
+            f"A/A half-width median {c.get('aa_halfwidth_median')}, planted detected {power}, "
+            f"{c.get('gpu_seconds', 0):.0f} GPU s")
+    print(f"ptxprobe: {line}", file=sys.stderr)
+    if not c.get("passed", True):
+        print("ptxprobe: CALIBRATION FAILED: " + "; ".join(c.get("failures", [])), file=sys.stderr)

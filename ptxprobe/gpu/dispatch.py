@@ -11,14 +11,18 @@ import json
 import os
 from pathlib import Path
 
-from ..cache import Cache
+from .. import stats
+from ..cache import Cache, atomic_write
 from ..store import RUNTIME_LOG, RUNTIME_PARQUET, append_records, drop_torn_tail, read_log, write_parquet
 from ..toolchain import select_ptxas
+from .calibrate import summarize as summarize_calibration
 from .device import _smi, device_arch, gpu_info, require_gpu
 from .group import run_group
 from .plan import Group, RunConfig, plan_groups, run_config
 from .timing import measured_peak_tflops
 from .workload import launch_spec_workload, registered_workload
+
+GROUPS_LOG, CALIBRATION = "groups.jsonl", "calibration.json"
 
 
 @functools.cache
@@ -33,8 +37,8 @@ def _peak(dtype: str) -> float | None:
     return measured_peak_tflops(dtype)
 
 
-def _group_rows(group: Group, templates: list[str], cfg: RunConfig, cache: Cache) -> list[dict]:
-    """Run one planned group on this process's GPU."""
+def _group_rows(group: Group, templates: list[str], cfg: RunConfig, cache: Cache) -> tuple[list[dict], dict]:
+    """Run one planned group on this process's GPU: its rows and its calibration record."""
     info = {**_device_facts(), **_smi(0)}  # clocks and temperature as of this group
     tool = select_ptxas(info["arch"], group.ptxas)[0]
     if group.seq_len is not None:
@@ -42,21 +46,23 @@ def _group_rows(group: Group, templates: list[str], cfg: RunConfig, cache: Cache
                                 cfg.sdpa_backends)
     else:
         w = launch_spec_workload(group.source, group.sizes_dict, info, tool, cache)
-    peak = _peak(w.dtype) if w.dtype else None
-    return run_group(w, templates, cfg, info, tool, cache, slow_control=group.slow_control, peak=peak,
+    peak = _peak(w.dtype)[0] if w.dtype else None
+    return run_group(w, templates, cfg, info, tool, cache, calibrate=group.calibrate, peak=peak,
                      seed=cfg.timing.seed)
 
 
 def _run_one(
     device: str, group: Group, templates: list[str], cfg: RunConfig, out_path: str, cache_root: str, lock=None
 ) -> None:
-    """Worker body for one group on this process's GPU: time it, append its rows to the runtime log."""
-    rows = _group_rows(group, templates, cfg, Cache(cache_root))
+    """Worker body for one group on this process's GPU: time it, append its rows and calibration to the logs."""
+    rows, record = _group_rows(group, templates, cfg, Cache(cache_root))
     if lock is not None:
         lock.acquire()
     try:
         with open(out_path, "a") as f:
             append_records(f, [{**r, "group_id": group.group_id} for r in rows])
+        with open(Path(out_path).with_name(GROUPS_LOG), "a") as f:
+            append_records(f, [{**record, "group_id": group.group_id}])
     finally:
         if lock is not None:
             lock.release()
@@ -143,7 +149,21 @@ def runtime_sweep(
 
         for g in track(groups, description="GPU runs", disable=not progress):
             _run_one(devices[0], g, templates, cfg, str(log), str(cache.root))
-    rows = read_log(log)
-    write_parquet(out / RUNTIME_PARQUET, rows, drop=("times_ms",))
+    rows = with_q_values(read_log(log))
+    write_parquet(out / RUNTIME_PARQUET, rows, drop=("times_ms", "samples"))
+    records = read_log(out / GROUPS_LOG)
+    calibration = summarize_calibration(records)
+    atomic_write(out / CALIBRATION, json.dumps(calibration, indent=1, sort_keys=True).encode())
     (out / "gpu.json").write_text(json.dumps(gpu_info(0), indent=1))
     return rows
+
+
+def with_q_values(rows: list[dict]) -> list[dict]:
+    """Benjamini-Hochberg across every name comparison of the sweep: each renamed row gets its ``q_value``."""
+    tested = [i for i, r in enumerate(rows) if r.get("name_template") and not r.get("is_baseline")
+              and r.get("p_value") is not None]
+    q = stats.bh_qvalues([rows[i]["p_value"] for i in tested])
+    out = [dict(r) for r in rows]
+    for i, v in zip(tested, q, strict=True):
+        out[i]["q_value"] = v
+    return out

@@ -1,6 +1,8 @@
 """One group: every name of one workload timed together, checked against the baseline and float64.
 
 Registered kernels and user kernels both arrive as a ``Workload``; this is their one path.
+Three blocks, each with rounds of its own: the names with two A/A copies of the baseline
+(the comparison), the planted slowdowns (calibration), and torch SDPA (a reference rate).
 """
 
 from __future__ import annotations
@@ -10,15 +12,17 @@ from ..cache import Cache
 from ..rename import apply_template
 from ..sources import Emitted
 from ..toolchain import Tool
+from .calibrate import AA_LABELS, calibration_block
 from .device import require_gpu
 from .launchers import cubin_for
 from .numerics import merged_numerics, numerics
 from .plan import RunConfig
-from .timing import _slowed, time_interleaved
-from .workload import Workload
+from .timing import GraphSample, Nvml, Sampled, launch_ms, launches_for, time_block
+from .workload import Case, Workload
 
-AA_LABEL = "{base}#AA"
-SLOW_LABEL = "{base}#slowed"
+# dense tensor-core peaks of the H200 SXM datasheet at its 1980 MHz boost clock (TFLOPS)
+DATASHEET_PEAK = {"NVIDIA H200": {"fp16": 989.4, "bf16": 989.4, "fp8e5": 1978.9, "fp8e4nv": 1978.9}}
+DATASHEET_CLOCK_MHZ = {"NVIDIA H200": 1980}
 
 
 def named_kernels(emitted: Emitted, templates: list[str], tool: Tool, cache: Cache | None, load, launched=None):
@@ -36,120 +40,125 @@ def named_kernels(emitted: Emitted, templates: list[str], tool: Tool, cache: Cac
     return names, kernels, facts
 
 
-def timed_functions(kernels: dict, templates: list[str], names: list[str], grid, args: list, load) -> dict:
-    """One callable per name, plus the A/A control: the baseline's cubin loaded a second time."""
-    fns = {t: (lambda k=kernels[t]: k[grid](*args)) for t in templates}
-    fns[AA_LABEL] = lambda k=load(names[0], kernels[templates[0]].kernel): k[grid](*args)
-    return fns
+def comparison(base: Sampled, other: Sampled, plan, seed: int) -> dict:
+    """The paired comparison of two labels of one block: ratio (> 1: ``other`` faster), interval, p, verdict."""
+    logs = stats.log_ratios(base.times_ms, other.times_ms)
+    iv = stats.paired_interval(logs, n_boot=plan.n_boot, seed=seed)
+    return {"ratio_vs_baseline": iv.estimate, "ratio_ci_low": iv.low, "ratio_ci_high": iv.high,
+            "half_width": stats.half_width(iv), "p_value": stats.sign_flip_pvalue(logs, seed=seed),
+            "runtime_verdict": stats.decide(iv, plan.margin), "rounds": len(logs)}
 
 
-def measurement_rows(
-    meas: dict[str, stats.Measurement],
-    templates: list[str],
-    names: list[str],
-    work: dict,
-    cfg: RunConfig,
-    seed: int,
-    peak: float | None,
-    info: dict,
-    tool: Tool,
-    common: dict,
-    facts: dict,
-    nums: dict,
-) -> list[dict]:
-    """One record per timed label: throughput and ratio vs the baseline with intervals, facts, numerics.
-
-    ``work`` has the group's ``flops`` and ``bytes`` (either may be None).
-    """
-    base_m = meas[templates[0]]
-    aa = stats.paired_ratio(base_m, meas[AA_LABEL], n_boot=cfg.timing.n_boot, seed=seed)
-    floor = stats.noise_floor(aa)
-    rows = []
-    for label, m in meas.items():
-        rate = {}
-        for key, amount, scale in (("tflops", work.get("flops"), 1.0), ("gbps", work.get("bytes"), 1e3)):
-            iv = stats.throughput_interval(m, amount, n_boot=cfg.timing.n_boot, seed=seed) if amount else None
-            rate[key], rate[f"{key}_ci_low"], rate[f"{key}_ci_high"] = (
-                (iv.estimate * scale, iv.low * scale, iv.high * scale) if iv else (None, None, None)
-            )
-        ratio = stats.paired_ratio(base_m, m, n_boot=cfg.timing.n_boot, seed=seed)
-        template = label if label in templates else None
-        row = {
-            **common,
-            "arch": info["arch"],
-            "label": label,
-            "name_template": template,
-            "name": names[templates.index(label)] if template else label,
-            "baseline_name": names[0],
-            "is_baseline": label == templates[0],
-            **rate,
-            "median_ms": m.median_ms,
-            "spread": m.spread,
-            "times_ms": list(m.times_ms),
-            "ratio_vs_baseline": ratio.estimate,
-            "ratio_ci_low": ratio.low,
-            "ratio_ci_high": ratio.high,
-            "runtime_verdict": stats.runtime_verdict(ratio),
-            "runtime_verdict_vs_floor": stats.runtime_verdict_vs_floor(ratio, floor),
-            "noise_floor": floor,
-            "aa_ratio": aa.estimate,
-            "aa_ci_low": aa.low,
-            "aa_ci_high": aa.high,
-            "peak_tflops": peak,
-            "pct_sol": (100 * rate["tflops"] / peak) if peak and rate["tflops"] else None,
-            "gpu": info.get("gpu"),
-            "driver": info.get("driver"),
-            "sm_clock_mhz": info.get("sm_clock_mhz"),
-            "rounds": m.n,
-            "run_ptxas_version": tool.version,
-            "run_ptxas_sha256": tool.sha256,
-            "reps": cfg.timing.reps,
-        }
-        if label == SLOW_LABEL:  # its extra memset is not the kernel's work
-            for key in ("tflops", "gbps"):
-                row[key] = row[f"{key}_ci_low"] = row[f"{key}_ci_high"] = None
-            row["pct_sol"] = None
-        if template:
-            row.update(facts[template])
-            row.update(nums[template])
-        rows.append(row)
-    return rows
+def _rates(s: Sampled, work: dict, plan, seed: int, peak: float | None, info: dict, dtype: str | None) -> dict:
+    out = {}
+    m = s.measurement()
+    for key, amount, scale in (("tflops", work.get("flops"), 1.0), ("gbps", work.get("bytes"), 1e3)):
+        iv = stats.throughput_interval(m, amount, n_boot=plan.n_boot, seed=seed) if amount else None
+        out[key], out[f"{key}_ci_low"], out[f"{key}_ci_high"] = (
+            (iv.estimate * scale, iv.low * scale, iv.high * scale) if iv else (None, None, None))
+    clocks = [c for c in s.sm_clock_mhz if c]
+    clock = sorted(clocks)[len(clocks) // 2] if clocks else None
+    sheet = DATASHEET_PEAK.get(info.get("gpu"), {}).get(dtype or "")
+    sheet_at_clock = sheet * clock / DATASHEET_CLOCK_MHZ[info["gpu"]] if sheet and clock else None
+    out.update({
+        "median_ms": m.median_ms, "spread": m.spread, "sm_clock_mhz": clock,
+        "throttled_samples": int(sum(s.throttled)), "launches_per_sample": s.launches_per_sample,
+        "peak_tflops_cublas": peak, "pct_sol_cublas": 100 * out["tflops"] / peak if peak and out["tflops"] else None,
+        "peak_tflops_datasheet_at_clock": sheet_at_clock,
+        "pct_sol_datasheet": 100 * out["tflops"] / sheet_at_clock if sheet_at_clock and out["tflops"] else None,
+    })
+    return out
 
 
-def run_group(
-    w: Workload,
-    templates: list[str],
-    cfg: RunConfig,
-    info: dict,
-    tool: Tool,
-    cache: Cache | None = None,
-    slow_control: bool = False,
-    peak: float | None = None,
-    seed: int = 0,
-) -> list[dict]:
-    """Time and check every name of one workload; returns one record per timed variant."""
+def draw_numerics(w: Workload, kernels: dict, templates: list[str], gen, draws: int) -> dict[str, dict]:
+    """Every name on ``draws`` fresh input draws at the timed size (bitwise/ULP vs the baseline name) and
+    at the small size (also vs float64); the worst over all draws is kept."""
     torch = require_gpu()
+    per: dict[str, list[dict]] = {t: [] for t in templates}
+    for d in range(draws):
+        for size, make in (("timed", w.timed), ("small", w.small)):
+            case: Case = make(gen)
+            ref = w.reference(case) if size == "small" else {}
+            base_outs = None
+            for t in templates:
+                fresh = {k: v.clone() for k, v in case.tensors.items()}
+                kernels[t][case.grid](*case.args(fresh))
+                torch.cuda.synchronize()
+                outs = {o: fresh[o] for o in w.outputs}
+                base_outs = base_outs or outs
+                rec = merged_numerics({o: numerics(outs[o], base_outs[o], ref.get(o)) for o in outs})
+                per[t].append({**rec, "draw": d, "size": size})
+            del case
+    out = {}
+    for t, recs in per.items():
+        rels = [r["rel_err_vs_reference"] for r in recs if r["rel_err_vs_reference"] is not None]
+        out[t] = {
+            "nan_count": max(r["nan_count"] for r in recs), "inf_count": max(r["inf_count"] for r in recs),
+            "fully_written": all(r["fully_written"] for r in recs),
+            "bitwise_equal_to_baseline": all(r["bitwise_equal_to_baseline"] for r in recs),
+            "n_diff_vs_baseline": max(r["n_diff_vs_baseline"] for r in recs),
+            "max_ulp_vs_baseline": max(r["max_ulp_vs_baseline"] for r in recs),
+            "rel_err_vs_reference": max(rels) if rels else None,
+            "numerics_draws": draws,
+            "passes_tolerance": None if w.tolerance is None or not rels else max(rels) <= w.tolerance,
+        }
+    return out
+
+
+def run_group(w: Workload, templates: list[str], cfg: RunConfig, info: dict, tool: Tool, cache: Cache | None = None,
+              calibrate: bool = True, peak: float | None = None, seed: int = 0) -> tuple[list[dict], dict]:
+    """Time and check every name of one workload; one record per timed label, and the group's calibration."""
+    torch = require_gpu()
+    plan = cfg.timing
     gen = torch.Generator(device="cuda")
     gen.manual_seed(seed)
     timed = w.timed(gen)
     names, kernels, facts = named_kernels(w.emitted, templates, tool, cache, w.load, w.launched)
-    fns = timed_functions(kernels, templates, names, timed.grid, timed.args(timed.tensors), w.load)
-    if slow_control:
-        fns[SLOW_LABEL] = _slowed(fns[templates[0]], cfg.slow_fraction)
-    fns.update(w.extras(timed))
-    meas = time_interleaved(fns, cfg.timing)
-    # numerics: each name from the same fresh inputs, outputs compared with the baseline and float64
-    small = w.small(gen)
-    ref = w.reference(small)
-    nums: dict = {}
-    base_outs: dict = {}
-    for t in templates:
-        fresh = {k: v.clone() for k, v in small.tensors.items()}
-        kernels[t][small.grid](*small.args(fresh))
-        torch.cuda.synchronize()
-        outs = {o: fresh[o] for o in w.outputs}
-        base_outs = base_outs or outs
-        nums[t] = merged_numerics({o: numerics(outs[o], base_outs[o], ref.get(o)) for o in outs})
-        rel = nums[t]["rel_err_vs_reference"]
-        nums[t]["passes_tolerance"] = None if w.tolerance is None or rel is None else rel <= w.tolerance
-    return measurement_rows(meas, templates, names, w.work, cfg, seed, peak, info, tool, w.common, facts, nums)
+    args = timed.args(timed.tensors)
+    fns = {t: (lambda k=kernels[t]: k[timed.grid](*args)) for t in templates}
+    for aa in AA_LABELS:  # the baseline's cubin loaded again, twice: two independent A/A copies
+        fns[aa] = lambda k=w.load(names[0], kernels[templates[0]].kernel): k[timed.grid](*args)
+    k = launches_for(launch_ms(fns[templates[0]]), plan)
+    nvml = Nvml()
+    graphs = {label: GraphSample(fn, k) for label, fn in fns.items()}
+    compare = [(templates[0], t) for t in templates[1:]] + [AA_LABELS]
+    samples, seconds = time_block(graphs, plan, compare, seed, nvml)
+    del graphs
+    calib = calibration_block(fns[templates[0]], k, plan, seed + 1, nvml) if calibrate else None
+    extra_fns = w.extras(timed)
+    extra_samples: dict[str, Sampled] = {}
+    if extra_fns:  # torch SDPA: a block of its own, beside the baseline
+        eg = {templates[0]: GraphSample(fns[templates[0]], k)}
+        eg.update({label: GraphSample(fn, launches_for(launch_ms(fn), plan)) for label, fn in extra_fns.items()})
+        extra_samples, more = time_block(eg, plan, [], seed + 2, nvml)
+        seconds += more
+    nums = draw_numerics(w, kernels, templates, gen, cfg.numerics_draws)
+    rows = []
+    aa = comparison(samples[AA_LABELS[0]], samples[AA_LABELS[1]], plan, seed)
+    base = samples[templates[0]]
+    for label, s in samples.items():
+        template = label if label in templates else None
+        row = {**w.common, "arch": info["arch"], "block": "names", "label": label, "name_template": template,
+               "name": names[templates.index(label)] if template else label, "baseline_name": names[0],
+               "is_baseline": label == templates[0], **_rates(s, w.work, plan, seed, peak, info, w.dtype),
+               **comparison(base, s, plan, seed), "samples": s.to_json(), "gpu": info.get("gpu"),
+               "driver": info.get("driver"), "run_ptxas_version": tool.version, "run_ptxas_sha256": tool.sha256,
+               "aa_ratio": aa["ratio_vs_baseline"], "aa_ci_low": aa["ratio_ci_low"], "aa_ci_high": aa["ratio_ci_high"],
+               "aa_verdict": aa["runtime_verdict"]}
+        if template:
+            row.update(facts[template])
+            row.update(nums[template])
+        rows.append(row)
+    for label, s in extra_samples.items():
+        if label == templates[0]:
+            continue
+        rows.append({**w.common, "arch": info["arch"], "block": "sdpa", "label": label, "name_template": None,
+                     "name": label, "baseline_name": names[0], "is_baseline": False,
+                     **_rates(s, w.work, plan, seed, peak, info, w.dtype),
+                     **comparison(extra_samples[templates[0]], s, plan, seed), "samples": s.to_json(),
+                     "gpu": info.get("gpu"), "run_ptxas_version": tool.version})
+    record = {"aa": aa, "calibration": calib, "gpu_seconds": seconds + (calib["gpu_seconds"] if calib else 0.0)}
+    if calib:
+        record["calibration"] = {k: v for k, v in calib.items() if k != "samples"}
+        record["calibration_samples"] = calib["samples"]
+    return rows, record

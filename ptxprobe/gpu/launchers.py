@@ -20,9 +20,22 @@ from ..sources import Emitted
 from ..sources.triton import Specialization, is_gluon, renamed_fn
 from ..toolchain import Tool, triton_ptxas
 
+_COMPILED: dict = {}
+
 
 def triton_compiled(fn, sp: Specialization, options: dict, name: str | None = None):
-    """Triton's own compile for the current GPU, under ``name``, with its cache isolated."""
+    """Triton's own compile for the current GPU, under ``name``, with its cache isolated (memoised per process
+    by everything that shapes it, the name included: Triton's own cache ignores ``repr=``)."""
+    import json
+
+    key = (fn.cache_key, json.dumps(sp.to_json(), sort_keys=True), str(sp.attrs), json.dumps(options, sort_keys=True),
+           name)
+    if key not in _COMPILED:
+        _COMPILED[key] = _compile(fn, sp, options, name)
+    return _COMPILED[key]
+
+
+def _compile(fn, sp: Specialization, options: dict, name: str | None):
     import triton
 
     if is_gluon(fn):

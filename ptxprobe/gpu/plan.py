@@ -24,8 +24,8 @@ class RunConfig:
     numerics_seq_len: int = 1024
     numerics_heads: int = 4
     sdpa_backends: tuple[str, ...] = ("cudnn", "flash")
-    slow_control: bool = True  # some groups also time the baseline made slower on purpose
-    slow_fraction: float = 0.02  # by this fraction of its own time (a calibrated extra memset)
+    calibrate: bool = True  # every group also times planted slowdowns of 0.5, 1 and 2 % (calibration.json)
+    numerics_draws: int = 5  # input draws the numbers are compared on, at the timed size and a small one
     timing: TimingPlan = field(default_factory=TimingPlan)
 
     def problem(self, seq_len: int) -> Problem:
@@ -38,6 +38,9 @@ class RunConfig:
 
 def run_config(d: dict | None) -> RunConfig:
     d = dict(d or {})
+    if "slow_control" in d:  # the old design's single slowed control: now a calibration in every group
+        d["calibrate"] = bool(d.pop("slow_control"))
+    d.pop("slow_fraction", None)
     try:
         timing = TimingPlan(**d.pop("timing", {}))
         for k in ("seq_lens", "sdpa_backends"):
@@ -57,7 +60,7 @@ class Group:
     ptxas: str
     seq_len: int | None = None
     sizes: tuple[tuple[str, int], ...] = ()
-    slow_control: bool = False
+    calibrate: bool = True
     dtype: str | None = None
 
     @property
@@ -78,12 +81,10 @@ def plan_groups(exp, cfg: RunConfig, arch: str) -> tuple[list[Group], list[str]]
             continue
         suffix = {pt: ("" if pt == "triton" else f"@ptxas={pt}") for pt in exp.ptxas}
         if isinstance(src, RegisteredSource):
-            slow_n = cfg.seq_lens[len(cfg.seq_lens) // 2]
             for pt in exp.ptxas:
                 for n in cfg.seq_lens:
-                    slow = cfg.slow_control and n == slow_n and not src.causal and src.head_dim == max(exp.head_dims)
-                    groups.append(Group(f"{src.label}@{n}{suffix[pt]}", src, pt, seq_len=n,
-                                        slow_control=slow and pt == "triton", dtype=src.dtype))
+                    groups.append(Group(f"{src.label}@{n}{suffix[pt]}", src, pt, seq_len=n, calibrate=cfg.calibrate,
+                                        dtype=src.dtype))
             continue
         launch = src.launch()
         if launch is None:
@@ -94,5 +95,5 @@ def plan_groups(exp, cfg: RunConfig, arch: str) -> tuple[list[Group], list[str]]
         for pt in exp.ptxas:
             for sizes in launch.size_sets():
                 groups.append(Group(f"user:{target}@{size_label(sizes)}{suffix[pt]}", src, pt,
-                                    sizes=tuple(sorted(sizes.items()))))
+                                    sizes=tuple(sorted(sizes.items())), calibrate=cfg.calibrate))
     return groups, notes

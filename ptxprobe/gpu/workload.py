@@ -73,9 +73,9 @@ def registered_workload(source: RegisteredSource, problem: Problem, small: Probl
     def extras(c: Case) -> dict:
         if spec.dtype not in ("fp16", "bf16"):
             return {}
-        from .timing import _sdpa_fn
+        from .timing import sdpa_fn
 
-        return {f"sdpa_{be}": _sdpa_fn(be, c.tensors, spec.causal) for be in sdpa_backends}
+        return {f"sdpa_{be}": sdpa_fn(be, c.tensors, spec.causal) for be in sdpa_backends}
 
     common = {**source.columns(), "kernel": spec.key, "seq_len": problem.seq_len, "batch": problem.batch,
               "heads": problem.heads}

@@ -1,0 +1,109 @@
+"""Calibration that can fail, in every GPU group: planted slowdowns of verified size, judged like the names.
+
+A planted slowdown is the baseline's own graph with a spin kernel (``torch.cuda._sleep``)
+appended whose length is set from a measured cycles-to-milliseconds rate so that it adds
+``fraction`` of the baseline's sample time. Its *measured* ratio is reported; a plant whose
+measured size is off by more than a quarter (or its own interval) fails verification, and a
+calibration with a failed plant, a missed 1 % plant or too many A/A "differences" fails.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import stats
+from .device import require_gpu
+from .timing import GraphSample, Nvml, TimingPlan, time_block
+
+PLANTED = (0.005, 0.01, 0.02)
+AA_LABELS = ("{base}#AA1", "{base}#AA2")
+
+
+def planted_label(fraction: float) -> str:
+    return f"{{base}}#planted{fraction * 100:g}%"
+
+
+def ms_per_sleep_cycle() -> float:
+    """How long one ``torch.cuda._sleep`` cycle takes on this card now (a graph of long sleeps, timed)."""
+    torch = require_gpu()
+    cycles = 2_000_000
+    g = GraphSample(lambda: torch.cuda._sleep(cycles), 5)
+    return float(np.median([g.replay_ms() for _ in range(5)])) / (5 * cycles)
+
+
+@dataclass(frozen=True)
+class Plant:
+    fraction: float
+    cycles: int
+
+
+def plants(base_sample_ms: float, per_cycle_ms: float, fractions=PLANTED) -> list[Plant]:
+    return [Plant(f, max(1, int(round(f * base_sample_ms / per_cycle_ms)))) for f in fractions]
+
+
+def calibration_block(base_fn, k: int, plan: TimingPlan, seed: int, nvml: Nvml | None = None) -> dict:
+    """Time the baseline against its planted slowdowns (a block of its own) and judge each like a name."""
+    torch = require_gpu()
+    base = GraphSample(base_fn, k)
+    sample_ms = float(np.median([base.replay_ms() for _ in range(3)]))
+    per_cycle = ms_per_sleep_cycle()
+    graphs = {"{base}": base}
+    chosen = plants(sample_ms, per_cycle)
+    for p in chosen:
+        graphs[planted_label(p.fraction)] = GraphSample(base_fn, k, tail=lambda c=p.cycles: torch.cuda._sleep(c))
+    samples, seconds = time_block(graphs, plan, [("{base}", planted_label(p.fraction)) for p in chosen], seed, nvml)
+    out = {"gpu_seconds": seconds, "sample_ms": sample_ms, "ms_per_sleep_cycle": per_cycle, "planted": {}}
+    for p in chosen:
+        label = planted_label(p.fraction)
+        logs = stats.log_ratios(samples["{base}"].times_ms, samples[label].times_ms)
+        iv = stats.paired_interval(logs, n_boot=plan.n_boot, seed=seed)
+        measured = 1.0 / iv.estimate - 1.0
+        tolerance = max(0.25 * p.fraction, 2 * stats.half_width(iv))
+        out["planted"][f"{p.fraction:g}"] = {
+            "label": label, "cycles": p.cycles, "ratio": iv.estimate, "ratio_ci_low": iv.low,
+            "ratio_ci_high": iv.high, "measured_fraction": measured, "verdict": stats.decide(iv, plan.margin),
+            "detected": stats.decide(iv, plan.margin) == stats.SLOWER,
+            "verified": abs(measured - p.fraction) <= tolerance, "rounds": len(logs),
+        }
+    out["samples"] = {label: s.to_json() for label, s in samples.items()}
+    return out
+
+
+def summarize(groups: list[dict], criteria: dict | None = None) -> dict:
+    """calibration.json: A/A false-positive rate, power per planted size, half-widths, pass or fail and why."""
+    crit = {"aa_false_positive_rate_max": 0.05, "power_min": {"0.005": 0.95, "0.01": 1.0}, **(criteria or {})}
+    aa = [g["aa"] for g in groups if g.get("aa")]
+    fp = [a["verdict"] in (stats.FASTER, stats.SLOWER) for a in aa]
+    hws = [a["half_width"] for a in aa]
+    power, measured, unverified = {}, {}, []
+    for f in (f"{x:g}" for x in PLANTED):
+        rows = [g["calibration"]["planted"][f] for g in groups if g.get("calibration")]
+        if rows:
+            power[f] = float(np.mean([r["detected"] for r in rows]))
+            measured[f] = float(np.median([r["measured_fraction"] for r in rows]))
+            for g in groups:
+                rec = (g.get("calibration") or {}).get("planted", {}).get(f)
+                if rec and not rec["verified"]:
+                    unverified.append(f"{g['group_id']}: planted {f} measured {rec['measured_fraction']:.4f}")
+    fp_rate = float(np.mean(fp)) if fp else None
+    failures = []
+    if fp_rate is not None and fp_rate > crit["aa_false_positive_rate_max"]:
+        failures.append(f"A/A false-positive rate {fp_rate:.2f} > {crit['aa_false_positive_rate_max']}")
+    for f, need in crit["power_min"].items():
+        if f in power and power[f] < need:
+            failures.append(f"planted {float(f) * 100:g}% detected in {power[f]:.0%} of groups (< {need:.0%})")
+    failures += [f"plant not of its stated size: {u}" for u in unverified]
+    return {
+        "groups": len(groups),
+        "aa_false_positive_rate": fp_rate,
+        "aa_halfwidth_median": float(np.median(hws)) if hws else None,
+        "aa_halfwidth_max": float(np.max(hws)) if hws else None,
+        "power": power,
+        "planted_measured_fraction_median": measured,
+        "gpu_seconds": float(sum(g.get("gpu_seconds", 0.0) for g in groups)),
+        "criteria": crit,
+        "passed": not failures,
+        "failures": failures,
+    }
