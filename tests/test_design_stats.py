@@ -91,3 +91,27 @@ def test_random_orders_vary_the_predecessor():
     preds = {o[o.index("a") - 1] for o in orders if o.index("a") > 0}
     assert preds == {"b", "c", "d"}
     assert all(sorted(o) == ["a", "b", "c", "d"] for o in orders)
+
+
+def _record(gid, aa_verdict, detected, measured, hw=0.0005):
+    planted = {f: {"detected": detected[f], "measured_fraction": measured[f], "verified": abs(measured[f] - float(f))
+                   <= 0.25 * float(f)} for f in ("0.005", "0.01", "0.02")}
+    return {"group_id": gid, "aa": {"runtime_verdict": aa_verdict, "half_width": hw},
+            "calibration": {"planted": planted}, "gpu_seconds": 2.0}
+
+
+def test_calibration_summary_passes_and_fails_for_the_stated_reasons():
+    from ptxprobe.gpu.calibrate import summarize
+
+    ok = {"0.005": True, "0.01": True, "0.02": True}
+    exact = {"0.005": 0.005, "0.01": 0.0101, "0.02": 0.0199}
+    good = summarize([_record(f"g{i}", "equivalent", ok, exact) for i in range(20)])
+    assert good["passed"] and good["aa_false_positive_rate"] == 0.0 and good["power"]["0.01"] == 1.0
+    assert good["groups"] == 20 and good["gpu_seconds"] == 40.0 and set(good) >= {
+        "aa_false_positive_rate", "power", "aa_halfwidth_median", "aa_halfwidth_max", "groups", "gpu_seconds"}
+    fp = summarize([_record(f"g{i}", "faster" if i < 2 else "equivalent", ok, exact) for i in range(20)])
+    assert not fp["passed"] and "false-positive" in fp["failures"][0]
+    missed = summarize([_record("g0", "equivalent", {**ok, "0.01": False}, exact)])
+    assert not missed["passed"] and any("planted 1%" in f for f in missed["failures"])
+    weak = summarize([_record("g0", "equivalent", ok, {**exact, "0.01": 0.0006})])  # a 1 % plant that measured 0.06 %
+    assert not weak["passed"] and any("not of its stated size" in f for f in weak["failures"])
