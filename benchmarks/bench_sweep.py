@@ -43,6 +43,14 @@ def main() -> None:
         cold_wall, cold_cpu, rc_cold = timed_cli([*base, "-o", str(Path(d) / "cold")], env)
         warm_wall, warm_cpu, rc_warm = timed_cli([*base, "-o", str(Path(d) / "warm")], env)
         rows = [json.loads(x) for x in (Path(d) / "warm" / "results.jsonl").read_text().splitlines()]
+    # the same verdicts with the fixed repeats the default experiment used before (3 runs, 5 on sm_100a/sm_120a)
+    from ptxprobe.sources import sources_of
+    from ptxprobe.static.experiment import load_experiment
+
+    exp = load_experiment(args.experiment)
+    old = {"default": 3, "sm_100a": 5, "sm_120a": 5}
+    fixed = sum(len(exp.names) * len(exp.ptxas) * len(exp.flags) * old.get(a, old["default"])
+                for src in sources_of(exp) for a in src.build_archs(exp.archs))
     figures = {
         "experiment": args.experiment,
         "jobs": args.jobs,
@@ -56,6 +64,8 @@ def main() -> None:
         "warm_cpu_s": round(warm_cpu, 2),
         "warm_over_cold": round(warm_wall / cold_wall, 4),
         "warm_all_cached": all(r["cached"] for r in rows),
+        "fixed_repeat_variants": fixed,
+        "adaptive_saving": round(1 - len(rows) / fixed, 3),
     }
     print(json.dumps(figures, indent=1))
 

@@ -24,7 +24,7 @@ def shared_bytes(spec) -> int:
     return (BLOCK_M + 4 * BLOCK_N) * spec.head_dim * 2  # Q + 2 stages of K and V
 
 
-def emit(spec, arch, cache=None):
+def emit(spec, arch, cache=None, only_cached=False):
     from ptxprobe.sources.cuda import emit_cuda
 
     defines = {
@@ -33,7 +33,8 @@ def emit(spec, arch, cache=None):
         "PTXPROBE_CAUSAL": int(spec.causal),
         "PTXPROBE_ENTRY": entry_name(spec),
     }
-    return emit_cuda(SOURCE, arch, entry_name(spec), defines, kernel_key=spec.key, cache=cache)
+    return emit_cuda(SOURCE, arch, entry_name(spec), defines, kernel_key=spec.key, cache=cache,
+                     only_cached=only_cached)
 
 
 def launch_args(spec, problem, inputs):

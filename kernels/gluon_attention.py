@@ -140,8 +140,9 @@ def gluon_attention(
 
 
 def _family():
-    from .triton_attention import _persistent_args, _persistent_grid, attention_common
     from ptxprobe.registry import KernelConfig, KernelFamily
+
+    from .triton_attention import _persistent_args, _persistent_grid, attention_common
 
     cfg = KernelConfig(128, 64, 4, 1)
     return KernelFamily(

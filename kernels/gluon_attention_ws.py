@@ -266,8 +266,9 @@ def _args(spec, problem, inputs):
 
 
 def _family():
-    from .triton_attention import _persistent_grid, attention_common
     from ptxprobe.registry import KernelConfig, KernelFamily
+
+    from .triton_attention import _persistent_grid, attention_common
 
     cfg = KernelConfig(128, 64, 4, 2)  # num_warps: the softmax partition; num_stages: the K/V ring depth
     return KernelFamily(

@@ -17,7 +17,7 @@ from .store import read_log
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS = REPO_ROOT / "experiments" / "results"  # committed results (a checkout, not an installed wheel)
-DIFFERS = ("differs_deterministic", "differs_beyond_noise")  # differences that survive ptxas's own spread
+DIFFERS = ("differs", "differs_deterministic", "differs_beyond_noise")  # beyond ptxas's own spread (old names too)
 
 
 def results_dir(name: str) -> Path:

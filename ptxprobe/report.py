@@ -18,6 +18,7 @@ from .diff import SAME, Diff, diff_files
 from .errors import PtxprobeError
 from .sass import Listing
 from .schema import problem_label
+from .static.verdicts import pivot, summarize
 from .store import MANIFEST, RESULTS_JSONL, RUNTIME_LOG, read_log
 
 FOLD_AT = 8  # runs of identical instructions longer than this are folded
@@ -150,7 +151,14 @@ def build_report(
                 rec["page"] = page
         records.append(rec)
     timed = runtime_records(read_log(run / RUNTIME_LOG))
+    templates = list(manifest.get("experiment", {}).get("names") or ["{base}", "cutlass_{base}"])
+    answer = pivot(summarize(rows), templates)
+    calibration = json.loads((run / "calibration.json").read_text()) if (run / "calibration.json").exists() else None
     index = env.get_template("index.html.j2").render(
+        answer=answer,
+        templates=templates,
+        heat=heatmap(answer, templates[1] if len(templates) > 1 else None),
+        calibration=calibration,
         title=manifest.get("experiment", {}).get("name", run.name),
         rows=records,
         runtime=timed,
@@ -164,6 +172,17 @@ def build_report(
     if timed:
         (out / "runtime.json").write_text(json.dumps(timed, indent=1, default=str))
     return {"out_dir": str(out), "records": records, "runtime": timed}
+
+
+def heatmap(answer: list[dict], template: str | None) -> dict:
+    """The verdict of one renamed template as a kernel × (arch, ptxas) grid (rendered as an SVG)."""
+    cols = sorted({(p["arch"], p["ptxas_version"]) for p in answer},
+                  key=lambda c: (int("".join(x for x in c[0] if x.isdigit()) or 0), c[1]))
+    kernels = sorted({p["kernel"] for p in answer})
+    cells = {(p["kernel"], (p["arch"], p["ptxas_version"])): (p["names"].get(template) or {}).get("verdict", "")
+             for p in answer}
+    grid = [[cells.get((k, c), "") for c in cols] for k in kernels]
+    return {"template": template, "cols": [f"{a} {v}" for a, v in cols], "rows": kernels, "grid": grid}
 
 
 RUNTIME_FIELDS = (
@@ -182,6 +201,9 @@ RUNTIME_FIELDS = (
     "ratio_ci_low",
     "ratio_ci_high",
     "runtime_verdict_vs_floor",
+    "runtime_verdict",
+    "q_value",
+    "block",
     "noise_floor",
     "registers",
     "bitwise_equal_to_baseline",

@@ -29,3 +29,24 @@ def test_readme_names_every_cli_command():
     sub = next(a for a in build_parser()._actions if a.dest == "command")
     for name in sub.choices:
         assert f"ptxprobe {name}" in text, name
+
+
+def test_readme_findings_and_columns_are_what_the_committed_data_and_schema_say():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "readme_findings.py"), "--check"], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_findings_check_can_fail(tmp_path, monkeypatch):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("readme_findings", ROOT / "scripts" / "readme_findings.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    text = (ROOT / "README.md").read_text()
+    assert mod.render(text) == text
+    tampered = text.replace("| sm_90a | 12.4.131 | 100% |", "| sm_90a | 12.4.131 | 90% |")
+    assert tampered != text and mod.render(tampered) != tampered

@@ -34,6 +34,9 @@ def test_report_files_and_json(report_dir):
     html = (report_dir / page).read_text()
     assert "Side by side" in html and 'class="changed"' in html
     assert "http://" not in index and "https://" not in html  # self-contained
+    # the answer comes first: the pivot, then the verdict heatmap, then the variant table
+    assert index.index("Does the name matter?") < index.index('id="heatmap"') < index.index('id="variants"')
+    assert 'class="h-differs' in index  # the cutlass_ name changes code on both targets of the test sweep
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium not installed (.ci/run installs it)")

@@ -170,3 +170,21 @@ def test_default_experiment_is_valid():
     assert ("attention_gluon", "sm_100a") in kinds and ("attention_gluon", "sm_90a") not in kinds
     assert ("attention_cuda", "sm_90a") in kinds and not any(j[0] == "attention_cuda" and j[1] == "fp8e5" for j in jobs)
     assert sum(j[0] == "attention" for j in jobs) == 12
+
+
+def test_adaptive_repeats_assemble_a_difference_until_its_confidence_and_nothing_else(tmp_path):
+    from ptxprobe.static.adaptive import more_runs, runs_for
+
+    exp = small_experiment(archs=["sm_90a"], repeat={"default": 2}, max_repeat=6, confidence=0.98)
+    out = run_sweep(exp, tmp_path / "r", jobs=2, progress=False, cache=Cache(tmp_path / "c"))
+    runs = {r["name"]: r["n_runs"] for r in out.rows}
+    need = runs_for(0.98, 6)  # a deterministic difference needs this many runs a side
+    assert need == 3
+    assert runs["cutlass_attention"] == need and runs["attention"] == need  # fp8 on sm_90a: the code differs
+    assert runs["xutlass_attention"] == 2  # identical to the baseline: more runs cannot make it differ
+    cut = next(r for r in out.rows if r["name"] == "cutlass_attention")
+    assert cut["verdict"] == "differs" and cut["verdict_confidence"] >= 0.98
+    # a noisy baseline needs more: with two baseline outputs the same variant evidence is not enough
+    assert more_runs(Counter(a=2, b=1), {"t": Counter(c=3)}, {"{base}": 3, "t": 3}, "{base}", 0.98, 8) == {"{base}", "t"}
+    assert more_runs(Counter(a=3), {"t": Counter(a=3)}, {"{base}": 3, "t": 3}, "{base}", 0.98, 8) == set()
+    assert more_runs(Counter(a=2), {"t": Counter(c=2)}, {"{base}": 2, "t": 2}, "{base}", 0.98, 2) == set()  # the cap

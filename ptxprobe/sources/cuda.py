@@ -36,6 +36,24 @@ def _dependencies(nvcc: str, flags: list[str], src: Path, timeout: float) -> lis
     return sorted({Path(d) for d in deps.split() if d.strip()})
 
 
+def _deps_key(src_sha: str, flags: list[str], nvcc_sha: str) -> str:
+    from ..cache import cache_key
+
+    return cache_key(src=src_sha, flags=flags, nvcc=nvcc_sha)
+
+
+def _known_inputs(cache: Cache, src_sha: str, flags: list[str], nvcc_sha: str) -> dict | None:
+    """The include set nvcc -M gave for this source before, if every file in it is unchanged since."""
+    rec = cache.get_json("cuda-deps", _deps_key(src_sha, flags, nvcc_sha))
+    if rec is None:
+        return None
+    for path, sha in rec.items():
+        p = Path(path)
+        if not p.is_file() or sha256_bytes(p.read_bytes()) != sha:
+            return None
+    return rec
+
+
 def emit_cuda(
     source: str | Path,
     arch: str,
@@ -44,7 +62,8 @@ def emit_cuda(
     kernel_key: str | None = None,
     cache: Cache | None = None,
     timeout: float = 600.0,
-) -> Emitted:
+    only_cached: bool = False,
+) -> Emitted | None:
     """nvcc -ptx for one target; ``entry`` picks the kernel (a source name or a symbol), ``"all"`` or None
     takes every kernel the file defines."""
     src = Path(source)
@@ -60,10 +79,16 @@ def emit_cuda(
         "-lineinfo",
         *(f"-D{k}={v}" for k, v in sorted((defines or {}).items())),
     ]
-    deps = _dependencies(nvcc.path, flags, src, timeout)
-    inputs = {str(p): sha256_bytes(p.read_bytes()) for p in deps if p.is_file()}
-    key = stage_key("emit-cuda", src=sha256_bytes(src.read_bytes()), deps=inputs, flags=flags, nvcc=nvcc.sha256)
+    src_sha = sha256_bytes(src.read_bytes())
+    inputs = _known_inputs(cache, src_sha, flags, nvcc.sha256)
+    if inputs is None:  # first sight of this source (or a header changed): ask nvcc what it includes
+        deps = _dependencies(nvcc.path, flags, src, timeout)
+        inputs = {str(p): sha256_bytes(p.read_bytes()) for p in deps if p.is_file()}
+        cache.put_json("cuda-deps", _deps_key(src_sha, flags, nvcc.sha256), inputs)
+    key = stage_key("emit-cuda", src=src_sha, deps=inputs, flags=flags, nvcc=nvcc.sha256)
     rec = cache.get_json("emit", key)
+    if rec is None and only_cached:
+        return None
     if rec is None:
         with tempfile.TemporaryDirectory(prefix="ptxprobe-nvcc-") as d:
             out = Path(d) / "k.ptx"

@@ -74,9 +74,7 @@ class RegisteredSource(KernelSource):
             return Emitted(e.kernel, arch, e.entry, e.ptx, e.frontend, e.metadata, e.stages)
         if fam.emit is None:
             raise SpecError(f"{fam.name}: frontend {fam.frontend!r} has no emit function")
-        if only_cached:
-            return None
-        return fam.emit(spec, arch, cache)
+        return fam.emit(spec, arch, cache, only_cached=only_cached)
 
 
 @dataclass(frozen=True)
@@ -154,9 +152,9 @@ class CudaFileSource(_FileSource):
     def emit(self, arch: str, cache: Cache, only_cached: bool = False) -> Emitted | None:
         from .cuda import emit_cuda
 
-        if only_cached:
+        e = emit_cuda(self.path, arch, self.entry, cache=cache, only_cached=only_cached)
+        if e is None:
             return None
-        e = emit_cuda(self.path, arch, self.entry, cache=cache)
         return Emitted(self.label, arch, e.entry, e.ptx, e.frontend, e.metadata, {}, e.entries)
 
 

@@ -143,13 +143,35 @@ class SweepOutcome:
         return failures(self.rows)
 
 
-def _pool(jobs: int) -> ProcessPoolExecutor:
-    ctx = mp.get_context("forkserver" if sys.platform.startswith("linux") else "spawn")
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_worker_init)
+class _LazyPool:
+    """A spawn pool started on the first job (a fully cached sweep starts no process at all).
+
+    Spawned workers are children of this process, so their CPU (and their ptxas's) is in its rusage.
+    """
+
+    def __init__(self, jobs: int):
+        self.jobs, self.pool = jobs, None
+
+    def submit(self, fn, *args) -> Future:
+        if self.pool is None:
+            self.pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=mp.get_context("spawn"),
+                                            initializer=_worker_init)
+        return self.pool.submit(fn, *args)
+
+    def shutdown(self, wait: bool = True) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=wait)
 
 
-def _stop_pool(pool: ProcessPoolExecutor) -> None:
+def _pool(jobs: int) -> _LazyPool:
+    return _LazyPool(jobs)
+
+
+def _stop_pool(lazy: _LazyPool) -> None:
     """Terminate every worker now (each kills its ptxas on SIGTERM), then make sure they are gone."""
+    pool = lazy.pool
+    if pool is None:
+        return
     procs = list(getattr(pool, "_processes", {}).values())
     for p in procs:
         if p.is_alive():
@@ -313,8 +335,9 @@ class _Run:
             vid = p.variant.variant_id
             self.planned_ids.append(vid)
             group = self.groups.setdefault(p.variant.group, {"src": src, "emitted": emitted, "pending": set(),
-                                                             "ids": {}, "pool": pool})
+                                                             "ids": {}, "pool": pool, "planned": {}})
             group["ids"][vid] = p.variant
+            group["planned"].setdefault(p.variant.name_template, p)  # what another repeat of this name assembles
             group["pending"].add(vid)
             self.group_of[vid] = p.variant.group
         self.bar.update(self.t_asm, total=len(self.planned_ids))
@@ -355,9 +378,8 @@ class _Run:
                          self.exp.confidence, self.exp.max_repeat)
         if not need:
             return
-        planned = plan_emitted(self.exp, group["src"], group["emitted"], self.tools, self.cache, repeats=1)
-        extra = [replace(p, variant=replace(p.variant, repeat=runs[p.variant.name_template]))  # its next index
-                 for p in planned if p.variant.group == key and p.variant.name_template in need]
+        extra = [replace(p, variant=replace(p.variant, repeat=runs[t]))  # the same PTX, its next repeat index
+                 for t, p in group["planned"].items() if t in need]
         self._schedule(group["pool"], extra, group["src"], group["emitted"])
 
     def _record(self, row: dict) -> None:

@@ -1,0 +1,83 @@
+"""Analysis of committed GPU runs made with the randomised, graph-timed design (runtime.jsonl + calibration.json).
+
+DataFrames in, DataFrames or records out; the README's runtime findings and the notebook's runtime
+section are computed here from the committed data.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from .schema import problem_label
+from .store import read_log
+
+NAME_COLUMNS = ["group_id", "kernel", "problem", "run_ptxas_version", "name_template", "ratio_vs_baseline",
+                "ratio_ci_low", "ratio_ci_high", "runtime_verdict", "q_value", "rounds", "registers",
+                "bitwise_equal_to_baseline", "max_ulp_vs_baseline", "rel_err_vs_reference", "numerics_draws"]
+
+
+def load(run_dir: str | Path) -> pd.DataFrame:
+    """runtime.parquet (the derived rows, with the sweep's q-values; raw samples stay in runtime.jsonl)."""
+    df = pd.read_parquet(Path(run_dir) / "runtime.parquet")
+    df["problem"] = [problem_label(r) for r in df.to_dict("records")]
+    return df
+
+
+def calibration(run_dir: str | Path) -> dict:
+    return json.loads((Path(run_dir) / "calibration.json").read_text())
+
+
+def groups(run_dir: str | Path) -> pd.DataFrame:
+    """One row per group: its A/A comparison and each planted slowdown as measured."""
+    rows = []
+    for g in read_log(Path(run_dir) / "groups.jsonl"):
+        aa = g["aa"]
+        row = {"group_id": g["group_id"], "aa_ratio": aa["ratio_vs_baseline"], "aa_half_width": aa["half_width"],
+               "aa_verdict": aa["runtime_verdict"], "rounds": aa["rounds"], "gpu_seconds": g["gpu_seconds"]}
+        for f, p in (g.get("calibration") or {}).get("planted", {}).items():
+            row[f"planted_{f}_measured"] = p["measured_fraction"]
+            row[f"planted_{f}_detected"] = p["detected"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def name_effects(df: pd.DataFrame) -> pd.DataFrame:
+    """The renamed names' comparisons with the baseline name (names block only), with q-values."""
+    n = df[(df.block == "names") & df.name_template.notna() & ~df.is_baseline.astype(bool)]
+    return n[[c for c in NAME_COLUMNS if c in n.columns]].reset_index(drop=True)
+
+
+def family_of(kernel: str) -> str:
+    return kernel.split("/")[0] + ("/" + kernel.split("/")[1] if "/" in kernel else "")
+
+
+def verdict_counts(effects: pd.DataFrame) -> pd.DataFrame:
+    """Verdicts per (template, ptxas): how often a name is faster, slower, equivalent or inconclusive."""
+    t = effects.groupby(["name_template", "run_ptxas_version"]).runtime_verdict.value_counts().unstack(fill_value=0)
+    for v in ("faster", "slower", "equivalent", "inconclusive"):
+        if v not in t.columns:
+            t[v] = 0
+    return t[["faster", "slower", "equivalent", "inconclusive"]]
+
+
+def effect_ranges(effects: pd.DataFrame, template: str = "cutlass_{base}", q_max: float = 0.05) -> pd.DataFrame:
+    """Per (kernel family and dtype, causal, ptxas): the ratio range of the groups significant after BH."""
+    e = effects[(effects.name_template == template)].copy()
+    e["family"] = e.kernel.map(lambda k: "/".join(k.split("/")[:2]) if "/" in k else k)
+    e["causal"] = e.kernel.str.contains("/causal/")
+    e["significant"] = e.q_value <= q_max
+    return (e.groupby(["family", "causal", "run_ptxas_version"])
+            .agg(groups=("ratio_vs_baseline", "size"), significant=("significant", "sum"),
+                 ratio_min=("ratio_vs_baseline", "min"), ratio_max=("ratio_vs_baseline", "max"),
+                 faster=("runtime_verdict", lambda v: int((v == "faster").sum())),
+                 slower=("runtime_verdict", lambda v: int((v == "slower").sum())))
+            .reset_index())
+
+
+def numerics_summary(effects: pd.DataFrame) -> dict:
+    return {"rows": int(len(effects)), "bitwise_equal": int(effects.bitwise_equal_to_baseline.astype(bool).sum()),
+            "draws": int(effects.numerics_draws.min()) if "numerics_draws" in effects else None,
+            "max_ulp": int(effects.max_ulp_vs_baseline.max())}

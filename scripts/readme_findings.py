@@ -1,0 +1,135 @@
+"""Generate the README's findings from committed results (no number in the README is typed by hand).
+
+    python scripts/readme_findings.py           # rewrite the block between the markers in README.md
+    python scripts/readme_findings.py --check   # exit 1 if README.md differs from what the data says
+
+tests/test_readme.py runs the check.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ptxprobe import analysis, analysis_gpu  # noqa: E402
+from ptxprobe.schema import RUNTIME, STATIC, columns_markdown  # noqa: E402
+
+START, END = "<!-- findings:start (scripts/readme_findings.py) -->", "<!-- findings:end -->"
+COLS_START, COLS_END = "<!-- columns:start (ptxprobe.schema) -->", "<!-- columns:end -->"
+DESIGN, DESIGN_USER = "2026-12-02-h200-design", "2026-12-02-h200-design-user"
+BENCH = ROOT / "experiments" / "results" / "2026-12-02-cpu-bench" / "bench.json"
+
+
+def pct(x: float, digits: int = 1) -> str:
+    return f"{(x - 1) * 100:+.{digits}f} %"
+
+
+def static_section() -> list[str]:
+    s = analysis.load_static(analysis.results_dir("2026-12-02-cpu-ptxas-matrix"))
+    cut, ctl = analysis.change_matrix(s), analysis.change_matrix(s, "xutlass_{base}")
+    regs = analysis.register_deltas(s)
+    out = ["**Static (CPU).** `2026-12-02-cpu-ptxas-matrix` (our Triton attention, D128, fp16/fp8, causal and not): "
+           "share of kernels whose code `cutlass_` changes beyond ptxas's own spread, and the register change:", "",
+           "| arch | ptxas | `cutlass_` changes | control `xutlass_` changes | registers baseline → cutlass |",
+           "|---|---|---|---|---|"]
+    for arch in sorted(cut.index, key=lambda a: int("".join(c for c in a if c.isdigit()))):
+        for ver in cut.columns:
+            v = cut.loc[arch, ver]
+            if v != v:  # not accepted by this ptxas
+                continue
+            r = regs[(regs.arch == arch) & (regs.ptxas_version == ver) & (regs.name_template == "cutlass_{base}")]
+            pairs = ", ".join(f"{int(b)}→{int(c)}" for b, c in zip(r.baseline_registers, r.registers, strict=True))
+            out.append(f"| {arch} | {ver} | {v:.0%} | {ctl.loc[arch, ver]:.0%} | {pairs} |")
+    return out
+
+
+def calibration_line(run: str) -> str:
+    c = analysis_gpu.calibration(analysis.results_dir(run))
+    def by_size(d: dict) -> list:
+        return sorted(d.items(), key=lambda x: float(x[0]))
+
+    power = ", ".join(f"{float(f) * 100:g} %: {p:.0%}" for f, p in by_size(c["power"]))
+    sizes = by_size(c["planted_measured_fraction_median"])
+    measured = ", ".join(f"{float(f) * 100:g} % → {m * 100:.2f} %" for f, m in sizes)
+    verdict = "**passed**" if c["passed"] else "**failed** (" + "; ".join(c["failures"]) + ")"
+    return (f"calibration over {c['groups']} groups {verdict}: A/A false positives {c['aa_false_positive_rate']:.1%}, "
+            f"A/A 95 % half-width median {c['aa_halfwidth_median'] * 100:.2f} % "
+            f"(max {c['aa_halfwidth_max'] * 100:.2f} %), "
+            f"planted slowdowns detected {power}; measured sizes (median) {measured}; {c['gpu_seconds']:.0f} GPU s")
+
+
+def runtime_section() -> list[str]:
+    out = []
+    for run, title in ((DESIGN, "Triton attention, classic and persistent"),
+                       (DESIGN_USER, "the CUDA C++ attention and sgemm.cu")):
+        d = analysis.results_dir(run)
+        gpu = json.loads((d / "gpu.json").read_text())
+        eff = analysis_gpu.name_effects(analysis_gpu.load(d))
+        counts = analysis_gpu.verdict_counts(eff)
+        out += [f"**`{run}`** ({title}; {gpu['gpu']}, driver {gpu['driver']}): {calibration_line(run)}.", "",
+                "| name | ptxas | faster | slower | equivalent (±0.5 %) | inconclusive |", "|---|---|---|---|---|---|"]
+        out += [f"| `{t}` | {v} | {r.faster} | {r.slower} | {r.equivalent} | {r.inconclusive} |"
+                for (t, v), r in counts.iterrows()]
+        ranges = analysis_gpu.effect_ranges(eff)
+        out += ["", "`cutlass_` against the baseline name, per kernel, dtype and mask (groups = N values or sizes; "
+                "significant = q ≤ 0.05 after Benjamini-Hochberg over the sweep):", "",
+                "| kernel | causal | ptxas | groups | significant | faster | slower | ratio range |",
+                "|---|---|---|---|---|---|---|---|"]
+        out += [f"| {r.family} | {'yes' if r.causal else 'no'} | {r.run_ptxas_version} | {r.groups} | "
+                f"{r.significant} | {r.faster} | {r.slower} | {pct(r.ratio_min, 2)} … {pct(r.ratio_max, 2)} |"
+                for r in ranges.itertuples()]
+        n = analysis_gpu.numerics_summary(eff)
+        out += ["", f"Numbers: {n['bitwise_equal']} of {n['rows']} renamed rows bitwise equal to the baseline name "
+                f"over {n['draws']} input draws at the timed and a small size (max ULP distance {n['max_ulp']}).", ""]
+    return out
+
+
+def bench_section() -> list[str]:
+    if not BENCH.exists():
+        return []
+    b = json.loads(BENCH.read_text())
+    return [f"**Sweep cost** (`benchmarks/bench_sweep.py`, {b['cores']} cores, default experiment, "
+            f"{b['variants']} assemblies): cold {b['cold_wall_s']:.1f} s wall for {b['cold_cpu_s']:.1f} s of "
+            f"process-tree CPU (wall ÷ CPU-per-core = {b['cold_wall_over_cpu_per_core']:.2f}); warm (all cached, "
+            f"new output dir, a fresh process) {b['warm_wall_s']:.2f} s = {b['warm_over_cold']:.1%} of cold. "
+            f"The previous fixed repeats assembled {b.get('fixed_repeat_variants', '?')} variants for the same "
+            f"verdicts ({b.get('adaptive_saving', 0):.0%} fewer now)."]
+
+
+def findings() -> str:
+    return "\n".join([START, *static_section(), "", *runtime_section(), *bench_section(), END])
+
+
+def columns() -> str:
+    return "\n".join([COLS_START, "Static rows (`results.parquet`):", "", columns_markdown(STATIC), "",
+                      "GPU rows (`runtime.parquet`), the columns every row has:", "", columns_markdown(RUNTIME),
+                      COLS_END])
+
+
+def render(readme: str) -> str:
+    for start, end, body in ((START, END, findings()), (COLS_START, COLS_END, columns())):
+        head, _, rest = readme.partition(start)
+        _, _, tail = rest.partition(end)
+        readme = head + body + tail
+    return readme
+
+
+def main() -> int:
+    path = ROOT / "README.md"
+    text = path.read_text()
+    new = render(text)
+    if "--check" in sys.argv:
+        if new != text:
+            print("README.md findings differ from the committed results: run python scripts/readme_findings.py")
+            return 1
+        return 0
+    path.write_text(new)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
