@@ -26,6 +26,7 @@ is spent, and every argument is checked against the entry's own PTX parameter li
 from __future__ import annotations
 
 import ast
+import json
 import math
 import operator
 from dataclasses import dataclass
@@ -261,10 +262,33 @@ def parse_launch(table: dict, source: str = "") -> LaunchSpec:
     return spec
 
 
+SPEC_KEYS = {"signature", "constexprs", "divisible_by_16", "num_warps", "num_stages", "name", "launch"}
+
+
+def load_kernel_spec(path: str | Path) -> dict:
+    """A user kernel's spec (JSON or TOML): signature, constexprs, divisible_by_16, num_warps, num_stages, launch."""
+    import tomllib
+
+    p = Path(path)
+    try:
+        text = p.read_text()
+        spec = tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
+    except FileNotFoundError as exc:
+        raise SpecError(f"spec file not found: {p}") from exc
+    except IsADirectoryError as exc:
+        raise SpecError(f"spec {p} is a directory, not a file") from exc
+    except (json.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{p}: not valid {'TOML' if p.suffix == '.toml' else 'JSON'}: {exc}") from exc
+    if not isinstance(spec, dict):
+        raise SpecError(f"{p}: a spec is a table (JSON object), not {type(spec).__name__}")
+    unknown = set(spec) - SPEC_KEYS
+    if unknown:
+        raise SpecError(f"{p}: unknown keys {sorted(unknown)}; a spec may have {sorted(SPEC_KEYS)}")
+    return spec
+
+
 def load_launch(spec_path: str | Path) -> LaunchSpec | None:
     """The launch spec in a spec file, or None when it has no ``launch`` table."""
-    from .sources.triton import load_kernel_spec
-
     d = load_kernel_spec(spec_path)
     if "launch" not in d:
         return None

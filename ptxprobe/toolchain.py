@@ -249,12 +249,12 @@ def max_ptx_isa(tool: Tool, timeout: float = 60.0) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def supports_arch(tool: Tool, arch: str) -> bool:
-    """Ask ptxas to assemble an empty kernel for ``arch`` (cached)."""
-    rec = _capabilities(tool)
+def supports_arch(tool: Tool, arch: str, timeout: float = 60.0) -> bool:
+    """Ask ptxas to assemble an empty kernel for ``arch`` (cached; a probe that hangs or crashes is not)."""
+    rec = _capabilities(tool, timeout)
     if arch not in rec["archs"]:
-        isa = "{}.{}".format(*max_ptx_isa(tool))
-        run = _probe(tool, isa, arch)
+        isa = "{}.{}".format(*max_ptx_isa(tool, timeout))
+        run = _probe(tool, isa, arch, timeout)
         if run.status not in ("ok", "failed"):  # a hang or crash says nothing about the arch: not cached
             raise ToolFailed(f"ptxas {tool.version} could not be asked about {arch}: {run.describe()}")
         rec["archs"][arch] = run.ok

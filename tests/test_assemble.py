@@ -150,3 +150,19 @@ def test_bad_cubins(tmp_path):
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 def test_nvcc_is_discovered():
     assert toolchain.find_tool("nvcc").kind == "nvcc"
+
+
+def test_a_hanging_arch_probe_is_an_error_and_never_cached_as_unsupported(tmp_path):
+    from ptxprobe.errors import ToolFailed
+    from tests.conftest import write_script
+
+    fake = write_script(tmp_path / "ptxas-probe-hang", """
+case "$1" in --version) echo "Cuda compilation tools, release 12.8, V12.8.93"; exit 0;; esac
+exec sleep 30
+""")
+    tool = toolchain.identify(fake, "ptxas", "user")
+    for _ in range(2):  # asked twice: the hang was not remembered as "unsupported"
+        with pytest.raises(ToolFailed, match="could not be asked about sm_90a"):
+            toolchain.supports_arch(tool, "sm_90a", timeout=1.0)
+    caps = Cache().get_json("ptxas-caps", tool.sha256)
+    assert caps is None or "sm_90a" not in caps["archs"]

@@ -26,4 +26,15 @@ def test_notebook_executes_with_plots_and_computed_conclusions(tmp_path):
     images = [o for o in outputs if o.output_type == "display_data" and "image/png" in o.get("data", {})]
     assert len(images) >= 5  # one per plotting cell; each cell asserts its axes hold data
     text = " ".join(o["data"].get("text/markdown", "") for o in outputs if o.output_type == "display_data")
-    assert "cutlass_" in text and "bitwise identical" in text
+    # the conclusions carry the numbers the committed data give (computed here independently of the notebook)
+    import pandas as pd
+
+    from ptxprobe import analysis, analysis_gpu
+
+    eff = pd.concat([analysis_gpu.name_effects(analysis_gpu.load(analysis.results_dir(r)))
+                     for r in ("2026-12-02-h200-design", "2026-12-02-h200-design-user")], ignore_index=True)
+    cut = eff[eff.name_template == "cutlass_{base}"]
+    assert f"in {int((cut.q_value <= 0.05).sum())} of {len(cut)} groups" in text
+    assert f"in {int(eff.bitwise_equal_to_baseline.astype(bool).sum())} of {len(eff)} renamed rows" in text
+    cal = analysis_gpu.calibration(analysis.results_dir("2026-12-02-h200-design"))
+    assert f"A/A false-positive rate {cal['aa_false_positive_rate']:.1%}" in text

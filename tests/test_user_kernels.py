@@ -254,3 +254,17 @@ def test_a_target_the_kernel_cannot_build_for_is_refused_not_crashed(capsys):
     # Triton's LLVM would abort the whole process on tcgen05 for sm_90a: ptxprobe refuses first
     assert main(["emit", "--kernel", "attention_gluon_ws", "--dtype", "fp16", "--arch", "sm_90a"]) == 2
     assert "cannot be built for sm_90a (targets: sm_100a)" in capsys.readouterr().err
+
+
+@needs_nvcc
+def test_an_edited_header_is_never_served_stale(tmp_path):
+    (tmp_path / "scale.cuh").write_text("#define FACTOR 2.0f\n")
+    cu = tmp_path / "k.cu"
+    cu.write_text('#include "scale.cuh"\nextern "C" __global__ void k(float* x) { x[threadIdx.x] *= FACTOR; }\n')
+    cache = Cache(tmp_path / "c")
+    a = emit_cuda(cu, "sm_90a", cache=cache)
+    assert emit_cuda(cu, "sm_90a", cache=cache, only_cached=True).ptx == a.ptx  # unchanged: found without nvcc
+    (tmp_path / "scale.cuh").write_text("#define FACTOR 3.0f\n")  # the header, not the .cu, is edited
+    assert emit_cuda(cu, "sm_90a", cache=cache, only_cached=True) is None
+    b = emit_cuda(cu, "sm_90a", cache=cache)
+    assert b.ptx != a.ptx and "0f40400000" in b.ptx  # 3.0f

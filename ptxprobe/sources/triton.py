@@ -11,7 +11,6 @@ environment knobs Triton says change code generation.
 from __future__ import annotations
 
 import functools
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 
 from ..cache import Cache, cache_key, sha256_text
 from ..errors import SpecError
+from ..launch import load_kernel_spec
 from ..ptx import entry_of
 from ..stages import stage_key
 from ..toolchain import arch_number
@@ -201,9 +201,6 @@ def emitted_from(rec: dict, label: str) -> Emitted:
 
 # --- a user's Triton or Gluon function with a spec file ---------------------------------------
 
-SPEC_KEYS = {"signature", "constexprs", "divisible_by_16", "num_warps", "num_stages", "name", "launch"}
-
-
 def import_target(target: str, what: str):
     """``package.module:name`` or ``path/to/file.py:name`` -> that object (None if the module lacks it)."""
     import importlib
@@ -237,28 +234,6 @@ def load_triton_function(target: str):
     if fn is None or not hasattr(fn, "params"):
         raise SpecError(f"{target}: no triton.jit function named {target.rpartition(':')[2]!r}")
     return fn
-
-
-def load_kernel_spec(path: str | Path) -> dict:
-    """A user kernel's spec (JSON or TOML): signature, constexprs, divisible_by_16, num_warps, num_stages, launch."""
-    import tomllib
-
-    p = Path(path)
-    try:
-        text = p.read_text()
-        spec = tomllib.loads(text) if p.suffix == ".toml" else json.loads(text)
-    except FileNotFoundError as exc:
-        raise SpecError(f"spec file not found: {p}") from exc
-    except IsADirectoryError as exc:
-        raise SpecError(f"spec {p} is a directory, not a file") from exc
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise SpecError(f"{p}: not valid {'TOML' if p.suffix == '.toml' else 'JSON'}: {exc}") from exc
-    if not isinstance(spec, dict):
-        raise SpecError(f"{p}: a spec is a table (JSON object), not {type(spec).__name__}")
-    unknown = set(spec) - SPEC_KEYS
-    if unknown:
-        raise SpecError(f"{p}: unknown keys {sorted(unknown)}; a spec may have {sorted(SPEC_KEYS)}")
-    return spec
 
 
 def user_specialization(target: str, spec_path: str | Path) -> tuple[Any, Specialization, dict]:
