@@ -10,6 +10,7 @@ source, another Triton).
 from __future__ import annotations
 
 import json
+import math
 import tempfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -24,7 +25,8 @@ from .store import MANIFEST, package_source_hashes, read_log
 from .toolchain import Tool, discover
 
 MATCH, WITHIN_SET, DIVERGED, NOT_RUN = "match", "within_recorded_set", "diverged", "not_rerun"
-WITHIN_CI = "within_ci"
+WITHIN_CI = "within_ci"  # the old criterion's name (overlapping intervals), kept for recorded outcomes
+REPRODUCED = "reproduced"
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ class ReproOutcome:
 
     @property
     def ok(self) -> bool:
-        good = (MATCH, WITHIN_SET, WITHIN_CI)
+        good = (MATCH, WITHIN_SET, WITHIN_CI, REPRODUCED)
         return not self.problems and all(r.status in good for r in self.rows + self.runtime_rows)
 
 
@@ -155,8 +157,48 @@ def compare(recorded: list[dict], new: list[dict]) -> list[ReproRow]:
     return out
 
 
-def compare_runtime(recorded: list[dict], new: list[dict]) -> list[ReproRow]:
-    """A re-measured throughput ratio reproduces when the two 95 % intervals overlap."""
+BETWEEN_RUN_SD = 0.005  # stated between-run SD of a log throughput ratio when the run names none ([run] between_run_sd)
+_SAME = {"no_difference": {"equivalent", "inconclusive", "no_difference"}}
+
+
+def _same_verdict(recorded: str | None, new: str | None) -> bool:
+    """Verdicts agree; the old design's ``no_difference`` matches ``equivalent`` and ``inconclusive``."""
+    if recorded is None or new is None:
+        return True
+    return new == recorded or new in _SAME.get(recorded, set()) or recorded in _SAME.get(new, set())
+
+
+def runtime_tolerance(rec: dict, new: dict, between_sd: float) -> float:
+    """How far apart (in log ratio) two independent runs of one comparison may land: both runs' within-run
+    uncertainty and the between-run SD, at 95 %."""
+    def se(r):
+        return (math.log(r["ratio_ci_high"]) - math.log(r["ratio_ci_low"])) / (2 * 1.96)
+
+    return 1.96 * math.sqrt(se(rec) ** 2 + se(new) ** 2 + between_sd**2)
+
+
+def between_run_sd(run_a: list[dict], run_b: list[dict]) -> float | None:
+    """The between-run SD of log ratios, estimated from two runs of the same comparisons: the spread of their
+    differences beyond what the two within-run intervals explain (method of moments)."""
+    b = {(r["group_id"], r["label"]): r for r in run_b}
+    diffs, within = [], []
+    for r in run_a:
+        other = b.get((r["group_id"], r["label"]))
+        if other is None or not r.get("name_template") or r.get("is_baseline"):
+            continue
+        diffs.append(math.log(r["ratio_vs_baseline"]) - math.log(other["ratio_vs_baseline"]))
+        se2 = [((math.log(x["ratio_ci_high"]) - math.log(x["ratio_ci_low"])) / 3.92) ** 2 for x in (r, other)]
+        within.append(sum(se2))
+    if len(diffs) < 3:
+        return None
+    mean = sum(diffs) / len(diffs)
+    var = sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1)
+    return math.sqrt(max(0.0, var - sum(within) / len(within)) / 2)
+
+
+def compare_runtime(recorded: list[dict], new: list[dict], between_sd: float = BETWEEN_RUN_SD) -> list[ReproRow]:
+    """A re-measured comparison reproduces when its verdict is the recorded one and its ratio lies within the
+    tolerance of two independent runs (within-run intervals and the between-run SD together)."""
 
     def key(r):
         return (r["group_id"], r["label"])
@@ -164,7 +206,7 @@ def compare_runtime(recorded: list[dict], new: list[dict]) -> list[ReproRow]:
     cur = {key(r): r for r in new}
     out = []
     for r in sorted(recorded, key=key):
-        if not r.get("name_template") or r.get("is_baseline"):
+        if not r.get("name_template") or r.get("is_baseline") or r.get("block", "names") != "names":
             continue
         ver = r.get("run_ptxas_version", "")
         n = cur.get(key(r))
@@ -172,12 +214,14 @@ def compare_runtime(recorded: list[dict], new: list[dict]) -> list[ReproRow]:
         if n is None:
             out.append(ReproRow(r["kernel"], r["arch"], ver, label, NOT_RUN, 1, 0, "not re-run"))
             continue
-        overlap = n["ratio_ci_low"] <= r["ratio_ci_high"] and r["ratio_ci_low"] <= n["ratio_ci_high"]
-        why = (
-            f"ratio {n['ratio_vs_baseline']:.4f} [{n['ratio_ci_low']:.4f}, {n['ratio_ci_high']:.4f}] vs recorded "
-            f"{r['ratio_vs_baseline']:.4f} [{r['ratio_ci_low']:.4f}, {r['ratio_ci_high']:.4f}]"
-        )
-        out.append(ReproRow(r["kernel"], r["arch"], ver, label, WITHIN_CI if overlap else DIVERGED, 1, 1, why))
+        gap = abs(math.log(n["ratio_vs_baseline"]) - math.log(r["ratio_vs_baseline"]))
+        tol = runtime_tolerance(r, n, between_sd)
+        rv, nv = r.get("runtime_verdict"), n.get("runtime_verdict")
+        why = (f"ratio {n['ratio_vs_baseline']:.4f} [{n['ratio_ci_low']:.4f}, {n['ratio_ci_high']:.4f}] {nv} vs "
+               f"recorded {r['ratio_vs_baseline']:.4f} [{r['ratio_ci_low']:.4f}, {r['ratio_ci_high']:.4f}] {rv}; "
+               f"gap {gap:.4f} vs tolerance {tol:.4f}")
+        ok = gap <= tol and _same_verdict(rv, nv)
+        out.append(ReproRow(r["kernel"], r["arch"], ver, label, REPRODUCED if ok else DIVERGED, 1, 1, why))
     return out
 
 
@@ -214,7 +258,8 @@ def repro(
         sub = experiment_from_dict(exp_d)
         try:
             new_rt = runtime_sweep(sub, out / "runtime", progress=progress)
-            runtime_rows = compare_runtime(read_log(run / "runtime.jsonl"), new_rt)
+            between = float(exp_d.get("run", {}).get("between_run_sd", BETWEEN_RUN_SD))
+            runtime_rows = compare_runtime(read_log(run / "runtime.jsonl"), new_rt, between)
         except NoGpu as exc:
             note = f"runtime results recorded but not re-checked: {exc}"
     return ReproOutcome(rows, problems, runtime_note=note, runtime_rows=runtime_rows, notes=notes)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -118,8 +119,13 @@ def test_runtime_comparison_on_two_committed_h200_runs():
     rep = read_log(base / "2026-12-02-h200-repeat-ptxas124" / "runtime.jsonl")
     shared = {r["group_id"] for r in rep}
     rows = repro.compare_runtime([r for r in v2 if r["group_id"] in shared], rep)
-    assert len(rows) == 32 and all(r.status in (repro.WITHIN_CI, repro.DIVERGED) for r in rows)
-    assert sum(r.status == repro.WITHIN_CI for r in rows) >= 24
+    assert len(rows) == 32 and all(r.status in (repro.REPRODUCED, repro.DIVERGED) for r in rows)
+    # every divergence is a verdict change or a gap beyond the tolerance, and says so with the numbers
+    for r in rows:
+        gap, tol = (float(x) for x in re.findall(r"gap ([\d.]+) vs tolerance ([\d.]+)", r.reason)[0])
+        assert (r.status == repro.REPRODUCED) == (gap <= tol and not _verdict_changed(r.reason)), r.reason
+    sd = repro.between_run_sd([r for r in v2 if r["group_id"] in shared], rep)
+    assert sd is not None and 0 < sd < 0.05
     # a tampered ratio is caught, with the numbers in the reason
     bad = [dict(r) for r in rep]
     for r in bad:
@@ -157,3 +163,26 @@ def test_user_kernels_measured_on_the_gpu_reproduce_statically_here(installed_pt
     assert (
         out.runtime_rows or "not re-checked" in out.runtime_note
     )  # without a GPU the runtime half is skipped, said so
+
+
+def _verdict_changed(reason: str) -> bool:
+    new, rec = re.findall(r"\] (\w+)(?: vs|;)", reason)[:2]
+    return not repro._same_verdict(rec, new)
+
+
+def _row(ratio, low, high, verdict, label="cutlass_{base}"):
+    return {"group_id": "g", "label": label, "name_template": label, "is_baseline": False, "kernel": "k",
+            "arch": "sm_90a", "name": "cutlass_k", "ratio_vs_baseline": ratio, "ratio_ci_low": low, "ratio_ci_high": high,
+            "runtime_verdict": verdict, "block": "names", "sizes": "n=1"}
+
+
+def test_a_reproduced_effect_is_not_diverged_but_a_changed_verdict_is():
+    """The issue's case: 1.0438 [1.0408, 1.0474] recorded, 1.0520 re-measured: the effect reproduced."""
+    rec = [_row(1.0438, 1.0408, 1.0474, "faster")]
+    again = [_row(1.0520, 1.0490, 1.0551, "faster")]
+    assert repro.compare_runtime(rec, again)[0].status == repro.REPRODUCED
+    assert repro.compare_runtime(rec, again, between_sd=0.0)[0].status == repro.DIVERGED  # within-run CIs alone
+    gone = [_row(1.0004, 0.9990, 1.0020, "equivalent")]
+    assert repro.compare_runtime(rec, gone)[0].status == repro.DIVERGED
+    old_design = [_row(1.001, 0.995, 1.007, "no_difference")]
+    assert repro.compare_runtime(old_design, [_row(1.0, 0.998, 1.002, "equivalent")])[0].status == repro.REPRODUCED

@@ -80,7 +80,8 @@ def cmd_repro(args) -> int:
     from ..repro import repro
 
     res = repro(_run_dir(args.run_dir), args.out, jobs=args.jobs, progress=not args.quiet_level and not args.json)
-    diverged = [r for r in res.rows + res.runtime_rows if r.status not in ("match", "within_recorded_set", "within_ci")]
+    diverged = [r for r in res.rows + res.runtime_rows
+                if r.status not in ("match", "within_recorded_set", "within_ci", "reproduced")]
     if args.json:
         emit_json({"ok": res.ok, "problems": res.problems, "notes": res.notes, "runtime_note": res.runtime_note,
                    "rows": [r.__dict__ for r in res.rows], "runtime_rows": [r.__dict__ for r in res.runtime_rows]})

@@ -26,6 +26,7 @@ class RunConfig:
     sdpa_backends: tuple[str, ...] = ("cudnn", "flash")
     calibrate: bool = True  # every group also times planted slowdowns of 0.5, 1 and 2 % (calibration.json)
     numerics_draws: int = 5  # input draws the numbers are compared on, at the timed size and a small one
+    between_run_sd: float = 0.005  # between-run SD of a log ratio that repro allows for (stated, or estimated)
     timing: TimingPlan = field(default_factory=TimingPlan)
 
     def problem(self, seq_len: int) -> Problem:
