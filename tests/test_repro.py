@@ -172,8 +172,8 @@ def _verdict_changed(reason: str) -> bool:
 
 def _row(ratio, low, high, verdict, label="cutlass_{base}"):
     return {"group_id": "g", "label": label, "name_template": label, "is_baseline": False, "kernel": "k",
-            "arch": "sm_90a", "name": "cutlass_k", "ratio_vs_baseline": ratio, "ratio_ci_low": low, "ratio_ci_high": high,
-            "runtime_verdict": verdict, "block": "names", "sizes": "n=1"}
+            "arch": "sm_90a", "name": "cutlass_k", "ratio_vs_baseline": ratio, "ratio_ci_low": low,
+            "ratio_ci_high": high, "runtime_verdict": verdict, "block": "names", "sizes": "n=1"}
 
 
 def test_a_reproduced_effect_is_not_diverged_but_a_changed_verdict_is():
