@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # How the committed H200 runs were made (device tool, one H200): ptxprobe from this checkout, the wheels
 # the image lacks (pyelftools, capstone) and ptxas 12.4.131 carried in .whl/, results tarred into $OUT.
-#   bash experiments/h200_run.sh smoke|design|user
+#   bash experiments/h200_run.sh smoke|design|user|long
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 2
 ln -sfn "$PWD/kernels" /tmp/site/ptxprobe_kernels
@@ -19,4 +19,5 @@ case "${1:-smoke}" in
   smoke) timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -x 2>&1 | tee "$OUT/gpu-tests.log" | tail -15 ;;
   design) run h200-design h200_design "${2:-540}" ;;
   user) run h200-design-user experiments/h200_design_user.toml "${2:-540}" ;;
+  long) run h200-design-long h200_design_long "${2:-540}" ;;
 esac
