@@ -81,3 +81,24 @@ def numerics_summary(effects: pd.DataFrame) -> dict:
     return {"rows": int(len(effects)), "bitwise_equal": int(effects.bitwise_equal_to_baseline.astype(bool).sum()),
             "draws": int(effects.numerics_draws.min()) if "numerics_draws" in effects else None,
             "max_ulp": int(effects.max_ulp_vs_baseline.max())}
+
+
+def throttling(run_dir: str | Path) -> pd.DataFrame:
+    """Per kernel family and mask: the share of samples NVML flagged as throttled, the median SM clock during
+    the samples, and the median A/A half-width: how the card's power management relates to the noise."""
+    recs = read_log(Path(run_dir) / "runtime.jsonl")
+    aa = {g["group_id"]: g["aa"]["half_width"] for g in read_log(Path(run_dir) / "groups.jsonl")}
+    rows = []
+    for r in recs:
+        if r.get("block") != "names" or not r.get("is_baseline"):
+            continue
+        s = r["samples"]
+        clocks = sorted(c for c in s["sm_clock_mhz"] if c)
+        parts = r["kernel"].split("/")
+        rows.append({"family": "/".join(parts[:2]), "causal": "causal" in parts, "throttled": float(pd.Series(
+            s["throttled"]).mean()), "sm_clock_mhz": clocks[len(clocks) // 2] if clocks else None,
+            "aa_half_width": aa.get(r["group_id"])})
+    df = pd.DataFrame(rows)
+    return (df.groupby(["family", "causal"]).agg(groups=("throttled", "size"), throttled=("throttled", "mean"),
+                                                 sm_clock_mhz=("sm_clock_mhz", "median"),
+                                                 aa_half_width=("aa_half_width", "median")).reset_index())

@@ -21,6 +21,7 @@ from ptxprobe.schema import RUNTIME, STATIC, columns_markdown  # noqa: E402
 START, END = "<!-- findings:start (scripts/readme_findings.py) -->", "<!-- findings:end -->"
 COLS_START, COLS_END = "<!-- columns:start (ptxprobe.schema) -->", "<!-- columns:end -->"
 DESIGN, DESIGN_USER = "2026-12-02-h200-design", "2026-12-02-h200-design-user"
+LONG = "2026-12-02-h200-design-long"
 BENCH = ROOT / "experiments" / "results" / "2026-12-02-cpu-bench" / "bench.json"
 
 
@@ -88,6 +89,26 @@ def runtime_section() -> list[str]:
     return out
 
 
+def noise_section() -> list[str]:
+    t = analysis_gpu.throttling(analysis.results_dir(DESIGN))
+    out = [f"**Where the noise comes from** (`{DESIGN}`, the baseline's samples): the card's power management. "
+           "Kernels that never hit the power limit hold the boost clock and have the narrowest A/A intervals:", "",
+           "| kernel | causal | groups | samples throttled (NVML) | median SM clock | median A/A 95 % half-width |",
+           "|---|---|---|---|---|---|"]
+    out += [f"| {r.family} | {'yes' if r.causal else 'no'} | {r.groups} | {r.throttled:.0%} | "
+            f"{r.sm_clock_mhz:.0f} MHz | {r.aa_half_width * 100:.2f} % |" for r in t.itertuples()]
+    c = analysis_gpu.calibration(analysis.results_dir(LONG))
+    out += ["", f"Longer samples are not the cure: `{LONG}` timed the power-capped persistent fp16 kernel with 50 ms "
+            f"samples and 1 s of warm-up per label ({c['groups']} groups before its time limit): A/A half-width median "
+            f"{c['aa_halfwidth_median'] * 100:.2f} %, planted slowdowns detected "
+            + ", ".join(f"{float(f) * 100:g} %: {p:.0%}" for f, p in sorted(c["power"].items(),
+                                                                           key=lambda x: float(x[0])))
+            + "; the planted sizes measured larger than planted there ("
+            + ", ".join(f"{float(f) * 100:g} % → {m * 100:.2f} %" for f, m in
+                        sorted(c["planted_measured_fraction_median"].items(), key=lambda x: float(x[0]))) + ").", ""]
+    return out
+
+
 def bench_section() -> list[str]:
     if not BENCH.exists():
         return []
@@ -101,7 +122,7 @@ def bench_section() -> list[str]:
 
 
 def findings() -> str:
-    return "\n".join([START, *static_section(), "", *runtime_section(), *bench_section(), END])
+    return "\n".join([START, *static_section(), "", *runtime_section(), *noise_section(), *bench_section(), END])
 
 
 def columns() -> str:
