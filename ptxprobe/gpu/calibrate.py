@@ -58,7 +58,8 @@ def calibration_block(base_fn, k: int, plan: TimingPlan, seed: int, nvml: Nvml |
     for p in chosen:
         label = planted_label(p.fraction)
         logs = stats.log_ratios(samples["{base}"].times_ms, samples[label].times_ms)
-        iv = stats.paired_interval(logs, n_boot=plan.n_boot, seed=seed)
+        level = stats.sequential_level(len(logs), plan.min_rounds, plan.batch_rounds)
+        iv = stats.paired_interval(logs, level=level, n_boot=plan.n_boot, seed=seed)
         measured = 1.0 / iv.estimate - 1.0
         tolerance = max(0.25 * p.fraction, 2 * stats.half_width(iv))
         out["planted"][f"{p.fraction:g}"] = {

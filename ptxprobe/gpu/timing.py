@@ -31,7 +31,7 @@ THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80  # SW power cap, HW slowdown, SW/
 @dataclass(frozen=True)
 class TimingPlan:
     min_sample_ms: float = 10.0
-    warmup_s: float = 0.25
+    warmup_s: float = 1.0  # per label, before the first round
     batch_rounds: int = 10
     min_rounds: int = 20
     max_rounds: int = 80
@@ -182,9 +182,10 @@ def time_block(graphs: dict[str, GraphSample], plan: TimingPlan, compare: list[t
                 prev = label
         rng_seed += 1
         done += batch
+        level = stats.sequential_level(done, plan.min_rounds, plan.batch_rounds)
         if done >= plan.min_rounds and all(
             stats.half_width(stats.paired_interval(stats.log_ratios(out[a].times_ms, out[b].times_ms),
-                                                   n_boot=500, seed=seed)) <= plan.target_halfwidth
+                                                   level=level, n_boot=500, seed=seed)) <= plan.target_halfwidth
             for a, b in compare
         ):
             break
