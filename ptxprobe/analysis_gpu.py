@@ -102,3 +102,22 @@ def throttling(run_dir: str | Path) -> pd.DataFrame:
     return (df.groupby(["family", "causal"]).agg(groups=("throttled", "size"), throttled=("throttled", "mean"),
                                                  sm_clock_mhz=("sm_clock_mhz", "median"),
                                                  aa_half_width=("aa_half_width", "median")).reset_index())
+
+
+def resequenced(run_dir: str | Path, min_rounds: int = 20, batch: int = 10, margin: float = 0.005) -> pd.DataFrame:
+    """The name comparisons recomputed from the raw per-round times at the sequential (look-adjusted) level:
+    what the committed plain-95 % verdicts become under the rule the runs now use."""
+    from . import stats
+
+    recs = read_log(Path(run_dir) / "runtime.jsonl")
+    base = {r["group_id"]: r for r in recs if r.get("block") == "names" and r.get("is_baseline")}
+    rows = []
+    for r in recs:
+        if r.get("block") != "names" or not r.get("name_template") or r.get("is_baseline"):
+            continue
+        logs = stats.log_ratios(base[r["group_id"]]["samples"]["times_ms"], r["samples"]["times_ms"])
+        level = stats.sequential_level(len(logs), min_rounds, batch)
+        iv = stats.paired_interval(logs, level=level, n_boot=2000, seed=0)
+        rows.append({"group_id": r["group_id"], "name_template": r["name_template"], "level": level,
+                     "verdict_plain": r["runtime_verdict"], "verdict_sequential": stats.decide(iv, margin)})
+    return pd.DataFrame(rows)

@@ -83,6 +83,13 @@ def runtime_section() -> list[str]:
         out += [f"| {r.family} | {'yes' if r.causal else 'no'} | {r.run_ptxas_version} | {r.groups} | "
                 f"{r.significant} | {r.faster} | {r.slower} | {pct(r.ratio_min, 2)} … {pct(r.ratio_max, 2)} |"
                 for r in ranges.itertuples()]
+        rs = analysis_gpu.resequenced(d)
+        changed = rs[rs.verdict_plain != rs.verdict_sequential]
+        pairs = changed.groupby(["verdict_plain", "verdict_sequential"])
+        moves = ", ".join(f"{a} → {b}: {len(g)}" for (a, b), g in pairs)
+        out += ["", f"These runs judged each comparison at 95 % when they stopped; recomputed from the raw times at "
+                f"the look-adjusted level the adaptive rule now uses, {len(changed)} of {len(rs)} verdicts change"
+                + (f" ({moves})." if moves else ".")]
         n = analysis_gpu.numerics_summary(eff)
         out += ["", f"Numbers: {n['bitwise_equal']} of {n['rows']} renamed rows bitwise equal to the baseline name "
                 f"over {n['draws']} input draws at the timed and a small size (max ULP distance {n['max_ulp']}).", ""]
