@@ -1,0 +1,76 @@
+"""The committed H200 runs of the randomised design are internally consistent: every stored interval, verdict,
+q-value and calibration recomputes from the raw samples and records committed beside it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ptxprobe import analysis, stats
+from ptxprobe.gpu.calibrate import summarize
+from ptxprobe.gpu.dispatch import with_q_values
+from ptxprobe.static.experiment import experiment_from_dict
+from ptxprobe.store import read_log
+
+RUNS = ("2026-12-02-h200-design", "2026-12-02-h200-design-user", "2026-12-02-h200-design-long")
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_each_run_has_its_manifest_gpu_facts_and_calibration(run):
+    d = analysis.results_dir(run)
+    man = analysis.load_manifest(d)
+    gpu = json.loads((d / "gpu.json").read_text()) if (d / "gpu.json").exists() else None
+    assert man["experiment_identity"]["name"] == run.removeprefix("2026-12-02-")
+    assert {t["kind"] for t in man["tools"]} >= {"ptxas", "nvdisasm", "cuobjdump"}
+    assert all(len(t["sha256"]) == 64 for t in man["tools"])
+    assert gpu is None or (gpu["gpu"] == "NVIDIA H200" and gpu["arch"] == "sm_90a")
+    cal = json.loads((d / "calibration.json").read_text())
+    recomputed = summarize(read_log(d / "groups.jsonl"))
+    assert {k: v for k, v in cal.items() if k != "note"} == recomputed
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_stored_comparisons_recompute_from_the_raw_samples(run):
+    d = analysis.results_dir(run)
+    seed = experiment_from_dict({k: v for k, v in analysis.load_manifest(d)["experiment"].items()
+                                 if k != "source"}).run["timing"]["seed"]
+    rows = read_log(d / "runtime.jsonl")
+    base = {r["group_id"]: r for r in rows if r.get("block") == "names" and r.get("is_baseline")}
+    checked = 0
+    for r in rows:
+        if r.get("block") != "names" or r.get("is_baseline") or not r.get("name_template"):
+            continue
+        logs = stats.log_ratios(base[r["group_id"]]["samples"]["times_ms"], r["samples"]["times_ms"])
+        iv = stats.paired_interval(logs, level=r.get("ci_level", 0.95), n_boot=2000, seed=seed)
+        assert (iv.estimate, iv.low, iv.high) == pytest.approx(
+            (r["ratio_vs_baseline"], r["ratio_ci_low"], r["ratio_ci_high"]), rel=1e-12)
+        assert stats.decide(iv) == r["runtime_verdict"]
+        assert len(r["samples"]["positions"]) == r["rounds"] == len(logs)
+        checked += 1
+        if checked >= 20:
+            break
+    assert checked > 0
+
+
+@pytest.mark.parametrize("run", RUNS)
+def test_q_values_are_benjamini_hochberg_over_the_sweep(run):
+    import pandas as pd
+
+    d = analysis.results_dir(run)
+    stored = pd.read_parquet(d / "runtime.parquet")
+    again = pd.DataFrame(with_q_values(read_log(d / "runtime.jsonl")))
+    key = ["group_id", "label"]
+    m = stored[key + ["q_value"]].merge(again[key + ["q_value"]], on=key, suffixes=("_stored", "_again"))
+    assert len(m) == len(stored)
+    tested = m.q_value_again.notna()
+    assert tested.sum() > 0 and (m[tested].q_value_stored == m[tested].q_value_again).all()
+
+
+def test_planted_slowdowns_were_verified_where_the_calibration_says_so():
+    for run in RUNS:
+        for g in read_log(analysis.results_dir(run) / "groups.jsonl"):
+            for f, p in g["calibration"]["planted"].items():
+                tolerance = max(0.25 * float(f), 2 * (p["ratio_ci_high"] - p["ratio_ci_low"]) / 2)
+                assert p["verified"] == (abs(p["measured_fraction"] - float(f)) <= tolerance + 1e-12)
+                assert p["detected"] == (p["verdict"] == "slower")
