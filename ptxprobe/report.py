@@ -18,7 +18,7 @@ from .diff import SAME, Diff, diff_files
 from .errors import PtxprobeError
 from .sass import Listing
 from .schema import problem_label
-from .static.verdicts import pivot, summarize
+from .static.verdicts import arch_order, pivot, summarize
 from .store import MANIFEST, RESULTS_JSONL, RUNTIME_LOG, read_log
 
 FOLD_AT = 8  # runs of identical instructions longer than this are folded
@@ -176,8 +176,7 @@ def build_report(
 
 def heatmap(answer: list[dict], template: str | None) -> dict:
     """The verdict of one renamed template as a kernel × (arch, ptxas) grid (rendered as an SVG)."""
-    cols = sorted({(p["arch"], p["ptxas_version"]) for p in answer},
-                  key=lambda c: (int("".join(x for x in c[0] if x.isdigit()) or 0), c[1]))
+    cols = sorted({(p["arch"], p["ptxas_version"]) for p in answer}, key=lambda c: (arch_order(c[0]), c[1]))
     kernels = sorted({p["kernel"] for p in answer})
     cells = {(p["kernel"], (p["arch"], p["ptxas_version"])): (p["names"].get(template) or {}).get("verdict", "")
              for p in answer}

@@ -77,11 +77,6 @@ def verdict_cell(v: dict | None) -> str:
     return text + (f" {' '.join(bits)}" if bits else "")
 
 
-def _arch_key(arch: str) -> tuple:
-    digits = "".join(c for c in arch if c.isdigit())
-    return (int(digits or 0), arch)
-
-
 def pivot_table(title: str, pivot: list[dict], templates: list[str]) -> Table:
     """kernel × arch × ptxas, one column per renamed template: the answer at a glance (fits 120 columns)."""
     renamed = templates[1:]
@@ -92,7 +87,7 @@ def pivot_table(title: str, pivot: list[dict], templates: list[str]) -> Table:
     for name in renamed:
         t.add_column(name.replace("{base}", "…"), no_wrap=True, overflow="ellipsis", ratio=2)
     t.add_column("matters?", no_wrap=True, min_width=8)
-    for p in sorted(pivot, key=lambda p: (p["kernel"], _arch_key(p["arch"]), p["ptxas_version"])):
+    for p in pivot:  # ordered by kernel, then SM number (static.verdicts.pivot)
         flags = "" if p["ptxas_flags"] in ("-lineinfo", "") else f" {p['ptxas_flags']}"
         t.add_row(p["kernel"], p["arch"], p["ptxas_version"] + flags,
                   *(verdict_cell(p["names"].get(n)) for n in renamed), "YES" if p["name_matters"] else "no")

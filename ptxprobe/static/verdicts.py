@@ -148,4 +148,10 @@ def pivot(summary: list[dict], templates: list[str]) -> list[dict]:
     out = list(cells.values())
     for rec in out:
         rec["name_matters"] = any(v["verdict"] in DIFFERS for v in rec["names"].values())
-    return sorted(out, key=lambda r: (r["kernel"], r["arch"], r["ptxas_version"], r["ptxas_flags"]))
+    return sorted(out, key=lambda r: (r["kernel"], arch_order(r["arch"]), r["ptxas_version"], r["ptxas_flags"]))
+
+
+def arch_order(arch: str) -> tuple:
+    """sm_90a before sm_100a: by SM number, then the name."""
+    digits = "".join(c for c in arch if c.isdigit())
+    return (int(digits or 0), arch)
