@@ -1,8 +1,10 @@
-"""Runtime-statistics figures from a committed GPU run: A/A spread and the slowed-on-purpose control.
+"""The GPU measurement's figures for a run directory, against issue 15's goals.
 
-    python benchmarks/gpu_noise.py experiments/results/<date>-h200-runtime
+    python benchmarks/gpu_noise.py experiments/results/2026-12-02-h200-design [...]
 
-Targets: A/A half-width <= 0.5 %; a variant ~2 % slower is reported slower at 95 %.
+Prints one JSON record per run: A/A 95 % half-width (median, max), A/A false-positive rate, the power at each
+planted slowdown and its measured size, GPU seconds per 48 groups, and each goal met or not. The figures come
+from the run's own calibration.json and groups.jsonl (nothing is re-measured).
 """
 
 from __future__ import annotations
@@ -11,41 +13,33 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
+from ptxprobe.gpu.calibrate import summarize
 from ptxprobe.store import read_log
 
+GOALS = {"aa_halfwidth_median_max": 0.001, "aa_halfwidth_max_max": 0.0025, "power_0.005_min": 0.95,
+         "power_0.01_min": 1.0, "aa_false_positive_rate_max": 0.05, "gpu_seconds_per_48_groups_max": 180.0}
+
+
+def figures(run: Path) -> dict:
+    c = summarize(read_log(run / "groups.jsonl"))
+    per48 = c["gpu_seconds"] / c["groups"] * 48
+    got = {
+        "run": run.name, "groups": c["groups"], "aa_halfwidth_median": c["aa_halfwidth_median"],
+        "aa_halfwidth_max": c["aa_halfwidth_max"], "aa_false_positive_rate": c["aa_false_positive_rate"],
+        "power": c["power"], "planted_measured_fraction_median": c["planted_measured_fraction_median"],
+        "gpu_seconds_per_48_groups": round(per48, 1),
+    }
+    got["goals_met"] = {
+        "aa_halfwidth_median": c["aa_halfwidth_median"] <= GOALS["aa_halfwidth_median_max"],
+        "aa_halfwidth_max": c["aa_halfwidth_max"] <= GOALS["aa_halfwidth_max_max"],
+        "power_0.5%": c["power"].get("0.005", 0) >= GOALS["power_0.005_min"],
+        "power_1%": c["power"].get("0.01", 0) >= GOALS["power_0.01_min"],
+        "aa_false_positives": c["aa_false_positive_rate"] <= GOALS["aa_false_positive_rate_max"],
+        "gpu_seconds": per48 <= GOALS["gpu_seconds_per_48_groups_max"],
+    }
+    return got
+
+
 if __name__ == "__main__":
-    rows = read_log(Path(sys.argv[1]) / "runtime.jsonl")
-    base = [r for r in rows if r["is_baseline"]]
-    half = np.array([(r["aa_ci_high"] - r["aa_ci_low"]) / 2 for r in base])
-    aa = [r for r in rows if r["label"].endswith("#AA")]
-    slowed = [r for r in rows if r["label"].endswith("#slowed")]
-    print(
-        json.dumps(
-            {
-                "groups": len(base),
-                "aa_halfwidth_median_pct": round(100 * float(np.median(half)), 3),
-                "aa_halfwidth_p90_pct": round(100 * float(np.percentile(half, 90)), 3),
-                "aa_verdicts": {
-                    v: sum(r["runtime_verdict"] == v for r in aa) for v in ("faster", "slower", "no_difference")
-                },
-                "aa_verdicts_vs_floor": {
-                    v: sum(r.get("runtime_verdict_vs_floor") == v for r in aa)
-                    for v in ("faster", "slower", "no_difference")
-                },
-                "slowed_control": [
-                    {
-                        "kernel": r["kernel"],
-                        "seq_len": r["seq_len"],
-                        "ratio": round(r["ratio_vs_baseline"], 4),
-                        "ci": [round(r["ratio_ci_low"], 4), round(r["ratio_ci_high"], 4)],
-                        "verdict": r["runtime_verdict"],
-                        "verdict_vs_floor": r.get("runtime_verdict_vs_floor"),
-                    }
-                    for r in slowed
-                ],
-            },
-            indent=1,
-        )
-    )
+    for arg in sys.argv[1:] or ["experiments/results/2026-12-02-h200-design"]:
+        print(json.dumps(figures(Path(arg)), indent=1))
