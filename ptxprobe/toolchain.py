@@ -278,6 +278,26 @@ def fit_ptx_version(ptx: str, tool: Tool, timeout: float = 60.0) -> tuple[str, s
 
 # --- installing other versions from pip wheels -----------------------------------------
 
+# every CUDA release whose ptxas is on PyPI: nvidia-cuda-nvcc-cu12 (12.x), nvidia-cuda-nvcc (13.x)
+RELEASES = ("12.0.76", "12.0.140", "12.1.66", "12.1.105", "12.2.91", "12.2.128", "12.2.140", "12.3.52", "12.3.103",
+            "12.3.107", "12.4.99", "12.4.131", "12.5.40", "12.5.82", "12.6.20", "12.6.68", "12.6.77", "12.6.85",
+            "12.8.61", "12.8.93", "12.9.41", "12.9.86", "13.0.48", "13.0.88", "13.1.80", "13.1.115", "13.2.51",
+            "13.2.78", "13.2.86", "13.3.33", "13.3.73", "13.4.59", "13.4.92", "13.5.37")
+
+
+def expand_versions(versions: list[str]) -> list[str]:
+    """``all`` is every release in RELEASES; a prefix (``12.8``) the releases it names; a full version itself."""
+    out: list[str] = []
+    for v in versions:
+        if v == "all":
+            out += list(RELEASES)
+        elif v.count(".") == 1 and any(r.startswith(v + ".") for r in RELEASES):
+            out += [r for r in RELEASES if r.startswith(v + ".")]
+        else:
+            out.append(v)
+    return list(dict.fromkeys(out))
+
+
 WHEELS = {
     "ptxas": ("nvidia-cuda-nvcc-cu12", "nvidia-cuda-nvcc"),
     "nvdisasm": ("nvidia-cuda-nvdisasm-cu12", "nvidia-cuda-nvdisasm"),

@@ -108,3 +108,22 @@ def make_experiment(**overrides):
     )
     base.update(overrides)
     return experiment_from_dict(base)
+
+
+@pytest.fixture(scope="session")
+def installed_ptxas_13():
+    """ptxas 13.0.88 from the nvidia-cuda-nvcc wheel (the 13.x layout), kept across test runs."""
+    from ptxprobe import toolchain
+
+    keep = Path.home() / ".cache" / "ptxprobe-test-toolchains"
+    old = os.environ.get("PTXPROBE_TOOLCHAINS")
+    os.environ["PTXPROBE_TOOLCHAINS"] = str(keep)
+    try:
+        rec = toolchain.install("13.0.88", ("ptxas",))[0]
+    except Exception as exc:  # no network to PyPI: say so rather than fail obscurely
+        pytest.skip(f"cannot install ptxas 13.0.88 from its wheel: {exc}")
+    yield rec
+    if old is None:
+        os.environ.pop("PTXPROBE_TOOLCHAINS", None)
+    else:
+        os.environ["PTXPROBE_TOOLCHAINS"] = old

@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from ptxprobe import assemble, cubin, toolchain
+from ptxprobe import cache as cache_mod
 from ptxprobe.cache import Cache
 from ptxprobe.errors import CubinError, ToolNotFound
 
@@ -166,3 +167,24 @@ exec sleep 30
             toolchain.supports_arch(tool, "sm_90a", timeout=1.0)
     caps = Cache().get_json("ptxas-caps", tool.sha256)
     assert caps is None or "sm_90a" not in caps["archs"]
+
+
+def test_a_13x_release_installs_from_its_wheel_and_is_identified(installed_ptxas_13, capsys):
+    from ptxprobe.cli import main
+
+    rec = installed_ptxas_13
+    assert rec.version == "13.0.88" and rec.dist == "nvidia-cuda-nvcc" and len(rec.wheel_sha256) == 64
+    tool = toolchain.identify(rec.path, "ptxas", "ptxprobe-cache")
+    assert tool.sha256 == rec.sha256 == cache_mod.sha256_file(rec.path)
+    assert toolchain.max_ptx_isa(tool) >= (9, 0) and toolchain.supports_arch(tool, "sm_100a")
+    assert main(["toolchain", "install", "13.0.88", "--json"]) == 0  # installed already: recorded, not fetched
+    import json
+
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["installed"][0]["sha256"] == rec.sha256 and doc["missing"] == []
+
+
+def test_all_names_every_release_on_pypi():
+    assert len(toolchain.RELEASES) == 34 and toolchain.RELEASES[0] == "12.0.76" and toolchain.RELEASES[-1] == "13.5.37"
+    assert toolchain.expand_versions(["12.8"]) == ["12.8.61", "12.8.93"]
+    assert toolchain.expand_versions(["all", "12.4.131"]) == list(toolchain.RELEASES)

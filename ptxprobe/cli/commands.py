@@ -42,16 +42,29 @@ def cmd_toolchain(args) -> int:
     from ..toolchain import discover, install, max_ptx_isa
 
     if args.action == "install":
+        from ..errors import ToolNotFound
+        from ..toolchain import expand_versions
+
         if not args.versions:
-            raise SpecError("toolchain install needs one or more CUDA versions, e.g. 12.4.131 or 12.6")
+            raise SpecError("toolchain install needs one or more CUDA versions, e.g. 12.4.131, 12.6 or all")
         kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
-        recs = [rec for v in args.versions for rec in install(v, kinds)]
+        versions = expand_versions(args.versions)
+        recs, missing = [], []
+        for v in versions:
+            for kind in kinds:
+                try:
+                    recs += install(v, (kind,))
+                except ToolNotFound as exc:  # no wheel of this kind for this release: said, the rest goes on
+                    missing.append(f"{kind} {v}: {exc}")
         if args.json:
-            emit_json([r.__dict__ for r in recs])
-        for rec in recs:
-            if not args.json:
-                say(f"installed {rec.kind} {rec.version} from {rec.wheel} -> {rec.path}")
-        return OK
+            emit_json({"installed": [r.__dict__ for r in recs], "missing": missing})
+        else:
+            for rec in recs:
+                say(f"{rec.kind} {rec.version}: {rec.path} (wheel sha256 {rec.wheel_sha256[:12]}, "
+                    f"binary {rec.sha256[:12]})")
+        for m in missing:
+            print(f"ptxprobe: not installed: {m}", file=sys.stderr)
+        return TOOL_FAILED if missing and (len(versions) == 1 or not recs) else OK
     tools = discover()
     recs = [{**t.to_dict(), "max_ptx_isa": ".".join(map(str, max_ptx_isa(t))) if t.kind == "ptxas" else None}
             for t in tools]

@@ -79,7 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = _sub(sub, "toolchain", "list ptxas/nvdisasm/cuobjdump/nvcc found, or install more from pip wheels",
              "cmd_toolchain")
     s.add_argument("action", nargs="?", choices=["list", "install"], default="list", help="what to do")
-    s.add_argument("versions", nargs="*", help="with install: CUDA versions (e.g. 12.4.131, 12.6)")
+    s.add_argument("versions", nargs="*", help="with install: CUDA versions (12.4.131), prefixes (12.6) or all (every "
+                                               "release 12.0.76 ... 13.5.37 on PyPI)")
     s.add_argument("--kinds", default="ptxas", help="with install: comma list of ptxas,nvdisasm,cuobjdump")
     _common(s)
 
