@@ -202,3 +202,36 @@ def name_triggers(static: pd.DataFrame) -> pd.DataFrame:
 def predicted_by_strstr(template: str, needle: str = "cutlass") -> bool:
     """What a case-sensitive substring test on the name would say (the check ptxas-scan finds)."""
     return needle in template.replace("{base}", "")
+
+
+def _version_key(v: str) -> tuple:
+    return tuple(int(x) for x in v.split("."))
+
+
+def release_segments(static: pd.DataFrame, template: str = "cutlass_{base}") -> pd.DataFrame:
+    """Per kernel and arch, the ptxas releases (in order) as runs of one outcome for ``template``: where the
+    name's effect appears, changes (another register delta) and disappears. Failed assemblies are their own
+    outcome ("ptxas cannot build it")."""
+    r = static[(static.name_template == template) & (static.repeat == 0)].copy()
+    rows = []
+    for (kernel, arch), g in r.groupby(["kernel", "arch"]):
+        g = g.assign(_v=g.ptxas_version.map(_version_key)).sort_values("_v")
+        runs: list[dict] = []
+        for row in g.itertuples():
+            if row.status != "ok":
+                outcome = "ptxas cannot build it"
+            elif row.verdict in DIFFERS:
+                d = (row.registers - row.baseline_registers
+                     if row.registers == row.registers and row.baseline_registers == row.baseline_registers else None)
+                outcome = "differs" + (f" ({int(d):+d} regs)" if d else "")
+            else:
+                outcome = row.verdict
+            if runs and runs[-1]["outcome"] == outcome:
+                runs[-1]["last"] = row.ptxas_version
+                runs[-1]["releases"] += 1
+            else:
+                runs.append({"outcome": outcome, "first": row.ptxas_version, "last": row.ptxas_version, "releases": 1})
+        rows.append({"kernel": kernel, "arch": arch, "releases": len(g),
+                     "segments": "; ".join(f"{s['first']}–{s['last']}: {s['outcome']}" if s["first"] != s["last"]
+                                           else f"{s['first']}: {s['outcome']}" for s in runs)})
+    return pd.DataFrame(rows)

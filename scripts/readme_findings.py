@@ -48,6 +48,37 @@ def static_section() -> list[str]:
     return out
 
 
+MATRIX = ("2026-12-02-cpu-ptxas-all", "2026-12-02-cpu-ptxas-all-sm80")
+
+
+def matrix_section() -> list[str]:
+    """Every ptxas release: per kernel and arch, the runs of releases with one outcome of the cutlass_ name."""
+    import pandas as pd
+
+    runs = [analysis.RESULTS / m for m in MATRIX if (analysis.RESULTS / m).is_dir()]
+    if not runs:
+        return []
+    static = pd.concat([analysis.load_static(d) for d in runs], ignore_index=True)
+    seg = analysis.release_segments(static)
+    ctrl = analysis.renamed(static)
+    ctrl = ctrl[ctrl.name_template == "xutlass_{base}"]
+    versions = sorted(set(static.ptxas_version), key=analysis._version_key)
+    out = [f"**Every ptxas release** (`{'`, `'.join(d.name for d in runs)}`: {len(versions)} releases "
+           f"{versions[0]} … {versions[-1]} from PyPI, `ptxprobe toolchain install all`; each arch with the releases "
+           "that accept it). Runs of consecutive releases with one outcome of the `cutlass_` name (register change "
+           f"vs the baseline name); the control `xutlass_` differed in {int(ctrl.verdict.isin(analysis.DIFFERS).sum())}"
+           f" of {len(ctrl)} kernel × arch × release cells:", "",
+           "| kernel | arch | releases | `cutlass_` by release |", "|---|---|---|---|"]
+    seg = seg.assign(_a=seg.arch.map(analysis_arch_key)).sort_values(["kernel", "_a"])
+    for r in seg.itertuples():
+        out.append(f"| {r.kernel} | {r.arch} | {r.releases} | {r.segments} |")
+    return [*out, ""]
+
+
+def analysis_arch_key(arch: str) -> int:
+    return int("".join(c for c in arch if c.isdigit()) or 0)
+
+
 def calibration_line(run: str) -> str:
     c = analysis_gpu.calibration(analysis.results_dir(run))
     def by_size(d: dict) -> list:
@@ -129,7 +160,8 @@ def bench_section() -> list[str]:
 
 
 def findings() -> str:
-    return "\n".join([START, *static_section(), "", *runtime_section(), *noise_section(), *bench_section(), END])
+    return "\n".join([START, *matrix_section(), *static_section(), "", *runtime_section(), *noise_section(),
+                      *bench_section(), END])
 
 
 def columns() -> str:
