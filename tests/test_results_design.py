@@ -74,3 +74,19 @@ def test_planted_slowdowns_were_verified_where_the_calibration_says_so():
                 tolerance = max(0.25 * float(f), 2 * (p["ratio_ci_high"] - p["ratio_ci_low"]) / 2)
                 assert p["verified"] == (abs(p["measured_fraction"] - float(f)) <= tolerance + 1e-12)
                 assert p["detected"] == (p["verdict"] == "slower")
+
+
+def test_release_segments_join_runs_and_show_where_an_effect_appears_and_disappears():
+    import pandas as pd
+
+    def row(v, verdict, regs, base=100, status="ok"):
+        return {"kernel": "k", "arch": "sm_90a", "name_template": "cutlass_{base}", "repeat": 0, "ptxas_version": v,
+                "status": status, "verdict": verdict, "registers": regs, "baseline_registers": base}
+
+    df = pd.DataFrame([row("12.0.76", "", None, status="unsupported_ptx"), row("12.4.131", "differs", 110),
+                       row("12.2.91", "differs", 110), row("12.10.1", "identical", 100),
+                       row("12.8.93", "identical", 100), row("13.0.88", "differs", 104)])
+    seg = analysis.release_segments(df).iloc[0]
+    assert seg.releases == 6
+    assert seg.segments == ("12.0.76: ptxas cannot build it; 12.2.91–12.4.131: differs (+10 regs); "
+                            "12.8.93–12.10.1: identical; 13.0.88: differs (+4 regs)")  # versions in numeric order
