@@ -72,6 +72,18 @@ def matrix_section() -> list[str]:
     seg = seg.assign(_a=seg.arch.map(analysis_arch_key)).sort_values(["kernel", "_a"])
     for r in seg.itertuples():
         out.append(f"| {r.kernel} | {r.arch} | {r.releases} | {r.segments} |")
+    flagged = ctrl[ctrl.verdict.isin(analysis.DIFFERS)]
+    check = analysis.RESULTS / "2026-12-02-cpu-ptxas-all-control-check"
+    if len(flagged) and check.is_dir():
+        again = analysis.renamed(analysis.load_static(check))
+        again = again.set_index(["kernel", "arch", "ptxas_version"])
+        runs = int(again.n_runs.min())
+        cells = [(r.kernel, r.arch, r.ptxas_version, r.verdict_confidence) for r in flagged.itertuples()]
+        out += ["", "The control cells that \"differ\" rest on the fewest runs the 0.98 target allows; assembled "
+                f"{runs} times a name (`{check.name}`) they read: "
+                + "; ".join(f"{k} {a} ptxas {v} (confidence {c:.3f}) → {again.loc[(k, a, v)].verdict}"
+                            for k, a, v, c in cells)
+                + ". That is ptxas's own run-to-run spread, within what a 0.98 confidence admits."]
     return [*out, ""]
 
 
