@@ -87,6 +87,24 @@ def matrix_section() -> list[str]:
     return [*out, ""]
 
 
+def triggers_section() -> list[str]:
+    d = analysis.RESULTS / "2026-12-02-cpu-scan-triggers"
+    if not d.is_dir():
+        return []
+    static = analysis.load_static(d)
+    r = analysis.renamed(static)
+    cannot = r[r.status != "ok"]
+    r = r[r.status == "ok"].assign(changed=lambda x: x.verdict.isin(analysis.DIFFERS))
+    versions = sorted(set(static.ptxas_version), key=analysis._version_key)
+    out = [f"**The other name literals** ptxas compares with `strstr` (`ptxprobe ptxas-scan`), each as a name prefix "
+           f"(`{d.name}`: fp16 attention and sgemm.cu, sm_90a and sm_100a, {len(versions)} releases "
+           f"{versions[0]} … {versions[-1]}; {len(cannot)} cells that a release cannot build for sm_100a left out):",
+           "", "| name | cells where the code changes |", "|---|---|"]
+    for t, g in r.groupby("name_template"):
+        out.append(f"| `{t}` | {int(g.changed.sum())} of {len(g)} |")
+    return [*out, ""]
+
+
 def analysis_arch_key(arch: str) -> int:
     return int("".join(c for c in arch if c.isdigit()) or 0)
 
@@ -172,8 +190,8 @@ def bench_section() -> list[str]:
 
 
 def findings() -> str:
-    return "\n".join([START, *matrix_section(), *static_section(), "", *runtime_section(), *noise_section(),
-                      *bench_section(), END])
+    return "\n".join([START, *matrix_section(), *triggers_section(), *static_section(), "", *runtime_section(),
+                      *noise_section(), *bench_section(), END])
 
 
 def columns() -> str:
