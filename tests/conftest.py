@@ -73,23 +73,31 @@ echo "ptxas info    : starting" >&2
     return make
 
 
-@pytest.fixture(scope="session")
-def installed_ptxas_124():
-    """A real extra ptxas from the nvidia-cuda-nvcc-cu12 12.4.131 wheel, kept across test runs."""
+def _installed(version: str):
+    """A release's ptxas from its wheel, kept across test runs (PTXPROBE_TOOLCHAINS points there meanwhile)."""
     from ptxprobe import toolchain
 
     keep = Path.home() / ".cache" / "ptxprobe-test-toolchains"
     old = os.environ.get("PTXPROBE_TOOLCHAINS")
     os.environ["PTXPROBE_TOOLCHAINS"] = str(keep)
     try:
-        rec = toolchain.install("12.4.131", ("ptxas",))[0]
+        rec = toolchain.install(version, ("ptxas",))[0]
     except Exception as exc:  # no network to PyPI: say so rather than fail obscurely
-        pytest.skip(f"cannot install ptxas 12.4.131 from its wheel: {exc}")
-    yield toolchain.identify(rec.path, "ptxas", "ptxprobe-cache")
+        pytest.skip(f"cannot install ptxas {version} from its wheel: {exc}")
+    yield rec
     if old is None:
         os.environ.pop("PTXPROBE_TOOLCHAINS", None)
     else:
         os.environ["PTXPROBE_TOOLCHAINS"] = old
+
+
+@pytest.fixture(scope="session")
+def installed_ptxas_124():
+    """A real extra ptxas (12.4.131, from the nvidia-cuda-nvcc-cu12 wheel) as a Tool."""
+    from ptxprobe import toolchain
+
+    for rec in _installed("12.4.131"):
+        yield toolchain.identify(rec.path, "ptxas", "ptxprobe-cache")
 
 
 def make_experiment(**overrides):
@@ -112,18 +120,5 @@ def make_experiment(**overrides):
 
 @pytest.fixture(scope="session")
 def installed_ptxas_13():
-    """ptxas 13.0.88 from the nvidia-cuda-nvcc wheel (the 13.x layout), kept across test runs."""
-    from ptxprobe import toolchain
-
-    keep = Path.home() / ".cache" / "ptxprobe-test-toolchains"
-    old = os.environ.get("PTXPROBE_TOOLCHAINS")
-    os.environ["PTXPROBE_TOOLCHAINS"] = str(keep)
-    try:
-        rec = toolchain.install("13.0.88", ("ptxas",))[0]
-    except Exception as exc:  # no network to PyPI: say so rather than fail obscurely
-        pytest.skip(f"cannot install ptxas 13.0.88 from its wheel: {exc}")
-    yield rec
-    if old is None:
-        os.environ.pop("PTXPROBE_TOOLCHAINS", None)
-    else:
-        os.environ["PTXPROBE_TOOLCHAINS"] = old
+    """ptxas 13.0.88 from the nvidia-cuda-nvcc wheel (the 13.x layout), as its install record."""
+    yield from _installed("13.0.88")
