@@ -29,7 +29,7 @@ STAGES: OrderedDict[str, Stage] = OrderedDict(
         Stage("emit-triton", ("fn", "specialization", "attrs", "options", "arch", "name", "compiler", "spec"),
               "PTX, metadata and the sha256 of every Triton stage (ttir, ttgir, llir, ptx)"),
         Stage("emit-cuda", ("src", "deps", "flags", "nvcc"), "PTX from nvcc -ptx"),
-        Stage("rename", ("ptx", "old", "new"), "renamed PTX (pure text, recomputed)", cached=False),
+        Stage("rename", ("ptx", "old", "new"), "renamed PTX and its site count"),
         Stage("rename-check", ("base_ptx", "base_name", "ptx", "name"), "the independent rename check"),
         Stage("assemble", ("ptx", "arch", "flags", "ptxas", "repeat"), "cubin, ptxas -v report, status"),
         Stage("cubin-facts", ("cubin", "name"), "per-kernel facts: hashes, sizes, registers, EIATTRs"),

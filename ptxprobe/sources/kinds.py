@@ -62,10 +62,10 @@ class RegisteredSource(KernelSource):
         fam, spec = self.family, self.spec
         require_arch(fam, arch)
         if fam.frontend == "triton":
-            from .triton import emitted_from, specialize, triton_ptx
+            from .triton import cached_specialize, emitted_from, triton_ptx
 
             problem = Problem(seq_len=self.seq_len)
-            sp = specialize(fam.fn, fam.launch_args(spec, problem, None))
+            sp = cached_specialize(fam.fn, fam.launch_args(spec, problem, None), cache)
             options = {"num_warps": spec.config.num_warps, "num_stages": spec.config.num_stages}
             rec = triton_ptx(fam.fn, sp, arch, options, cache, name=name, only_cached=only_cached, spec_key=spec.key)
             if rec is None:

@@ -74,6 +74,45 @@ def specialize(fn, args: list) -> Specialization:
     return Specialization(signature, constexprs, attrs)
 
 
+def _plain(args: list) -> list | None:
+    """A stable description of stand-in launch arguments, or None when one is not plainly describable."""
+    from ..registry import PointerArg
+
+    out = []
+    for a in args:
+        if isinstance(a, PointerArg):
+            out.append(["ptr", str(a.dtype), a.address])
+        elif isinstance(a, (bool, int, float, str)) or a is None:
+            out.append([type(a).__name__, a])
+        elif all(hasattr(a, f) for f in ("base", "shape", "strides", "block_shape", "layout")):  # a TMA descriptor
+            base = _plain([a.base])
+            if base is None:
+                return None
+            out.append(["desc", base, list(a.shape), list(a.strides), list(a.block_shape), repr(a.layout)])
+        else:
+            return None
+    return out
+
+
+def cached_specialize(fn, args: list, cache: Cache) -> Specialization:
+    """``specialize``, memoised on disk by the function and its stand-in arguments (Triton's binder imports
+    torch when torch is installed: a cached sweep then starts without it)."""
+    described = _plain(args)
+    if described is None:
+        return specialize(fn, args)
+    key = cache_key(fn=fn.cache_key, args=described, compiler=compiler_identity()["triton_key"], v=1)
+    rec = cache.get_json("triton-spec", key)
+    if rec is not None:
+        return Specialization(rec["signature"], rec["constexprs"], {(i,): a for i, a in rec["attrs"]})
+    sp = specialize(fn, args)
+    try:
+        cache.put_json("triton-spec", key, {"signature": sp.signature, "constexprs": sp.constexprs,
+                                            "attrs": [[k[0], v] for k, v in sp.attrs.items()]})
+    except TypeError:  # a constexpr that is not JSON: not memoised
+        pass
+    return sp
+
+
 def _target(arch: str):
     from triton.backends.compiler import GPUTarget
 

@@ -76,6 +76,19 @@ def proved_rename(base_ptx: str, base_name: str, ptx: str, name: str, cache: Cac
     return res
 
 
+def renamed_cached(ptx: str, old: str, new: str, cache: Cache):
+    """rename_entry, memoised by content (the rename is a pure function of the text and the two names)."""
+    from ..rename import Renamed
+
+    key = stage_key("rename", ptx=sha256_text(ptx), old=old, new=new)
+    hit = cache.get_json("rename", key)
+    if hit is not None:
+        return Renamed(hit["ptx"], old, new, hit["sites"])
+    r = rename_entry(ptx, old, new)
+    cache.put_json("rename", key, {"ptx": r.ptx, "sites": r.sites})
+    return r
+
+
 def kernel_label(emitted: Emitted, entry: str) -> str:
     """The kernel column: the source's label, plus the entry when the source has several."""
     if len(emitted.swept_entries) == 1:
@@ -92,10 +105,11 @@ def plan_emitted(exp, source: KernelSource, emitted: Emitted, tools: list[Tool],
     n_rep = exp.repeats(emitted.arch) if repeats is None else repeats
     for entry in emitted.swept_entries:
         baseline_name = apply_template(exp.names[0], entry)
-        base_ptx = emitted.ptx if baseline_name == entry else rename_entry(emitted.ptx, entry, baseline_name).ptx
+        base_ptx = (emitted.ptx if baseline_name == entry
+                    else renamed_cached(emitted.ptx, entry, baseline_name, cache).ptx)
         for template in exp.names:
             name = apply_template(template, entry)
-            renamed = rename_entry(base_ptx, baseline_name, name)
+            renamed = renamed_cached(base_ptx, baseline_name, name, cache)
             check = proved_rename(base_ptx, baseline_name, renamed.ptx, name, cache)
             if not check.equal:
                 raise PtxprobeError(f"rename {baseline_name} -> {name} changed more than the name: {check.detail}")
