@@ -14,11 +14,11 @@ or the rule's image.
 
 from __future__ import annotations
 
-import io
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .dwarf import dwarf_info, is_decode_error
 from .errors import MalformedPtx
 
 _TOKEN_RE = re.compile(
@@ -245,30 +245,13 @@ def _resolved(sections: dict, name: str) -> bytes:
     return bytes(out)
 
 
-def _dwarf(info: bytes, abbrev: bytes, strs: bytes | None):
-    from elftools.dwarf.dwarfinfo import DebugSectionDescriptor, DwarfConfig, DWARFInfo
-
-    def sec(name: str, data: bytes | None):
-        return None if data is None else DebugSectionDescriptor(io.BytesIO(data), name, None, len(data), 0)
-
-    kw = {k: None for k in ("debug_aranges_sec", "debug_frame_sec", "eh_frame_sec", "debug_loc_sec",
-                            "debug_ranges_sec", "debug_line_sec", "debug_pubtypes_sec", "debug_pubnames_sec",
-                            "debug_addr_sec", "debug_str_offsets_sec", "debug_line_str_sec", "debug_loclists_sec",
-                            "debug_rnglists_sec", "debug_sup_sec", "gnu_debugaltlink_sec", "debug_types_sec")}
-    return DWARFInfo(DwarfConfig(little_endian=True, machine_arch="nvptx", default_address_size=8),
-                     debug_info_sec=sec(".debug_info", info), debug_abbrev_sec=sec(".debug_abbrev", abbrev),
-                     debug_str_sec=sec(".debug_str", strs), **kw)
-
-
 _REF_FORMS = {"DW_FORM_ref1", "DW_FORM_ref2", "DW_FORM_ref4", "DW_FORM_ref8", "DW_FORM_ref_udata"}
 
 
 def _die_trees(info: bytes, abbrev: bytes, strs: bytes | None, side: str) -> list[list[tuple]]:
     """Per unit, the DIEs in order as (tag, depth, [(attribute, form, value)]) with references as DIE indices."""
-    from elftools.common.exceptions import DWARFError, ELFParseError
-
     try:
-        di = _dwarf(info, abbrev, strs)
+        di = dwarf_info(info, abbrev, strs)
         units = []
         end = 0
         for cu in di.iter_CUs():
@@ -302,11 +285,11 @@ def _die_trees(info: bytes, abbrev: bytes, strs: bytes | None, side: str) -> lis
         if end != len(info):
             raise _Mismatch(f"{side}: .debug_info units end at byte {end} of {len(info)}: a unit length is wrong")
         return units
-    except (DWARFError, ELFParseError, KeyError, ValueError, IndexError, EOFError) as exc:
-        raise _Mismatch(f"{side}: .debug_info does not decode ({type(exc).__name__}: {exc})") from exc
-    except Exception as exc:  # construct errors from a truncated or misaligned stream
-        if type(exc).__module__.startswith(("construct", "elftools")):
-            raise _Mismatch(f"{side}: .debug_info does not decode ({type(exc).__name__})") from exc
+    except _Mismatch:
+        raise
+    except Exception as exc:  # pyelftools or construct on a truncated or misaligned stream
+        if is_decode_error(exc):
+            raise _Mismatch(f"{side}: .debug_info does not decode ({type(exc).__name__}: {exc})") from exc
         raise
 
 

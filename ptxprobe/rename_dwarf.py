@@ -10,10 +10,10 @@ PTX whose DWARF cannot be decoded is refused with a message, never rewritten bli
 
 from __future__ import annotations
 
-import io
 import re
 from dataclasses import dataclass
 
+from .dwarf import dwarf_info, is_decode_error
 from .errors import MalformedPtx
 from .ptx import is_mangled, local_prefix, source_identifier
 
@@ -67,20 +67,6 @@ def _bytes(body: list[_Line | None]) -> tuple[bytes, list[tuple[int, int, int]]]
     return bytes(data), where
 
 
-def _dwarf(info: bytes, abbrev: bytes):
-    from elftools.dwarf.dwarfinfo import DebugSectionDescriptor, DwarfConfig, DWARFInfo
-
-    def sec(name, data):
-        return DebugSectionDescriptor(io.BytesIO(data), name, None, len(data), 0)
-
-    none = dict.fromkeys(("debug_aranges_sec", "debug_frame_sec", "eh_frame_sec", "debug_str_sec", "debug_loc_sec",
-                          "debug_ranges_sec", "debug_line_sec", "debug_pubtypes_sec", "debug_pubnames_sec",
-                          "debug_addr_sec", "debug_str_offsets_sec", "debug_line_str_sec", "debug_loclists_sec",
-                          "debug_rnglists_sec", "debug_sup_sec", "gnu_debugaltlink_sec", "debug_types_sec"))
-    return DWARFInfo(DwarfConfig(little_endian=True, machine_arch="nvptx", default_address_size=8),
-                     debug_info_sec=sec(".debug_info", info), debug_abbrev_sec=sec(".debug_abbrev", abbrev), **none)
-
-
 def renamed_string(s: str, old: str, new: str) -> str | None:
     """The new value of a DWARF string that names the kernel, or None if it does not."""
     if s == old:
@@ -127,11 +113,9 @@ def rename_debug_info(lines: list[str], info_span: tuple[int, int], abbrev_span:
 
 
 def _scan(info: bytes, abbrev: bytes, old: str, new: str):
-    from elftools.common.exceptions import DWARFError, ELFParseError
-
     edits, refs, units = [], [], []
     try:
-        di = _dwarf(info, abbrev)
+        di = dwarf_info(info, abbrev)
         for cu in di.iter_CUs():
             if cu["unit_length"] >= 0xFFFFFFF0:
                 raise MalformedPtx("64-bit DWARF in .debug_info: renaming it is not supported")
@@ -149,12 +133,9 @@ def _scan(info: bytes, abbrev: bytes, old: str, new: str):
                         refs.append((a.offset, a.value, cu.cu_offset))
     except MalformedPtx:
         raise
-    except (DWARFError, ELFParseError, KeyError, ValueError, IndexError, EOFError) as exc:
-        raise MalformedPtx(f"cannot decode .debug_info to rename the kernel in it ({type(exc).__name__}: {exc})"
-                           ) from exc
     except Exception as exc:
-        if type(exc).__module__.startswith(("construct", "elftools")):
-            raise MalformedPtx(f"cannot decode .debug_info to rename the kernel in it ({type(exc).__name__})"
+        if is_decode_error(exc):
+            raise MalformedPtx(f"cannot decode .debug_info to rename the kernel in it ({type(exc).__name__}: {exc})"
                                ) from exc
         raise
     return edits, refs, units
