@@ -14,6 +14,7 @@ import pandas as pd
 from . import stats
 from .schema import problem_label
 from .store import read_log
+from .toolchain import version_key
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 RESULTS = REPO_ROOT / "experiments" / "results"  # committed results (a checkout, not an installed wheel)
@@ -204,10 +205,6 @@ def predicted_by_strstr(template: str, needle: str = "cutlass") -> bool:
     return needle in template.replace("{base}", "")
 
 
-def _version_key(v: str) -> tuple:
-    return tuple(int(x) for x in v.split("."))
-
-
 def release_segments(static: pd.DataFrame, template: str = "cutlass_{base}") -> pd.DataFrame:
     """Per kernel and arch, the ptxas releases (in order) as runs of one outcome for ``template``: where the
     name's effect appears, changes (another register delta) and disappears. Failed assemblies are their own
@@ -215,7 +212,7 @@ def release_segments(static: pd.DataFrame, template: str = "cutlass_{base}") -> 
     r = static[(static.name_template == template) & (static.repeat == 0)].copy()
     rows = []
     for (kernel, arch), g in r.groupby(["kernel", "arch"]):
-        g = g.assign(_v=g.ptxas_version.map(_version_key)).sort_values("_v")
+        g = g.assign(_v=g.ptxas_version.map(version_key)).sort_values("_v")
         runs: list[dict] = []
         for row in g.itertuples():
             if row.status != "ok":

@@ -17,7 +17,7 @@ from .errors import SpecError, ToolNotFound
 from .static.experiment import experiment_from_dict
 from .static.sweep import run_sweep
 from .static.verdicts import DIFFERS, static_verdict
-from .toolchain import Tool, discover, install, supports_arch
+from .toolchain import Tool, discover, install, supports_arch, version_key, version_matches
 
 NVCC_WHEEL_VERSIONS = ("12.0.140", "12.1.105", "12.2.140", "12.3.107", "12.4.131", "12.5.82", "12.6.85", "12.8.93",
                        "12.9.86")
@@ -69,10 +69,6 @@ def transitions(steps: list[BisectStep]) -> list[Transition]:
     return out
 
 
-def _version_key(version: str) -> tuple:
-    return tuple(int(x) for x in version.split(".") if x.isdigit())
-
-
 def bisect(
     kernel: str,
     dtype: str,
@@ -96,13 +92,13 @@ def bisect(
                 continue
     tools = [t for t in discover(("ptxas",)) if t.kind == "ptxas"]
     if versions:
-        unknown = [v for v in versions if not any(t.version == v or t.version.startswith(v + ".") for t in tools)]
+        unknown = [v for v in versions if not any(version_matches(t.version, v) for t in tools)]
         if unknown:
-            have = ", ".join(sorted({t.version for t in tools}, key=_version_key))
+            have = ", ".join(sorted({t.version for t in tools}, key=version_key))
             raise SpecError(f"no ptxas {', '.join(unknown)} installed (have: {have}); try --fetch")
-        tools = [t for t in tools if any(t.version == v or t.version.startswith(v + ".") for v in versions)]
+        tools = [t for t in tools if any(version_matches(t.version, v) for v in versions)]
     by_version: dict[str, Tool] = {}
-    for t in sorted(tools, key=lambda t: _version_key(t.version)):
+    for t in sorted(tools, key=lambda t: version_key(t.version)):
         by_version.setdefault(t.version, t)
     steps = []
     with tempfile.TemporaryDirectory(prefix="ptxprobe-bisect-") as d:

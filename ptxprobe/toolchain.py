@@ -46,6 +46,16 @@ class Tool:
         return asdict(self)
 
 
+def version_key(version: str) -> tuple[int, ...]:
+    """12.8.93 -> (12, 8, 93): release order, not string order (12.10 after 12.9)."""
+    return tuple(int(x) for x in version.split(".") if x.isdigit())
+
+
+def version_matches(version: str, spec: str) -> bool:
+    """A release named exactly or by a prefix of whole fields (``12.8`` matches 12.8.93, not 12.80.1)."""
+    return version == spec or version.startswith(spec + ".")
+
+
 def follow_wrapper(path: str | os.PathLike, _depth: int = 0) -> Path:
     """Resolve symlinks and ``#!/bin/sh`` wrappers that ``exec`` another binary."""
     p = Path(path).resolve()
@@ -153,7 +163,7 @@ def discover(kinds: tuple[str, ...] = KINDS) -> list[Tool]:
         except ToolNotFound:
             continue
         tools.setdefault((kind, tool.sha256), tool)
-    return sorted(tools.values(), key=lambda t: (t.kind, tuple(int(x) for x in t.version.split(".")), t.origin))
+    return sorted(tools.values(), key=lambda t: (t.kind, version_key(t.version), t.origin))
 
 
 def arch_number(arch: str) -> int:
@@ -188,7 +198,7 @@ def select_ptxas(arch: str, spec: str, tools: list[Tool] | None = None) -> list[
         return [ok[-1]]
     if os.sep in spec or Path(spec).exists():
         return [identify(spec, "ptxas", "user")]
-    matches = [t for t in ptxases if t.version == spec or t.version.startswith(spec + ".")]
+    matches = [t for t in ptxases if version_matches(t.version, spec)]
     if not matches:
         have = ", ".join(sorted({t.version for t in ptxases})) or "none"
         raise ToolNotFound(f"no ptxas {spec} found (have: {have}); try `ptxprobe toolchain install {spec}`")
@@ -291,8 +301,8 @@ def expand_versions(versions: list[str]) -> list[str]:
     for v in versions:
         if v == "all":
             out += list(RELEASES)
-        elif v.count(".") == 1 and any(r.startswith(v + ".") for r in RELEASES):
-            out += [r for r in RELEASES if r.startswith(v + ".")]
+        elif v.count(".") == 1 and any(version_matches(r, v) for r in RELEASES):
+            out += [r for r in RELEASES if version_matches(r, v)]
         else:
             out.append(v)
     return list(dict.fromkeys(out))

@@ -17,6 +17,8 @@ sys.path.insert(0, str(ROOT))
 
 from ptxprobe import analysis, analysis_gpu  # noqa: E402
 from ptxprobe.schema import RUNTIME, STATIC, columns_markdown  # noqa: E402
+from ptxprobe.static.verdicts import arch_order  # noqa: E402
+from ptxprobe.toolchain import version_key  # noqa: E402
 
 START, END = "<!-- findings:start (scripts/readme_findings.py) -->", "<!-- findings:end -->"
 COLS_START, COLS_END = "<!-- columns:start (ptxprobe.schema) -->", "<!-- columns:end -->"
@@ -62,14 +64,14 @@ def matrix_section() -> list[str]:
     seg = analysis.release_segments(static)
     ctrl = analysis.renamed(static)
     ctrl = ctrl[ctrl.name_template == "xutlass_{base}"]
-    versions = sorted(set(static.ptxas_version), key=analysis._version_key)
+    versions = sorted(set(static.ptxas_version), key=version_key)
     out = [f"**Every ptxas release** (`{'`, `'.join(d.name for d in runs)}`: {len(versions)} releases "
            f"{versions[0]} … {versions[-1]} from PyPI, `ptxprobe toolchain install all`; each arch with the releases "
            "that accept it). Runs of consecutive releases with one outcome of the `cutlass_` name (register change "
            f"vs the baseline name); the control `xutlass_` differed in {int(ctrl.verdict.isin(analysis.DIFFERS).sum())}"
            f" of {len(ctrl)} kernel × arch × release cells:", "",
            "| kernel | arch | releases | `cutlass_` by release |", "|---|---|---|---|"]
-    seg = seg.assign(_a=seg.arch.map(analysis_arch_key)).sort_values(["kernel", "_a"])
+    seg = seg.assign(_a=seg.arch.map(arch_order)).sort_values(["kernel", "_a"])
     for r in seg.itertuples():
         out.append(f"| {r.kernel} | {r.arch} | {r.releases} | {r.segments} |")
     flagged = ctrl[ctrl.verdict.isin(analysis.DIFFERS)]
@@ -95,7 +97,7 @@ def triggers_section() -> list[str]:
     r = analysis.renamed(static)
     cannot = r[r.status != "ok"]
     r = r[r.status == "ok"].assign(changed=lambda x: x.verdict.isin(analysis.DIFFERS))
-    versions = sorted(set(static.ptxas_version), key=analysis._version_key)
+    versions = sorted(set(static.ptxas_version), key=version_key)
     out = [f"**The other name literals** ptxas compares with `strstr` (`ptxprobe ptxas-scan`), each as a name prefix "
            f"(`{d.name}`: fp16 attention and sgemm.cu, sm_90a and sm_100a, {len(versions)} releases "
            f"{versions[0]} … {versions[-1]}; {len(cannot)} cells that a release cannot build for sm_100a left out):",
@@ -103,10 +105,6 @@ def triggers_section() -> list[str]:
     for t, g in r.groupby("name_template"):
         out.append(f"| `{t}` | {int(g.changed.sum())} of {len(g)} |")
     return [*out, ""]
-
-
-def analysis_arch_key(arch: str) -> int:
-    return int("".join(c for c in arch if c.isdigit()) or 0)
 
 
 def calibration_line(run: str) -> str:
