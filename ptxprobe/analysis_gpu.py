@@ -50,10 +50,6 @@ def name_effects(df: pd.DataFrame) -> pd.DataFrame:
     return n[[c for c in NAME_COLUMNS if c in n.columns]].reset_index(drop=True)
 
 
-def family_of(kernel: str) -> str:
-    return kernel.split("/")[0] + ("/" + kernel.split("/")[1] if "/" in kernel else "")
-
-
 def verdict_counts(effects: pd.DataFrame) -> pd.DataFrame:
     """Verdicts per (template, ptxas): how often a name is faster, slower, equivalent or inconclusive."""
     t = effects.groupby(["name_template", "run_ptxas_version"]).runtime_verdict.value_counts().unstack(fill_value=0)

@@ -39,5 +39,13 @@ class SpecError(PtxprobeError):
     """A kernel spec, experiment file or sweep axis is invalid."""
 
 
+class RunDirBusy(PtxprobeError):
+    """Another ptxprobe process is writing this run directory."""
+
+
+class DamagedLog(PtxprobeError):
+    """A log line other than the last one is not valid JSON."""
+
+
 class NoGpu(PtxprobeError):
     """A GPU stage was requested but no usable CUDA GPU is visible."""

@@ -20,19 +20,11 @@ from pathlib import Path
 
 from . import __version__
 from .cache import atomic_write, sha256_file
-from .errors import PtxprobeError, SpecError
+from .errors import DamagedLog, RunDirBusy, SpecError
 
 LOG, RESULTS_JSONL, RESULTS_PARQUET, MANIFEST = "variants.jsonl", "results.jsonl", "results.parquet", "manifest.json"
 RUNTIME_LOG, RUNTIME_PARQUET = "runtime.jsonl", "runtime.parquet"
 LOCK = ".lock"
-
-
-class RunDirBusy(PtxprobeError):
-    """Another ptxprobe process is writing this run directory."""
-
-
-class DamagedLog(PtxprobeError):
-    """A log line other than the last one is not valid JSON."""
 
 
 def read_log(path: Path) -> list[dict]:
@@ -40,7 +32,8 @@ def read_log(path: Path) -> list[dict]:
     rows: list[dict] = []
     if not path.exists():
         return rows
-    lines = path.read_bytes().split(b"\n")
+    data = path.read_bytes()
+    lines = data.split(b"\n")
     for i, line in enumerate(lines):
         if not line.strip():
             continue
@@ -48,7 +41,7 @@ def read_log(path: Path) -> list[dict]:
             rows.append(json.loads(line))
         except json.JSONDecodeError as exc:
             last = all(not rest.strip() for rest in lines[i + 1 :])
-            if last and not path.read_bytes().endswith(b"\n"):
+            if last and not data.endswith(b"\n"):
                 continue  # cut by an interruption: that variant simply runs again
             raise DamagedLog(f"{path}: line {i + 1} is not valid JSON ({exc.msg}); the log is damaged") from exc
     return rows

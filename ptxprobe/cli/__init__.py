@@ -17,28 +17,17 @@ import logging
 import os
 import sys
 
-from ..errors import (
-    CubinError,
-    InvalidName,
-    MalformedPtx,
-    NoGpu,
-    PtxprobeError,
-    SassParseError,
-    SpecError,
-    ToolFailed,
-    ToolNotFound,
-    UnsupportedPtxVersion,
-)
+from ..errors import PtxprobeError, SassParseError, ToolFailed, ToolNotFound
 
 OK, DIFFERS, USAGE, TOOL_FAILED, INTERNAL, INTERRUPTED, PIPE_CLOSED = 0, 1, 2, 3, 4, 130, 141
-_INPUT_ERRORS = (SpecError, InvalidName, MalformedPtx, CubinError, UnsupportedPtxVersion, NoGpu)
 _TOOL_ERRORS = (ToolNotFound, ToolFailed, SassParseError)
 
 
 def exit_code_of(exc: BaseException) -> int:
+    """A tool that is missing or failed: 3; any other error ptxprobe raises on purpose is bad input: 2."""
     if isinstance(exc, _TOOL_ERRORS):
         return TOOL_FAILED
-    if isinstance(exc, _INPUT_ERRORS) or isinstance(exc, PtxprobeError):
+    if isinstance(exc, PtxprobeError):
         return USAGE
     return INTERNAL
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..errors import CubinError, PtxprobeError, SpecError
+from ..errors import CubinError, SpecError
 from . import DIFFERS, OK, TOOL_FAILED
 from .render import emit_json, say, show, table
 from .study_cmds import cmd_bisect, cmd_ptxas_scan, cmd_report, cmd_repro  # noqa: F401 (parser looks them up here)
@@ -271,5 +271,3 @@ def _render_diff(d, res) -> None:
     if d.opcode_delta:
         say("opcodes (B-A): " + ", ".join(f"{k} {v:+d}" for k, v in d.opcode_delta.items()))
 
-
-__all__ = ["PtxprobeError"]

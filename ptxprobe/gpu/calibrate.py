@@ -72,9 +72,12 @@ def calibration_block(base_fn, k: int, plan: TimingPlan, seed: int, nvml: Nvml |
     return out
 
 
+CRITERIA = {"aa_false_positive_rate_max": 0.05, "power_min": {"0.005": 0.95, "0.01": 1.0}}
+
+
 def summarize(groups: list[dict], criteria: dict | None = None) -> dict:
     """calibration.json: A/A false-positive rate, power per planted size, half-widths, pass or fail and why."""
-    crit = {"aa_false_positive_rate_max": 0.05, "power_min": {"0.005": 0.95, "0.01": 1.0}, **(criteria or {})}
+    crit = {**CRITERIA, **(criteria or {})}
     aa = [g["aa"] for g in groups if g.get("aa")]
     fp = [a["runtime_verdict"] in (stats.FASTER, stats.SLOWER) for a in aa]
     hws = [a["half_width"] for a in aa]

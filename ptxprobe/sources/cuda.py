@@ -9,7 +9,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from ..cache import Cache, sha256_bytes
+from ..cache import Cache, sha256_file
 from ..errors import MalformedPtx, SpecError, ToolFailed
 from ..proc import run_tool
 from ..ptx import entries_of, source_identifier
@@ -49,7 +49,7 @@ def _known_inputs(cache: Cache, src_sha: str, flags: list[str], nvcc_sha: str) -
         return None
     for path, sha in rec.items():
         p = Path(path)
-        if not p.is_file() or sha256_bytes(p.read_bytes()) != sha:
+        if not p.is_file() or sha256_file(p) != sha:
             return None
     return rec
 
@@ -79,11 +79,11 @@ def emit_cuda(
         "-lineinfo",
         *(f"-D{k}={v}" for k, v in sorted((defines or {}).items())),
     ]
-    src_sha = sha256_bytes(src.read_bytes())
+    src_sha = sha256_file(src)
     inputs = _known_inputs(cache, src_sha, flags, nvcc.sha256)
     if inputs is None:  # first sight of this source (or a header changed): ask nvcc what it includes
         deps = _dependencies(nvcc.path, flags, src, timeout)
-        inputs = {str(p): sha256_bytes(p.read_bytes()) for p in deps if p.is_file()}
+        inputs = {str(p): sha256_file(p) for p in deps if p.is_file()}
         cache.put_json("cuda-deps", _deps_key(src_sha, flags, nvcc.sha256), inputs)
     key = stage_key("emit-cuda", src=src_sha, deps=inputs, flags=flags, nvcc=nvcc.sha256)
     rec = cache.get_json("emit", key)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..cache import Cache, cache_key, sha256_text
+from ..cache import Cache, cache_key, sha256_file, sha256_text
 from ..errors import SpecError
 from ..launch import load_kernel_spec
 from ..ptx import entry_of
@@ -304,7 +304,8 @@ def runtime_params(fn, sp: Specialization) -> list[str]:
 
 
 def file_hash(path: str | os.PathLike) -> str | None:
+    """sha256 of a file's bytes, or None when it cannot be read."""
     try:
-        return sha256_text(Path(path).read_text())
+        return sha256_file(path)
     except OSError:
         return None
