@@ -6,14 +6,13 @@ prints or formats prose, so conclusions in the notebook are computed from what i
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
 from . import stats
 from .schema import problem_label
-from .store import read_log
+from .store import MANIFEST, read_log, read_run_json
 from .toolchain import version_key
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -40,7 +39,7 @@ def load_runtime(run_dir: str | Path) -> pd.DataFrame:
 
 
 def load_manifest(run_dir: str | Path) -> dict:
-    return json.loads((Path(run_dir) / "manifest.json").read_text())
+    return read_run_json(run_dir, MANIFEST)
 
 
 def renamed(static: pd.DataFrame) -> pd.DataFrame:

@@ -6,13 +6,12 @@ section are computed here from the committed data.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 
 from .schema import problem_label
-from .store import read_log
+from .store import CALIBRATION, read_log, read_run_json
 
 NAME_COLUMNS = ["group_id", "kernel", "problem", "run_ptxas_version", "name_template", "ratio_vs_baseline",
                 "ratio_ci_low", "ratio_ci_high", "runtime_verdict", "q_value", "rounds", "registers",
@@ -27,7 +26,7 @@ def load(run_dir: str | Path) -> pd.DataFrame:
 
 
 def calibration(run_dir: str | Path) -> dict:
-    return json.loads((Path(run_dir) / "calibration.json").read_text())
+    return read_run_json(run_dir, CALIBRATION)
 
 
 def groups(run_dir: str | Path) -> pd.DataFrame:

@@ -19,7 +19,7 @@ from .errors import PtxprobeError
 from .sass import Listing
 from .schema import problem_label
 from .static.verdicts import arch_order, pivot, summarize
-from .store import MANIFEST, RESULTS_JSONL, RUNTIME_LOG, read_log
+from .store import CALIBRATION, GPU_INFO, MANIFEST, RESULTS_JSONL, RUNTIME_LOG, read_log, read_run_json
 
 FOLD_AT = 8  # runs of identical instructions longer than this are folded
 
@@ -97,7 +97,7 @@ def build_report(
     out.mkdir(parents=True, exist_ok=True)
     cache = cache or Cache()
     rows = load_rows(run)
-    manifest = json.loads((run / MANIFEST).read_text()) if (run / MANIFEST).exists() else {}
+    manifest = read_run_json(run, MANIFEST, optional=True) or {}
     env = _env()
     first = {}
     for r in rows:  # the repeat-0 row of each (group, name)
@@ -153,7 +153,7 @@ def build_report(
     timed = runtime_records(read_log(run / RUNTIME_LOG))
     templates = list(manifest.get("experiment", {}).get("names") or ["{base}", "cutlass_{base}"])
     answer = pivot(summarize(rows), templates)
-    calibration = json.loads((run / "calibration.json").read_text()) if (run / "calibration.json").exists() else None
+    calibration = read_run_json(run, CALIBRATION, optional=True)
     index = env.get_template("index.html.j2").render(
         answer=answer,
         templates=templates,
@@ -162,7 +162,7 @@ def build_report(
         title=manifest.get("experiment", {}).get("name", run.name),
         rows=records,
         runtime=timed,
-        gpu=json.loads((run / "gpu.json").read_text()) if (run / "gpu.json").exists() else {},
+        gpu=read_run_json(run, GPU_INFO, optional=True) or {},
         manifest=manifest,
         generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         notebook=notebook_html,

@@ -21,7 +21,7 @@ from .errors import PtxprobeError
 from .schema import problem_label
 from .static.experiment import experiment_from_dict
 from .static.sweep import run_sweep
-from .store import MANIFEST, package_source_hashes, read_log
+from .store import LOG, MANIFEST, RESULTS_JSONL, package_source_hashes, read_log
 from .toolchain import Tool, discover
 
 MATCH, WITHIN_SET, DIVERGED, NOT_RUN = "match", "within_recorded_set", "diverged", "not_rerun"
@@ -64,7 +64,7 @@ def _load(run_dir: Path) -> tuple[dict, list[dict]]:
         manifest = json.loads(man_path.read_text())
     except json.JSONDecodeError as exc:
         raise PtxprobeError(f"{man_path}: not valid JSON ({exc})") from exc
-    rows = read_log(run_dir / "variants.jsonl") or read_log(run_dir / "results.jsonl")
+    rows = read_log(run_dir / LOG) or read_log(run_dir / RESULTS_JSONL)
     if not rows:
         raise PtxprobeError(f"{run_dir}: no recorded variants")
     return manifest, rows

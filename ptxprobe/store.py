@@ -24,6 +24,7 @@ from .errors import DamagedLog, RunDirBusy, SpecError
 
 LOG, RESULTS_JSONL, RESULTS_PARQUET, MANIFEST = "variants.jsonl", "results.jsonl", "results.parquet", "manifest.json"
 RUNTIME_LOG, RUNTIME_PARQUET = "runtime.jsonl", "runtime.parquet"
+GROUPS_LOG, CALIBRATION, GPU_INFO = "groups.jsonl", "calibration.json", "gpu.json"
 LOCK = ".lock"
 
 
@@ -45,6 +46,14 @@ def read_log(path: Path) -> list[dict]:
                 continue  # cut by an interruption: that variant simply runs again
             raise DamagedLog(f"{path}: line {i + 1} is not valid JSON ({exc.msg}); the log is damaged") from exc
     return rows
+
+
+def read_run_json(run_dir: str | Path, name: str, *, optional: bool = False) -> dict | None:
+    """One JSON file of a run directory; ``optional``: None when the run has none (a static run has no calibration)."""
+    path = Path(run_dir) / name
+    if optional and not path.exists():
+        return None
+    return json.loads(path.read_text())
 
 
 def drop_torn_tail(log: Path) -> None:

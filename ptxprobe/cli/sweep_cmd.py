@@ -145,17 +145,16 @@ def _details_table(summary: list[dict]):
 
 
 def _runtime(exp, out: Path, args) -> tuple[list[dict], dict] | None:
-    import json
-
     from ..gpu import runtime_sweep
     from ..schema import problem_label
+    from ..store import CALIBRATION, read_run_json
 
     try:
         rows = runtime_sweep(exp, out, progress=not args.quiet_level and not args.json, notify=log.warning)
     except NoGpu as exc:
         (log.warning if args.run else log.info)("--run: %s", exc)
         return None
-    calibration = json.loads((out / "calibration.json").read_text())
+    calibration = read_run_json(out, CALIBRATION)
     _say_calibration(calibration)
     shown = [r for r in rows if r.get("name_template") or r["label"].startswith("sdpa")]
     if args.json:

@@ -13,7 +13,17 @@ from pathlib import Path
 
 from .. import stats
 from ..cache import Cache, atomic_write
-from ..store import RUNTIME_LOG, RUNTIME_PARQUET, append_records, drop_torn_tail, read_log, write_parquet
+from ..store import (
+    CALIBRATION,
+    GPU_INFO,
+    GROUPS_LOG,
+    RUNTIME_LOG,
+    RUNTIME_PARQUET,
+    append_records,
+    drop_torn_tail,
+    read_log,
+    write_parquet,
+)
 from ..toolchain import select_ptxas
 from .calibrate import summarize as summarize_calibration
 from .device import _smi, device_arch, gpu_info, require_gpu
@@ -21,8 +31,6 @@ from .group import run_group
 from .plan import Group, RunConfig, plan_groups, run_config
 from .timing import measured_peak_tflops
 from .workload import launch_spec_workload, registered_workload
-
-GROUPS_LOG, CALIBRATION = "groups.jsonl", "calibration.json"
 
 
 @functools.cache
@@ -154,7 +162,7 @@ def runtime_sweep(
     records = read_log(out / GROUPS_LOG)
     calibration = summarize_calibration(records)
     atomic_write(out / CALIBRATION, json.dumps(calibration, indent=1, sort_keys=True).encode())
-    (out / "gpu.json").write_text(json.dumps(gpu_info(0), indent=1))
+    (out / GPU_INFO).write_text(json.dumps(gpu_info(0), indent=1))
     return rows
 
 
