@@ -3,10 +3,14 @@
 # the image lacks (pyelftools, capstone) and ptxas 12.4.131 carried in .whl/, results tarred into $OUT.
 #   bash experiments/h200_run.sh smoke|design|user|long
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 2
+# WHEELS=.carry: the same, with the toolchains as toolchains.tar.xz (the tree a device call carries is capped)
+W=${WHEELS:-.whl}
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "$W"/*.whl || exit 2
+TOOLCHAINS="$PWD/$W/toolchains"
+if [ -f "$W/toolchains.tar.xz" ]; then tar -C /tmp -xJf "$W/toolchains.tar.xz" && TOOLCHAINS=/tmp/toolchains; fi
 ln -sfn "$PWD/kernels" /tmp/site/ptxprobe_kernels
 export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1
-export PTXPROBE_TOOLCHAINS="$PWD/.whl/toolchains" PTXPROBE_CACHE=/tmp/ptxprobe-cache
+export PTXPROBE_TOOLCHAINS="$TOOLCHAINS" PTXPROBE_CACHE=/tmp/ptxprobe-cache
 OUT=${OUT:-/tmp/out}
 run() {  # name, experiment, seconds
   timeout -s INT "$3" python3 -m ptxprobe.cli rename-sweep -e "$2" --run -j 16 -q -o "/tmp/runs/$1" > "$OUT/$1.txt" 2>&1
@@ -20,4 +24,19 @@ case "${1:-smoke}" in
   design) run h200-design h200_design "${2:-540}" ;;
   user) run h200-design-user experiments/h200_design_user.toml "${2:-540}" ;;
   long) run h200-design-long h200_design_long "${2:-540}" ;;
+  explain)  # ncu stall samples for the committed sgemm and ptxas-12.4 attention groups (issue 17)
+    mkdir -p /tmp/runs
+    for r in design-user design; do
+      cp -r "experiments/results/2026-12-02-h200-$r" "/tmp/runs/h200-$r"; rm -rf "/tmp/runs/h200-$r/explain"
+    done
+    ex() {  # run dir, group filter, label
+      timeout -s INT 270 python3 -m ptxprobe.cli explain "/tmp/runs/$1" --group "$2" --max-groups 1 > "$OUT/$3.txt" 2>&1
+      echo "$3: exit $?" | tee -a "$OUT/status.txt"; tail -12 "$OUT/$3.txt"
+    }
+    ex h200-design-user 'sgemm@m=4096,n=4096,k=4096' explain-sgemm
+    ex h200-design 'attention/fp16/d128/full/m128n64w8s3@4096@ptxas=12.4' explain-attention
+    ex h200-design 'attention_persistent/fp8e5/d128/causal/m128n64w8s3@16384' explain-fp8
+    timeout 200 python3 -m pytest -q -p no:cacheprovider tests/test_gpu_explain.py 2>&1 | tail -5 | tee "$OUT/gpu-explain-test.txt"
+    tar -C /tmp/runs --exclude='*.ncu-rep' -czf "$OUT/explain.tar.gz" h200-design-user/explain h200-design/explain \
+      $(cd /tmp/runs && ls -d */explain.json 2>/dev/null) ;;
 esac

@@ -8,18 +8,21 @@ assemblies its own real ptxas run, which is how nondeterminism is measured.
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from .cache import Cache, sha256_bytes, sha256_text
-from .errors import UnsupportedPtxVersion
+from .cache import Cache, sha256_bytes, sha256_file, sha256_text
+from .errors import SpecError, UnsupportedPtxVersion
 from .proc import CRASHED, FAILED, OK, TIMEOUT, run_tool
 from .stages import stage_key
-from .toolchain import Tool, fit_ptx_version
+from .toolchain import Tool, fit_ptx_version, unsupported_flags
 
 UNSUPPORTED = "unsupported_ptx"
+UNSUPPORTED_OPTION = "unsupported_option"  # a flag this ptxas's --help does not list: not applicable, not failed
 TRITON_FLAGS = ("-lineinfo",)  # what Triton passes besides -v and --gpu-name (with fp fusion on)
 
 
@@ -73,6 +76,7 @@ class Artifact:
             TIMEOUT: f"ptxas {self.ptxas_version} timed out after {self.seconds:.0f}s",
             CRASHED: f"ptxas {self.ptxas_version} crashed ({self.signal or 'signal'})",
             UNSUPPORTED: f"ptxas {self.ptxas_version} does not accept this PTX",
+            UNSUPPORTED_OPTION: f"ptxas {self.ptxas_version} has no such option",
             FAILED: f"ptxas {self.ptxas_version} failed",
         }.get(self.status, f"ptxas {self.status}")
         text = self.stderr.strip()
@@ -133,9 +137,54 @@ def ptxas_argv(tool: Tool, arch: str, flags: tuple[str, ...], src: str, dst: str
     return [tool.path, *flags, "-v", f"--gpu-name={arch}", src, "-o", dst]
 
 
+FILE_OPTIONS = ("--apply-controls", "-apply-controls")  # ptxas options whose value is a file it reads
+
+
+def flag_files(flags: tuple[str, ...]) -> list[str]:
+    """The files named by ``FILE_OPTIONS`` in a flag list (``--opt FILE`` or ``--opt=FILE``)."""
+    out = []
+    for k, f in enumerate(flags):
+        name, eq, value = f.partition("=")
+        if name in FILE_OPTIONS:
+            out.append(value if eq else (flags[k + 1] if k + 1 < len(flags) else ""))
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _digest(path: str, mtime_ns: int, size: int) -> str:
+    return sha256_file(path)
+
+
+def flag_file_digests(flags: tuple[str, ...]) -> dict[str, str]:
+    """sha256 of every file a flag list makes ptxas read: part of the assembly key, so an edited file re-assembles."""
+    out = {}
+    for path in flag_files(tuple(flags)):
+        st = os.stat(path)
+        out[path] = _digest(path, st.st_mtime_ns, st.st_size)
+    return out
+
+
+def resolve_flag_files(flags: tuple[str, ...]) -> tuple[str, ...]:
+    """The same flags with every file option's path made absolute (ptxas runs in a scratch directory)."""
+    out = list(flags)
+    for k, f in enumerate(out):
+        name, eq, value = f.partition("=")
+        if name in FILE_OPTIONS:
+            target = value if eq else (out[k + 1] if k + 1 < len(out) else "")
+            if not target or not os.path.isfile(target):
+                raise SpecError(f"flags: {name} needs an existing file, got {target or 'nothing'!r}")
+            full = os.path.abspath(target)
+            if eq:
+                out[k] = f"{name}={full}"
+            else:
+                out[k + 1] = full
+    return tuple(out)
+
+
 def assembly_key(ptx_sha256: str, arch: str, ptxas_sha256: str, flags: tuple[str, ...], repeat: int) -> str:
-    """The content key of one assembly: what ptxas reads, which ptxas, and the repeat index."""
-    return stage_key("assemble", ptx=ptx_sha256, arch=arch, flags=list(flags), ptxas=ptxas_sha256, repeat=repeat)
+    """The content key of one assembly: what ptxas reads (PTX, control files), which ptxas, the repeat index."""
+    read = [f"{path}#sha256={d}" for path, d in flag_file_digests(tuple(flags)).items()]  # none: the key as before
+    return stage_key("assemble", ptx=ptx_sha256, arch=arch, flags=[*flags, *read], ptxas=ptxas_sha256, repeat=repeat)
 
 
 def _key(ptx: str, arch: str, tool: Tool, flags: tuple[str, ...], repeat: int) -> str:
@@ -186,6 +235,10 @@ def _run_ptxas(
     ptx: str, arch: str, tool: Tool, flags: tuple[str, ...], timeout: float, cache: Cache, key: str
 ) -> Artifact:
     note = None
+    missing = unsupported_flags(tool, flags)
+    if missing:
+        why = f"{', '.join(missing)} not in ptxas {tool.version}'s --help"
+        return _artifact(UNSUPPORTED_OPTION, arch, tool, flags, ptx, None, None, {}, why, 0.0, None)
     try:
         fitted, note = fit_ptx_version(ptx, tool, timeout=min(timeout, 60.0))
     except UnsupportedPtxVersion as exc:

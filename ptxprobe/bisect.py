@@ -80,6 +80,8 @@ def bisect(
     repeat: int = 3,
     fetch: bool = False,
     jobs: int | None = None,
+    executor: str = "local",
+    ray_address: str | None = None,
 ) -> list[BisectStep]:
     """The rename's verdict under every ptxas release asked for (oldest first)."""
     if repeat < 1:
@@ -109,7 +111,8 @@ def bisect(
             exp = experiment_from_dict({"name": "bisect", "kernels": [kernel], "dtypes": [dtype],
                                         "head_dims": [head_dim], "causal": [causal], "archs": [arch],
                                         "ptxas": [tool.path], "names": ["{base}", name], "repeat": {"default": repeat}})
-            res = run_sweep(exp, Path(d) / ver, jobs=jobs, progress=False, argv=["ptxprobe", "bisect"])
+            res = run_sweep(exp, Path(d) / ver, jobs=jobs, progress=False, argv=["ptxprobe", "bisect"],
+                            executor=executor, ray_address=ray_address)
             base = [r for r in res.rows if r["is_baseline"]]
             var = [r for r in res.rows if not r["is_baseline"]]
             if not var or any(r["status"] != "ok" for r in base + var):

@@ -49,3 +49,11 @@ class DamagedLog(PtxprobeError):
 
 class NoGpu(PtxprobeError):
     """A GPU stage was requested but no usable CUDA GPU is visible."""
+
+
+class ToolMismatch(ToolNotFound):
+    """A worker has no ptxas with the sha256 the plan names (another build at that path, or none)."""
+
+
+class ClusterError(PtxprobeError):
+    """The distributed executor cannot run: Ray missing, the cluster unreachable, or every worker for a job lost."""

@@ -166,12 +166,40 @@ def build_report(
         manifest=manifest,
         generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         notebook=notebook_html,
+        explain=explain_view(run),
     )
     (out / "index.html").write_text(index)
     (out / "report.json").write_text(json.dumps(records, indent=1, default=str))
     if timed:
         (out / "runtime.json").write_text(json.dumps(timed, indent=1, default=str))
     return {"out_dir": str(out), "records": records, "runtime": timed}
+
+
+def explain_view(run: Path, reasons_shown: int = 6, loops_shown: int = 3) -> list[dict]:
+    """explain.json as the report draws it: per group, the stall reasons (and those of its busiest loops) as
+    baseline/variant bar pairs scaled to the largest, and the instructions whose samples changed most."""
+    from .explain_run import EXPLAIN_JSON
+
+    doc = read_run_json(run, EXPLAIN_JSON, optional=True)
+    if not doc:
+        return []
+
+    def bars(by_reason: dict) -> list[dict]:
+        a, b = by_reason["baseline"], by_reason["variant"]
+        keys = sorted(set(a) | set(b), key=lambda k: -max(a.get(k, 0), b.get(k, 0)))[:reasons_shown]
+        top = max([a.get(k, 0) for k in keys] + [b.get(k, 0) for k in keys] + [1])
+        return [{"reason": k.removeprefix("stall_"), "a": a.get(k, 0), "b": b.get(k, 0),
+                 "wa": 100 * a.get(k, 0) / top, "wb": 100 * b.get(k, 0) / top} for k in keys]
+
+    out = []
+    for g in doc["groups"]:
+        busiest = sorted(g["loops"], key=lambda lp: -max(lp["samples"].values()))[:loops_shown]
+        out.append({**{k: g[k] for k in ("group_id", "baseline", "variant", "identical_code", "duration_ms",
+                                          "ncu_ratio_vs_baseline", "timing", "checks", "samples",
+                                          "top_instructions")},
+                    "bars": bars(g["by_reason"]),
+                    "loops": [{**lp, "bars": bars(lp["by_reason"])} for lp in busiest]})
+    return out
 
 
 def heatmap(answer: list[dict], template: str | None) -> dict:

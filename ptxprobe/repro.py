@@ -226,7 +226,12 @@ def compare_runtime(recorded: list[dict], new: list[dict], between_sd: float = B
 
 
 def repro(
-    run_dir: str | Path, out_dir: str | Path | None = None, jobs: int | None = None, progress: bool = False
+    run_dir: str | Path,
+    out_dir: str | Path | None = None,
+    jobs: int | None = None,
+    progress: bool = False,
+    executor: str = "local",
+    ray_address: str | None = None,
 ) -> ReproOutcome:
     """Re-run the recorded sweep with the recorded ptxas binaries (fresh cache) and compare."""
     run = Path(run_dir)
@@ -244,7 +249,8 @@ def repro(
             if not shas:
                 continue
             sub = experiment_from_dict({**exp_d, "archs": [arch], "ptxas": [found[s].path for s in shas]})
-            res = run_sweep(sub, out / arch, jobs=jobs, cache=cache, progress=progress, argv=["ptxprobe", "repro"])
+            res = run_sweep(sub, out / arch, jobs=jobs, cache=cache, progress=progress, argv=["ptxprobe", "repro"],
+                            executor=executor, ray_address=ray_address)
             new_rows.extend(res.rows)
     rows = compare(recorded, new_rows)
     # an edit to kernels/ is reported, not fatal: whether the re-run matches is decided by the outputs
@@ -257,7 +263,7 @@ def repro(
 
         sub = experiment_from_dict(exp_d)
         try:
-            new_rt = runtime_sweep(sub, out / "runtime", progress=progress)
+            new_rt = runtime_sweep(sub, out / "runtime", progress=progress, executor=executor)
             between = float(exp_d.get("run", {}).get("between_run_sd", BETWEEN_RUN_SD))
             runtime_rows = compare_runtime(read_log(run / "runtime.jsonl"), new_rt, between)
         except NoGpu as exc:

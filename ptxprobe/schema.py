@@ -53,7 +53,7 @@ specialization | str | Triton launch specialisation (JSON)
 rename_sites | int! | places the renamer changed
 rename_equivalent | bool! | the independent rename check found only name sites changed
 rename_checked_sites | int! | name sites the independent check found (code, data labels, DWARF strings)
-status | str! | ok, failed, crashed, timeout, unsupported_ptx, bad_cubin
+status | str! | ok, failed, crashed, timeout, unsupported_ptx, unsupported_option, bad_cubin, tool_mismatch, worker_lost
 error | str! | why it failed (ptxas's message, or how it ended); empty when ok
 retriable | bool! | a timeout or an outside kill: re-run on resume
 ptxas_seconds | float | wall time of the ptxas run
@@ -80,7 +80,7 @@ distinct_outputs | int! | distinct code hashes among them
 baseline_distinct_outputs | int! | distinct code hashes of the baseline name
 same_text_as_baseline | bool | this row's .text is one the baseline produced
 same_code_as_baseline | bool | this row's code hash is one the baseline produced
-verdict | str! | baseline, identical, differs, differs_unrepeated, differs_within_noise, failed
+verdict | str! | baseline, identical, differs, differs_unrepeated, differs_within_noise, failed, option_unsupported
 verdict_confidence | float | 1 - u^n (Good-Turing u of baseline outputs not yet seen, n variant runs)
 baseline_registers | int | the baseline's registers when it had one value
 baseline_capmerc_bytes | int | the baseline's capmerc size when it had one value

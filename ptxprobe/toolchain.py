@@ -272,6 +272,51 @@ def supports_arch(tool: Tool, arch: str, timeout: float = 60.0) -> bool:
     return bool(rec["archs"][arch])
 
 
+_HELP_OPTION_RE = re.compile(r"^(--[A-Za-z][\w-]*)(?:\s+<[^>]*>)?\s+\((-[A-Za-z][\w-]*)\)", re.M)
+
+
+def ptxas_options(tool: Tool, timeout: float = 30.0) -> dict | None:
+    """The options this ptxas accepts, learnt from its own ``--help`` (long and short spellings; cached by sha256).
+
+    None when its ``--help`` lists nothing (it crashed or hung): then nothing is checked and ptxas itself says no.
+    """
+    cache = Cache()
+    rec = cache.get_json("ptxas-options", tool.sha256)
+    if rec is None:
+        run = run_tool([tool.path, "--help"], timeout=timeout)
+        pairs = _HELP_OPTION_RE.findall(run.stdout + run.stderr)
+        if not pairs:
+            return None
+        rec = {"long": sorted({a for a, _ in pairs}), "short": sorted({b for _, b in pairs})}
+        cache.put_json("ptxas-options", tool.sha256, rec)
+    return rec
+
+
+EVERY_PTXAS = frozenset({"-lineinfo", "-O0", "-O1", "-O2", "-O3"})  # in every release's --help: no need to ask
+
+
+def unsupported_flags(tool: Tool, flags: tuple[str, ...]) -> list[str]:
+    """The flags (not their values) this ptxas's ``--help`` does not list: ``--x=1``, ``-O2`` (``-O``), ``-foo``."""
+    if EVERY_PTXAS.issuperset(flags):
+        return []
+    opts = ptxas_options(tool)
+    if opts is None:
+        return []
+    long, short = set(opts["long"]), set(opts["short"])
+    bad = []
+    for f in flags:
+        if not f.startswith("-"):
+            continue  # the value of the option before it
+        name = f.split("=", 1)[0]
+        if name.startswith("--"):
+            ok = name in long
+        else:
+            ok = name in short or any(name.startswith(s) and len(s) == 2 for s in short)  # -O2 is -O with 2
+        if not ok:
+            bad.append(name)
+    return bad
+
+
 def fit_ptx_version(ptx: str, tool: Tool, timeout: float = 60.0) -> tuple[str, str | None]:
     """Lower ``.version`` to what ``tool`` accepts; returns (ptx, note or None).
 

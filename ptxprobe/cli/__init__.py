@@ -17,10 +17,10 @@ import logging
 import os
 import sys
 
-from ..errors import PtxprobeError, SassParseError, ToolFailed, ToolNotFound
+from ..errors import ClusterError, PtxprobeError, SassParseError, ToolFailed, ToolNotFound
 
 OK, DIFFERS, USAGE, TOOL_FAILED, INTERNAL, INTERRUPTED, PIPE_CLOSED = 0, 1, 2, 3, 4, 130, 141
-_TOOL_ERRORS = (ToolNotFound, ToolFailed, SassParseError)
+_TOOL_ERRORS = (ToolNotFound, ToolFailed, SassParseError, ClusterError)
 
 
 def exit_code_of(exc: BaseException) -> int:

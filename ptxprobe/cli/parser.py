@@ -15,6 +15,18 @@ EPILOG = """exit codes: 0 success and nothing differs, 1 differences or divergen
 3 a tool or an assembly failed, 4 internal error, 130 interrupted, 141 output pipe closed"""
 
 
+def _executor_args(s) -> None:
+    """Where the ptxas work runs: this host's process pool, or a Ray cluster."""
+    s.add_argument("--jobs", "-j", type=int, help="parallel ptxas processes (default: all cores; with --executor "
+                                                   "ray and no address: the local Ray instance's CPUs)")
+    s.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="run ptxas jobs in a local process pool (default) or as Ray tasks (pip install "
+                        "'ptxprobe[ray]')")
+    s.add_argument("--ray-address", metavar="ADDR",
+                   help="with --executor ray: join this cluster (host:port or ray://...); default: start a local "
+                        "Ray instance for this command and stop it after")
+
+
 def _common(s: argparse.ArgumentParser, json_help: str | None = "print one JSON document on stdout") -> None:
     s.add_argument("-v", "--verbose", action="count", default=0, help="more messages on stderr (-vv: debug)")
     s.add_argument("-q", "--quiet", dest="quiet_level", action="count", default=0,
@@ -64,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
                                   "divisible_by_16, num_warps")
     s.add_argument("--out", "-o", help="output dir (default: runs/<experiment>, or runs/user-<files> for your own "
                                        "kernels); re-running resumes it")
-    s.add_argument("--jobs", "-j", type=int, help="parallel ptxas processes (default: all cores)")
+    _executor_args(s)
     s.add_argument("--timeout", type=float, default=600.0, help="seconds before a ptxas run counts as hung")
     s.add_argument("--fresh", action="store_true", help="discard what the output dir holds and start over")
     s.add_argument("--no-cache", action="store_true", help="do not read or write the content-addressed cache")
@@ -74,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--run", dest="run", action="store_true", default=None,
                    help="also time every name on the GPU (default: when a GPU is visible)")
     s.add_argument("--no-run", dest="run", action="store_false", help="static analysis only")
+    s.add_argument("--explain", action="store_true",
+                   help="after the GPU runs, profile the groups where a name changes the code under ncu and attribute "
+                        "the difference (ptxprobe explain)")
     _common(s, "print the summary (and GPU rows) as one JSON document")
 
     s = _sub(sub, "toolchain", "list ptxas/nvdisasm/cuobjdump/nvcc found, or install more from pip wheels",
@@ -155,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     s = _sub(sub, "repro", "re-run a recorded sweep with its recorded tools and compare", "cmd_repro")
     s.add_argument("run_dir", help="a recorded run directory")
     s.add_argument("--out", "-o", help="where the re-run goes (default: a temporary directory)")
-    s.add_argument("--jobs", "-j", type=int, help="parallel ptxas processes (default: all cores)")
+    _executor_args(s)
     _common(s)
 
     s = _sub(sub, "bisect", "ptxas releases where a name's effect appears and disappears", "cmd_bisect")
@@ -164,8 +179,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--versions", help="comma list (default: every ptxas installed)")
     s.add_argument("--fetch", action="store_true", help="first install the releases from their pip wheels")
     s.add_argument("--repeat", type=int, default=3, help="assemblies per name and version")
-    s.add_argument("--jobs", "-j", type=int, help="parallel ptxas processes (default: all cores)")
+    _executor_args(s)
     _common(s)
+
+    s = _sub(sub, "explain", "why a name changes speed: ncu stall samples per SASS instruction, joined with the diff",
+             "cmd_explain")
+    s.add_argument("run_dir", help="a run directory with GPU results (rename-sweep --run)")
+    s.add_argument("--group", action="append", default=[], metavar="TEXT",
+                   help="profile the groups whose id contains TEXT (repeatable: all must match); default: the "
+                        "groups where a name changes the code")
+    s.add_argument("--max-groups", type=int, default=4, help="at most this many groups")
+    s.add_argument("--analyze-only", action="store_true",
+                   help="no GPU: redo explain.json from the profiles already in RUN_DIR/explain")
+    s.add_argument("--timeout", type=float, default=600.0, help="seconds for each ncu run")
+    _common(s, "print explain.json on stdout")
 
     s = _sub(sub, "cubin", "facts of a cubin: sections, EIATTR records, registers, capmerc", "cmd_cubin")
     s.add_argument("cubin", help="cubin file")

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from ..errors import SpecError
+from ..raycluster import session_for
 from . import DIFFERS, OK
 from .render import emit_json, say, show, table
 
@@ -79,7 +80,9 @@ def cmd_ptxas_scan(args) -> int:
 def cmd_repro(args) -> int:
     from ..repro import repro
 
-    res = repro(_run_dir(args.run_dir), args.out, jobs=args.jobs, progress=not args.quiet_level and not args.json)
+    with session_for(args.executor, args.ray_address, args.jobs):
+        res = repro(_run_dir(args.run_dir), args.out, jobs=args.jobs, progress=not args.quiet_level and not args.json,
+                    executor=args.executor, ray_address=args.ray_address)
     diverged = [r for r in res.rows + res.runtime_rows
                 if r.status not in ("match", "within_recorded_set", "within_ci", "reproduced")]
     if args.json:
@@ -109,9 +112,11 @@ def cmd_bisect(args) -> int:
     from ..bisect import bisect, transitions
     from ..static.experiment import check_arch
 
-    steps = bisect(args.kernel, args.dtype, args.head_dim, args.causal, check_arch(args.arch), args.name,
-                   versions=[v.strip() for v in args.versions.split(",") if v.strip()] if args.versions else None,
-                   repeat=args.repeat, fetch=args.fetch, jobs=args.jobs)
+    with session_for(args.executor, args.ray_address, args.jobs):
+        steps = bisect(args.kernel, args.dtype, args.head_dim, args.causal, check_arch(args.arch), args.name,
+                       versions=[v.strip() for v in args.versions.split(",") if v.strip()] if args.versions else None,
+                       repeat=args.repeat, fetch=args.fetch, jobs=args.jobs, executor=args.executor,
+                       ray_address=args.ray_address)
     if not steps:
         raise SpecError("no ptxas installed to bisect over (try --fetch or `ptxprobe toolchain install`)")
     trans = transitions(steps)
@@ -128,3 +133,34 @@ def cmd_bisect(args) -> int:
     for t in trans:
         say(f"{args.name}: {t.describe()}")
     return DIFFERS if trans else OK
+
+
+def cmd_explain(args) -> int:
+    from ..explain_run import analyze, profile_run
+
+    run = _run_dir(args.run_dir)
+    if args.max_groups < 1:
+        raise SpecError(f"--max-groups must be at least 1, got {args.max_groups}")
+    if not args.analyze_only:
+        profile_run(run, args.group, args.max_groups, args.timeout)
+    doc = analyze(run)
+    if args.json:
+        emit_json(doc)
+        return OK
+    rows = []
+    for g in doc["groups"]:
+        top = sorted(g["stall_delta"].items(), key=lambda kv: -abs(kv[1]))[:3]
+        t = g["timing"]
+        rows.append([g["group_id"], g["variant"], "yes" if g["identical_code"] else "no",
+                     _fmt_ratio(g["ncu_ratio_vs_baseline"]), _fmt_ratio(t.get("ratio_vs_baseline")),
+                     f"{g['samples']['baseline']}->{g['samples']['variant']}",
+                     ", ".join(f"{k.removeprefix('stall_')} {v:+d}" for k, v in top),
+                     g["checks"]["instructions_beyond_noise"]])
+    show(table(f"explain {run} -> {run}/explain.json",
+               ["group", "variant", "same code", "ncu ratio", "timed ratio", "samples", "largest stall changes",
+                "instr > noise"], rows))
+    return OK
+
+
+def _fmt_ratio(x) -> str:
+    return "-" if x is None else f"{x:.4f}"

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from ..errors import NoGpu, SpecError
+from ..raycluster import session_for
 from . import DIFFERS, INTERRUPTED, OK, TOOL_FAILED
 from .render import emit_json, fmt_set, pivot_table, say, show, table
 
@@ -68,9 +69,7 @@ def names_from_scan(exp):
 
 
 def cmd_rename_sweep(args) -> int:
-    from ..cache import Cache
-    from ..static.sweep import default_out_dir, run_sweep
-    from ..static.verdicts import pivot, summarize
+    from ..static.sweep import default_out_dir
 
     exp = experiment_from_args(args)
     out = Path(args.out) if args.out else default_out_dir(exp)
@@ -78,9 +77,21 @@ def cmd_rename_sweep(args) -> int:
         raise SpecError(f"--jobs must be at least 1, got {args.jobs}")
     if args.timeout <= 0:
         raise SpecError(f"--timeout must be positive, got {args.timeout}")
+    if args.explain and args.run is False:
+        raise SpecError("--explain profiles the GPU runs: it cannot go with --no-run")
+    with session_for(args.executor, args.ray_address, args.jobs):
+        return _sweep_and_time(exp, out, args)
+
+
+def _sweep_and_time(exp, out: Path, args) -> int:
+    """The static sweep, its answer, and (with a GPU) the timed runs: one Ray session around both."""
+    from ..cache import Cache
+    from ..static.sweep import run_sweep
+    from ..static.verdicts import pivot, summarize
+
     outcome = run_sweep(exp, out, jobs=args.jobs, cache=Cache(enabled=not args.no_cache), timeout=args.timeout,
                         progress=not args.quiet_level and not args.json and sys.stderr.isatty(), argv=sys.argv,
-                        fresh=args.fresh)
+                        fresh=args.fresh, executor=args.executor, ray_address=args.ray_address)
     summary = summarize(outcome.rows)
     answer = pivot(summary, list(exp.names))
     failed = outcome.failed
@@ -106,6 +117,12 @@ def cmd_rename_sweep(args) -> int:
             doc["runtime"], doc["calibration"] = runtime
             if not doc["calibration"].get("passed", True):
                 rc = TOOL_FAILED  # the measurement failed its own check: its verdicts are not to be trusted
+            if args.explain:
+                from ..explain_run import analyze, profile_run
+
+                profile_run(out, [], timeout=args.timeout)
+                doc["explain"] = analyze(out)
+                say(f"explain: {len(doc['explain']['groups'])} comparisons in {out}/explain.json")
     if args.json:
         emit_json(doc)
     return rc
@@ -150,7 +167,8 @@ def _runtime(exp, out: Path, args) -> tuple[list[dict], dict] | None:
     from ..store import CALIBRATION, read_run_json
 
     try:
-        rows = runtime_sweep(exp, out, progress=not args.quiet_level and not args.json, notify=log.warning)
+        rows = runtime_sweep(exp, out, progress=not args.quiet_level and not args.json, notify=log.warning,
+                             executor=args.executor)
     except NoGpu as exc:
         (log.warning if args.run else log.info)("--run: %s", exc)
         return None

@@ -49,14 +49,18 @@ def _group_rows(group: Group, templates: list[str], cfg: RunConfig, cache: Cache
     """Run one planned group on this process's GPU: its rows and its calibration record."""
     info = {**_device_facts(), **_smi(0)}  # clocks and temperature as of this group
     tool = select_ptxas(info["arch"], group.ptxas)[0]
-    if group.seq_len is not None:
-        w = registered_workload(group.source, cfg.problem(group.seq_len), cfg.numerics_problem, info, tool, cache,
-                                cfg.sdpa_backends)
-    else:
-        w = launch_spec_workload(group.source, group.sizes_dict, info, tool, cache)
+    w = group_workload(group, cfg, info, tool, cache)
     peak = _peak(w.dtype)[0] if w.dtype else None
     return run_group(w, templates, cfg, info, tool, cache, calibrate=group.calibrate, peak=peak,
                      seed=cfg.timing.seed)
+
+
+def group_workload(group: Group, cfg: RunConfig, info: dict, tool, cache: Cache):
+    """The Workload a planned group times (also what ``explain`` profiles: the same inputs and launch)."""
+    if group.seq_len is not None:
+        return registered_workload(group.source, cfg.problem(group.seq_len), cfg.numerics_problem, info, tool, cache,
+                                   cfg.sdpa_backends)
+    return launch_spec_workload(group.source, group.sizes_dict, info, tool, cache)
 
 
 def _run_one(
@@ -64,6 +68,11 @@ def _run_one(
 ) -> None:
     """Worker body for one group on this process's GPU: time it, append its rows and calibration to the logs."""
     rows, record = _group_rows(group, templates, cfg, Cache(cache_root))
+    append_group(out_path, group, rows, record, lock)
+
+
+def append_group(out_path: str, group: Group, rows: list[dict], record: dict, lock=None) -> None:
+    """A finished group's rows and calibration record, appended to the logs (under ``lock`` when shared)."""
     if lock is not None:
         lock.acquire()
     try:
@@ -128,12 +137,14 @@ def runtime_sweep(
     devices: list[str] | None = None,
     progress: bool = True,
     notify=None,
+    executor: str = "local",
 ) -> list[dict]:
-    """Time every name of every source on the visible GPUs; resumable (finished groups are skipped).
+    """Time every name of every source on the visible GPUs, or on a Ray cluster's; resumable.
 
     ``notify(text)`` hears about user kernels that cannot run (no launch spec, another arch).
     """
-    require_gpu()
+    if executor != "ray":
+        require_gpu()
     cfg = run_config(getattr(exp, "run", None))
     cache = cache or Cache()
     out = Path(out_dir)
@@ -141,11 +152,14 @@ def runtime_sweep(
     log = out / RUNTIME_LOG
     drop_torn_tail(log)
     done = {r["group_id"] for r in read_log(log)}
+    templates = list(exp.names)
+    if executor == "ray":
+        info = _ray_groups(exp, cfg, templates, str(log), done, notify)
+        return _finish(out, log, info)
     planned, notes = plan_groups(exp, cfg, device_arch(0))
     groups = [g for g in planned if g.group_id not in done]
     for note in notes if notify else ():
         notify(note)
-    templates = list(exp.names)
     devices = devices or visible_devices()
     if len(devices) > 1:
         import multiprocessing as mp
@@ -157,12 +171,37 @@ def runtime_sweep(
 
         for g in track(groups, description="GPU runs", disable=not progress):
             _run_one(devices[0], g, templates, cfg, str(log), str(cache.root))
+    return _finish(out, log, gpu_info(0))
+
+
+def _ray_groups(exp, cfg: RunConfig, templates: list[str], log: str, done: set, notify) -> dict:
+    """Plan per arch of the cluster's GPUs and time every group on an actor of that arch; the first GPU's facts."""
+    from dataclasses import replace
+
+    from .ray_timing import route_groups, start_actors
+
+    actors = start_actors()
+    archs = sorted({a.arch for a in actors})
+    by_arch: dict[str, list[Group]] = {}
+    for arch in archs:
+        planned, notes = plan_groups(exp, cfg, arch)
+        if len(archs) > 1:  # one group id per arch
+            planned = [replace(g, group_id=f"{arch}:{g.group_id}") for g in planned]
+        by_arch[arch] = [g for g in planned if g.group_id not in done]
+        for note in notes if notify else ():
+            notify(f"{arch}: {note}")
+    route_groups(actors, by_arch, (templates, cfg), lambda g, res, actor: append_group(log, g, *res))
+    return {"ray_actors": [{"arch": a.arch, "where": a.where, **a.facts} for a in actors]}
+
+
+def _finish(out: Path, log: Path, info: dict) -> list[dict]:
+    """q-values, the Parquet table, calibration.json and gpu.json from the logs."""
     rows = with_q_values(read_log(log))
     write_parquet(out / RUNTIME_PARQUET, rows, drop=("times_ms", "samples"))
     records = read_log(out / GROUPS_LOG)
     calibration = summarize_calibration(records)
     atomic_write(out / CALIBRATION, json.dumps(calibration, indent=1, sort_keys=True).encode())
-    (out / GPU_INFO).write_text(json.dumps(gpu_info(0), indent=1))
+    (out / GPU_INFO).write_text(json.dumps(info, indent=1))
     return rows
 
 

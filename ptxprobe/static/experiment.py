@@ -16,7 +16,7 @@ from pathlib import Path
 
 import tomllib
 
-from ..assemble import TRITON_FLAGS
+from ..assemble import TRITON_FLAGS, resolve_flag_files
 from ..errors import SpecError
 
 KNOWN_ARCHS = ("sm_70", "sm_72", "sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a",
@@ -160,7 +160,8 @@ def experiment_from_dict(d: dict) -> Experiment:
             v = kw[k]
             kw[k] = tuple(v) if isinstance(v, (list, tuple)) else (v,)
     if "flags" in kw:
-        kw["flags"] = tuple(tuple(f.split()) if isinstance(f, str) else tuple(f) for f in kw["flags"])
+        kw["flags"] = tuple(resolve_flag_files(tuple(f.split()) if isinstance(f, str) else tuple(f))
+                            for f in kw["flags"])
     if "repeat" in kw:
         rep = kw["repeat"] if isinstance(kw["repeat"], dict) else {"default": kw["repeat"]}
         kw["repeat"] = {str(a): _as_int(f"repeat ({a})", n) for a, n in rep.items()}

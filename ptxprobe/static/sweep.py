@@ -1,31 +1,27 @@
-"""Running a static sweep: emit each source once per arch, rename, assemble in a process pool, log, derive.
+"""Running a static sweep: emit each source once per arch, rename, assemble (``static.executors``), log, derive.
 
 Every finished assembly is appended to ``variants.jsonl`` at once, so an interrupted sweep
 loses nothing and a re-run skips what is there (hangs and outside kills are retried).
 ``results.jsonl``/``results.parquet`` are derived from the log rows of *this* plan and
-rewritten at the end. Ctrl-C stops the pool at once: the workers' ptxas process groups are
+rewritten at the end. Ctrl-C stops the executor at once: the workers' ptxas process groups are
 killed, and the outputs and manifest are still written for what finished.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import signal
 import sys
 import time
 from collections import Counter
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..assemble import Artifact, assemble, cached_artifact
+from ..assemble import cached_artifact, flag_file_digests
 from ..cache import Cache
-from ..cubin import kernel_columns
-from ..errors import CubinError, ToolFailed, ToolNotFound
-from ..proc import install_stop_handler
+from ..errors import ToolFailed, ToolNotFound
 from ..sources import Emitted, KernelSource, sources_of
-from ..stages import stage_key
 from ..store import (
     LOG,
     RESULTS_JSONL,
@@ -43,75 +39,12 @@ from ..store import (
 )
 from ..toolchain import Tool, discover
 from .adaptive import more_runs
+from .executors import Executor, make_executor, variant_row
 from .experiment import Experiment
-from .plan import Planned, plan_emitted, variant_record
+from .plan import Planned, plan_emitted
 from .verdicts import derive
 
 RETRIED_STATUSES = ("timeout",)
-
-
-# --- workers (top-level so they pickle) ----------------------------------------------------
-
-
-def _worker_init() -> None:
-    """Pool workers leave Ctrl-C to the parent; SIGTERM from it kills the ptxas they run and ends them at once.
-
-    (Raising in the worker is not enough: the pool's worker loop catches it and takes the next job.)
-    """
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    install_stop_handler(signal.SIGTERM)
-
-
-def _emit_job(source: KernelSource, arch: str, cache_root: str, cache_enabled: bool) -> Emitted:
-    return source.emit(arch, Cache(cache_root, cache_enabled))
-
-
-def _assemble_job(p: Planned, timeout: float, cache_root: str, cache_enabled: bool) -> dict:
-    cache = Cache(cache_root, cache_enabled)
-    v = p.variant
-    art = assemble(p.ptx, v.arch, p.tool, v.flags, repeat=v.repeat, timeout=timeout, cache=cache)
-    return variant_row(p, art, cache)
-
-
-def _cubin_columns(art: Artifact, name: str, cache: Cache) -> dict:
-    """kernel_columns, memoised by cubin hash (re-reading ELF files dominates a warm sweep)."""
-    key = stage_key("cubin-facts", cubin=art.cubin_sha256, name=name)
-    hit = cache.get_json("cubin-columns", key)
-    if hit is None:
-        hit = kernel_columns(art.cubin(), name)
-        cache.put_json("cubin-columns", key, hit)
-    return hit
-
-
-_FACT_COLUMNS = ("text_sha256", "code_sha256", "text_bytes", "capmerc_bytes", "merc_bytes", "n_instructions",
-                 "shared_bytes", "eiattr_registers")
-
-
-def variant_row(p: Planned, art: Artifact, cache: Cache | None = None) -> dict:
-    """The raw result row of one assembly (everything derived later is left out)."""
-    v = p.variant
-    row = {
-        **variant_record(v),
-        "status": art.status,
-        "error": art.message,
-        "retriable": art.retriable,
-        "ptxas_seconds": art.seconds,
-        "cached": art.cached,
-        "note": art.note,
-        "cubin_sha256": art.cubin_sha256,
-        **p.extra,
-    }
-    rep = art.reports.get(v.name)
-    for k in ("registers", "spill_store_bytes", "spill_load_bytes", "stack_bytes", "barriers"):
-        row[k] = getattr(rep, k) if rep else None
-    facts = dict.fromkeys(_FACT_COLUMNS)
-    if art.ok:
-        try:
-            facts.update(_cubin_columns(art, v.name, cache or Cache()))
-        except (CubinError, OSError) as exc:
-            row["status"], row["error"] = "bad_cubin", f"ptxas gave a cubin ptxprobe cannot read: {exc}"
-    row.update(facts)
-    return row
 
 
 # --- the sweep -----------------------------------------------------------------------------
@@ -143,47 +76,6 @@ class SweepOutcome:
         return failures(self.rows)
 
 
-class _LazyPool:
-    """A spawn pool started on the first job (a fully cached sweep starts no process at all).
-
-    Spawned workers are children of this process, so their CPU (and their ptxas's) is in its rusage.
-    """
-
-    def __init__(self, jobs: int):
-        self.jobs, self.pool = jobs, None
-
-    def submit(self, fn, *args) -> Future:
-        if self.pool is None:
-            self.pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=mp.get_context("spawn"),
-                                            initializer=_worker_init)
-        return self.pool.submit(fn, *args)
-
-    def shutdown(self, wait: bool = True) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=wait)
-
-
-def _pool(jobs: int) -> _LazyPool:
-    return _LazyPool(jobs)
-
-
-def _stop_pool(lazy: _LazyPool) -> None:
-    """Terminate every worker now (each kills its ptxas on SIGTERM), then make sure they are gone."""
-    pool = lazy.pool
-    if pool is None:
-        return
-    procs = list(getattr(pool, "_processes", {}).values())
-    for p in procs:
-        if p.is_alive():
-            p.terminate()
-    pool.shutdown(wait=False, cancel_futures=True)
-    deadline = time.monotonic() + 2.0
-    for p in procs:
-        p.join(max(0.0, deadline - time.monotonic()))
-        if p.is_alive():
-            p.kill()
-
-
 def run_sweep(
     exp: Experiment,
     out_dir: str | os.PathLike,
@@ -195,8 +87,10 @@ def run_sweep(
     argv: list[str] | None = None,
     fresh: bool = False,
     max_variants: int | None = None,
+    executor: str = "local",
+    ray_address: str | None = None,
 ) -> SweepOutcome:
-    """Run (or resume) a sweep into ``out_dir``."""
+    """Run (or resume) a sweep into ``out_dir`` (ptxas jobs on this host, or on Ray with ``executor="ray"``)."""
     started = time.time()
     cache = cache or Cache()
     sources = sources_of(exp)  # a bad input fails here, before any work
@@ -214,7 +108,8 @@ def run_sweep(
         tools = discover()
         state = _Run(exp, cache, tools, timeout, logged, max_variants)
         try:
-            state.execute(sources, log, jobs or os.cpu_count() or 1, progress)
+            pool = make_executor(executor, jobs or os.cpu_count() or 1, ray_address)
+            state.execute(sources, log, pool, progress)
         except BaseException:
             if not state.ran:  # bad input found before any work: nothing to keep, the directory is untouched
                 raise
@@ -239,8 +134,12 @@ def _write_outputs(out: Path, exp, identity: dict, tools, argv, started: float, 
             "by_status": dict(Counter(r["status"] for r in derived)),
             "interrupted": state.interrupted,
             "emit_errors": state.emit_errors,
+            "executor": state.executor,
         }
         inputs = {s.label: s.identity() for s in sources}
+        files = {p: d for flags in exp.flags for p, d in flag_file_digests(flags).items()}
+        if files:  # control files (--apply-controls) are opaque inputs: recorded by content
+            inputs["ptxas_flag_files"] = files
         write_manifest(out, build_manifest(exp, identity, tools, argv or sys.argv, started, counts, inputs))
         state.derived = derived
     finally:
@@ -263,13 +162,14 @@ class _Run:
         self.groups: dict[tuple, dict] = {}  # verdict group -> its source, variants and what is still pending
         self.group_of: dict[str, tuple] = {}
         self.derived: list[dict] = []
+        self.executor: dict = {}
 
-    def execute(self, sources: list[KernelSource], log: Path, jobs: int, progress: bool) -> None:
+    def execute(self, sources: list[KernelSource], log: Path, pool: Executor, progress: bool) -> None:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         jobs_list = [(s, a) for s in sources for a in s.build_archs(self.exp.archs)]
-        pool = _pool(jobs)
+        self.pool = pool
         self.log_path, self.logf = log, None
         try:
             with Progress(*cols, disable=not progress, transient=False, redirect_stdout=False) as bar:
@@ -282,14 +182,13 @@ class _Run:
                         bar.advance(self.t_emit)
                         self._submit_variants(pool, src, hit)
                     else:
-                        fut = pool.submit(_emit_job, src, arch, str(self.cache.root), self.cache.enabled)
-                        self.pending[fut] = (src, arch)
+                        self.pending[pool.emit(src, arch, self.cache)] = (src, arch)
                 while self.pending:
                     finished, _ = wait(list(self.pending), return_when=FIRST_COMPLETED)
                     for f in finished:
                         job = self.pending.pop(f)
                         if job is None:
-                            self._record(f.result())
+                            self._record(pool.row_of(f, self.cache))
                             continue
                         bar.advance(self.t_emit)
                         try:
@@ -298,14 +197,15 @@ class _Run:
                             self.emit_errors.append(f"{job[0].label} for {job[1]}: {exc}")
                             continue
                         self._submit_variants(pool, job[0], emitted)
-            pool.shutdown(wait=True)
+            pool.shutdown()
         except KeyboardInterrupt:
             self.interrupted = True
-            _stop_pool(pool)
+            pool.stop()
         except BaseException:  # bad input found while building: stop everything, say it
-            _stop_pool(pool)
+            pool.stop()
             raise
         finally:
+            self.executor = dict(pool.description)
             if self.logf is not None:
                 self.logf.close()
 
@@ -335,7 +235,7 @@ class _Run:
             vid = p.variant.variant_id
             self.planned_ids.append(vid)
             group = self.groups.setdefault(p.variant.group, {"src": src, "emitted": emitted, "pending": set(),
-                                                             "ids": {}, "pool": pool, "planned": {}})
+                                                             "ids": {}, "planned": {}})
             group["ids"][vid] = p.variant
             group["planned"].setdefault(p.variant.name_template, p)  # what another repeat of this name assembles
             group["pending"].add(vid)
@@ -353,8 +253,7 @@ class _Run:
             if hit is not None:  # a cache hit is served here: no process hop
                 self._record(variant_row(p, hit, self.cache))
                 continue
-            fut = pool.submit(_assemble_job, p, self.timeout, str(self.cache.root), self.cache.enabled)
-            self.pending[fut] = None
+            self.pending[pool.assemble(p, self.timeout, self.cache)] = None
 
     def _finished(self, vid: str) -> None:
         """A variant is in the log: when its group is complete, extend it if its verdict is not yet sure."""
@@ -380,7 +279,7 @@ class _Run:
             return
         extra = [replace(p, variant=replace(p.variant, repeat=runs[t]))  # the same PTX, its next repeat index
                  for t, p in group["planned"].items() if t in need]
-        self._schedule(group["pool"], extra, group["src"], group["emitted"])
+        self._schedule(self.pool, extra, group["src"], group["emitted"])
 
     def _record(self, row: dict) -> None:
         row["run_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

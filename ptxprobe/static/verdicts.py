@@ -10,7 +10,8 @@ from collections import Counter, defaultdict
 # differences that survive ptxas's own spread ("differs"; committed results before it said
 # "differs_deterministic" or "differs_beyond_noise"), or that were seen once on a side
 DIFFERS = ("differs", "differs_deterministic", "differs_beyond_noise", "differs_unrepeated")
-FAILED_STATUSES = ("failed", "crashed", "timeout", "unsupported_ptx", "bad_cubin")
+NOT_APPLICABLE = "option_unsupported"
+FAILED_STATUSES = ("failed", "crashed", "timeout", "unsupported_ptx", "bad_cubin", "tool_mismatch", "worker_lost")
 
 
 def static_verdict(base: Counter, var: Counter) -> tuple[str, float | None]:
@@ -66,8 +67,8 @@ def derive(rows: list[dict]) -> list[dict]:
             ok = [r for r in rs if r["status"] == "ok"]
             code = Counter(r["code_sha256"] for r in ok)
             verdict, conf = ("baseline", None) if name == baseline else static_verdict(base_code, code)
-            if not ok:
-                verdict = "failed"
+            if not ok:  # an option this ptxas lacks is not applicable there, not a failure
+                verdict = NOT_APPLICABLE if all(r["status"] == "unsupported_option" for r in rs) else "failed"
             for r in rs:
                 d = dict(r)
                 d["is_baseline"] = name == baseline

@@ -1,0 +1,173 @@
+"""Where a static sweep's work runs: emission and ptxas jobs behind one small interface.
+
+The sweep (``static.sweep``) plans, logs and judges; an executor only runs jobs and hands back
+what they produced. ``LocalExecutor`` is a spawn process pool on this host (the default);
+``static.ray_executor.RayExecutor`` sends the ptxas jobs to a Ray cluster. Either way the
+driver alone writes the cache, the resumable log and the outputs, so a sweep resumes the
+same whichever executor ran it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import signal
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Protocol
+
+from ..assemble import Artifact, assemble
+from ..cache import Cache
+from ..cubin import kernel_columns
+from ..errors import CubinError, SpecError
+from ..proc import install_stop_handler
+from ..sources import Emitted, KernelSource
+from ..stages import stage_key
+from .plan import Planned, variant_record
+
+EXECUTORS = ("local", "ray")
+
+
+class Executor(Protocol):
+    """Runs jobs; ``row_of`` turns a finished assembly job into its log row (on the driver)."""
+
+    description: dict
+
+    def emit(self, source: KernelSource, arch: str, cache: Cache) -> Future: ...
+
+    def assemble(self, p: Planned, timeout: float, cache: Cache) -> Future: ...
+
+    def row_of(self, finished: Future, cache: Cache) -> dict: ...
+
+    def shutdown(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+# --- job bodies (top-level so they pickle) ---------------------------------------------------
+
+
+def _worker_init() -> None:
+    """Pool workers leave Ctrl-C to the parent; SIGTERM from it kills the ptxas they run and ends them at once.
+
+    (Raising in the worker is not enough: the pool's worker loop catches it and takes the next job.)
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    install_stop_handler(signal.SIGTERM)
+
+
+def emit_job(source: KernelSource, arch: str, cache_root: str, cache_enabled: bool) -> Emitted:
+    return source.emit(arch, Cache(cache_root, cache_enabled))
+
+
+def assemble_job(p: Planned, timeout: float, cache_root: str, cache_enabled: bool) -> dict:
+    cache = Cache(cache_root, cache_enabled)
+    v = p.variant
+    art = assemble(p.ptx, v.arch, p.tool, v.flags, repeat=v.repeat, timeout=timeout, cache=cache)
+    return variant_row(p, art, cache)
+
+
+def cubin_columns_key(art: Artifact, name: str) -> str:
+    return stage_key("cubin-facts", cubin=art.cubin_sha256, name=name)
+
+
+def _cubin_columns(art: Artifact, name: str, cache: Cache) -> dict:
+    """kernel_columns, memoised by cubin hash (re-reading ELF files dominates a warm sweep)."""
+    key = cubin_columns_key(art, name)
+    hit = cache.get_json("cubin-columns", key)
+    if hit is None:
+        hit = kernel_columns(art.cubin(), name)
+        cache.put_json("cubin-columns", key, hit)
+    return hit
+
+
+_FACT_COLUMNS = ("text_sha256", "code_sha256", "text_bytes", "capmerc_bytes", "merc_bytes", "n_instructions",
+                 "shared_bytes", "eiattr_registers")
+
+
+def variant_row(p: Planned, art: Artifact, cache: Cache | None = None) -> dict:
+    """The raw result row of one assembly (everything derived later is left out)."""
+    v = p.variant
+    row = {
+        **variant_record(v),
+        "status": art.status,
+        "error": art.message,
+        "retriable": art.retriable,
+        "ptxas_seconds": art.seconds,
+        "cached": art.cached,
+        "note": art.note,
+        "cubin_sha256": art.cubin_sha256,
+        **p.extra,
+    }
+    rep = art.reports.get(v.name)
+    for k in ("registers", "spill_store_bytes", "spill_load_bytes", "stack_bytes", "barriers"):
+        row[k] = getattr(rep, k) if rep else None
+    facts = dict.fromkeys(_FACT_COLUMNS)
+    if art.ok:
+        try:
+            facts.update(_cubin_columns(art, v.name, cache or Cache()))
+        except (CubinError, OSError) as exc:
+            row["status"], row["error"] = "bad_cubin", f"ptxas gave a cubin ptxprobe cannot read: {exc}"
+    row.update(facts)
+    return row
+
+
+# --- the local process pool ----------------------------------------------------------------
+
+
+class LocalExecutor:
+    """A spawn pool started on the first job (a fully cached sweep starts no process at all).
+
+    Spawned workers are children of this process, so their CPU (and their ptxas's) is in its rusage.
+    """
+
+    def __init__(self, jobs: int):
+        self.jobs, self.pool = jobs, None
+        self.description = {"kind": "local", "jobs": jobs}
+
+    def _submit(self, fn, *args) -> Future:
+        if self.pool is None:
+            self.pool = ProcessPoolExecutor(max_workers=self.jobs, mp_context=mp.get_context("spawn"),
+                                            initializer=_worker_init)
+        return self.pool.submit(fn, *args)
+
+    def emit(self, source: KernelSource, arch: str, cache: Cache) -> Future:
+        return self._submit(emit_job, source, arch, str(cache.root), cache.enabled)
+
+    def assemble(self, p: Planned, timeout: float, cache: Cache) -> Future:
+        return self._submit(assemble_job, p, timeout, str(cache.root), cache.enabled)
+
+    def row_of(self, finished: Future, cache: Cache) -> dict:
+        return finished.result()
+
+    def shutdown(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+
+    def stop(self) -> None:
+        """Terminate every worker now (each kills its ptxas on SIGTERM), then make sure they are gone."""
+        pool = self.pool
+        if pool is None:
+            return
+        procs = list(getattr(pool, "_processes", {}).values())
+        for p in procs:
+            if p.is_alive():
+                p.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        deadline = time.monotonic() + 2.0
+        for p in procs:
+            p.join(max(0.0, deadline - time.monotonic()))
+            if p.is_alive():
+                p.kill()
+
+
+def make_executor(kind: str, jobs: int, ray_address: str | None = None) -> Executor:
+    """The executor a command asked for (``--executor``, ``--ray-address``)."""
+    if kind == "local":
+        if ray_address:
+            raise SpecError("--ray-address goes with --executor ray")
+        return LocalExecutor(jobs)
+    if kind == "ray":
+        from .ray_executor import RayExecutor
+
+        return RayExecutor(jobs, ray_address)
+    raise SpecError(f"unknown executor {kind!r} (choose from {', '.join(EXECUTORS)})")

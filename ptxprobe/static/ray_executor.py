@@ -1,0 +1,163 @@
+"""The static sweep's ptxas jobs as Ray tasks (``--executor ray``).
+
+Each task needs one CPU, checks that its node has the very ptxas the plan names (by sha256,
+installing that release from its wheel if it is missing there), assembles into a private
+scratch cache and sends back the row, the cubin bytes and its facts. The driver puts them in
+*its* content-addressed cache and log, so keys, resume and outputs are the local executor's.
+A task whose worker dies is retried by Ray on another worker; the driver sees one result, so
+the log holds one row. Emission (Triton, nvcc) stays in a local pool on the driver: it reads
+the user's files, which a remote node may not have.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from concurrent.futures import Future
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ..assemble import Artifact, assemble
+from ..cache import Cache
+from ..errors import ToolMismatch, ToolNotFound
+from ..raycluster import RaySession, worker_identity
+from ..sources import KernelSource
+from ..toolchain import Tool, discover, identify, install
+from .executors import LocalExecutor, cubin_columns_key, variant_row
+from .plan import Planned
+
+TASK_RETRIES = 3  # a worker or node lost mid-task: Ray runs the task again elsewhere
+TOOL_MISMATCH = "tool_mismatch"
+WORKER_LOST = "worker_lost"
+
+
+@dataclass(frozen=True)
+class RemoteAssembly:
+    """What one task sends back: enough for the driver to write the cache as if it had run ptxas itself."""
+
+    row: dict
+    artifact: dict
+    cubin: bytes | None
+    columns: dict | None
+    worker: str
+
+
+def worker_tool(planned: Tool) -> Tool:
+    """This node's ptxas with exactly the plan's sha256: at the plan's path, anywhere known, or freshly installed."""
+    at_path = None
+    if Path(planned.path).is_file():
+        at_path = identify(planned.path, planned.kind, planned.origin)
+        if at_path.sha256 == planned.sha256:
+            return at_path
+    for t in discover((planned.kind,)):
+        if t.sha256 == planned.sha256:
+            return t
+    try:
+        for rec in install(planned.version, (planned.kind,)):
+            if rec.sha256 == planned.sha256:
+                return identify(rec.path, planned.kind, "ptxprobe-cache")
+    except (ToolNotFound, Exception):  # noqa: BLE001 (no wheel, no network: the mismatch below says it)
+        pass
+    found = f"a different binary (sha256 {at_path.sha256[:12]})" if at_path else "missing"
+    raise ToolMismatch(f"worker {worker_identity()}: ptxas {planned.version} sha256 {planned.sha256[:12]} is not "
+                       f"here ({planned.path} is {found}, and no installed or installable release matches)")
+
+
+def remote_assembly(p: Planned, timeout: float) -> RemoteAssembly:
+    """The task body: runs on a Ray worker."""
+    v = p.variant
+    try:
+        tool = worker_tool(p.tool)
+    except ToolMismatch as exc:
+        art = Artifact(TOOL_MISMATCH, v.arch, p.tool.version, p.tool.sha256, tuple(v.flags), v.ptx_sha256, None,
+                       None, {}, str(exc), 0.0)
+        row = {**variant_row(p, art), "error": str(exc), "retriable": True}  # fix the node, re-run: it is retried
+        return RemoteAssembly(row, art.to_json(), None, None, worker_identity())
+    with tempfile.TemporaryDirectory(prefix="ptxprobe-ray-") as scratch:
+        cache = Cache(scratch, enabled=True)  # private: only the driver's cache persists
+        art = assemble(p.ptx, v.arch, tool, v.flags, repeat=v.repeat, timeout=timeout, cache=cache)
+        row = variant_row(p, art, cache)
+        cubin = art.cubin() if art.ok else None
+        columns = cache.get_json("cubin-columns", cubin_columns_key(art, v.name)) if art.ok else None
+    art = replace(art, cubin_path=None)
+    return RemoteAssembly(row, art.to_json(), cubin, columns, worker_identity())
+
+
+def adopt(returned: RemoteAssembly, key: str, cache: Cache) -> dict:
+    """Write what a task produced into the driver's cache (cubin, assembly record, cubin facts); give its row."""
+    art = dict(returned.artifact)
+    if returned.cubin is not None:
+        art["cubin_path"] = str(cache.put("cubin", art["cubin_sha256"], "kernel.cubin", returned.cubin))
+        if returned.columns is not None:
+            a = Artifact.from_json(art)
+            cache.put_json("cubin-columns", cubin_columns_key(a, returned.row["name"]), returned.columns)
+    if not returned.row.get("retriable"):
+        cache.put_json("assemble", key, art)
+    return returned.row
+
+
+class RayExecutor:
+    """ptxas jobs on a Ray cluster (or a local Ray instance started for this command); emission stays local."""
+
+    def __init__(self, jobs: int, address: str | None = None):
+        self.session = RaySession(address, num_cpus=None if address else jobs)
+        self.owns_session = not _ray_running()
+        self.ray = self.session.open()
+        self.task = self.ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(remote_assembly)
+        self.local = LocalExecutor(min(jobs, 2))
+        self.refs: dict[Future, object] = {}
+        self.planned: dict[Future, Planned] = {}
+        self.workers: dict[str, int] = {}
+        nodes = self.session.nodes()
+        self.description = {
+            "kind": "ray",
+            "address": address or "local",
+            "nodes": len(nodes),
+            "cpus": int(sum(n.get("Resources", {}).get("CPU", 0) for n in nodes)),
+        }
+
+    def emit(self, source: KernelSource, arch: str, cache: Cache) -> Future:
+        return self.local.emit(source, arch, cache)
+
+    def assemble(self, p: Planned, timeout: float, cache: Cache) -> Future:
+        ref = self.task.remote(p, timeout)
+        fut = ref.future()
+        self.refs[fut] = ref
+        self.planned[fut] = p
+        return fut
+
+    def row_of(self, finished: Future, cache: Cache) -> dict:
+        p = self.planned.pop(finished)
+        self.refs.pop(finished, None)
+        try:
+            returned: RemoteAssembly = finished.result()
+        except self.ray.exceptions.RayError as exc:  # every retry's worker died: a retriable row, not a crash
+            v = p.variant
+            why = f"the Ray worker was lost {TASK_RETRIES + 1} times: {str(exc).strip().splitlines()[0][:300]}"
+            art = Artifact(WORKER_LOST, v.arch, p.tool.version, p.tool.sha256, tuple(v.flags), v.ptx_sha256, None,
+                           None, {}, why, 0.0, signal="SIGKILL")
+            return {**variant_row(p, art), "error": why}
+        self.workers[returned.worker] = self.workers.get(returned.worker, 0) + 1
+        self.description["tasks_by_node"] = dict(self.workers)
+        return adopt(returned, returned.row["assembly_key"], cache)
+
+    def shutdown(self) -> None:
+        self.local.shutdown()
+        if self.owns_session:
+            self.session.close()
+
+    def stop(self) -> None:
+        """Cancel what is queued or running (a running task gets KeyboardInterrupt, which kills its ptxas)."""
+        for ref in self.refs.values():
+            try:
+                self.ray.cancel(ref)
+            except Exception:  # noqa: BLE001 (already finished or gone)
+                pass
+        self.local.stop()
+        if self.owns_session:
+            self.session.close()
+
+
+def _ray_running() -> bool:
+    from ..raycluster import require_ray
+
+    return require_ray().is_initialized()

@@ -1,0 +1,74 @@
+"""ptxas options as sweep axes: learnt from each ptxas's --help, control files keyed by content."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from ptxprobe.assemble import assembly_key, flag_file_digests, resolve_flag_files
+from ptxprobe.errors import SpecError
+from ptxprobe.static.experiment import load_experiment, override
+from ptxprobe.toolchain import find_tool, ptxas_options, unsupported_flags
+
+
+def test_options_come_from_the_binarys_own_help():
+    tool = find_tool("ptxas")
+    opts = ptxas_options(tool)
+    assert len(opts["long"]) > 30
+    assert {"--register-usage-level", "--allow-expensive-optimizations", "--gpu-name"} <= set(opts["long"])
+    assert "-O" in opts["short"]
+    assert unsupported_flags(tool, ("-lineinfo", "-O2", "--register-usage-level=10", "--maxrregcount", "64")) == []
+    assert unsupported_flags(tool, ("--no-such-option=1", "-Zzz")) == ["--no-such-option", "-Zzz"]
+
+
+def test_an_option_a_ptxas_lacks_is_not_applicable_not_a_failure(tmp_path):
+    from ptxprobe.cache import Cache
+    from ptxprobe.static.sweep import run_sweep
+
+    exp = override(load_experiment("repro_small"), ["archs=sm_90a", "repeat=1",
+                                                    "flags=-lineinfo;-lineinfo --no-such-option=3"])
+    res = run_sweep(exp, tmp_path / "out", cache=Cache(tmp_path / "cache"), progress=False)
+    odd = [r for r in res.rows if "--no-such-option" in r["ptxas_flags"]]
+    assert odd and all(r["status"] == "unsupported_option" and r["verdict"] == "option_unsupported" for r in odd)
+    assert "--no-such-option" in odd[0]["error"] and "--help" in odd[0]["error"]
+    assert res.failed == []  # not a failure: the sweep's exit code is not 3
+    plain = [r for r in res.rows if r["ptxas_flags"] == "-lineinfo"]
+    assert plain and all(r["status"] == "ok" for r in plain)
+
+
+def test_a_control_file_is_keyed_by_its_content_and_recorded(tmp_path, monkeypatch):
+    ctl = tmp_path / "controls.acf"
+    ctl.write_bytes(b"first")
+    monkeypatch.chdir(tmp_path)
+    flags = resolve_flag_files(("-lineinfo", "--apply-controls", "controls.acf"))
+    assert flags[2] == str(ctl)  # absolute: ptxas runs in a scratch directory
+    assert flag_file_digests(flags) == {str(ctl): __import__("hashlib").sha256(b"first").hexdigest()}
+    k1 = assembly_key("p" * 64, "sm_90a", "t" * 64, flags, 0)
+    ctl.write_bytes(b"second, longer")
+    os.utime(ctl, ns=(1, 1))
+    k2 = assembly_key("p" * 64, "sm_90a", "t" * 64, flags, 0)
+    assert k1 != k2  # an edited control file is a new assembly, never a stale cache hit
+    assert assembly_key("p" * 64, "sm_90a", "t" * 64, ("-lineinfo",), 0) == assembly_key(
+        "p" * 64, "sm_90a", "t" * 64, ("-lineinfo",), 0)
+    eq = resolve_flag_files(("--apply-controls=controls.acf",))
+    assert eq == (f"--apply-controls={ctl}",)
+    with pytest.raises(SpecError, match="needs an existing file"):
+        resolve_flag_files(("--apply-controls", "missing.acf"))
+
+
+def test_the_sweep_manifest_names_the_control_files(tmp_path):
+    from ptxprobe.cache import Cache
+    from ptxprobe.static.sweep import run_sweep
+
+    ctl = tmp_path / "c.acf"
+    ctl.write_bytes(b"not a real control file")
+    exp = override(load_experiment("repro_small"), ["archs=sm_90a", "repeat=1", "names={base},cutlass_{base}",
+                                                    f"flags=-lineinfo --apply-controls {ctl}"])
+    res = run_sweep(exp, tmp_path / "out", cache=Cache(tmp_path / "cache"), progress=False)
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["inputs"]["ptxas_flag_files"] == flag_file_digests(exp.flags[0])
+    # a ptxas without the option says so; one with it rejects the invalid file in its own words
+    assert all(r["status"] in ("unsupported_option", "failed") for r in res.rows)
+    assert all(r["error"] for r in res.rows)
