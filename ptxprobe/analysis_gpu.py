@@ -99,6 +99,15 @@ def throttling(run_dir: str | Path) -> pd.DataFrame:
                                                  aa_half_width=("aa_half_width", "median")).reset_index())
 
 
+def compared_series(base: dict, row: dict) -> tuple[list, list]:
+    """The two series of stored rows (baseline, other) their comparison paired (see ``stats.pair_series``)."""
+    from . import stats
+
+    b, r = base["samples"], row["samples"]
+    return stats.pair_series(base["label"], b["times_ms"], b.get("partners"), row["label"], r["times_ms"],
+                             r.get("partners"))
+
+
 def resequenced(run_dir: str | Path, min_rounds: int = 20, batch: int = 10, margin: float = 0.005) -> pd.DataFrame:
     """The name comparisons recomputed from the raw per-round times at the sequential (look-adjusted) level:
     what the committed plain-95 % verdicts become under the rule the runs now use."""
@@ -110,9 +119,53 @@ def resequenced(run_dir: str | Path, min_rounds: int = 20, batch: int = 10, marg
     for r in recs:
         if r.get("block") != "names" or not r.get("name_template") or r.get("is_baseline"):
             continue
-        logs = stats.log_ratios(base[r["group_id"]]["samples"]["times_ms"], r["samples"]["times_ms"])
+        logs = stats.log_ratios(*compared_series(base[r["group_id"]], r))
         level = stats.sequential_level(len(logs), min_rounds, batch)
         iv = stats.paired_interval(logs, level=level, n_boot=2000, seed=0)
         rows.append({"group_id": r["group_id"], "name_template": r["name_template"], "level": level,
                      "verdict_plain": r["runtime_verdict"], "verdict_sequential": stats.decide(iv, margin)})
+    return pd.DataFrame(rows)
+
+
+def _aa_pairs(run_dir: str | Path):
+    """(group id, AA1 row, AA2 row) of every group of a run that timed two A/A copies."""
+    by: dict[str, dict] = {}
+    for r in read_log(Path(run_dir) / "runtime.jsonl"):
+        by.setdefault(r["group_id"], {})[r["label"]] = r
+    return [(g, labels["{base}#AA1"], labels["{base}#AA2"]) for g, labels in sorted(by.items())
+            if "{base}#AA1" in labels and "{base}#AA2" in labels]
+
+
+def aa_spread_by_distance(run_dir: str | Path, dtype: str | None = "fp16") -> pd.DataFrame:
+    """How far apart in a round the two A/A samples were, against their log ratio's spread (median |x - median|)."""
+    import numpy as np
+
+    acc: dict[int, list[float]] = {}
+    for gid, a, b in _aa_pairs(run_dir):
+        if dtype and f"/{dtype}/" not in gid:
+            continue
+        sa, sb = a["samples"], b["samples"]
+        n = min(len(sa["times_ms"]), len(sb["times_ms"]))
+        lr = np.log(np.array(sb["times_ms"][:n]) / np.array(sa["times_ms"][:n]))
+        lr -= np.median(lr)
+        for d, x in zip(np.abs(np.array(sa["positions"][:n]) - np.array(sb["positions"][:n])), lr, strict=True):
+            acc.setdefault(int(d), []).append(float(x))
+    return pd.DataFrame([{"distance": d, "pairs": len(v), "mad": float(np.median(np.abs(v)))}
+                         for d, v in sorted(acc.items())])
+
+
+def aa_clock_normalised(run_dir: str | Path) -> pd.DataFrame:
+    """Per group, the A/A 95 % half-width of the raw times and of times x the SM clock NVML read with each sample."""
+    import numpy as np
+
+    from . import stats
+
+    rows = []
+    for gid, a, b in _aa_pairs(run_dir):
+        ta, tb = (np.array(x["samples"]["times_ms"]) for x in (a, b))
+        ca, cb = (np.array(x["samples"]["sm_clock_mhz"], float) for x in (a, b))
+        n = min(len(ta), len(tb))
+        widths = [stats.half_width(stats.paired_interval(list(logs), level=0.95, n_boot=2000, seed=1))
+                  for logs in (np.log(tb[:n] / ta[:n]), np.log(tb[:n] * cb[:n] / (ta[:n] * ca[:n])))]
+        rows.append({"group_id": gid, "rounds": n, "raw": widths[0], "clock_normalised": widths[1]})
     return pd.DataFrame(rows)

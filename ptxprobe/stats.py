@@ -196,6 +196,30 @@ def random_orders(labels: list[str], rounds: int, seed: int = 0) -> list[list[st
     return [[labels[i] for i in rng.permutation(len(labels))] for _ in range(rounds)]
 
 
+def random_pair_orders(pairs: list[tuple[str, str]], rounds: int, seed: int = 0) -> list[list[tuple[str, str]]]:
+    """Per round, every compared pair back to back: the pairs in a fresh random order, each pair's two labels in
+    a random order too (so who runs first, and after what, averages out). A pair's two samples are adjacent in
+    time, so the slow clock wander of a power-capped card is nearly the same for both."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(rounds):
+        order = []
+        for i in rng.permutation(len(pairs)):
+            a, b = pairs[i]
+            order.append((a, b) if rng.random() < 0.5 else (b, a))
+        out.append(order)
+    return out
+
+
+def pair_series(a_label: str, a_times: list, a_partners: dict | None, b_label: str, b_times: list,
+                b_partners: dict | None) -> tuple[list, list]:
+    """The two series a comparison pairs round by round: the samples taken back to back with each other when the
+    block timed this pair (the paired design), else every label's one sample per round (the full-round design)."""
+    if a_partners and b_partners and b_label in a_partners and a_label in b_partners:
+        return a_partners[b_label], b_partners[a_label]
+    return a_times, b_times
+
+
 def sequential_level(rounds: int, min_rounds: int, batch: int, level: float = 0.95) -> float:
     """The confidence level for an interval looked at after ``rounds`` rounds of an adaptive run: Bonferroni over
     the looks taken (first at ``min_rounds``, then every ``batch``), so stopping on a narrow interval keeps the

@@ -12,6 +12,8 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -24,6 +26,7 @@ START, END = "<!-- findings:start (scripts/readme_findings.py) -->", "<!-- findi
 COLS_START, COLS_END = "<!-- columns:start (ptxprobe.schema) -->", "<!-- columns:end -->"
 DESIGN, DESIGN_USER = "2026-12-02-h200-design", "2026-12-02-h200-design-user"
 LONG = "2026-12-02-h200-design-long"
+PAIRS = "2026-12-02-h200-design-pairs"
 BENCH = ROOT / "experiments" / "results" / "2026-12-02-cpu-bench" / "bench.json"
 RAY_BENCH = ROOT / "experiments" / "results" / "2026-12-02-cpu-ray-bench" / "bench.json"
 
@@ -126,7 +129,8 @@ def calibration_line(run: str) -> str:
 def runtime_section() -> list[str]:
     out = []
     for run, title in ((DESIGN, "Triton attention, classic and persistent"),
-                       (DESIGN_USER, "the CUDA C++ attention and sgemm.cu")):
+                       (DESIGN_USER, "the CUDA C++ attention and sgemm.cu"),
+                       (PAIRS, "the same Triton attention experiment, timed with the paired design")):
         d = analysis.results_dir(run)
         gpu = json.loads((d / "gpu.json").read_text())
         eff = analysis_gpu.name_effects(analysis_gpu.load(d))
@@ -154,6 +158,92 @@ def runtime_section() -> list[str]:
         out += ["", f"Numbers: {n['bitwise_equal']} of {n['rows']} renamed rows bitwise equal to the baseline name "
                 f"over {n['draws']} input draws at the timed and a small size (max ULP distance {n['max_ulp']}).", ""]
     return out
+
+
+OPTIONS = "2026-12-02-cpu-ptxas-options"
+
+
+def options_section() -> list[str]:
+    """The cutlass_ name under ptxas's newer options, each applied where that ptxas's --help lists it."""
+    d = analysis.results_dir(OPTIONS)
+    if not d.exists():
+        return []
+    static = analysis.load_static(d)
+    r = analysis.register_deltas(static)
+    r = r[r.name_template == "cutlass_{base}"].copy()
+    r["option"] = r.ptxas_flags.str.replace("-lineinfo", "").str.strip().replace("", "(none)")
+    options = list(dict.fromkeys(r.option))
+    short = {"identical": "same", "option_unsupported": "n/a", "differs_within_noise": "noise"}
+
+    def cell(g) -> str:
+        x = g.iloc[0]
+        text = short.get(x.verdict, x.verdict)
+        if x.verdict == "differs" and x.register_delta == x.register_delta:
+            text += f" {int(x.register_delta):+d}r"
+        return text
+
+    ctl = analysis.register_deltas(static)
+    ctl = ctl[ctl.name_template == "xutlass_{base}"]
+    out = [f"**ptxas options** (`{OPTIONS}`, `ptxprobe rename-sweep -e ptxas_options`): the `cutlass_` name's verdict "
+           "and register change under each option (n/a: that ptxas's `--help` does not list the option; failed: "
+           "that ptxas cannot target the arch). The control `xutlass_`: "
+           + ", ".join(f"{k} {v}" for k, v in ctl.verdict.value_counts().items()) + ".", "",
+           "| dtype | arch | ptxas | " + " | ".join(f"`{o}`" for o in options) + " |",
+           "|---|---|---|" + "---|" * len(options)]
+    for (dtype, arch, ver), g in r.groupby(["dtype", "arch", "ptxas_version"], sort=True):
+        cells = [cell(g[g.option == o]) if (g.option == o).any() else "-" for o in options]
+        out.append(f"| {dtype} | {arch} | {ver} | " + " | ".join(cells) + " |")
+    applied = r[~r.verdict.isin(["option_unsupported", "failed"])]
+    per_row = applied.groupby(["dtype", "arch", "ptxas_version"]).verdict.nunique()
+    spread = applied.groupby(["dtype", "arch", "ptxas_version"]).register_delta.agg(lambda x: x.max() - x.min())
+    out += ["", f"Across the options the `cutlass_` verdict is the same in {int((per_row == 1).sum())} of "
+            f"{len(per_row)} (dtype, arch, ptxas) rows; its register change moves by at most "
+            f"{int(spread.max())} registers between options."]
+    return [*out, ""]
+
+
+def design_comparison() -> list[str]:
+    """The paired design against the full-round design on the same experiment and card."""
+    old, new = (json.loads((analysis.results_dir(r) / "calibration.json").read_text()) for r in (DESIGN, PAIRS))
+    planned = old["groups"]  # the full-round run timed every planned group
+
+    def line(c) -> str:
+        return (f"A/A half-width median {c['aa_halfwidth_median'] * 100:.3f} %, "
+                f"max {c['aa_halfwidth_max'] * 100:.2f} %; A/A false positives {c['aa_false_positive_rate']:.1%}; "
+                "planted 0.5 % found in "
+                f"{c['power']['0.005']:.0%}, 1 % in {c['power']['0.01']:.0%}; {c['gpu_seconds']:.0f} GPU s for "
+                f"{c['groups']} groups")
+
+    spread = analysis_gpu.aa_spread_by_distance(analysis.results_dir(DESIGN))
+    by_d = ", ".join(f"{r.distance}: {r.mad * 100:.2f} %" for r in spread.itertuples())
+    clock = analysis_gpu.aa_clock_normalised(analysis.results_dir(DESIGN))
+    return [f"**The paired design** (issue 15). In `{DESIGN}` the spread of the fp16 groups' A/A log ratios "
+            f"(median absolute deviation) grew with how many samples apart the two copies ran in a round ({by_d}). "
+            "Dividing out the SM clock NVML read with each sample does not help: the A/A half-width median goes "
+            f"from {clock.raw.median() * 100:.3f} % to {clock.clock_normalised.median() * 100:.3f} % "
+            "(`benchmarks/aa_clock_normalised.py`). So the default design now times each compared pair back to "
+            "back in every round (the pairs in a random order, which of the two goes first random). Same "
+            "experiment, same card:", "",
+            f"- full rounds (`{DESIGN}`): {line(old)};",
+            f"- pairs (`{PAIRS}`, {new['groups']} of {planned} groups before the device call's time limit): "
+            f"{line(new)}; calibration {'passed' if new['passed'] else 'FAILED: ' + '; '.join(new['failures'])}.",
+            "", agreement_line(), ""]
+
+
+def agreement_line() -> str:
+    """Do the two designs agree on the name comparisons both ran?"""
+    def verdicts(run):
+        e = analysis_gpu.name_effects(analysis_gpu.load(analysis.results_dir(run)))
+        return {(r.group_id, r.name_template): (r.runtime_verdict, r.ratio_vs_baseline) for r in e.itertuples()}
+
+    a, b = verdicts(DESIGN), verdicts(PAIRS)
+    both = [k for k in a if k in b]
+    directed = [k for k in both if a[k][0] in ("faster", "slower") and b[k][0] in ("faster", "slower")]
+    same = sum(a[k][0] == b[k][0] for k in directed)
+    corr = float(np.corrcoef([a[k][1] for k in both], [b[k][1] for k in both])[0, 1])
+    return (f"On the {len(both)} name comparisons both runs made, the ratios correlate at r = {corr:.3f}; where both "
+            f"designs found a direction ({len(directed)}), it is the same in {same}; the verdicts are equal in "
+            f"{sum(a[k][0] == b[k][0] for k in both)} of {len(both)}.")
 
 
 def explain_section() -> list[str]:
@@ -239,7 +329,8 @@ def ray_bench_section() -> list[str]:
 
 def findings() -> str:
     return "\n".join([START, *matrix_section(), *triggers_section(), *static_section(), "", *runtime_section(),
-                      *explain_section(), *noise_section(), *bench_section(), *ray_bench_section(), END])
+                      *design_comparison(), *explain_section(), *options_section(), *noise_section(), *bench_section(),
+                      *ray_bench_section(), END])
 
 
 def columns() -> str:

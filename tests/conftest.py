@@ -122,3 +122,12 @@ def make_experiment(**overrides):
 def installed_ptxas_13():
     """ptxas 13.0.88 from the nvidia-cuda-nvcc wheel (the 13.x layout), as its install record."""
     yield from _installed("13.0.88")
+
+
+@pytest.fixture(scope="session")
+def installed_ptxas_135():
+    """ptxas 13.5.37, the newest release on PyPI (it has --apply-controls), as a Tool."""
+    from ptxprobe import toolchain
+
+    for rec in _installed("13.5.37"):
+        yield toolchain.identify(rec.path, "ptxas", "ptxprobe-cache")

@@ -63,7 +63,7 @@ def _cases(d):
         ([*sweep, "--spec", str(d / "a_file")], USAGE, "--spec goes with"),
         ([*sweep, "--entry", "x"], USAGE, "--entry goes with"),
         ([*sweep, "--ptx", k, "-s", "ptxas=99.9"], TOOL, "no ptxas 99.9"),
-        ([*sweep, "--ptx", k, "-s", "flags=-bogus", "-o", str(d / "o-flags")], TOOL, "-bogus"),
+        ([*sweep, "--ptx", k, "-s", "flags=-bogus", "-o", str(d / "o-flags")], USAGE, "-bogus"),
         ([*sweep, "--ptx", str(d / "bogus.ptx"), "-o", str(d / "o-bogus")], TOOL, "Unknown modifier '.globl'"),
         (["emit", "--arch", "sm_42"], USAGE, "sm_42"),
         (["emit", "--arch", "sm90"], USAGE, "sm90"),

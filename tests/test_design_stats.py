@@ -145,3 +145,73 @@ def test_stopping_on_a_narrow_plain_interval_undercovers_and_the_sequential_leve
     assert len(set(stops)) > 1  # it did stop at different points
     assert stats.sequential_level(20, 20, 10) == 0.95
     assert abs(stats.sequential_level(40, 20, 10) - (1 - 0.05 / 3)) < 1e-12
+
+
+# --- the paired design: each compared pair back to back, against a clock that wanders sample by sample ----------
+
+
+def simulate_stream(design: str, effects: dict[str, float], pairs: list[tuple[str, str]], rounds: int,
+                    rng: np.random.Generator, carry: float = 0.01, carrier: str = "X", phi: float = 0.97,
+                    wander_sd: float = 0.0015, sample_sd: float = 0.001) -> dict[tuple[str, str], tuple[list, list]]:
+    """Per compared pair, the two series its comparison uses. The card's speed wanders as an AR(1) process from
+    one *sample* to the next (a power-capped clock), a label run right after ``carrier`` is slowed by ``carry``."""
+    seed = int(rng.integers(1 << 31))
+    if design == "pairs":
+        rounds_of = [[u for u in o] for o in stats.random_pair_orders(pairs, rounds, seed=seed)]
+    else:
+        labels = list(effects)
+        rounds_of = [[(label,) for label in o] for o in stats.random_orders(labels, rounds, seed=seed)]
+    w, prev = 0.0, None
+    series: dict[tuple[str, str], tuple[list, list]] = {p: ([], []) for p in pairs}
+    for order in rounds_of:
+        got: dict[str, float] = {}
+        for unit in order:
+            for label in unit:
+                w = phi * w + rng.normal(0, wander_sd)
+                t = effects[label] * np.exp(w + rng.normal(0, sample_sd)) * (1 + carry if prev == carrier else 1)
+                got[label] = t
+                prev = label
+            if len(unit) == 2:
+                key = unit if unit in series else unit[::-1]
+                series[key][0].append(got[key[0]])
+                series[key][1].append(got[key[1]])
+        if design != "pairs":
+            for a, b in pairs:
+                series[(a, b)][0].append(got[a])
+                series[(a, b)][1].append(got[b])
+    return series
+
+
+NAMES = {"base": 1.0, "v": 1.0, "X": 1.3, "AA1": 1.0, "AA2": 1.0}
+PAIRS = [("base", "v"), ("base", "X"), ("AA1", "AA2")]
+
+
+def _aa_intervals(design: str, sims: int, rounds: int = 30, seed: int = 3):
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(sims):
+        s = simulate_stream(design, NAMES, PAIRS, rounds, rng)
+        out.append(stats.paired_interval(stats.log_ratios(*s[("AA1", "AA2")]), n_boot=300, seed=k))
+    return out
+
+
+def test_paired_design_covers_the_truth_at_the_nominal_rate_with_carry_over_and_a_wandering_clock():
+    ivs = _aa_intervals("pairs", 500)
+    cov = np.mean([iv.low <= 1.0 <= iv.high for iv in ivs])
+    assert abs(cov - 0.95) <= 0.02, cov
+    assert abs(np.mean([iv.estimate for iv in ivs]) - 1.0) < 0.0005
+
+
+def test_paired_design_narrows_the_interval_a_wandering_clock_widens():
+    pairs = np.median([stats.half_width(iv) for iv in _aa_intervals("pairs", 150)])
+    rounds = np.median([stats.half_width(iv) for iv in _aa_intervals("rounds", 150)])
+    assert pairs < 0.6 * rounds, (pairs, rounds)
+
+
+def test_pair_series_falls_back_to_one_sample_per_round_for_the_old_design():
+    assert stats.pair_series("a", [1, 2], {}, "b", [3, 4], {}) == ([1, 2], [3, 4])
+    assert stats.pair_series("a", [1, 2, 5], {"b": [9]}, "b", [3], {"a": [8]}) == ([9], [8])
+    orders = stats.random_pair_orders([("a", "b"), ("a", "c")], 200, seed=1)
+    assert all(len(o) == 2 and {frozenset(u) for u in o} == {frozenset("ab"), frozenset("ac")} for o in orders)
+    firsts = [u[0] for o in orders for u in o if set(u) == {"a", "b"}]
+    assert 0.4 < firsts.count("a") / len(firsts) < 0.6  # who runs first is balanced

@@ -23,19 +23,32 @@ def test_options_come_from_the_binarys_own_help():
     assert unsupported_flags(tool, ("--no-such-option=1", "-Zzz")) == ["--no-such-option", "-Zzz"]
 
 
-def test_an_option_a_ptxas_lacks_is_not_applicable_not_a_failure(tmp_path):
+def test_an_option_a_ptxas_lacks_is_not_applicable_not_a_failure(tmp_path, installed_ptxas_124):
     from ptxprobe.cache import Cache
     from ptxprobe.static.sweep import run_sweep
 
+    # ptxas 12.4 has no --split-compile, Triton's 12.8 has: 12.4's rows are not applicable, 12.8's are assembled
     exp = override(load_experiment("repro_small"), ["archs=sm_90a", "repeat=1",
-                                                    "flags=-lineinfo;-lineinfo --no-such-option=3"])
+                                                    f"ptxas=triton,{installed_ptxas_124.path}",
+                                                    "flags=-lineinfo;-lineinfo --split-compile=0"])
     res = run_sweep(exp, tmp_path / "out", cache=Cache(tmp_path / "cache"), progress=False)
-    odd = [r for r in res.rows if "--no-such-option" in r["ptxas_flags"]]
-    assert odd and all(r["status"] == "unsupported_option" and r["verdict"] == "option_unsupported" for r in odd)
-    assert "--no-such-option" in odd[0]["error"] and "--help" in odd[0]["error"]
+    split = [r for r in res.rows if "--split-compile" in r["ptxas_flags"]]
+    old = [r for r in split if r["ptxas_version"] == "12.4.131"]
+    new = [r for r in split if r["ptxas_version"] != "12.4.131"]
+    assert old and all(r["status"] == "unsupported_option" and r["verdict"] == "option_unsupported" for r in old)
+    assert "--split-compile" in old[0]["error"] and "--help" in old[0]["error"]
+    assert new and all(r["status"] == "ok" for r in new)
     assert res.failed == []  # not a failure: the sweep's exit code is not 3
-    plain = [r for r in res.rows if r["ptxas_flags"] == "-lineinfo"]
-    assert plain and all(r["status"] == "ok" for r in plain)
+
+
+def test_an_option_no_ptxas_of_the_sweep_has_is_bad_input(tmp_path):
+    from ptxprobe.cache import Cache
+    from ptxprobe.static.sweep import run_sweep
+
+    exp = override(load_experiment("repro_small"), ["archs=sm_90a", "repeat=1", "flags=-lineinfo --no-such-option=3"])
+    with pytest.raises(SpecError, match="--no-such-option is not an option of any ptxas"):
+        run_sweep(exp, tmp_path / "out", cache=Cache(tmp_path / "cache"), progress=False)
+    assert not (tmp_path / "out" / "variants.jsonl").exists()
 
 
 def test_a_control_file_is_keyed_by_its_content_and_recorded(tmp_path, monkeypatch):
@@ -58,17 +71,19 @@ def test_a_control_file_is_keyed_by_its_content_and_recorded(tmp_path, monkeypat
         resolve_flag_files(("--apply-controls", "missing.acf"))
 
 
-def test_the_sweep_manifest_names_the_control_files(tmp_path):
+def test_the_sweep_manifest_names_the_control_files(tmp_path, installed_ptxas_135):
     from ptxprobe.cache import Cache
     from ptxprobe.static.sweep import run_sweep
 
     ctl = tmp_path / "c.acf"
     ctl.write_bytes(b"not a real control file")
     exp = override(load_experiment("repro_small"), ["archs=sm_90a", "repeat=1", "names={base},cutlass_{base}",
+                                                    f"ptxas=triton,{installed_ptxas_135.path}",
                                                     f"flags=-lineinfo --apply-controls {ctl}"])
     res = run_sweep(exp, tmp_path / "out", cache=Cache(tmp_path / "cache"), progress=False)
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["inputs"]["ptxas_flag_files"] == flag_file_digests(exp.flags[0])
-    # a ptxas without the option says so; one with it rejects the invalid file in its own words
-    assert all(r["status"] in ("unsupported_option", "failed") for r in res.rows)
-    assert all(r["error"] for r in res.rows)
+    # 12.8 has no --apply-controls: not applicable; 13.5 has it and rejects the invalid file in its own words
+    by = {r["ptxas_version"]: r for r in res.rows}
+    assert by["12.8.93"]["status"] == "unsupported_option"
+    assert by["13.5.37"]["status"] == "failed" and "controls file" in by["13.5.37"]["error"]

@@ -178,6 +178,16 @@ def test_ctrl_c_stops_a_local_ray_sweep_keeps_its_rows_and_leaves_no_ray_behind(
     assert f"{48 - len(kept)} assembled, {len(kept)} already done" in resumed.stdout
 
 
+def test_repro_through_the_cluster_reproduces_the_committed_run(cluster, tmp_path):
+    from ptxprobe import repro
+
+    committed = Path(__file__).resolve().parent.parent / "experiments" / "results" / "2026-12-02-cpu-repro-small"
+    out = repro.repro(committed, tmp_path / "again", executor="ray", ray_address=cluster)
+    assert out.ok and out.rows and not out.problems
+    manifests = list((tmp_path / "again").glob("*/manifest.json"))
+    assert manifests and all(json.loads(m.read_text())["counts"]["executor"]["kind"] == "ray" for m in manifests)
+
+
 def test_a_worker_without_the_planned_ptxas_fails_that_task_clearly(cluster, exp, tmp_path):
     from ptxprobe.sources import sources_of
     from ptxprobe.static.plan import plan_emitted

@@ -7,13 +7,14 @@ import json
 
 import pytest
 
-from ptxprobe import analysis, stats
+from ptxprobe import analysis, analysis_gpu, stats
 from ptxprobe.gpu.calibrate import summarize
 from ptxprobe.gpu.dispatch import with_q_values
 from ptxprobe.static.experiment import experiment_from_dict
 from ptxprobe.store import read_log
 
-RUNS = ("2026-12-02-h200-design", "2026-12-02-h200-design-user", "2026-12-02-h200-design-long")
+RUNS = ("2026-12-02-h200-design", "2026-12-02-h200-design-user", "2026-12-02-h200-design-long",
+        "2026-12-02-h200-design-pairs")
 
 
 @pytest.mark.parametrize("run", RUNS)
@@ -21,7 +22,11 @@ def test_each_run_has_its_manifest_gpu_facts_and_calibration(run):
     d = analysis.results_dir(run)
     man = analysis.load_manifest(d)
     gpu = json.loads((d / "gpu.json").read_text()) if (d / "gpu.json").exists() else None
-    assert man["experiment_identity"]["name"] == run.removeprefix("2026-12-02-")
+    # the paired-design run re-times the h200-design experiment: same experiment, its samples carry the pairs
+    assert man["experiment_identity"]["name"] == run.removeprefix("2026-12-02-").removesuffix("-pairs")
+    rows = read_log(d / "runtime.jsonl")
+    paired = [r for r in rows if r.get("block") == "names" and r["samples"].get("partners")]
+    assert bool(paired) == run.endswith("-pairs")
     assert {t["kind"] for t in man["tools"]} >= {"ptxas", "nvdisasm", "cuobjdump"}
     assert all(len(t["sha256"]) == 64 for t in man["tools"])
     assert gpu is None or (gpu["gpu"] == "NVIDIA H200" and gpu["arch"] == "sm_90a")
@@ -41,7 +46,7 @@ def test_stored_comparisons_recompute_from_the_raw_samples(run):
     for r in rows:
         if r.get("block") != "names" or r.get("is_baseline") or not r.get("name_template"):
             continue
-        logs = stats.log_ratios(base[r["group_id"]]["samples"]["times_ms"], r["samples"]["times_ms"])
+        logs = stats.log_ratios(*analysis_gpu.compared_series(base[r["group_id"]], r))
         iv = stats.paired_interval(logs, level=r.get("ci_level", 0.95), n_boot=2000, seed=seed)
         assert (iv.estimate, iv.low, iv.high) == pytest.approx(
             (r["ratio_vs_baseline"], r["ratio_ci_low"], r["ratio_ci_high"]), rel=1e-12)

@@ -106,6 +106,10 @@ def _sweep_and_time(exp, out: Path, args) -> int:
             f"{outcome.ptxas_seconds:.1f}s ptxas; results in {out}/results.parquet"
             + (" [interrupted: re-run to resume]" if outcome.interrupted else ""))
     _report_failures(failed, outcome.emit_errors)
+    if not args.json:
+        na = sorted({(r["ptxas_version"], r["error"]) for r in outcome.rows if r["status"] == "unsupported_option"})
+        for _, why in na:  # not a failure: this release lacks an option another release of the sweep has
+            say(f"not applicable: {why}")
     if outcome.interrupted:
         if args.json:
             emit_json(doc)

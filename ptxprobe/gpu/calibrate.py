@@ -57,7 +57,7 @@ def calibration_block(base_fn, k: int, plan: TimingPlan, seed: int, nvml: Nvml |
     out = {"gpu_seconds": seconds, "sample_ms": sample_ms, "ms_per_sleep_cycle": per_cycle, "planted": {}}
     for p in chosen:
         label = planted_label(p.fraction)
-        logs = stats.log_ratios(samples["{base}"].times_ms, samples[label].times_ms)
+        logs = stats.log_ratios(*samples["{base}"].paired_with(samples[label]))
         level = stats.sequential_level(len(logs), plan.min_rounds, plan.batch_rounds)
         iv = stats.paired_interval(logs, level=level, n_boot=plan.n_boot, seed=seed)
         measured = 1.0 / iv.estimate - 1.0

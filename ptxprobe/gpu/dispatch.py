@@ -169,8 +169,12 @@ def runtime_sweep(
     else:
         from rich.progress import track
 
-        for g in track(groups, description="GPU runs", disable=not progress):
-            _run_one(devices[0], g, templates, cfg, str(log), str(cache.root))
+        try:
+            for g in track(groups, description="GPU runs", disable=not progress):
+                _run_one(devices[0], g, templates, cfg, str(log), str(cache.root))
+        except KeyboardInterrupt:  # the finished groups still get their table and calibration, then it stops
+            _finish(out, log, gpu_info(0))
+            raise
     return _finish(out, log, gpu_info(0))
 
 
@@ -192,6 +196,20 @@ def _ray_groups(exp, cfg: RunConfig, templates: list[str], log: str, done: set, 
             notify(f"{arch}: {note}")
     route_groups(actors, by_arch, (templates, cfg), lambda g, res, actor: append_group(log, g, *res))
     return {"ray_actors": [{"arch": a.arch, "where": a.where, **a.facts} for a in actors]}
+
+
+def finalize(out: Path) -> list[dict]:
+    """Write runtime.parquet, calibration.json and gpu.json from a run's logs, with no GPU (a run cut short
+    before it wrote them); gpu.json then holds the GPU facts its rows recorded."""
+    log = out / RUNTIME_LOG
+    rows = read_log(log)
+    if not rows:
+        from ..errors import SpecError
+
+        raise SpecError(f"{out} has no {RUNTIME_LOG} rows to finalise")
+    keys = ("gpu", "driver", "arch")
+    info = {k: rows[0].get(k) for k in keys} | {"from_rows": True}
+    return _finish(out, log, info)
 
 
 def _finish(out: Path, log: Path, info: dict) -> list[dict]:

@@ -40,9 +40,18 @@ def named_kernels(emitted: Emitted, templates: list[str], tool: Tool, cache: Cac
     return names, kernels, facts
 
 
+def reference_of(samples: dict[str, Sampled], label: str, baseline: str) -> Sampled:
+    """What a row's ratio is against: the baseline, unless the paired design timed this label only beside
+    another (the A/A copies are paired with each other: each row's ratio is then against its partner)."""
+    partners = samples[label].partners
+    if label == baseline or not partners or baseline in partners:
+        return samples[baseline]
+    return samples[next(iter(partners))]
+
+
 def comparison(base: Sampled, other: Sampled, plan, seed: int) -> dict:
     """The paired comparison of two labels of one block: ratio (> 1: ``other`` faster), interval, p, verdict."""
-    logs = stats.log_ratios(base.times_ms, other.times_ms)
+    logs = stats.log_ratios(*base.paired_with(other))
     level = stats.sequential_level(len(logs), plan.min_rounds, plan.batch_rounds)  # the looks the run took
     iv = stats.paired_interval(logs, level=level, n_boot=plan.n_boot, seed=seed)
     return {"ratio_vs_baseline": iv.estimate, "ratio_ci_low": iv.low, "ratio_ci_high": iv.high,
@@ -136,13 +145,13 @@ def run_group(w: Workload, templates: list[str], cfg: RunConfig, info: dict, too
     nums = draw_numerics(w, kernels, templates, gen, cfg.numerics_draws)
     rows = []
     aa = comparison(samples[AA_LABELS[0]], samples[AA_LABELS[1]], plan, seed)
-    base = samples[templates[0]]
     for label, s in samples.items():
         template = label if label in templates else None
         row = {**w.common, "arch": info["arch"], "block": "names", "label": label, "name_template": template,
                "name": names[templates.index(label)] if template else label, "baseline_name": names[0],
                "is_baseline": label == templates[0], **_rates(s, w.work, plan, seed, peak, info, w.dtype),
-               **comparison(base, s, plan, seed), "samples": s.to_json(), "gpu": info.get("gpu"),
+               **comparison(reference_of(samples, label, templates[0]), s, plan, seed), "samples": s.to_json(),
+               "gpu": info.get("gpu"),
                "driver": info.get("driver"), "run_ptxas_version": tool.version, "run_ptxas_sha256": tool.sha256,
                "aa_ratio": aa["ratio_vs_baseline"], "aa_ci_low": aa["ratio_ci_low"], "aa_ci_high": aa["ratio_ci_high"],
                "aa_verdict": aa["runtime_verdict"]}

@@ -28,8 +28,12 @@ from .device import require_gpu
 THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80  # SW power cap, HW slowdown, SW/HW thermal, HW power brake
 
 
+DESIGNS = ("pairs", "rounds")
+
+
 @dataclass(frozen=True)
 class TimingPlan:
+    design: str = "pairs"  # pairs: each compared pair back to back; rounds: every label once per round
     min_sample_ms: float = 10.0
     warmup_s: float = 1.0  # per label, before the first round
     batch_rounds: int = 10
@@ -61,6 +65,12 @@ class Sampled:
     power_w: list[float | None] = field(default_factory=list)
     throttled: list[bool] = field(default_factory=list)
     launches_per_sample: int = 1
+    partners: dict[str, list[float]] = field(default_factory=dict)  # paired design: partner -> this label's times
+
+    def paired_with(self, other: Sampled) -> tuple[list[float], list[float]]:
+        """(this label's, the other's) times as a comparison pairs them round by round."""
+        return stats.pair_series(self.label, self.times_ms, self.partners, other.label, other.times_ms,
+                                 other.partners)
 
     def measurement(self) -> stats.Measurement:
         return stats.Measurement(self.label, tuple(self.times_ms))
@@ -68,7 +78,8 @@ class Sampled:
     def to_json(self) -> dict:
         return {"times_ms": self.times_ms, "positions": self.positions, "predecessors": self.predecessors,
                 "sm_clock_mhz": self.sm_clock_mhz, "power_w": self.power_w, "throttled": self.throttled,
-                "launches_per_sample": self.launches_per_sample}
+                "launches_per_sample": self.launches_per_sample,
+                **({"partners": self.partners} if self.partners else {})}
 
 
 class Nvml:
@@ -167,24 +178,32 @@ def time_block(graphs: dict[str, GraphSample], plan: TimingPlan, compare: list[t
     done = 0
     while done < plan.round_cap:
         batch = min(plan.batch_rounds if done >= plan.min_rounds else plan.min_rounds - done, plan.round_cap - done)
-        for order in stats.random_orders(labels, batch, seed=rng_seed):
-            prev = None
-            for pos, label in enumerate(order):
-                ms = graphs[label].replay_ms()
-                clock, power, throttled = nvml.read()
-                s = out[label]
-                s.times_ms.append(ms / graphs[label].k)
-                s.positions.append(pos)
-                s.predecessors.append(prev)
-                s.sm_clock_mhz.append(clock)
-                s.power_w.append(power)
-                s.throttled.append(throttled)
-                prev = label
+        paired = plan.design == "pairs" and compare
+        rounds = (stats.random_pair_orders(list(compare), batch, seed=rng_seed) if paired
+                  else [[(label,) for label in o] for o in stats.random_orders(labels, batch, seed=rng_seed)])
+        for order in rounds:
+            prev, pos = None, 0
+            for unit in order:
+                for label in unit:
+                    ms = graphs[label].replay_ms()
+                    clock, power, throttled = nvml.read()
+                    s = out[label]
+                    s.times_ms.append(ms / graphs[label].k)
+                    s.positions.append(pos)
+                    s.predecessors.append(prev)
+                    s.sm_clock_mhz.append(clock)
+                    s.power_w.append(power)
+                    s.throttled.append(throttled)
+                    prev, pos = label, pos + 1
+                if len(unit) == 2:
+                    a, b = unit
+                    out[a].partners.setdefault(b, []).append(out[a].times_ms[-1])
+                    out[b].partners.setdefault(a, []).append(out[b].times_ms[-1])
         rng_seed += 1
         done += batch
         level = stats.sequential_level(done, plan.min_rounds, plan.batch_rounds)
         if done >= plan.min_rounds and all(
-            stats.half_width(stats.paired_interval(stats.log_ratios(out[a].times_ms, out[b].times_ms),
+            stats.half_width(stats.paired_interval(stats.log_ratios(*out[a].paired_with(out[b])),
                                                    level=level, n_boot=500, seed=seed)) <= plan.target_halfwidth
             for a, b in compare
         ):

@@ -12,13 +12,13 @@ from dataclasses import asdict, dataclass
 
 from ..assemble import assembly_key
 from ..cache import Cache, cache_key, sha256_text
-from ..errors import PtxprobeError
+from ..errors import PtxprobeError, SpecError
 from ..ptx import source_identifier
 from ..rename import apply_template, rename_entry
 from ..rename_check import RenameCheck, check_rename
 from ..sources import Emitted, KernelSource
 from ..stages import stage_key
-from ..toolchain import Tool, select_ptxas
+from ..toolchain import Tool, select_ptxas, unsupported_flags
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,11 @@ def plan_emitted(exp, source: KernelSource, emitted: Emitted, tools: list[Tool],
     out = []
     columns = source.columns()
     ptxases = list(dict.fromkeys(t for spec in exp.ptxas for t in select_ptxas(emitted.arch, spec, tools)))
+    for flags in exp.flags:  # an option no ptxas of the sweep lists is a typo, not a version difference
+        unknown = set.intersection(*(set(unsupported_flags(t, tuple(flags))) for t in ptxases)) if ptxases else set()
+        if unknown:
+            raise SpecError(f"flags: {', '.join(sorted(unknown))} is not an option of any ptxas in this sweep "
+                            f"({', '.join(t.version for t in ptxases)}; learnt from their --help)")
     n_rep = exp.repeats(emitted.arch) if repeats is None else repeats
     for entry in emitted.swept_entries:
         baseline_name = apply_template(exp.names[0], entry)
