@@ -23,6 +23,9 @@ case "${1:-smoke}" in
   smoke) timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -x 2>&1 | tee "$OUT/gpu-tests.log" | tail -15 ;;
   design) run h200-design h200_design "${2:-540}" ;;
   pairs) run h200-design-pairs h200_design "${2:-540}" ;;  # the same experiment, timed with the paired design
+  pairs-resume)  # finish the committed paired run: the groups already in its runtime.jsonl are skipped
+    mkdir -p /tmp/runs && cp -r experiments/results/2026-12-02-h200-design-pairs /tmp/runs/h200-design-pairs
+    run h200-design-pairs h200_design "${2:-420}" ;;
   user) run h200-design-user experiments/h200_design_user.toml "${2:-540}" ;;
   long) run h200-design-long h200_design_long "${2:-540}" ;;
   explain)  # ncu stall samples for the committed sgemm and ptxas-12.4 attention groups (issue 17)
