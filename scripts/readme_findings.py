@@ -225,9 +225,21 @@ def design_comparison() -> list[str]:
             "back in every round (the pairs in a random order, which of the two goes first random). Same "
             "experiment, same card:", "",
             f"- full rounds (`{DESIGN}`): {line(old)};",
-            f"- pairs (`{PAIRS}`, {new['groups']} of {planned} groups before the device call's time limit): "
-            f"{line(new)}; calibration {'passed' if new['passed'] else 'FAILED: ' + '; '.join(new['failures'])}.",
-            "", agreement_line(), ""]
+            f"- pairs (`{PAIRS}`, {new['groups']} of {planned} groups; cut by a device call's time limit and "
+            f"resumed in a second one): {line(new)}; calibration "
+            f"{'passed' if new['passed'] else 'FAILED: ' + '; '.join(new['failures'])}.",
+            "", agreement_line(), "", false_positive_context(new), ""]
+
+
+def false_positive_context(c: dict) -> str:
+    """How often an exactly calibrated 5 % test would show at least this many A/A false positives in these groups."""
+    from scipy.stats import binom
+
+    n = c["groups"]
+    k = round(c["aa_false_positive_rate"] * n)
+    return (f"{k} A/A false positives in {n} groups is what an exactly calibrated 5 % test gives at least that often "
+            f"with probability {binom.sf(k - 1, n, 0.05):.2f}: with {n} groups the ≤ 5 % criterion cannot tell a "
+            "calibrated test from a slightly anti-conservative one, in either direction.")
 
 
 def agreement_line() -> str:
