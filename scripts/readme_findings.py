@@ -20,6 +20,7 @@ sys.path.insert(0, str(ROOT))
 from ptxprobe import analysis, analysis_gpu  # noqa: E402
 from ptxprobe.schema import RUNTIME, STATIC, columns_markdown  # noqa: E402
 from ptxprobe.static.verdicts import arch_order  # noqa: E402
+from ptxprobe.store import read_log  # noqa: E402
 from ptxprobe.toolchain import version_key  # noqa: E402
 
 START, END = "<!-- findings:start (scripts/readme_findings.py) -->", "<!-- findings:end -->"
@@ -231,6 +232,40 @@ def design_comparison() -> list[str]:
             "", agreement_line(), "", false_positive_context(new), ""]
 
 
+SWEEP_EXPLAIN = "2026-12-02-h200-sweep-explain"
+
+
+def sgemm_repeat_line() -> list[str]:
+    """sgemm.cu re-timed (paired design, another device call) against the first run's figures: same cubins."""
+    d = analysis.results_dir(SWEEP_EXPLAIN)
+    if not d.exists():
+        return []
+    rows = {}
+    for run in (DESIGN_USER, SWEEP_EXPLAIN):
+        for r in read_log(analysis.results_dir(run) / "runtime.jsonl"):
+            if "sgemm" in r["group_id"] and r.get("name_template") == "cutlass_{base}" and r.get("block") == "names":
+                rows.setdefault(r["group_id"], {})[run] = r
+    parts, same_verdict, throttled, clocks = [], [], 0, set()
+    for gid, by in sorted(rows.items()):
+        if len(by) < 2:
+            continue
+        a, b = by[DESIGN_USER], by[SWEEP_EXPLAIN]
+        same = "same cubins" if a["text_sha256"] == b["text_sha256"] else "OTHER cubins"
+        same_verdict.append(a["runtime_verdict"] == b["runtime_verdict"])
+        for r in (a, b):
+            throttled += sum(r["samples"]["throttled"])
+            clocks |= {c for c in r["samples"]["sm_clock_mhz"] if c}
+        parts.append(f"{gid.split('@', 1)[1]}: {pct(a['ratio_vs_baseline'], 2)} ({a['runtime_verdict']}) then "
+                     f"{pct(b['ratio_vs_baseline'], 2)} ({b['runtime_verdict']}), {same}")
+    return [f"**sgemm.cu timed again** (`{SWEEP_EXPLAIN}`: `rename-sweep --cu … --run --explain`, paired design, "
+            f"another device call), `cutlass_sgemm` against `sgemm` as first measured in `{DESIGN_USER}`: "
+            + "; ".join(parts) + f". Same verdict in {sum(same_verdict)} of {len(same_verdict)} sizes; the "
+            f"`cutlass_sgemm` samples of both runs: {throttled} throttled, SM clock "
+            f"{'/'.join(str(c) for c in sorted(clocks))} MHz. A size whose verdict flips between runs of the same "
+            "code on an unthrottled card is a between-run difference this design does not explain: one run's "
+            "verdict there is not a finding.", ""]
+
+
 def false_positive_context(c: dict) -> str:
     """How often an exactly calibrated 5 % test would show at least this many A/A false positives in these groups."""
     from scipy.stats import binom
@@ -266,7 +301,7 @@ def explain_section() -> list[str]:
            "differ by more than 3σ of Poisson noise:", "",
            "| group | name | same code | timed ratio | ncu ratio | samples | largest stall changes | beyond noise |",
            "|---|---|---|---|---|---|---|---|"]
-    groups = [g for run in (DESIGN_USER, DESIGN)
+    groups = [g for run in (DESIGN_USER, DESIGN, SWEEP_EXPLAIN)
               for g in json.loads((analysis.results_dir(run) / "explain.json").read_text())["groups"]]
     for g in groups:
         base = g["samples"]["baseline"]
@@ -284,7 +319,9 @@ def explain_section() -> list[str]:
     signs = [g["checks"]["duration_sign_agrees"] for g in groups if g["checks"]["duration_sign_agrees"] is not None]
     out += ["", f"Every sample joined to an instruction at its offset, with the opcode ncu shows equal to ptxprobe's, "
             f"in {joined} of {len(groups)} comparisons; ncu's cycle ratio has the timing's sign in {sum(signs)} of "
-            f"{len(signs)} with a timed direction. The identical-code controls have {seen} instructions beyond noise "
+            f"{len(signs)} with a timed direction (ncu profiles one launch after flushing the caches, its "
+            "default `--cache-control all`, which ptxprobe leaves alone; the timing is warm and back to back). "
+            f"The identical-code controls have {seen} instructions beyond noise "
             f"where chance alone gives about {chance:.1f}, so the renamed kernels' changes are not sampling noise. "
             "Pairing single instructions inside a rescheduled loop is by shape, so "
             "the per-loop and per-reason totals are the robust reading, not single instruction pairs.", ""]
@@ -341,7 +378,8 @@ def ray_bench_section() -> list[str]:
 
 def findings() -> str:
     return "\n".join([START, *matrix_section(), *triggers_section(), *static_section(), "", *runtime_section(),
-                      *design_comparison(), *explain_section(), *options_section(), *noise_section(), *bench_section(),
+                      *design_comparison(), *sgemm_repeat_line(), *explain_section(), *options_section(),
+                      *noise_section(), *bench_section(),
                       *ray_bench_section(), END])
 
 

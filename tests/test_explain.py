@@ -48,10 +48,15 @@ def _load(out: Path, p: dict):
     return listing, parse_source_csv((out / p["source_csv"]).read_text())
 
 
-@pytest.mark.parametrize("kind", sorted(RUNS))
-def test_committed_explain_json_is_what_the_committed_profiles_give(kind, tmp_path):
-    run = _copy(RUNS[kind], tmp_path / kind)
-    assert analyze(run) == json.loads((RUNS[kind] / EXPLAIN_JSON).read_text())
+# the run made by `rename-sweep --run --explain` on the H200 (its 2048 sgemm comparison is where ncu and the timing
+# disagree in sign: kept, and said in the README, not tested away)
+SWEEP_EXPLAIN = ROOT / "experiments/results/2026-12-02-h200-sweep-explain"
+
+
+@pytest.mark.parametrize("run_dir", [*sorted(RUNS.values()), SWEEP_EXPLAIN], ids=lambda p: p.name)
+def test_committed_explain_json_is_what_the_committed_profiles_give(run_dir, tmp_path):
+    run = _copy(run_dir, tmp_path / run_dir.name)
+    assert analyze(run) == json.loads((run_dir / EXPLAIN_JSON).read_text())
 
 
 @pytest.mark.parametrize("kind", sorted(RUNS))
