@@ -182,6 +182,19 @@ def build_parser() -> argparse.ArgumentParser:
     _executor_args(s)
     _common(s)
 
+    s = _sub(sub, "capture", "run a Python program, keep every Triton/Gluon kernel it compiles, rename-sweep them",
+             "cmd_capture")
+    s.add_argument("program", nargs=argparse.REMAINDER, metavar="-- CMD ...",
+                   help="the program to run, after --, e.g. -- python train.py --steps 1")
+    s.add_argument("--out", "-o", default="runs/capture", help="where the captured PTX and the sweep go")
+    s.add_argument("--experiment", "-e", default="default", help="names, archs and repeats to sweep with")
+    s.add_argument("--set", "-s", action="append", metavar="AXIS=V1,V2", default=[], help="override an axis")
+    s.add_argument("--program-timeout", type=float, default=1800.0, help="seconds the program may run")
+    s.add_argument("--fresh", action="store_true", help="discard the sweep directory's earlier results")
+    s.add_argument("--no-cache", action="store_true", help="do not read or write the content-addressed cache")
+    _executor_args(s)
+    _common(s, "print the sweep's summary as one JSON document")
+
     s = _sub(sub, "explain", "why a name changes speed: ncu stall samples per SASS instruction, joined with the diff",
              "cmd_explain")
     s.add_argument("run_dir", help="a run directory with GPU results (rename-sweep --run)")
