@@ -1,4 +1,4 @@
-"""``ptxprobe capture -- CMD ...``: every Triton (and Gluon) kernel a Python program compiles, then the rename sweep.
+"""``ptxprobe capture -- CMD ...``: every Triton kernel a Python program compiles, then the rename sweep.
 
 The program runs as it is, with Triton's own knobs set: ``TRITON_KERNEL_DUMP=1`` and
 ``TRITON_DUMP_DIR`` (every compiled stage is written out, PTX included) and

@@ -182,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
     _executor_args(s)
     _common(s)
 
-    s = _sub(sub, "capture", "run a Python program, keep every Triton/Gluon kernel it compiles, rename-sweep them",
+    s = _sub(sub, "capture", "run a Python program, keep every Triton kernel it compiles, rename-sweep them",
              "cmd_capture")
     s.add_argument("program", nargs=argparse.REMAINDER, metavar="-- CMD ...",
                    help="the program to run, after --, e.g. -- python train.py --steps 1")
@@ -194,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--no-cache", action="store_true", help="do not read or write the content-addressed cache")
     _executor_args(s)
     _common(s, "print the sweep's summary as one JSON document")
+    s.set_defaults(top_parser=p)  # capture parses the rename-sweep it runs with the same parser
 
     s = _sub(sub, "explain", "why a name changes speed: ncu stall samples per SASS instruction, joined with the diff",
              "cmd_explain")

@@ -169,7 +169,6 @@ def _fmt_ratio(x) -> str:
 def cmd_capture(args) -> int:
     """Run the program with Triton's dump knobs, then the rename sweep on what it compiled (the sweep's exit code)."""
     from ..capture import run_program
-    from .parser import build_parser
 
     argv = list(args.program)
     if argv and argv[0] == "--":
@@ -187,4 +186,4 @@ def cmd_capture(args) -> int:
              *(["--json"] if args.json else []), *(["-q"] if args.quiet_level else [])]
     from .sweep_cmd import cmd_rename_sweep
 
-    return cmd_rename_sweep(build_parser().parse_args(sweep))
+    return cmd_rename_sweep(args.top_parser.parse_args(sweep))

@@ -6,7 +6,6 @@ the groups already there.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 from pathlib import Path
@@ -24,50 +23,17 @@ from ..store import (
     read_log,
     write_parquet,
 )
-from ..toolchain import select_ptxas
 from .calibrate import summarize as summarize_calibration
-from .device import _smi, device_arch, gpu_info, require_gpu
-from .group import run_group
+from .device import device_arch, gpu_info, require_gpu
 from .plan import Group, RunConfig, plan_groups, run_config
-from .timing import measured_peak_tflops
-from .workload import launch_spec_workload, registered_workload
-
-
-@functools.cache
-def _device_facts() -> dict:
-    """Properties of this process's GPU (read once per worker, not per group)."""
-    return gpu_info(0)
-
-
-@functools.cache
-def _peak(dtype: str) -> float | None:
-    """The %SOL denominator, measured once per dtype per worker process."""
-    return measured_peak_tflops(dtype)
-
-
-def _group_rows(group: Group, templates: list[str], cfg: RunConfig, cache: Cache) -> tuple[list[dict], dict]:
-    """Run one planned group on this process's GPU: its rows and its calibration record."""
-    info = {**_device_facts(), **_smi(0)}  # clocks and temperature as of this group
-    tool = select_ptxas(info["arch"], group.ptxas)[0]
-    w = group_workload(group, cfg, info, tool, cache)
-    peak = _peak(w.dtype)[0] if w.dtype else None
-    return run_group(w, templates, cfg, info, tool, cache, calibrate=group.calibrate, peak=peak,
-                     seed=cfg.timing.seed)
-
-
-def group_workload(group: Group, cfg: RunConfig, info: dict, tool, cache: Cache):
-    """The Workload a planned group times (also what ``explain`` profiles: the same inputs and launch)."""
-    if group.seq_len is not None:
-        return registered_workload(group.source, cfg.problem(group.seq_len), cfg.numerics_problem, info, tool, cache,
-                                   cfg.sdpa_backends)
-    return launch_spec_workload(group.source, group.sizes_dict, info, tool, cache)
+from .worker import group_rows
 
 
 def _run_one(
     device: str, group: Group, templates: list[str], cfg: RunConfig, out_path: str, cache_root: str, lock=None
 ) -> None:
     """Worker body for one group on this process's GPU: time it, append its rows and calibration to the logs."""
-    rows, record = _group_rows(group, templates, cfg, Cache(cache_root))
+    rows, record = group_rows(group, templates, cfg, Cache(cache_root))
     append_group(out_path, group, rows, record, lock)
 
 

@@ -103,9 +103,9 @@ def _target(job: dict) -> None:
     from ..store import MANIFEST, read_run_json
     from ..toolchain import select_ptxas
     from .device import gpu_info
-    from .dispatch import group_workload
     from .group import named_kernels
     from .plan import plan_groups, run_config
+    from .worker import group_workload
 
     d = dict(read_run_json(job["run_dir"], MANIFEST)["experiment"])
     d.pop("source", None)

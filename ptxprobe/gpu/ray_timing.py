@@ -48,10 +48,10 @@ class TimingWorker:
         if self.work is not None:
             return self.work(group, *args)
         from ..cache import Cache
-        from .dispatch import _group_rows
+        from .worker import group_rows
 
         templates, cfg = args
-        return _group_rows(group, templates, cfg, Cache())
+        return group_rows(group, templates, cfg, Cache())
 
 
 @dataclass

@@ -18,13 +18,11 @@ from typing import Protocol
 from ..assemble import Artifact, assemble
 from ..cache import Cache
 from ..cubin import kernel_columns
-from ..errors import CubinError, SpecError
+from ..errors import CubinError
 from ..proc import install_stop_handler
 from ..sources import Emitted, KernelSource
 from ..stages import stage_key
 from .plan import Planned, variant_record
-
-EXECUTORS = ("local", "ray")
 
 
 class Executor(Protocol):
@@ -158,16 +156,3 @@ class LocalExecutor:
             p.join(max(0.0, deadline - time.monotonic()))
             if p.is_alive():
                 p.kill()
-
-
-def make_executor(kind: str, jobs: int, ray_address: str | None = None) -> Executor:
-    """The executor a command asked for (``--executor``, ``--ray-address``)."""
-    if kind == "local":
-        if ray_address:
-            raise SpecError("--ray-address goes with --executor ray")
-        return LocalExecutor(jobs)
-    if kind == "ray":
-        from .ray_executor import RayExecutor
-
-        return RayExecutor(jobs, ray_address)
-    raise SpecError(f"unknown executor {kind!r} (choose from {', '.join(EXECUTORS)})")

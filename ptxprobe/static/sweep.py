@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..assemble import cached_artifact, flag_file_digests
 from ..cache import Cache
-from ..errors import ToolFailed, ToolNotFound
+from ..errors import SpecError, ToolFailed, ToolNotFound
 from ..sources import Emitted, KernelSource, sources_of
 from ..store import (
     LOG,
@@ -39,7 +39,7 @@ from ..store import (
 )
 from ..toolchain import Tool, discover
 from .adaptive import more_runs
-from .executors import Executor, make_executor, variant_row
+from .executors import Executor, LocalExecutor, variant_row
 from .experiment import Experiment
 from .plan import Planned, plan_emitted
 from .verdicts import derive
@@ -74,6 +74,22 @@ class SweepOutcome:
         from .verdicts import failures
 
         return failures(self.rows)
+
+
+EXECUTORS = ("local", "ray")
+
+
+def make_executor(kind: str, jobs: int, ray_address: str | None = None) -> Executor:
+    """The executor a command asked for (``--executor``, ``--ray-address``)."""
+    if kind == "local":
+        if ray_address:
+            raise SpecError("--ray-address goes with --executor ray")
+        return LocalExecutor(jobs)
+    if kind == "ray":
+        from .ray_executor import RayExecutor  # Ray is optional: imported only when asked for
+
+        return RayExecutor(jobs, ray_address)
+    raise SpecError(f"unknown executor {kind!r} (choose from {', '.join(EXECUTORS)})")
 
 
 def run_sweep(
