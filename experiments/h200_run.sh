@@ -23,13 +23,6 @@ case "${1:-smoke}" in
   smoke) timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -x 2>&1 | tee "$OUT/gpu-tests.log" | tail -15 ;;
   design) run h200-design h200_design "${2:-540}" ;;
   pairs) run h200-design-pairs h200_design "${2:-540}" ;;  # the same experiment, timed with the paired design
-  explain-attention)  # re-profile the ptxas-12.4 fp16 attention group alone (its first profile's record was lost)
-    mkdir -p /tmp/runs && cp -r experiments/results/2026-12-02-h200-design /tmp/runs/h200-design
-    rm -rf /tmp/runs/h200-design/explain /tmp/runs/h200-design/explain.json
-    timeout -s INT "${2:-150}" python3 -m ptxprobe.cli explain /tmp/runs/h200-design --max-groups 1 \
-      --group 'attention/fp16/d128/full/m128n64w8s3@4096@ptxas=12.4' > "$OUT/explain-attention.txt" 2>&1
-    echo "explain-attention: exit $?" | tee -a "$OUT/status.txt"
-    tar -C /tmp/runs --exclude='*.ncu-rep' -czf "$OUT/explain-attention.tar.gz" h200-design/explain ;;
   sweep-explain)  # rename-sweep --run --explain end to end on sgemm.cu, as a user would run it
     timeout -s INT "${2:-280}" python3 -m ptxprobe.cli rename-sweep --cu experiments/user/sgemm.cu --entry sgemm \
       --spec experiments/user/sgemm.toml -s ptxas=triton --run --explain -j 16 -q -o /tmp/runs/h200-sweep-explain \
