@@ -53,13 +53,29 @@ def validate_name(name: str) -> str:
     return name
 
 
+TRIGGER = "cutlass"  # the substring ptxas's strstr looks for (the only one of its literals that changes code here)
+# for a kernel whose own name already holds the trigger: the name without it (baseline), as given, and a control
+TRIGGER_FREE_NAMES = ("{base_untriggered}", "{base}", "{base_control}")
+
+
+def untriggered(ident: str, replacement: str = "xutlass") -> str:
+    """The identifier with every occurrence of the trigger replaced by a same-length spelling ptxas ignores."""
+    return ident.replace(TRIGGER, replacement)
+
+
 def apply_template(template: str, entry: str) -> str:
-    """Expand a name template (``cutlass_{base}``) for an entry; keeps C++ mangling intact."""
+    """Expand a name template (``cutlass_{base}``) for an entry; keeps C++ mangling intact.
+
+    ``{base_untriggered}`` is the identifier with ``cutlass`` spelled ``xutlass``, ``{base_control}`` with
+    ``zutlass``: for kernels whose own name holds the trigger (``cutlass_gluon_attention``, CuTe DSL's).
+    """
     base = source_identifier(entry)
     try:
-        new_ident = template.format(base=base)
+        new_ident = template.format(base=base, base_untriggered=untriggered(base),
+                                    base_control=untriggered(base, "zutlass"))
     except (KeyError, IndexError, ValueError) as exc:
-        raise InvalidName(f"bad name template {template!r}: only {{base}} may be used ({exc})") from exc
+        raise InvalidName(f"bad name template {template!r}: only {{base}}, {{base_untriggered}} and "
+                          f"{{base_control}} may be used ({exc})") from exc
     new = with_identifier(entry, new_ident)  # a mangled entry keeps its parameter encoding
     return validate_name(new)
 

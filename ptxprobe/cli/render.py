@@ -84,8 +84,9 @@ def pivot_table(title: str, pivot: list[dict], templates: list[str]) -> Table:
     t.add_column("kernel", overflow="ellipsis", no_wrap=True, ratio=3)
     t.add_column("arch", no_wrap=True, min_width=7)
     t.add_column("ptxas", no_wrap=True, min_width=7)
+    labels = {"{base}": "as given", "{base_control}": "control (zutlass)", "{base_untriggered}": "xutlass"}
     for name in renamed:
-        t.add_column(name.replace("{base}", "…"), no_wrap=True, overflow="ellipsis", ratio=2)
+        t.add_column(labels.get(name, name.replace("{base}", "…")), no_wrap=True, overflow="ellipsis", ratio=2)
     t.add_column("matters?", no_wrap=True, min_width=8)
     for p in pivot:  # ordered by kernel, then SM number (static.verdicts.pivot)
         flags = "" if p["ptxas_flags"] in ("-lineinfo", "") else f" {p['ptxas_flags']}"

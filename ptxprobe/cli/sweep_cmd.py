@@ -51,7 +51,35 @@ def experiment_from_args(args):
         exp = replace(exp, name="user", description="user kernels given on the command line")
     if args.names_from_scan:
         exp = names_from_scan(exp)
+    if (args.ptx or args.cubin) and not any(s.startswith("names=") for s in sets):
+        exp = names_for_triggered_entries(exp)
     return exp
+
+
+def names_for_triggered_entries(exp):
+    """When every given kernel's own name already holds the trigger, ``cutlass_{base}`` beside ``xutlass_{base}``
+    would compare two triggered names and read as "no effect". Compare instead the name without the trigger
+    (baseline), the name as given, and a second trigger-free spelling (control), and say so."""
+    from ..cache import Cache
+    from ..rename import TRIGGER, TRIGGER_FREE_NAMES
+    from ..sources import sources_of
+    from ..static.experiment import override
+
+    entries = []
+    for src in sources_of(exp):
+        if src.kind in ("ptx", "cubin"):  # their entries are known without compiling anything
+            emitted = src.emit(src.build_archs(exp.archs)[0], Cache())
+            entries += list(emitted.swept_entries)
+    with_trigger = [e for e in entries if TRIGGER in e]
+    if not entries or not with_trigger:
+        return exp
+    if len(with_trigger) < len(entries):
+        log.warning("these kernels' own names already contain %r, so their %s variants hold it twice: %s",
+                    TRIGGER, exp.names[1] if len(exp.names) > 1 else "renamed", ", ".join(with_trigger))
+        return exp
+    log.warning("every kernel's own name contains %r: comparing it with the trigger removed (baseline, "
+                "cutlass -> xutlass), as given, and a control (cutlass -> zutlass)", TRIGGER)
+    return override(exp, ["names=" + ",".join(TRIGGER_FREE_NAMES)])
 
 
 def names_from_scan(exp):
