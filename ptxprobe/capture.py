@@ -23,6 +23,7 @@ from .cache import atomic_write, sha256_file, sha256_text
 from .errors import MalformedPtx, SpecError, ToolFailed
 from .proc import run_tool
 from .ptx import entries_of, target_of
+from .store import package_version
 
 CAPTURED = "captured.json"
 
@@ -65,7 +66,7 @@ def run_program(argv: list[str], out: Path, timeout: float) -> tuple[list[Captur
         "program": program,
         "program_sha256": sha256_file(program) if program else None,
         "python": sys.version.split()[0],
-        "triton": _version("triton"),
+        "triton": package_version("triton"),
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
         "seconds": round(time.time() - started, 2),
         "kernels": [asdict(k) for k in kernels],
@@ -100,15 +101,6 @@ def collect(dump: Path, cache: Path, out: Path) -> list[CapturedKernel]:
         seen[digest] = CapturedKernel(names[0], _target(text), str(target.relative_to(out)), digest, keep,
                                       ptx_path.parent.name)
     return list(seen.values())
-
-
-def _version(dist: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(dist)
-    except PackageNotFoundError:
-        return None
 
 
 def _target(text: str) -> str | None:

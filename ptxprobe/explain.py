@@ -17,7 +17,7 @@ import csv
 import io
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from .diff import align, match_loops
 from .errors import SpecError
@@ -250,8 +250,3 @@ def group_record(kernel: str, group_id: str, baseline: str, variant: str, identi
                                                       "runtime_verdict", "q_value")},
         **rec,
     }
-
-
-def profile_to_json(p: KernelProfile) -> dict:
-    return {"reasons": list(p.reasons), "metrics": {k: list(v) for k, v in p.metrics.items()},
-            "instructions": [asdict(i) for i in p.instructions]}

@@ -7,7 +7,7 @@ is ``RUN_DIR/explain.json``. ``--analyze-only`` redoes the attribution from what
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from .cache import atomic_write
@@ -117,4 +117,4 @@ def _load(out: Path, p: dict):
     listing = disassemble((out / p["cubin"]).read_bytes())[p["name"]]
     prof = parse_source_csv((out / p["source_csv"]).read_text())
     details = parse_details_csv((out / p["details_csv"]).read_text())
-    return listing, type(prof)(prof.instructions, prof.reasons, details)
+    return listing, replace(prof, metrics=details)

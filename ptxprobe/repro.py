@@ -19,7 +19,7 @@ from pathlib import Path
 from .cache import Cache
 from .errors import PtxprobeError
 from .schema import problem_label
-from .static.experiment import experiment_from_dict
+from .static.experiment import experiment_from_dict, recorded_axes
 from .static.sweep import run_sweep
 from .store import LOG, MANIFEST, RESULTS_JSONL, package_source_hashes, read_log
 from .toolchain import Tool, discover
@@ -238,8 +238,7 @@ def repro(
     manifest, recorded = _load(run)
     tools = discover()
     problems, found = check_environment(manifest, recorded, tools)
-    exp_d = dict(manifest["experiment"])
-    exp_d.pop("source", None)
+    exp_d = recorded_axes(manifest)
     new_rows: list[dict] = []
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="ptxprobe-repro-"))
     with tempfile.TemporaryDirectory(prefix="ptxprobe-repro-cache-") as cache_dir:

@@ -174,7 +174,7 @@ def package_source_hashes() -> dict:
     }
 
 
-def _version(dist: str) -> str | None:
+def package_version(dist: str) -> str | None:
     import importlib.metadata as md
 
     try:
@@ -197,8 +197,8 @@ def build_manifest(exp, identity: dict, tools: list, argv: list[str], started: f
         "inputs": inputs or {},
         "tools": [t.to_dict() for t in tools],
         "python": sys.version.split()[0],
-        "triton": _version("triton"),
-        "torch": _version("torch"),
+        "triton": package_version("triton"),
+        "torch": package_version("torch"),
         "host": {"platform": platform.platform(), "machine": platform.machine(), "cpus": os.cpu_count(),
                  "node": platform.node()},
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from .. import stats
 from ..cache import Cache, atomic_write
+from ..errors import SpecError
 from ..store import (
     CALIBRATION,
     GPU_INFO,
@@ -170,8 +171,6 @@ def finalize(out: Path) -> list[dict]:
     log = out / RUNTIME_LOG
     rows = read_log(log)
     if not rows:
-        from ..errors import SpecError
-
         raise SpecError(f"{out} has no {RUNTIME_LOG} rows to finalise")
     keys = ("gpu", "driver", "arch")
     info = {k: rows[0].get(k) for k in keys} | {"from_rows": True}

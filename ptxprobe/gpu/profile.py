@@ -99,7 +99,7 @@ def _target(job: dict) -> None:
     import torch
 
     from ..cache import Cache
-    from ..static.experiment import experiment_from_dict
+    from ..static.experiment import experiment_from_dict, recorded_axes
     from ..store import MANIFEST, read_run_json
     from ..toolchain import select_ptxas
     from .device import gpu_info
@@ -107,9 +107,7 @@ def _target(job: dict) -> None:
     from .plan import plan_groups, run_config
     from .worker import group_workload
 
-    d = dict(read_run_json(job["run_dir"], MANIFEST)["experiment"])
-    d.pop("source", None)
-    exp = experiment_from_dict(d)
+    exp = experiment_from_dict(recorded_axes(read_run_json(job["run_dir"], MANIFEST)))
     cfg = run_config(exp.run)
     info = gpu_info(0)
     groups = {g.group_id: g for g in plan_groups(exp, cfg, info["arch"])[0]}

@@ -64,13 +64,13 @@ def assemble_job(p: Planned, timeout: float, cache_root: str, cache_enabled: boo
     return variant_row(p, art, cache)
 
 
-def cubin_columns_key(art: Artifact, name: str) -> str:
-    return stage_key("cubin-facts", cubin=art.cubin_sha256, name=name)
+def cubin_columns_key(cubin_sha256: str, name: str) -> str:
+    return stage_key("cubin-facts", cubin=cubin_sha256, name=name)
 
 
 def _cubin_columns(art: Artifact, name: str, cache: Cache) -> dict:
     """kernel_columns, memoised by cubin hash (re-reading ELF files dominates a warm sweep)."""
-    key = cubin_columns_key(art, name)
+    key = cubin_columns_key(art.cubin_sha256, name)
     hit = cache.get_json("cubin-columns", key)
     if hit is None:
         hit = kernel_columns(art.cubin(), name)

@@ -148,6 +148,13 @@ def check_arch(arch: str) -> str:
     return arch
 
 
+def recorded_axes(manifest: dict) -> dict:
+    """The axes a run directory's manifest recorded, ready for ``experiment_from_dict`` (its file path dropped)."""
+    d = dict(manifest["experiment"])
+    d.pop("source", None)
+    return d
+
+
 def experiment_from_dict(d: dict) -> Experiment:
     """An experiment from axis values (lists or scalars); every value validated."""
     known = {f.name for f in fields(Experiment)}

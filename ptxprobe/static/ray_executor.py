@@ -18,8 +18,8 @@ from pathlib import Path
 
 from ..assemble import Artifact, assemble
 from ..cache import Cache
-from ..errors import ToolMismatch, ToolNotFound
-from ..raycluster import RaySession, worker_identity
+from ..errors import ToolMismatch
+from ..raycluster import RaySession, require_ray, worker_identity
 from ..sources import KernelSource
 from ..toolchain import Tool, discover, identify, install
 from .executors import LocalExecutor, cubin_columns_key, variant_row
@@ -55,11 +55,19 @@ def worker_tool(planned: Tool) -> Tool:
         for rec in install(planned.version, (planned.kind,)):
             if rec.sha256 == planned.sha256:
                 return identify(rec.path, planned.kind, "ptxprobe-cache")
-    except (ToolNotFound, Exception):  # noqa: BLE001 (no wheel, no network: the mismatch below says it)
+    except Exception:  # noqa: BLE001 (no wheel, no network, not a release: the mismatch below says it)
         pass
     found = f"a different binary (sha256 {at_path.sha256[:12]})" if at_path else "missing"
     raise ToolMismatch(f"worker {worker_identity()}: ptxas {planned.version} sha256 {planned.sha256[:12]} is not "
                        f"here ({planned.path} is {found}, and no installed or installable release matches)")
+
+
+def unassembled(p: Planned, status: str, why: str) -> tuple[dict, Artifact]:
+    """The row (retriable: the node may be fixed, the worker may live next time) of a task that ran no ptxas."""
+    v = p.variant
+    art = Artifact(status, v.arch, p.tool.version, p.tool.sha256, tuple(v.flags), v.ptx_sha256, None, None, {}, why,
+                   0.0)
+    return {**variant_row(p, art), "error": why, "retriable": True}, art
 
 
 def remote_assembly(p: Planned, timeout: float) -> RemoteAssembly:
@@ -68,16 +76,14 @@ def remote_assembly(p: Planned, timeout: float) -> RemoteAssembly:
     try:
         tool = worker_tool(p.tool)
     except ToolMismatch as exc:
-        art = Artifact(TOOL_MISMATCH, v.arch, p.tool.version, p.tool.sha256, tuple(v.flags), v.ptx_sha256, None,
-                       None, {}, str(exc), 0.0)
-        row = {**variant_row(p, art), "error": str(exc), "retriable": True}  # fix the node, re-run: it is retried
+        row, art = unassembled(p, TOOL_MISMATCH, str(exc))
         return RemoteAssembly(row, art.to_json(), None, None, worker_identity())
     with tempfile.TemporaryDirectory(prefix="ptxprobe-ray-") as scratch:
         cache = Cache(scratch, enabled=True)  # private: only the driver's cache persists
         art = assemble(p.ptx, v.arch, tool, v.flags, repeat=v.repeat, timeout=timeout, cache=cache)
         row = variant_row(p, art, cache)
         cubin = art.cubin() if art.ok else None
-        columns = cache.get_json("cubin-columns", cubin_columns_key(art, v.name)) if art.ok else None
+        columns = cache.get_json("cubin-columns", cubin_columns_key(art.cubin_sha256, v.name)) if art.ok else None
     art = replace(art, cubin_path=None)
     return RemoteAssembly(row, art.to_json(), cubin, columns, worker_identity())
 
@@ -88,8 +94,8 @@ def adopt(returned: RemoteAssembly, key: str, cache: Cache) -> dict:
     if returned.cubin is not None:
         art["cubin_path"] = str(cache.put("cubin", art["cubin_sha256"], "kernel.cubin", returned.cubin))
         if returned.columns is not None:
-            a = Artifact.from_json(art)
-            cache.put_json("cubin-columns", cubin_columns_key(a, returned.row["name"]), returned.columns)
+            cache.put_json("cubin-columns", cubin_columns_key(art["cubin_sha256"], returned.row["name"]),
+                           returned.columns)
     if not returned.row.get("retriable"):
         cache.put_json("assemble", key, art)
     return returned.row
@@ -100,7 +106,7 @@ class RayExecutor:
 
     def __init__(self, jobs: int, address: str | None = None):
         self.session = RaySession(address, num_cpus=None if address else jobs)
-        self.owns_session = not _ray_running()
+        self.owns_session = not require_ray().is_initialized()  # else a command-level session owns it
         self.ray = self.session.open()
         self.task = self.ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(remote_assembly)
         self.local = LocalExecutor(min(jobs, 2))
@@ -131,11 +137,8 @@ class RayExecutor:
         try:
             returned: RemoteAssembly = finished.result()
         except self.ray.exceptions.RayError as exc:  # every retry's worker died: a retriable row, not a crash
-            v = p.variant
             why = f"the Ray worker was lost {TASK_RETRIES + 1} times: {str(exc).strip().splitlines()[0][:300]}"
-            art = Artifact(WORKER_LOST, v.arch, p.tool.version, p.tool.sha256, tuple(v.flags), v.ptx_sha256, None,
-                           None, {}, why, 0.0, signal="SIGKILL")
-            return {**variant_row(p, art), "error": why}
+            return unassembled(p, WORKER_LOST, why)[0]
         self.workers[returned.worker] = self.workers.get(returned.worker, 0) + 1
         self.description["tasks_by_node"] = dict(self.workers)
         return adopt(returned, returned.row["assembly_key"], cache)
@@ -156,8 +159,3 @@ class RayExecutor:
         if self.owns_session:
             self.session.close()
 
-
-def _ray_running() -> bool:
-    from ..raycluster import require_ray
-
-    return require_ray().is_initialized()
