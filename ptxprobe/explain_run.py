@@ -48,11 +48,11 @@ def profile_run(run_dir: Path, filters: list[str], max_groups: int = 4, timeout:
     from .gpu.device import require_gpu
     from .gpu.profile import find_ncu, profile_group
 
-    require_gpu()
-    ncu = find_ncu()
-    rows = read_log(run_dir / RUNTIME_LOG)
+    rows = read_log(run_dir / RUNTIME_LOG)  # the input first: a directory without GPU results says so anywhere
     if not rows:
         raise SpecError(f"{run_dir} has no {RUNTIME_LOG}: explain needs a timed run (rename-sweep --run)")
+    require_gpu()
+    ncu = find_ncu()
     groups = runtime_groups(rows)
     out = run_dir / EXPLAIN_DIR
     out.mkdir(exist_ok=True)
