@@ -10,11 +10,16 @@ import pytest
 from ptxprobe import analysis, analysis_gpu, stats
 from ptxprobe.gpu.calibrate import summarize
 from ptxprobe.gpu.dispatch import with_q_values
-from ptxprobe.static.experiment import experiment_from_dict
+from ptxprobe.gpu.plan import run_config
+from ptxprobe.static.experiment import experiment_from_dict, recorded_axes
 from ptxprobe.store import read_log
 
-RUNS = ("2026-12-02-h200-design", "2026-12-02-h200-design-user", "2026-12-02-h200-design-long",
-        "2026-12-02-h200-design-pairs")
+# run -> (the experiment it timed, whether it used the paired design)
+TIMED = {"2026-12-02-h200-design": ("h200-design", False), "2026-12-02-h200-design-user": ("h200-design-user", False),
+         "2026-12-02-h200-design-long": ("h200-design-long", False),
+         "2026-12-02-h200-design-pairs": ("h200-design", True),  # the same experiment, re-timed with pairs
+         "2026-12-02-h200-sweep-explain": ("user", True)}  # rename-sweep --cu sgemm.cu --run --explain
+RUNS = tuple(TIMED)
 
 
 @pytest.mark.parametrize("run", RUNS)
@@ -22,11 +27,11 @@ def test_each_run_has_its_manifest_gpu_facts_and_calibration(run):
     d = analysis.results_dir(run)
     man = analysis.load_manifest(d)
     gpu = json.loads((d / "gpu.json").read_text()) if (d / "gpu.json").exists() else None
-    # the paired-design run re-times the h200-design experiment: same experiment, its samples carry the pairs
-    assert man["experiment_identity"]["name"] == run.removeprefix("2026-12-02-").removesuffix("-pairs")
+    name, pairs = TIMED[run]
+    assert man["experiment_identity"]["name"] == name
     rows = read_log(d / "runtime.jsonl")
     paired = [r for r in rows if r.get("block") == "names" and r["samples"].get("partners")]
-    assert bool(paired) == run.endswith("-pairs")
+    assert bool(paired) == pairs
     assert {t["kind"] for t in man["tools"]} >= {"ptxas", "nvdisasm", "cuobjdump"}
     assert all(len(t["sha256"]) == 64 for t in man["tools"])
     assert gpu is None or (gpu["gpu"] == "NVIDIA H200" and gpu["arch"] == "sm_90a")
@@ -38,8 +43,7 @@ def test_each_run_has_its_manifest_gpu_facts_and_calibration(run):
 @pytest.mark.parametrize("run", RUNS)
 def test_stored_comparisons_recompute_from_the_raw_samples(run):
     d = analysis.results_dir(run)
-    seed = experiment_from_dict({k: v for k, v in analysis.load_manifest(d)["experiment"].items()
-                                 if k != "source"}).run["timing"]["seed"]
+    seed = run_config(experiment_from_dict(recorded_axes(analysis.load_manifest(d))).run).timing.seed
     rows = read_log(d / "runtime.jsonl")
     base = {r["group_id"]: r for r in rows if r.get("block") == "names" and r.get("is_baseline")}
     checked = 0
