@@ -92,6 +92,11 @@ class KernelFamily:
     # non-Triton frontends: (spec, arch, cache) -> Emitted, and a loader for the run stage
     emit: Callable | None = None
     archs: tuple[str, ...] = ()  # targets the family can be built for (empty: any)
+    options: dict = field(default_factory=dict)  # more Triton compile options (e.g. maxnreg for warp specialisation)
+
+    def compile_options(self, spec: KernelSpec) -> dict:
+        """Triton compile options of one spec: its config's warps and stages, and the family's own options."""
+        return {"num_warps": spec.config.num_warps, "num_stages": spec.config.num_stages, **self.options}
 
     def supports(self, dtype: str, head_dim: int, arch: str) -> bool:
         return dtype in self.dtypes and head_dim in self.head_dims and (not self.archs or arch in self.archs)
@@ -115,6 +120,7 @@ _MODULES = (
     "ptxprobe_kernels.cuda_attention",
     "ptxprobe_kernels.gluon_attention",
     "ptxprobe_kernels.gluon_attention_ws",
+    "ptxprobe_kernels.gluon_attention_hopper",
 )
 
 

@@ -124,7 +124,8 @@ def test_cli_run_of_a_cu_file(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     ("kernel", "dtype"),
-    [("attention", "fp16"), ("attention_persistent", "fp8e5"), ("attention_cuda", "fp16"), ("attention_cuda", "bf16")],
+    [("attention", "fp16"), ("attention_persistent", "fp8e5"), ("attention_cuda", "fp16"), ("attention_cuda", "bf16"),
+     ("attention_gluon_hopper", "fp16"), ("attention_gluon_hopper", "bf16"), ("attention_gluon_hopper", "fp8e4nv")],
 )
 def test_registered_kernels_match_float64_on_the_gpu(kernel, dtype):
     arch = _gpu_arch()

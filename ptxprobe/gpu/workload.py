@@ -59,7 +59,7 @@ def registered_workload(source: RegisteredSource, problem: Problem, small: Probl
 
     launched = None
     if fam.frontend == "triton":  # the specialisation Triton's launcher derives (checked: aot_matches_launch)
-        options = {"num_warps": spec.config.num_warps, "num_stages": spec.config.num_stages}
+        options = fam.compile_options(spec)
         sp = specialize(fam.fn, fam.launch_args(spec, problem, None))
         load, launched = triton_loader(fam.fn, sp, options, tool, arch)
     else:  # plain-pointer kernels: the driver API loads ptxprobe's cubin directly

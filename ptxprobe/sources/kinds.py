@@ -66,7 +66,7 @@ class RegisteredSource(KernelSource):
 
             problem = Problem(seq_len=self.seq_len)
             sp = cached_specialize(fam.fn, fam.launch_args(spec, problem, None), cache)
-            options = {"num_warps": spec.config.num_warps, "num_stages": spec.config.num_stages}
+            options = fam.compile_options(spec)
             rec = triton_ptx(fam.fn, sp, arch, options, cache, name=name, only_cached=only_cached, spec_key=spec.key)
             if rec is None:
                 return None
@@ -164,14 +164,15 @@ class TritonFunctionSource(_FileSource):
 
     kind = "triton"
 
-    def loaded(self):
-        """(function, specialisation, options): imported once per process and per content of module and spec."""
+    def loaded(self, arch: str = "sm_90a"):
+        """(function, specialisation, options): imported once per process and per content of module and spec
+        (without a GPU, the module's import-time device questions see the first arch it is built for)."""
         from .triton import file_hash
 
         if self.spec_path is None:
             raise SpecError(f"triton function {self.path!r}: give it as module:function=spec.json (--spec)")
         module = self.path.rpartition(":")[0]
-        return _loaded(self.path, self.spec_path, file_hash(self.spec_path), file_hash(module))
+        return _loaded(self.path, self.spec_path, file_hash(self.spec_path), file_hash(module), arch)
 
     def identity(self) -> dict:
         from .triton import file_hash
@@ -188,7 +189,7 @@ class TritonFunctionSource(_FileSource):
     def emit(self, arch: str, cache: Cache, only_cached: bool = False) -> Emitted | None:
         from .triton import emitted_from, triton_ptx
 
-        fn, sp, options = self.loaded()
+        fn, sp, options = self.loaded(arch)
         rec = triton_ptx(fn, sp, arch, options, cache, only_cached=only_cached)
         if rec is None:
             return None
@@ -196,12 +197,17 @@ class TritonFunctionSource(_FileSource):
         return Emitted(e.kernel, arch, e.entry, e.ptx, e.frontend, e.metadata, e.stages)
 
 
-@functools.cache
-def _loaded(target: str, spec_path: str, spec_sha256: str | None, module_sha256: str | None):
+def _loaded(target: str, spec_path: str, spec_sha256: str | None, module_sha256: str | None, arch: str):
     """A user's module is imported once per process and content (its top level runs once)."""
-    from .triton import user_specialization
+    key = (target, spec_path, spec_sha256, module_sha256)
+    if key not in _LOADED:
+        from .triton import user_specialization
 
-    return user_specialization(target, spec_path)
+        _LOADED[key] = user_specialization(target, spec_path, arch)
+    return _LOADED[key]
+
+
+_LOADED: dict = {}
 
 
 def split_spec(item: str) -> tuple[str, str | None]:
