@@ -262,7 +262,7 @@ def parse_launch(table: dict, source: str = "") -> LaunchSpec:
     return spec
 
 
-SPEC_KEYS = {"signature", "constexprs", "divisible_by_16", "num_warps", "num_stages", "name", "launch"}
+SPEC_KEYS = {"signature", "constexprs", "divisible_by_16", "num_warps", "num_stages", "maxnreg", "name", "launch"}
 
 
 def load_kernel_spec(path: str | Path) -> dict:

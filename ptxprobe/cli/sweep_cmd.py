@@ -51,7 +51,7 @@ def experiment_from_args(args):
         exp = replace(exp, name="user", description="user kernels given on the command line")
     if args.names_from_scan:
         exp = names_from_scan(exp)
-    if (args.ptx or args.cubin) and not any(s.startswith("names=") for s in sets):
+    if (args.ptx or args.cubin or args.triton) and not any(s.startswith("names=") for s in sets):
         exp = names_for_triggered_entries(exp)
     return exp
 
@@ -67,7 +67,9 @@ def names_for_triggered_entries(exp):
 
     entries = []
     for src in sources_of(exp):
-        if src.kind in ("ptx", "cubin"):  # their entries are known without compiling anything
+        # ptx/cubin entries are known without compiling; a Triton/Gluon function's name (its repr= may add the
+        # trigger, as Triton's Gluon attention example does for fp8) from its first emit, which is cached
+        if src.kind in ("ptx", "cubin", "triton"):
             emitted = src.emit(src.build_archs(exp.archs)[0], Cache())
             entries += list(emitted.swept_entries)
     with_trigger = [e for e in entries if TRIGGER in e]

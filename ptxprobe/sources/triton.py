@@ -267,17 +267,23 @@ def import_target(target: str, what: str):
     return getattr(mod, attr, None)
 
 
-def load_triton_function(target: str):
-    """``package.module:function`` (or ``path/to/file.py:function``) -> the triton.jit or gluon.jit function."""
-    fn = import_target(target, "--triton")
+def load_triton_function(target: str, arch: str = "sm_90a"):
+    """``package.module:function`` (or ``path/to/file.py:function``) -> the triton.jit or gluon.jit function;
+    without a GPU the module's import-time device questions are answered for ``arch``."""
+    from .offline import offline_target
+
+    with offline_target(arch):
+        fn = import_target(target, "--triton")
     if fn is None or not hasattr(fn, "params"):
         raise SpecError(f"{target}: no triton.jit function named {target.rpartition(':')[2]!r}")
     return fn
 
 
-def user_specialization(target: str, spec_path: str | Path) -> tuple[Any, Specialization, dict]:
-    """(function, specialisation, compile options) of a user's Triton function from its spec file."""
-    fn = load_triton_function(target)
+def user_specialization(target: str, spec_path: str | Path, arch: str = "sm_90a") -> tuple[Any, Specialization, dict]:
+    """(function, specialisation, compile options) of a user's Triton or Gluon function from its spec file."""
+    from .offline import complete_signature, constexpr_value
+
+    fn = load_triton_function(target, arch)
     spec = load_kernel_spec(spec_path)
     if "signature" not in spec:
         raise SpecError(f"{spec_path}: a Triton function's spec needs a 'signature' (parameter -> type)")
@@ -285,7 +291,8 @@ def user_specialization(target: str, spec_path: str | Path) -> tuple[Any, Specia
     sig = dict(spec["signature"])
     if list(sig) != params:
         raise SpecError(f"{spec_path}: signature names {list(sig)} do not match {fn.__name__}'s parameters {params}")
-    constexprs = dict(spec.get("constexprs", {}))
+    sig = complete_signature(fn, sig, is_gluon(fn))
+    constexprs = {k: constexpr_value(k, v) for k, v in spec.get("constexprs", {}).items()}
     missing = [n for n, t in sig.items() if t == "constexpr" and n not in constexprs]
     if missing:
         raise SpecError(f"{spec_path}: no value for constexpr parameter(s) {missing}")
@@ -295,6 +302,8 @@ def user_specialization(target: str, spec_path: str | Path) -> tuple[Any, Specia
         raise SpecError(f"{spec_path}: divisible_by_16 names unknown parameters {bad}")
     attrs = {(params.index(n),): [["tt.divisibility", 16]] for n in div}
     options = {"num_warps": int(spec.get("num_warps", 4)), "num_stages": int(spec.get("num_stages", 3))}
+    if "maxnreg" in spec:  # warp-specialised kernels: the register budget setmaxnreg divides
+        options["maxnreg"] = int(spec["maxnreg"])
     return fn, Specialization(sig, constexprs, attrs), options
 
 
