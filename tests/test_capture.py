@@ -71,7 +71,7 @@ def test_a_failing_program_and_one_that_compiles_nothing_are_tool_failures(tmp_p
     empty = tmp_path / "empty.py"
     empty.write_text("print('no kernels here')\n")
     r = ptxprobe("capture", "-o", str(tmp_path / "b"), "--", sys.executable, str(empty))
-    assert r.returncode == 3 and "compiled no Triton kernel" in r.stderr
+    assert r.returncode == 3 and "compiled no Triton or CuTe DSL kernel" in r.stderr
     r = ptxprobe("capture", "-o", str(tmp_path / "c"))
     assert r.returncode == 2 and "needs a command" in r.stderr
 

@@ -35,6 +35,10 @@ def files(tmp_path_factory):
     (d / "a_dir").mkdir()
     (d / "a_file").write_text("x")
     (d / "bad.toml").write_text("[sweep\nnames=")
+    (d / "k.py").write_text("import triton\n\n@triton.jit\ndef k(x_ptr, dtype: triton.language.constexpr):\n"
+                            "    pass\n")
+    (d / "bad_dtype.toml").write_text('signature = {x_ptr = "*fp32", dtype = "constexpr"}\n'
+                                      'constexprs = {dtype = {dtype = "float17"}}\n')
     return d
 
 
@@ -76,6 +80,9 @@ def _cases(d):
         (["explain", str(d / "a_dir")], USAGE, "no runtime.jsonl"),
         (["explain", str(d / "a_dir"), "--analyze-only"], USAGE, "no explain/index.json"),
         (["capture", "-o", str(d / "o-cap")], USAGE, "needs a command"),
+        (["capture", "-o", str(d / "o-cap2"), "--names", "{base},cutlass_{base}", "--", "true"], USAGE,
+         "three templates"),
+        ([*sweep, "--triton", f"{d / 'k.py'}:k", "--spec", str(d / "bad_dtype.toml")], USAGE, "not a Triton dtype"),
         ([*sweep, "--ptx", k, "--executor", "ray", "--ray-address", "nohost"], USAGE, "host:port"),
         ([*sweep, "--ptx", k, "--ray-address", "127.0.0.1:1"], USAGE, "goes with --executor ray"),
         ([*sweep, "--ptx", k, "-s", "flags=--apply-controls"], USAGE, "needs an existing file"),
@@ -160,3 +167,18 @@ def test_help_names_every_option_with_its_default():
         assert opt in text, opt
     assert "(default: 600.0)" in text and "(default: default)" in text
     assert "exit codes: 0 success" in text
+
+
+def test_an_internal_error_is_one_line_and_minus_v_shows_its_traceback(monkeypatch, capsys):
+    """A bug (not bad input) exits 4 with one line that says -v shows more; with -v the traceback follows."""
+    from ptxprobe.cli import INTERNAL, commands, main
+
+    def broken(args):
+        raise RuntimeError("planted bug")
+
+    monkeypatch.setattr(commands, "cmd_kernels", broken)
+    assert main(["kernels"]) == INTERNAL
+    err = capsys.readouterr().err
+    assert "internal error: RuntimeError: planted bug (run with -v" in err and "Traceback" not in err
+    assert main(["kernels", "-v"]) == INTERNAL
+    assert "Traceback" in capsys.readouterr().err

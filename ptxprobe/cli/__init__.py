@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {more}", file=sys.stderr)
         return exit_code_of(exc)
     except Exception as exc:  # a bug: one line, the traceback with -v
-        log.debug("traceback", exc_info=True)
+        log.info("traceback", exc_info=True)  # -v shows it
         print(f"ptxprobe: internal error: {type(exc).__name__}: {_one_line(exc)} (run with -v for the traceback)",
               file=sys.stderr)
         return INTERNAL

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from ..errors import CubinError, SpecError
 from . import DIFFERS, OK, TOOL_FAILED
+from .capture_cmd import cmd_capture  # noqa: F401 (parser looks it up)
 from .render import emit_json, say, show, table
-from .study_cmds import cmd_bisect, cmd_capture, cmd_explain, cmd_ptxas_scan, cmd_report, cmd_repro  # noqa: F401 (parser looks them up)
+from .study_cmds import cmd_bisect, cmd_explain, cmd_ptxas_scan, cmd_report, cmd_repro  # noqa: F401 (parser looks them up)
 from .sweep_cmd import cmd_rename_sweep  # noqa: F401
 
 

@@ -192,6 +192,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--program-timeout", type=float, default=1800.0, help="seconds the program may run")
     s.add_argument("--fresh", action="store_true", help="discard the sweep directory's earlier results")
     s.add_argument("--no-cache", action="store_true", help="do not read or write the content-addressed cache")
+    s.add_argument("--run", action="store_true",
+                   help="then re-run the program (GPU) with every kernel renamed, A/B: baseline, triggered and "
+                        "control names and an A/A copy, each arm assembled by one ptxas (ab.json)")
+    s.add_argument("--rounds", type=int, default=10,
+                   help="with --run: rounds (every arm once each, random order); verdicts need at least 6")
+    s.add_argument("--metric", metavar="REGEX",
+                   help="with --run: measure a number the program prints (one group, smaller is better) instead "
+                        "of its wall time")
+    s.add_argument("--ab-ptxas", default="triton", metavar="VERSION",
+                   help="with --run: the ptxas that assembles every arm (default: the one Triton uses)")
+    s.add_argument("--names", metavar="BASE,TRIGGER,CONTROL",
+                   help="with --run: the three name templates (default: {base},cutlass_{base},xutlass_{base}, or "
+                        "the trigger-free names for a kernel whose name holds the trigger)")
+    s.add_argument("--arch", help="target for programs that compile without a GPU (CuTe DSL's CUTE_DSL_ARCH)")
     _executor_args(s)
     _common(s, "print the sweep's summary as one JSON document")
     s.set_defaults(top_parser=p)  # capture parses the rename-sweep it runs with the same parser

@@ -164,26 +164,3 @@ def cmd_explain(args) -> int:
 
 def _fmt_ratio(x) -> str:
     return "-" if x is None else f"{x:.4f}"
-
-
-def cmd_capture(args) -> int:
-    """Run the program with Triton's dump knobs, then the rename sweep on what it compiled (the sweep's exit code)."""
-    from ..capture import run_program
-
-    argv = list(args.program)
-    if argv and argv[0] == "--":
-        argv = argv[1:]
-    out = Path(args.out)
-    kernels, record = run_program(argv, out, args.program_timeout)
-    if not args.json:
-        show(table(f"captured from {' '.join(argv)[:60]} -> {out}/captured.json", ["entry", "arch", "warps", "ptx"],
-                   [[k.entry, k.arch or "-", k.metadata.get("num_warps", "-"), k.ptx] for k in kernels]))
-    sweep = ["rename-sweep", "-e", args.experiment, "-o", str(out / "sweep"), "--no-run",
-             *[a for s in args.set for a in ("-s", s)], *[a for k in kernels for a in ("--ptx", str(out / k.ptx))],
-             *(["--fresh"] if args.fresh else []), *(["--no-cache"] if args.no_cache else []),
-             *(["-j", str(args.jobs)] if args.jobs else []), "--executor", args.executor,
-             *(["--ray-address", args.ray_address] if args.ray_address else []),
-             *(["--json"] if args.json else []), *(["-q"] if args.quiet_level else [])]
-    from .sweep_cmd import cmd_rename_sweep
-
-    return cmd_rename_sweep(args.top_parser.parse_args(sweep))

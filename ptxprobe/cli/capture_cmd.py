@@ -1,0 +1,83 @@
+"""``ptxprobe capture``: a program's Triton and CuTe DSL kernels, rename-swept, and with ``--run`` timed A/B."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import SpecError
+from . import DIFFERS, OK, TOOL_FAILED
+from .render import emit_json, say, show, table
+
+
+def cmd_capture(args) -> int:
+    """Run the program with the frontends' dump knobs, then the rename sweep on what it compiled; with ``--run``
+    the A/B of the whole program (exit 1 when a name changes code or speed, 3 when the A/A calibration fails)."""
+    from ..capture import run_program
+
+    argv = list(args.program)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    out = Path(args.out)
+    names = tuple(args.names.split(",")) if args.names else None
+    if names is not None and len(names) != 3:
+        raise SpecError("--names takes three templates: BASE,TRIGGER,CONTROL")
+    kernels, record = run_program(argv, out, args.program_timeout, arch=args.arch)
+    if not args.json:
+        show(table(f"captured from {' '.join(argv)[:60]} -> {out}/captured.json",
+                   ["entry", "frontend", "arch", "warps", "ptx"],
+                   [[k.entry[:60], k.frontend, k.arch or "-", k.metadata.get("num_warps", "-"), k.ptx]
+                    for k in kernels]))
+    ptx_files = dict.fromkeys(k.ptx for k in kernels)  # a CuTe DSL file may hold several entries
+    sweep = ["rename-sweep", "-e", args.experiment, "-o", str(out / "sweep"), "--no-run",
+             *[a for s in args.set for a in ("-s", s)], *[a for p in ptx_files for a in ("--ptx", str(out / p))],
+             *(["--fresh"] if args.fresh else []), *(["--no-cache"] if args.no_cache else []),
+             *(["-j", str(args.jobs)] if args.jobs else []), "--executor", args.executor,
+             *(["--ray-address", args.ray_address] if args.ray_address else []),
+             *(["--json"] if args.json and not args.run else []), *(["-q"] if args.quiet_level else [])]
+    from .sweep_cmd import cmd_rename_sweep
+
+    code = cmd_rename_sweep(args.top_parser.parse_args(sweep))
+    if not args.run:
+        return code
+    ab = run_ab(args, argv, out, kernels, names)
+    return max(code, ab)
+
+
+def run_ab(args, argv: list[str], out: Path, kernels: list, names: tuple[str, ...] | None) -> int:
+    from ..cache import Cache
+    from ..capture_ab import build_arms, calibration_failed, compare, run_rounds, write_ab
+    from ..errors import ToolFailed
+    from ..toolchain import discover, select_ptxas, triton_ptxas
+
+    default_arch = args.arch or "sm_90a"
+    tools = discover(("ptxas",))
+    by_arch = {}
+    for arch in sorted({k.arch or default_arch for k in kernels}):
+        by_arch[arch] = (triton_ptxas(arch, tools) if args.ab_ptxas == "triton"
+                         else select_ptxas(arch, args.ab_ptxas, tools)[0])
+    ab_dir = out / "ab"
+    arms = build_arms(kernels, out, ab_dir, by_arch, default_arch, Cache(), names)
+    log = (lambda m: None) if args.quiet_level else (lambda m: say(m))
+    # Inductor launches through Triton (so the hook sees its kernels), and every run shares one compile cache
+    env = {"TORCHINDUCTOR_USE_STATIC_CUDA_LAUNCHER": "0", "TRITON_CACHE_DIR": str((ab_dir / "triton-cache").resolve())}
+    runs = run_rounds(argv, arms, ab_dir, args.rounds, args.program_timeout, args.metric, env_extra=env, log=log)
+    if not any(r.value is not None for r in runs):
+        first = next((r.note for r in runs if r.note), "no run measured anything")
+        raise ToolFailed(f"capture --run: no run of the program could be measured ({first})")
+    rows = compare(runs)
+    meta = {"metric": args.metric or "wall seconds", "rounds": args.rounds,
+            "ptxas": {a: {"version": t.version, "sha256": t.sha256, "path": t.path} for a, t in by_arch.items()},
+            "environment": env}
+    rec = write_ab(ab_dir, argv, arms, runs, rows, meta)
+    if args.json:
+        emit_json(rec)
+    else:
+        show(table(f"A/B of the whole program ({meta['metric']}; ratio > 1: the arm is faster) -> {ab_dir}/ab.json",
+                   ["arm", "rounds", "ratio", "95% interval", "verdict", "p"],
+                   [[r["arm"], r["rounds"], f"{r.get('ratio', float('nan')):.4f}",
+                     f"[{r.get('low', float('nan')):.4f}, {r.get('high', float('nan')):.4f}]", r["verdict"],
+                     f"{r.get('p_value', float('nan')):.3f}"] for r in rows]))
+    if calibration_failed(rows):
+        say("CALIBRATION FAILED: the A/A arm differs from the baseline it copies; the A/B verdicts are not trusted")
+        return TOOL_FAILED
+    return DIFFERS if any(r["verdict"] in ("faster", "slower") for r in rows if r["arm"] != "aa") else OK
