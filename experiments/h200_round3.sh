@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# How the round-3 H200 runs were made (device tool, one H200): ptxprobe from this checkout, the wheels the
+# image lacks (pyelftools, capstone) carried in .whl/, the third-party sources in external/ (fetched by
+# experiments/external/fetch.py, never committed); results tarred into $OUT.
+#   bash experiments/h200_round3.sh sota|capture-tutorial|capture-inductor|names|cute-aot [seconds]
+set -uo pipefail
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 2
+ln -sfn "$PWD/kernels" /tmp/site/ptxprobe_kernels
+[ -f .whl/toolchains.tar.xz ] && tar -C /tmp -xJf .whl/toolchains.tar.xz  # ptxas releases the image lacks
+export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1 PTXPROBE_CACHE=/tmp/ptxprobe-cache PTXPROBE_TOOLCHAINS=/tmp/toolchains
+OUT=${OUT:-/tmp/out}
+mkdir -p /tmp/runs "$OUT"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader >> "$OUT/status.txt"
+pp() { python3 -m ptxprobe.cli "$@"; }
+keep() {  # name: tar the run directory into $OUT (no ncu reports, no Triton caches)
+  tar -C /tmp/runs --exclude='*.ncu-rep' --exclude='triton-cache' --exclude='triton-dump' -czf "$OUT/$1.tar.gz" "$1"
+}
+for what in "$@"; do case "$what" in
+  sota)  # issue 19: correctness of every variant, then throughput beside cuDNN/flash SDPA and the Triton kernels
+    timeout 330 python3 benchmarks/attention_sota.py --out "$OUT/sota" --dtypes fp16,fp8e4nv --head-dims 128 \
+      --timeout 170 --rounds 10 2>&1 | tail -24
+    timeout 150 python3 benchmarks/attention_sota.py --out "$OUT/sota-checks" --dtypes bf16,fp16,fp8e4nv \
+      --head-dims 64,128 --no-bench --timeout 100 2>&1 | tail -4 ;;
+  fp8)  # issue 19: the fp8 throughput the first call's time limit cut off (checks ran in sota-checks)
+    timeout 110 python3 benchmarks/attention_sota.py --out "$OUT/sota-fp8" --dtypes fp8e4nv --head-dims 128 \
+      --seq-lens 4096,16384 --no-check --timeout 100 --rounds 10 2>&1 | tail -8 ;;
+  cute-aot)  # issue 16: CuTe DSL Hopper GEMM and FMHA, prepared on CPU (experiments/external/cute_aot.py prepare)
+    timeout 100 python3 experiments/external/cute_aot.py run --dir aot --out "$OUT/cute_aot.json" --rounds 30 \
+      2>&1 | tail -6 ;;
+  capture-tutorial)  # issue 16: Triton's fused-attention tutorial, captured, swept (Triton's ptxas), A/B end to end
+    timeout -s INT "${SECONDS_CAPTURE:-300}" python3 -m ptxprobe.cli capture -o /tmp/runs/capture-tutorial -s archs=sm_90a -s ptxas=triton \
+      -s repeat=1 --run --rounds "${ROUNDS:-5}" \
+      --metric 'kernel_ms=(\S+)' -- python3 experiments/external/triton_tutorial_attention.py \
+      external/triton_fused_attention.py --seconds 0.4 > "$OUT/capture-tutorial.txt" 2>&1
+    echo "capture-tutorial: exit $?" | tee -a "$OUT/status.txt"; tail -20 "$OUT/capture-tutorial.txt"
+    keep capture-tutorial ;;
+  capture-inductor)
+    timeout -s INT 330 python3 -m ptxprobe.cli capture -o /tmp/runs/capture-inductor -s archs=sm_90a -s ptxas=triton --run --rounds 5 \
+      --metric 'step_ms=(\S+)' -- python3 experiments/external/inductor_model.py --seconds 0.4 \
+      > "$OUT/capture-inductor.txt" 2>&1
+    echo "capture-inductor: exit $?" | tee -a "$OUT/status.txt"; tail -20 "$OUT/capture-inductor.txt"
+    keep capture-inductor ;;
+  names)  # issue 19: the name study on the Gluon Hopper attention, calibrated timing
+    timeout -s INT "${SECONDS_NAMES:-400}" python3 -m ptxprobe.cli rename-sweep -e h200_gluon_hopper --run -j 16 -q \
+      -o /tmp/runs/h200-gluon-hopper > "$OUT/h200-gluon-hopper.txt" 2>&1
+    echo "h200-gluon-hopper: exit $?" | tee -a "$OUT/status.txt"; tail -30 "$OUT/h200-gluon-hopper.txt"
+    keep h200-gluon-hopper ;;
+esac; done
