@@ -16,6 +16,10 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from findings_common import calibration_line, pct  # noqa: E402
+from findings_round3 import round3  # noqa: E402
 
 from ptxprobe import analysis, analysis_gpu  # noqa: E402
 from ptxprobe.schema import RUNTIME, STATIC, columns_markdown  # noqa: E402
@@ -30,10 +34,6 @@ LONG = "2026-12-02-h200-design-long"
 PAIRS = "2026-12-02-h200-design-pairs"
 BENCH = ROOT / "experiments" / "results" / "2026-12-02-cpu-bench" / "bench.json"
 RAY_BENCH = ROOT / "experiments" / "results" / "2026-12-02-cpu-ray-bench" / "bench.json"
-
-
-def pct(x: float, digits: int = 1) -> str:
-    return f"{(x - 1) * 100:+.{digits}f} %"
 
 
 def static_section() -> list[str]:
@@ -110,21 +110,6 @@ def triggers_section() -> list[str]:
     for t, g in r.groupby("name_template"):
         out.append(f"| `{t}` | {int(g.changed.sum())} of {len(g)} |")
     return [*out, ""]
-
-
-def calibration_line(run: str) -> str:
-    c = analysis_gpu.calibration(analysis.results_dir(run))
-    def by_size(d: dict) -> list:
-        return sorted(d.items(), key=lambda x: float(x[0]))
-
-    power = ", ".join(f"{float(f) * 100:g} %: {p:.0%}" for f, p in by_size(c["power"]))
-    sizes = by_size(c["planted_measured_fraction_median"])
-    measured = ", ".join(f"{float(f) * 100:g} % → {m * 100:.2f} %" for f, m in sizes)
-    verdict = "**passed**" if c["passed"] else "**failed** (" + "; ".join(c["failures"]) + ")"
-    return (f"calibration over {c['groups']} groups {verdict}: A/A false positives {c['aa_false_positive_rate']:.1%}, "
-            f"A/A 95 % half-width median {c['aa_halfwidth_median'] * 100:.2f} % "
-            f"(max {c['aa_halfwidth_max'] * 100:.2f} %), "
-            f"planted slowdowns detected {power}; measured sizes (median) {measured}; {c['gpu_seconds']:.0f} GPU s")
 
 
 def runtime_section() -> list[str]:
@@ -377,7 +362,8 @@ def ray_bench_section() -> list[str]:
 
 
 def findings() -> str:
-    return "\n".join([START, *matrix_section(), *triggers_section(), *static_section(), "", *runtime_section(),
+    return "\n".join([START, *round3(), *matrix_section(), *triggers_section(), *static_section(), "",
+                      *runtime_section(),
                       *design_comparison(), *sgemm_repeat_line(), *explain_section(), *options_section(),
                       *noise_section(), *bench_section(),
                       *ray_bench_section(), END])

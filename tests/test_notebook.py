@@ -24,7 +24,7 @@ def test_notebook_executes_with_plots_and_computed_conclusions(tmp_path):
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     images = [o for o in outputs if o.output_type == "display_data" and "image/png" in o.get("data", {})]
-    assert len(images) >= 5  # one per plotting cell; each cell asserts its axes hold data
+    assert len(images) >= 8  # one per plotting cell; each cell asserts its axes hold data
     text = " ".join(o["data"].get("text/markdown", "") for o in outputs if o.output_type == "display_data")
     # the conclusions carry the numbers the committed data give (computed here independently of the notebook)
     import pandas as pd
@@ -38,3 +38,13 @@ def test_notebook_executes_with_plots_and_computed_conclusions(tmp_path):
     assert f"in {int(eff.bitwise_equal_to_baseline.astype(bool).sum())} of {len(eff)} renamed rows" in text
     cal = analysis_gpu.calibration(analysis.results_dir("2026-12-02-h200-design"))
     assert f"A/A false-positive rate {cal['aa_false_positive_rate']:.1%}" in text
+    # round 3: the Gluon Hopper attention's name statically, and a CuTe DSL kernel under its own name on the H200
+    from ptxprobe import analysis_external
+
+    hs = analysis.load_static(analysis.results_dir("2026-12-03-cpu-gluon-hopper-static"))
+    cut = hs[(hs.repeat == 0) & (hs.name_template == "cutlass_{base}")]
+    assert f"in {int(cut.verdict.isin(analysis.DIFFERS).sum())} of {len(cut)} kernel × release cells" in text
+    aot = analysis_external.aot_comparisons(analysis.results_dir("2026-12-03-h200-cute-dsl-aot") / "cute_aot.json")
+    fa2 = aot[(aot.case == "ampere_fa2_fp16_full") & (aot.role == "trigger")].iloc[0]
+    assert f"throughput [{fa2.low:.4f}, {fa2.high:.4f}] ({fa2.verdict})" in text
+

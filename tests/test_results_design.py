@@ -18,7 +18,8 @@ from ptxprobe.store import read_log
 TIMED = {"2026-12-02-h200-design": ("h200-design", False), "2026-12-02-h200-design-user": ("h200-design-user", False),
          "2026-12-02-h200-design-long": ("h200-design-long", False),
          "2026-12-02-h200-design-pairs": ("h200-design", True),  # the same experiment, re-timed with pairs
-         "2026-12-02-h200-sweep-explain": ("user", True)}  # rename-sweep --cu sgemm.cu --run --explain
+         "2026-12-02-h200-sweep-explain": ("user", True),  # rename-sweep --cu sgemm.cu --run --explain
+         "2026-12-03-h200-gluon-hopper": ("h200-gluon-hopper", True)}  # issue 19: cut short by the device time
 RUNS = tuple(TIMED)
 
 
