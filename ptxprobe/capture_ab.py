@@ -46,6 +46,7 @@ class Arm:
     label: str  # baseline, trigger, control, aa
     plan: str  # path of the swap plan
     names: dict  # entry -> name loaded in this arm
+    report: str = ""  # where the hook appends what it swapped (named in the plan too)
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ def build_arms(kernels: list, capture_dir: Path, out: Path, tools_by_arch: dict[
         report = out / f"report-{label}.jsonl"
         atomic_write(plan, json.dumps({"arm": label, "kernels": plans[role], "report": str(report.resolve())},
                                       indent=1).encode())
-        arms.append(Arm(label, str(plan), names_by_role[role]))
+        arms.append(Arm(label, str(plan), names_by_role[role], str(report.resolve())))
     return arms
 
 
@@ -120,20 +121,18 @@ def _measure(stdout: str, metric: re.Pattern | None, seconds: float) -> float | 
     return float(last[0] if isinstance(last, tuple) else last)
 
 
-def _swapped_in_last_report(arm: Arm, before: int) -> tuple[int, list[str]]:
-    """Kernels the hook swapped in the runs since ``before`` lines of the arm's report."""
-    report = Path(json.loads(Path(arm.plan).read_text())["report"])
-    if not report.exists():
-        return 0, []
-    lines = report.read_text().splitlines()[before:]
-    swapped = sum(sum(json.loads(x)["swapped"].values()) for x in lines if x.strip())
-    mismatched = sorted({m for x in lines if x.strip() for m in json.loads(x)["mismatched"]})
+def _report_lines(arm: Arm) -> list[str]:
+    """The lines the hook has appended to the arm's report so far (one per program run that reached exit)."""
+    report = Path(arm.report)
+    return [x for x in report.read_text().splitlines() if x.strip()] if report.exists() else []
+
+
+def _swapped_since(arm: Arm, before: int) -> tuple[int, list[str]]:
+    """Kernels the hook swapped, and captured entries whose PTX did not match, in the runs after ``before`` lines."""
+    lines = [json.loads(x) for x in _report_lines(arm)[before:]]
+    swapped = sum(sum(x["swapped"].values()) for x in lines)
+    mismatched = sorted({m for x in lines for m in x["mismatched"]})
     return swapped, mismatched
-
-
-def _report_lines(arm: Arm) -> int:
-    report = Path(json.loads(Path(arm.plan).read_text())["report"])
-    return len(report.read_text().splitlines()) if report.exists() else 0
 
 
 def run_rounds(argv: list[str], arms: list[Arm], out: Path, rounds: int, timeout: float, metric: str | None,
@@ -148,11 +147,11 @@ def run_rounds(argv: list[str], arms: list[Arm], out: Path, rounds: int, timeout
     for r, order in enumerate(stats.random_orders([a.label for a in arms], rounds, seed=seed)):
         for pos, label in enumerate(order):
             arm = by_label[label]
-            before = _report_lines(arm)
+            before = len(_report_lines(arm))
             t0 = time.perf_counter()
             res = run_tool(argv, timeout=timeout, env=swap_env(arm, site, env_extra))
             secs = time.perf_counter() - t0
-            swapped, mismatched = _swapped_in_last_report(arm, before)
+            swapped, mismatched = _swapped_since(arm, before)
             value = _measure(res.stdout, pattern, secs) if res.ok else None
             note = "" if res.ok else res.describe()[:200]
             if res.ok and swapped == 0:

@@ -57,7 +57,7 @@ def run_ab(args, argv: list[str], out: Path, kernels: list, names: tuple[str, ..
                          else select_ptxas(arch, args.ab_ptxas, tools)[0])
     ab_dir = out / "ab"
     arms = build_arms(kernels, out, ab_dir, by_arch, default_arch, Cache(), names)
-    log = (lambda m: None) if args.quiet_level else (lambda m: say(m))
+    log = (lambda m: None) if args.quiet_level else say
     # Inductor launches through Triton (so the hook sees its kernels), and every run shares one compile cache
     env = {"TORCHINDUCTOR_USE_STATIC_CUDA_LAUNCHER": "0", "TRITON_CACHE_DIR": str((ab_dir / "triton-cache").resolve())}
     runs = run_rounds(argv, arms, ab_dir, args.rounds, args.program_timeout, args.metric, env_extra=env, log=log)
