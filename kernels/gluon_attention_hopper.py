@@ -145,6 +145,19 @@ def _qk(q, k_smem, k_ready, s_zero, kv_count, turn, n_turns, WG: gl.constexpr, S
 
 
 @gluon.jit
+def _pv(p_op, acc, v_smem, v_ready, v_free, slot, phase, turn, n_turns, WG: gl.constexpr, V_TRANSPOSED: gl.constexpr,
+        PINGPONG: gl.constexpr, P_SMEM: gl.constexpr):
+    """O += P V on a K/V block's V, waited for, and the V slot freed; returns O and the turn count."""
+    mbarrier.wait(v_ready.index(slot), phase)
+    _take_turn(turn, n_turns, WG, PINGPONG)
+    acc = warpgroup_mma(p_op, _v_operand(v_smem, slot, V_TRANSPOSED), acc, is_async=True)
+    n_turns = _pass_turn(turn, n_turns, WG, PINGPONG)
+    acc = _wait_pv(acc, p_op, P_SMEM)
+    mbarrier.arrive(v_free.index(slot), count=1)
+    return acc, n_turns
+
+
+@gluon.jit
 def _v_operand(v_smem, slot, V_TRANSPOSED: gl.constexpr):
     if V_TRANSPOSED:
         return v_smem.index(slot).permute((1, 0))
@@ -222,12 +235,8 @@ def _consumer_partition(
                 prev_phase = phase
                 kv_count += 1
             mbarrier.arrive(q_free.index(qb), count=1)  # every S of this tile is done: Q may be replaced
-            mbarrier.wait(v_ready.index(prev_slot), prev_phase)
-            _take_turn(turn, n_turns, WG, PINGPONG)
-            acc = warpgroup_mma(p_op, _v_operand(v_smem, prev_slot, V_TRANSPOSED), acc, is_async=True)
-            n_turns = _pass_turn(turn, n_turns, WG, PINGPONG)
-            acc = _wait_pv(acc, p_op, P_SMEM)
-            mbarrier.arrive(v_free.index(prev_slot), count=1)
+            acc, n_turns = _pv(p_op, acc, v_smem, v_ready, v_free, prev_slot, prev_phase, turn, n_turns, WG,
+                               V_TRANSPOSED, PINGPONG, P_SMEM)
         else:
             for j in range(0, n_kv):
                 s, slot, phase, n_turns = _qk(q, k_smem, k_ready, s_zero, kv_count, turn, n_turns, WG, STAGES,
@@ -238,12 +247,8 @@ def _consumer_partition(
                                                      BLOCK_N, CAUSAL, s_layout)
                 acc = acc * gl.convert_layout(alpha, gl.SliceLayout(1, o_layout))[:, None]
                 p_op = _p_operand(p, dtype, p_layout, p_buf, P_SMEM)
-                mbarrier.wait(v_ready.index(slot), phase)
-                _take_turn(turn, n_turns, WG, PINGPONG)
-                acc = warpgroup_mma(p_op, _v_operand(v_smem, slot, V_TRANSPOSED), acc, is_async=True)
-                n_turns = _pass_turn(turn, n_turns, WG, PINGPONG)
-                acc = _wait_pv(acc, p_op, P_SMEM)
-                mbarrier.arrive(v_free.index(slot), count=1)
+                acc, n_turns = _pv(p_op, acc, v_smem, v_ready, v_free, slot, phase, turn, n_turns, WG, V_TRANSPOSED,
+                                   PINGPONG, P_SMEM)
                 kv_count += 1
             mbarrier.arrive(q_free.index(qb), count=1)
         o = acc / gl.convert_layout(l_i, gl.SliceLayout(1, o_layout))[:, None]
