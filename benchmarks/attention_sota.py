@@ -142,33 +142,6 @@ def check_group(dtype: str, quick: bool) -> list[dict]:
     return rows
 
 
-def _graph(fn, k: int):
-    import torch
-
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(2):
-            fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(k):
-            fn()
-    return g
-
-
-def _time_graph(g) -> float:
-    import torch
-
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    g.replay()
-    b.record()
-    b.synchronize()
-    return a.elapsed_time(b)
-
-
 def bench_group(dtype: str, quick: bool, only: list[str], rounds: int, seq_lens=SEQ_LENS) -> list[dict]:
     """Throughput of every variant and of the baselines, per (head dim, causal, N), rounds in random order."""
     import torch
@@ -212,6 +185,8 @@ def bench_group(dtype: str, quick: bool, only: list[str], rounds: int, seq_lens=
 def _time_labels(labels: dict, rounds: int, rng, common: dict) -> list[dict]:
     import torch
 
+    from ptxprobe.gpu.timing import GraphSample
+
     graphs, per_launch, errors = {}, {}, {}
     for name, fn in labels.items():
         try:
@@ -223,21 +198,21 @@ def _time_labels(labels: dict, rounds: int, rng, common: dict) -> list[dict]:
             torch.cuda.synchronize()
             one = (time.perf_counter() - t0) / 3 * 1e3
             k = max(1, min(200, int(10.0 / max(one, 1e-3)) + 1))
-            graphs[name] = (_graph(fn, k), k)
+            graphs[name] = (GraphSample(fn, k), k)
             per_launch[name] = []
         except Exception as exc:
             errors[name] = f"{type(exc).__name__}: {str(exc)[:300]}"
     t_end = time.time() + 0.5  # warm-up by time
     while time.time() < t_end and graphs:
         for g, _k in graphs.values():
-            g.replay()
+            g.graph.replay()
     torch.cuda.synchronize()
     for _ in range(rounds):
         order = list(graphs)
         rng.shuffle(order)
         for name in order:
             g, k = graphs[name]
-            per_launch[name].append(_time_graph(g) / k)
+            per_launch[name].append(g.replay_ms() / k)
     out = []
     for name in labels:
         row = {**common, "label": name}

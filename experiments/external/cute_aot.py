@@ -190,6 +190,7 @@ def run(d: Path, out: Path, rounds: int, seed: int) -> dict:
     import torch
 
     from ptxprobe import stats
+    from ptxprobe.gpu.timing import GraphSample
 
     manifest = json.loads((d / "manifest.json").read_text())
     torch.cuda.init()
@@ -234,25 +235,16 @@ def run(d: Path, out: Path, rounds: int, seed: int) -> dict:
                 call()
             torch.cuda.synchronize()
             k = k or max(1, int(10.0 / max((time.perf_counter() - t0) / 5 * 1e3, 1e-3)) + 1)
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g):
-                for _ in range(k):
-                    call()
-            graphs[role] = g
+            graphs[role] = GraphSample(call, k)
         for g in graphs.values():  # warm-up by time
             t_end = time.time() + 0.5
             while time.time() < t_end:
-                g.replay()
+                g.graph.replay()
         torch.cuda.synchronize()
         times = {role: [] for role in graphs}
         for order in stats.random_orders(list(graphs), rounds, seed=seed):
             for role in order:
-                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                e0.record()
-                graphs[role].replay()
-                e1.record()
-                e1.synchronize()
-                times[role].append(e0.elapsed_time(e1) / k)
+                times[role].append(graphs[role].replay_ms() / k)
         comps = {}
         for role in ("trigger", "control"):
             logs = stats.log_ratios(times["baseline"], times[role])
