@@ -175,7 +175,9 @@ def _triggers() -> list[str]:
 
 def _dsl_version(name: str) -> str:
     cap = _d(name) / "captured.json"
-    return json.loads(cap.read_text()).get("cutlass_dsl") or "?" if cap.exists() else "?"
+    if not cap.exists():
+        return "?"
+    return json.loads(cap.read_text()).get("cutlass_dsl") or "?"
 
 
 def _short(kernel: str) -> str:
