@@ -185,7 +185,7 @@ def bench_group(dtype: str, quick: bool, only: list[str], rounds: int, seq_lens=
 def _time_labels(labels: dict, rounds: int, rng, common: dict) -> list[dict]:
     import torch
 
-    from ptxprobe.gpu.timing import GraphSample
+    from ptxprobe.gpu.graphs import GraphSample
 
     graphs, per_launch, errors = {}, {}, {}
     for name, fn in labels.items():

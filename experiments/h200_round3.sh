@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# How the round-3 H200 runs were made (device tool, one H200): ptxprobe from this checkout, the wheels the
+# How the round-3 and round-4 H200 runs were made (device tool, one H200): ptxprobe from this checkout, the wheels the
 # image lacks (pyelftools, capstone) carried in .whl/, the third-party sources in external/ (fetched by
 # experiments/external/fetch.py, never committed); results tarred into $OUT.
-#   bash experiments/h200_round3.sh sota|capture-tutorial|capture-inductor|names|cute-aot [seconds]
+#   bash experiments/h200_round3.sh sota|capture-tutorial|capture-inductor|names|cute-aot|smoke|probe|interleaved ...
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 2
 ln -sfn "$PWD/kernels" /tmp/site/ptxprobe_kernels
@@ -35,7 +35,8 @@ for what in "$@"; do case "$what" in
     echo "capture-tutorial: exit $?" | tee -a "$OUT/status.txt"; tail -20 "$OUT/capture-tutorial.txt"
     keep capture-tutorial ;;
   capture-inductor)
-    timeout -s INT 330 python3 -m ptxprobe.cli capture -o /tmp/runs/capture-inductor -s archs=sm_90a -s ptxas=triton --run --rounds 5 \
+    timeout -s INT "${SECONDS_CAPTURE:-330}" python3 -m ptxprobe.cli capture -o /tmp/runs/capture-inductor -s archs=sm_90a \
+      -s ptxas=triton -s repeat=1 --run --rounds "${ROUNDS:-8}" \
       --metric 'step_ms=(\S+)' -- python3 experiments/external/inductor_model.py --seconds 0.4 \
       > "$OUT/capture-inductor.txt" 2>&1
     echo "capture-inductor: exit $?" | tee -a "$OUT/status.txt"; tail -20 "$OUT/capture-inductor.txt"
@@ -45,4 +46,15 @@ for what in "$@"; do case "$what" in
       -o /tmp/runs/h200-gluon-hopper > "$OUT/h200-gluon-hopper.txt" 2>&1
     echo "h200-gluon-hopper: exit $?" | tee -a "$OUT/status.txt"; tail -30 "$OUT/h200-gluon-hopper.txt"
     keep h200-gluon-hopper ;;
+  smoke)  # issue 15: the GPU tests of the timing and calibration path (the interleaved design's first GPU run)
+    timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -x -k "calibration or registered_kernels" \
+      2>&1 | tee "$OUT/gpu-tests.log" | tail -6 ;;
+  probe)  # issue 15: how fast the power-capped clock wanders, and which sample design cancels it
+    timeout 200 python3 benchmarks/interleave_probe.py "$OUT/interleave-probe" 2>&1 | tail -14 ;;
+  interleaved)  # issue 15: the 48-group name study timed with the interleaved design, calibrated
+    timeout -s INT "${SECONDS_SWEEP:-420}" python3 -m ptxprobe.cli rename-sweep -e h200_interleaved --run -j 16 -q \
+      -o /tmp/runs/h200-interleaved > "$OUT/h200-interleaved.txt" 2>&1
+    echo "h200-interleaved: exit $?" | tee -a "$OUT/status.txt"; tail -12 "$OUT/h200-interleaved.txt"
+    python3 benchmarks/gpu_noise.py /tmp/runs/h200-interleaved 2>&1 | tail -30
+    keep h200-interleaved ;;
 esac; done

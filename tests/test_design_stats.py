@@ -8,6 +8,8 @@ from __future__ import annotations
 import numpy as np
 
 from ptxprobe import stats
+from ptxprobe.gpu import graphs
+from ptxprobe.gpu.timing import TimingPlan
 
 
 def simulate(order: str, effects: dict[str, float], rounds: int, rng: np.random.Generator, carry: float = 0.01,
@@ -215,3 +217,96 @@ def test_pair_series_falls_back_to_one_sample_per_round_for_the_old_design():
     assert all(len(o) == 2 and {frozenset(u) for u in o} == {frozenset("ab"), frozenset("ac")} for o in orders)
     firsts = [u[0] for o in orders for u in o if set(u) == {"a", "b"}]
     assert 0.4 < firsts.count("a") / len(firsts) < 0.6  # who runs first is balanced
+
+
+# --- the interleaved design: each compared pair A B B A in one graph, against a clock that wanders within a sample --
+
+
+def simulate_units(design: str, effects: dict[str, float], pairs: list[tuple[str, str]], rounds: int,
+                   rng: np.random.Generator, units: int = 10, phi: float = 0.8, wander_sd: float = 0.004,
+                   unit_sd: float = 0.001, gap: int = 2, carry: float = 0.01, carrier: str = "X",
+                   drift: float = 1e-5) -> dict[tuple[str, str], tuple[list, list]]:
+    """Per compared pair, its two series. The card's speed is an AR(1) process from one *unit* (about 1 ms) to
+    the next, which is what the H200 showed under its power cap (adjacent 10 ms samples nearly independent), plus
+    a slow drift; the card idles ``gap`` units between samples; a unit right after ``carrier`` is slowed."""
+    seed = int(rng.integers(1 << 31))
+    w, t, prev = 0.0, 0, None
+    series: dict[tuple[str, str], tuple[list, list]] = {p: ([], []) for p in pairs}
+
+    def run(label: str) -> float:
+        nonlocal w, t, prev
+        w = phi * w + rng.normal(0, wander_sd)
+        t += 1
+        out = effects[label] * np.exp(w + drift * t + rng.normal(0, unit_sd)) * (1 + carry if prev == carrier else 1)
+        prev = label
+        return out
+
+    for order in stats.random_pair_orders(pairs, rounds, seed=seed):
+        for a, b in order:
+            got: dict[str, list[float]] = {a: [], b: []}
+            if design == "interleaved":
+                for who in [(a, b)[i] for i in graphs.abba(units // 2)]:
+                    got[who].append(run(who))
+            else:  # pairs: a whole sample of a, an idle gap, then a whole sample of b
+                for label in (a, b):
+                    got[label] += [run(label) for _ in range(units)]
+                    for _ in range(gap):
+                        w = phi * w + rng.normal(0, wander_sd)
+            key = (a, b) if (a, b) in series else (b, a)
+            series[key][0].append(float(np.mean(got[key[0]])))
+            series[key][1].append(float(np.mean(got[key[1]])))
+    return series
+
+
+def _unit_intervals(design: str, sims: int, effects=None, rounds: int = 20, seed: int = 5, pair=("AA1", "AA2")):
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(sims):
+        s = simulate_units(design, effects or NAMES, PAIRS if pair in PAIRS else [*PAIRS, pair], rounds, rng)
+        out.append(stats.paired_interval(stats.log_ratios(*s[pair]), n_boot=300, seed=k))
+    return out
+
+
+def test_interleaved_design_covers_the_truth_with_carry_over_drift_and_a_fast_wandering_clock():
+    ivs = _unit_intervals("interleaved", 500)
+    cov = np.mean([iv.low <= 1.0 <= iv.high for iv in ivs])
+    assert abs(cov - 0.95) <= 0.02, cov
+    assert abs(np.mean([iv.estimate for iv in ivs]) - 1.0) < 0.0005
+
+
+def test_interleaving_within_the_sample_narrows_the_interval_a_fast_wandering_clock_widens():
+    inter = np.median([stats.half_width(iv) for iv in _unit_intervals("interleaved", 150)])
+    pairs = np.median([stats.half_width(iv) for iv in _unit_intervals("pairs", 150)])
+    assert inter < 0.5 * pairs, (inter, pairs)
+
+
+def test_interleaved_design_finds_and_sizes_a_planted_half_percent():
+    effects = {**NAMES, "slow": 1.005}
+    ivs = _unit_intervals("interleaved", 100, effects=effects, pair=("base", "slow"))
+    assert np.mean([stats.decide(iv) == stats.SLOWER for iv in ivs]) >= 0.95
+    assert abs(np.mean([iv.estimate for iv in ivs]) - 1 / 1.005) < 0.0005
+
+
+def test_interleaved_samples_are_summed_per_label_and_per_launch():
+    assert graphs.abba(2) == [0, 1, 1, 0, 0, 1, 1, 0]
+    # units of 3 and 2 launches: label 0 ran units of 6 and 9 ms, label 1 of 4 and 2 ms
+    assert graphs.per_launch([6.0, 4.0, 2.0, 9.0], [0, 1, 1, 0], (3, 2)) == [2.5, 1.5]
+
+
+def test_timing_plan_refuses_an_unknown_design():
+    import pytest
+
+    from ptxprobe.errors import SpecError
+    from ptxprobe.gpu.plan import run_config
+
+    assert TimingPlan().design == "interleaved"
+    with pytest.raises(SpecError, match="design 'abab'"):
+        run_config({"timing": {"design": "abab"}})
+
+
+def test_a_plant_counts_the_sleep_launchs_own_cost():
+    from ptxprobe.gpu.calibrate import Plant, SleepRate, plants
+
+    rate = SleepRate(ms_per_cycle=1e-6, overhead_ms=0.002)  # 1 GHz, 2 us per launch
+    assert plants(1.0, rate, (0.005, 0.01)) == [Plant(0.005, 3000), Plant(0.01, 8000)]
+    assert plants(0.1, rate, (0.005,)) == [Plant(0.005, 1)]  # smaller than a launch: the shortest sleep

@@ -190,7 +190,7 @@ def run(d: Path, out: Path, rounds: int, seed: int) -> dict:
     import torch
 
     from ptxprobe import stats
-    from ptxprobe.gpu.timing import GraphSample
+    from ptxprobe.gpu.graphs import GraphSample
 
     manifest = json.loads((d / "manifest.json").read_text())
     torch.cuda.init()

@@ -41,6 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=1.0)
     a = ap.parse_args(argv)
+    import os
+
+    # Inductor compiles in one process: the capture hook sees every compile where the launch happens
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     import torch
 
     torch.manual_seed(0)

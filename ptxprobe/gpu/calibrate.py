@@ -1,8 +1,9 @@
 """Calibration that can fail, in every GPU group: planted slowdowns of verified size, judged like the names.
 
-A planted slowdown is the baseline's own graph with a spin kernel (``torch.cuda._sleep``)
+A planted slowdown is the baseline's own unit (k launches) with a spin kernel (``torch.cuda._sleep``)
 appended whose length is set from a measured cycles-to-milliseconds rate so that it adds
-``fraction`` of the baseline's sample time. Its *measured* ratio is reported; a plant whose
+``fraction`` of the baseline unit's time; it is timed exactly like a name (same design, same unit).
+Its *measured* ratio is reported; a plant whose
 measured size is off by more than a quarter (or its own interval) fails verification, and a
 calibration with a failed plant, a missed 1 % plant or too many A/A "differences" fails.
 """
@@ -15,7 +16,8 @@ import numpy as np
 
 from .. import stats
 from .device import require_gpu
-from .timing import GraphSample, Nvml, TimingPlan, time_block
+from .graphs import GraphSample, Unit
+from .timing import Nvml, TimingPlan, time_block
 
 PLANTED = (0.005, 0.01, 0.02)
 AA_LABELS = ("{base}#AA1", "{base}#AA2")
@@ -25,12 +27,25 @@ def planted_label(fraction: float) -> str:
     return f"{{base}}#planted{fraction * 100:g}%"
 
 
-def ms_per_sleep_cycle() -> float:
-    """How long one ``torch.cuda._sleep`` cycle takes on this card now (a graph of long sleeps, timed)."""
+@dataclass(frozen=True)
+class SleepRate:
+    """What a ``torch.cuda._sleep`` launch in a graph costs: ``ms_per_cycle * cycles + overhead_ms``."""
+
+    ms_per_cycle: float
+    overhead_ms: float
+
+
+def sleep_rate() -> SleepRate:
+    """Fit the cost of a sleep launch from graphs of short and long sleeps (slope and intercept): the intercept
+    is the launch's own cost, which a plant in a 1 ms unit cannot ignore."""
     torch = require_gpu()
-    cycles = 2_000_000
-    g = GraphSample(lambda: torch.cuda._sleep(cycles), 5)
-    return float(np.median([g.replay_ms() for _ in range(5)])) / (5 * cycles)
+    n, short, long = 20, 20_000, 400_000
+    per = []
+    for cycles in (short, long):
+        g = GraphSample(lambda c=cycles: torch.cuda._sleep(c), n)
+        per.append(float(np.median([g.replay_ms() for _ in range(5)])) / n)
+    slope = (per[1] - per[0]) / (long - short)
+    return SleepRate(slope, max(0.0, per[0] - slope * short))
 
 
 @dataclass(frozen=True)
@@ -39,22 +54,26 @@ class Plant:
     cycles: int
 
 
-def plants(base_sample_ms: float, per_cycle_ms: float, fractions=PLANTED) -> list[Plant]:
-    return [Plant(f, max(1, int(round(f * base_sample_ms / per_cycle_ms)))) for f in fractions]
+def plants(base_unit_ms: float, rate: SleepRate, fractions=PLANTED) -> list[Plant]:
+    """Sleep lengths that add ``fraction`` of the unit's time, the launch's own cost included."""
+    return [Plant(f, max(1, int(round((f * base_unit_ms - rate.overhead_ms) / rate.ms_per_cycle)))) for f in fractions]
 
 
-def calibration_block(base_fn, k: int, plan: TimingPlan, seed: int, nvml: Nvml | None = None) -> dict:
-    """Time the baseline against its planted slowdowns (a block of its own) and judge each like a name."""
+def calibration_block(base: Unit, plan: TimingPlan, seed: int, nvml: Nvml | None = None) -> dict:
+    """Time the baseline's unit against its planted slowdowns (a block of its own) and judge each like a name."""
     torch = require_gpu()
-    base = GraphSample(base_fn, k)
-    sample_ms = float(np.median([base.replay_ms() for _ in range(3)]))
-    per_cycle = ms_per_sleep_cycle()
-    graphs = {"{base}": base}
-    chosen = plants(sample_ms, per_cycle)
+    g = GraphSample(base.fn, base.k)
+    sample_ms = float(np.median([g.replay_ms() for _ in range(3)]))  # the unit's time, measured
+    del g
+    rate = sleep_rate()
+    units = {"{base}": base}
+    chosen = plants(sample_ms, rate)
     for p in chosen:
-        graphs[planted_label(p.fraction)] = GraphSample(base_fn, k, tail=lambda c=p.cycles: torch.cuda._sleep(c))
-    samples, seconds = time_block(graphs, plan, [("{base}", planted_label(p.fraction)) for p in chosen], seed, nvml)
-    out = {"gpu_seconds": seconds, "sample_ms": sample_ms, "ms_per_sleep_cycle": per_cycle, "planted": {}}
+        units[planted_label(p.fraction)] = Unit(base.fn, base.k, sample_ms * (1 + p.fraction),
+                                                tail=lambda c=p.cycles: torch.cuda._sleep(c))
+    samples, seconds = time_block(units, plan, [("{base}", planted_label(p.fraction)) for p in chosen], seed, nvml)
+    out = {"gpu_seconds": seconds, "sample_ms": sample_ms, "ms_per_sleep_cycle": rate.ms_per_cycle,
+           "sleep_overhead_ms": rate.overhead_ms, "unit_launches": base.k, "planted": {}}
     for p in chosen:
         label = planted_label(p.fraction)
         logs = stats.log_ratios(*samples["{base}"].paired_with(samples[label]))

@@ -17,7 +17,7 @@ from .device import require_gpu
 from .launchers import cubin_for
 from .numerics import merged_numerics, numerics
 from .plan import RunConfig
-from .timing import GraphSample, Nvml, Sampled, launch_ms, launches_for, time_block
+from .timing import Nvml, Sampled, time_block, unit_for
 from .workload import Case, Workload
 
 # dense tensor-core peaks of the H200 SXM datasheet at its 1980 MHz boost clock (TFLOPS)
@@ -128,19 +128,18 @@ def run_group(w: Workload, templates: list[str], cfg: RunConfig, info: dict, too
     fns = {t: (lambda k=kernels[t]: k[timed.grid](*args)) for t in templates}
     for aa in AA_LABELS:  # the baseline's cubin loaded again, twice: two independent A/A copies
         fns[aa] = lambda k=w.load(names[0], kernels[templates[0]].kernel): k[timed.grid](*args)
-    k = launches_for(launch_ms(fns[templates[0]]), plan)
+    base = unit_for(fns[templates[0]], plan)  # every label of the names block gets the baseline's k
+    units = {label: base if label == templates[0] else unit_for(fn, plan, k=base.k) for label, fn in fns.items()}
     nvml = Nvml()
-    graphs = {label: GraphSample(fn, k) for label, fn in fns.items()}
     compare = [(templates[0], t) for t in templates[1:]] + [AA_LABELS]
-    samples, seconds = time_block(graphs, plan, compare, seed, nvml)
-    del graphs
-    calib = calibration_block(fns[templates[0]], k, plan, seed + 1, nvml) if calibrate else None
+    samples, seconds = time_block(units, plan, compare, seed, nvml)
+    calib = calibration_block(base, plan, seed + 1, nvml) if calibrate else None
     extra_fns = w.extras(timed)
     extra_samples: dict[str, Sampled] = {}
-    if extra_fns:  # torch SDPA: a block of its own, beside the baseline
-        eg = {templates[0]: GraphSample(fns[templates[0]], k)}
-        eg.update({label: GraphSample(fn, launches_for(launch_ms(fn), plan)) for label, fn in extra_fns.items()})
-        extra_samples, more = time_block(eg, plan, [], seed + 2, nvml)
+    if extra_fns:  # torch SDPA: a block of its own, beside the baseline (a reference rate: whole samples)
+        block = {templates[0]: base.fn, **extra_fns}
+        eu = {label: unit_for(fn, plan, interleaved=False) for label, fn in block.items()}
+        extra_samples, more = time_block(eu, plan, [], seed + 2, nvml)
         seconds += more
     nums = draw_numerics(w, kernels, templates, gen, cfg.numerics_draws)
     rows = []

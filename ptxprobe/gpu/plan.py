@@ -48,7 +48,7 @@ def run_config(d: dict | None) -> RunConfig:
             if k in d:
                 d[k] = tuple(d[k])
         return RunConfig(**d, timing=timing)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         raise SpecError(f"[run]: {exc}") from exc
 
 

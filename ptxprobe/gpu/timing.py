@@ -2,16 +2,21 @@
 
 The design (validated on simulated rounds in tests/test_design_stats.py):
 
-* a sample is one replay of a CUDA graph of k back-to-back launches lasting >= ``min_sample_ms``
-  (k from a probe of the baseline, the same k for every label of a block); the L2 regime is
-  *warm, back to back*: no flush, each launch finds what the previous one left (documented;
-  it is the same for every label);
-* every round runs each label once in a fresh random order; position and predecessor are kept;
+* ``interleaved`` (the default): each compared pair is one CUDA graph of A B B A units (a unit is
+  k launches lasting >= ``segment_ms``), repeated until each label has run >= ``min_sample_ms``,
+  with a timing event recorded in the graph between any two units. A power-capped card's clock
+  wanders within milliseconds; interleaving at that scale puts both labels under the same clock
+  (measured on the H200: experiments/results/*-h200-interleave-*). ``pairs``: the pair's two
+  samples back to back; ``rounds``: every label once per round;
+* the L2 regime is *warm, back to back*: no flush, each launch finds what the previous one left
+  (documented; it is the same for every label);
+* every round runs the pairs (or labels) in a fresh random order, and who goes first at random;
+  position and predecessor are kept;
 * blocks are timed apart: the name comparison never shares rounds with SDPA or a planted control;
 * warm-up by time (``warmup_s`` per label) before the first round;
 * NVML's SM clock, power and throttle reasons are read with every sample, throttled samples flagged;
-* rounds come in batches until every comparison's 95 % half-width is <= ``target_halfwidth``
-  or ``max_rounds`` is reached.
+* rounds come in batches until every comparison's half-width (at the look-adjusted level) is
+  <= ``target_halfwidth`` or ``max_rounds`` is reached.
 """
 
 from __future__ import annotations
@@ -24,17 +29,21 @@ import numpy as np
 
 from .. import stats
 from .device import require_gpu
+from .graphs import GraphSample, PairGraph, Unit, launch_ms
 
 THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80  # SW power cap, HW slowdown, SW/HW thermal, HW power brake
 
 
-DESIGNS = ("pairs", "rounds")
+DESIGNS = ("interleaved", "pairs", "rounds")
 
 
 @dataclass(frozen=True)
 class TimingPlan:
-    design: str = "pairs"  # pairs: each compared pair back to back; rounds: every label once per round
-    min_sample_ms: float = 10.0
+    # interleaved: each compared pair A B B A in one graph, timed unit by unit; pairs: each compared pair's two
+    # samples back to back; rounds: every label once per round
+    design: str = "interleaved"
+    min_sample_ms: float = 10.0  # per label per sample
+    segment_ms: float = 1.0  # interleaved: each unit (k launches) lasts at least this
     warmup_s: float = 1.0  # per label, before the first round
     batch_rounds: int = 10
     min_rounds: int = 20
@@ -47,6 +56,10 @@ class TimingPlan:
     reps: int | None = None
     warmup: int | None = None
     flush_bytes: int | None = None
+
+    def __post_init__(self):
+        if self.design not in DESIGNS:
+            raise ValueError(f"design {self.design!r}: choose one of {', '.join(DESIGNS)}")
 
     @property
     def round_cap(self) -> int:
@@ -108,93 +121,100 @@ class Nvml:
             return None, None, False
 
 
-class GraphSample:
-    """``k`` launches of ``fn`` (then ``tail``, if given) captured once as a CUDA graph, replayed per sample."""
-
-    def __init__(self, fn, k: int, tail=None):
-        torch = require_gpu()
-        self.k = k
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):  # loads modules and settles allocations before capture
-            fn()
-            if tail:
-                tail()
-        torch.cuda.current_stream().wait_stream(stream)
-        torch.cuda.synchronize()
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            for _ in range(k):
-                fn()
-            if tail:
-                tail()
-        self._start, self._end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-
-    def replay_ms(self) -> float:
-        """Wall time of one replay (all k launches), milliseconds."""
-        torch = require_gpu()
-        self._start.record()
-        self.graph.replay()
-        self._end.record()
-        torch.cuda.synchronize()
-        return self._start.elapsed_time(self._end)
+def launches_for(ms: float, plan: TimingPlan, interleaved: bool = False) -> int:
+    """Launches per graph unit: a unit lasts >= ``segment_ms`` when interleaved with its partner, else it is a
+    whole sample of >= ``min_sample_ms``."""
+    target = plan.segment_ms if interleaved else plan.min_sample_ms
+    return max(1, math.ceil(target / max(ms, 1e-4)))
 
 
-def launch_ms(fn, repeats: int = 5) -> float:
-    """One launch's time, from a short eager probe (the median of ``repeats``)."""
-    torch = require_gpu()
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e))
-    return float(np.median(times))
+def unit_for(fn, plan: TimingPlan, k: int | None = None, tail=None, interleaved: bool = True) -> Unit:
+    """A label's graph unit: ``k`` launches (from a probe when not given) and its estimated duration."""
+    ms = launch_ms(fn)
+    interleaved = interleaved and plan.design == "interleaved"
+    k = k or launches_for(ms, plan, interleaved)
+    return Unit(fn, k, k * ms, tail)
 
 
-def launches_for(ms: float, plan: TimingPlan) -> int:
-    return max(1, math.ceil(plan.min_sample_ms / max(ms, 1e-4)))
+def cycles_for(a: Unit, b: Unit, plan: TimingPlan) -> int:
+    """A B B A cycles per interleaved sample so that each label runs >= ``min_sample_ms`` in it."""
+    return max(1, math.ceil(plan.min_sample_ms / (2 * max(1e-4, min(a.ms, b.ms)))))
 
 
-def time_block(graphs: dict[str, GraphSample], plan: TimingPlan, compare: list[tuple[str, str]], seed: int,
+def _samplers(units: dict[str, Unit], plan: TimingPlan, compare: list[tuple[str, str]], interleave: bool) -> dict:
+    """The graphs a block replays: one per label, or (interleaved) one per compared pair and orientation."""
+    if not interleave:
+        return {label: GraphSample(u.fn, u.k, u.tail) for label, u in units.items()}
+    missing = set(units) - {label for pair in compare for label in pair}
+    if missing:
+        raise ValueError(f"interleaved timing needs every label in a compared pair: {sorted(missing)}")
+    out = {}
+    for a, b in compare:
+        cycles = cycles_for(units[a], units[b], plan)
+        out[(a, b)] = PairGraph(units[a], units[b], cycles)
+        out[(b, a)] = PairGraph(units[b], units[a], cycles)
+    return out
+
+
+def _record(s: Sampled, ms: float, pos: int, prev: str | None, reading: tuple) -> None:
+    clock, power, throttled = reading
+    s.times_ms.append(ms)
+    s.positions.append(pos)
+    s.predecessors.append(prev)
+    s.sm_clock_mhz.append(clock)
+    s.power_w.append(power)
+    s.throttled.append(throttled)
+
+
+def _warm_up(samplers: dict, seconds: float) -> None:
+    """Replay every graph in turn until ``seconds`` have passed (the card settles for all of them alike)."""
+    end = time.perf_counter() + seconds
+    while True:
+        for g in samplers.values():
+            g.replay() if isinstance(g, PairGraph) else g.replay_ms()
+        if time.perf_counter() >= end:
+            return
+
+
+def _round_units(plan: TimingPlan, labels: list[str], compare, batch: int, seed: int) -> list[list[tuple]]:
+    if plan.design in ("pairs", "interleaved") and compare:
+        return stats.random_pair_orders(list(compare), batch, seed=seed)
+    return [[(label,) for label in o] for o in stats.random_orders(labels, batch, seed=seed)]
+
+
+def time_block(units: dict[str, Unit], plan: TimingPlan, compare: list[tuple[str, str]], seed: int,
                nvml: Nvml | None = None) -> tuple[dict[str, Sampled], float]:
-    """Rounds of every label in a random order each, until each (base, other) pair in ``compare`` is sure.
+    """Rounds of every label (or compared pair) in a random order each, until each pair in ``compare`` is sure.
 
     Returns the samples by label (times per launch) and the GPU seconds the block took.
     """
     t0 = time.perf_counter()
     nvml = nvml or Nvml()
-    labels = list(graphs)
-    for label in labels:  # warm-up by time, interleaved so the card settles for all of them
-        end = time.perf_counter() + plan.warmup_s
-        while time.perf_counter() < end:
-            graphs[label].replay_ms()
-    out = {label: Sampled(label, launches_per_sample=graphs[label].k) for label in labels}
-    rng_seed = seed
-    done = 0
+    interleave = plan.design == "interleaved" and bool(compare)
+    samplers = _samplers(units, plan, compare, interleave)
+    _warm_up(samplers, plan.warmup_s * len(units))
+    per_sample = {label: u.k for label, u in units.items()}
+    if interleave:
+        for (a, _), g in samplers.items():
+            per_sample[a] = units[a].k * g.order.count(0)
+    out = {label: Sampled(label, launches_per_sample=per_sample[label]) for label in units}
+    rng_seed, done = seed, 0
     while done < plan.round_cap:
         batch = min(plan.batch_rounds if done >= plan.min_rounds else plan.min_rounds - done, plan.round_cap - done)
-        paired = plan.design == "pairs" and compare
-        rounds = (stats.random_pair_orders(list(compare), batch, seed=rng_seed) if paired
-                  else [[(label,) for label in o] for o in stats.random_orders(labels, batch, seed=rng_seed)])
-        for order in rounds:
+        for order in _round_units(plan, list(units), compare, batch, rng_seed):
             prev, pos = None, 0
             for unit in order:
-                for label in unit:
-                    ms = graphs[label].replay_ms()
-                    clock, power, throttled = nvml.read()
-                    s = out[label]
-                    s.times_ms.append(ms / graphs[label].k)
-                    s.positions.append(pos)
-                    s.predecessors.append(prev)
-                    s.sm_clock_mhz.append(clock)
-                    s.power_w.append(power)
-                    s.throttled.append(throttled)
-                    prev, pos = label, pos + 1
+                if interleave:  # both labels of the pair in one graph: one reading of the card for both
+                    times = samplers[unit].replay()
+                    reading = nvml.read()
+                    for label, ms in zip(unit, times, strict=True):
+                        _record(out[label], ms, pos, prev, reading)
+                    prev, pos = unit[0], pos + 1  # A B B A: the pair's first label also ran last
+                else:
+                    for label in unit:
+                        ms = samplers[label].replay_ms() / units[label].k
+                        _record(out[label], ms, pos, prev, nvml.read())
+                        prev, pos = label, pos + 1
                 if len(unit) == 2:
                     a, b = unit
                     out[a].partners.setdefault(b, []).append(out[a].times_ms[-1])
