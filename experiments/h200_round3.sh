@@ -57,4 +57,10 @@ for what in "$@"; do case "$what" in
     echo "h200-interleaved: exit $?" | tee -a "$OUT/status.txt"; tail -12 "$OUT/h200-interleaved.txt"
     python3 benchmarks/gpu_noise.py /tmp/runs/h200-interleaved 2>&1 | tail -30
     keep h200-interleaved ;;
+  interleaved-user)  # issue 15: sgemm.cu and the CUDA C++ attention, the interleaved design (nvcc on the device)
+    timeout -s INT "${SECONDS_USER:-200}" python3 -m ptxprobe.cli rename-sweep -e experiments/h200_interleaved_user.toml \
+      --run -j 16 -q -o /tmp/runs/h200-interleaved-user > "$OUT/h200-interleaved-user.txt" 2>&1
+    echo "h200-interleaved-user: exit $?" | tee -a "$OUT/status.txt"; tail -8 "$OUT/h200-interleaved-user.txt"
+    python3 benchmarks/gpu_noise.py /tmp/runs/h200-interleaved-user 2>&1 | tail -30
+    keep h200-interleaved-user ;;
 esac; done
