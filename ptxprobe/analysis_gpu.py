@@ -169,3 +169,48 @@ def aa_clock_normalised(run_dir: str | Path) -> pd.DataFrame:
                   for logs in (np.log(tb[:n] / ta[:n]), np.log(tb[:n] * cb[:n] / (ta[:n] * ca[:n])))]
         rows.append({"group_id": gid, "rounds": n, "raw": widths[0], "clock_normalised": widths[1]})
     return pd.DataFrame(rows)
+
+
+def window_log_ratios(launch_ms, per_label: int, unit: int | None):
+    """From one continuous series of launches of identical code, the A/A log ratios a design would see.
+
+    Consecutive windows of ``2 * per_label`` launches each give one ratio. ``unit=None``: the first half
+    against the second (two whole samples back to back); ``unit=u``: blocks of ``u`` launches assigned
+    A B B A in turn (the interleaved design). Identical code, so any spread is the card's.
+    """
+    import numpy as np
+
+    x = np.asarray(launch_ms, dtype=float)
+    w = 2 * per_label
+    n = len(x) // w
+    win = x[: n * w].reshape(n, w)
+    if unit is None:
+        who = np.repeat([0, 1], per_label)
+    else:
+        blocks = -(-w // unit)
+        who = np.repeat(np.array([0, 1, 1, 0] * (-(-blocks // 4)))[:blocks], unit)[:w]
+    a, b = (win[:, who == i].sum(axis=1) / np.count_nonzero(who == i) for i in (0, 1))
+    return np.log(a / b)
+
+
+def trace_design_spread(trace: pd.DataFrame, sample_ms: float = 10.0, units_ms=(None, 4.0, 1.0, 0.0)) -> pd.DataFrame:
+    """Per traced group, the SD of A/A log ratios per design: whole samples back to back (``None``) or interleaved
+    units of about ``u`` ms (0: one launch), each label running about ``sample_ms`` per sample."""
+    import numpy as np
+
+    rows = []
+    for gid, g in trace.groupby("group", sort=False):
+        ms = g.sort_values("index").ms.to_numpy()
+        launch = float(np.median(ms))
+        per_label = max(1, int(round(sample_ms / launch)))
+        seen = set()
+        for u in units_ms:
+            unit = None if u is None else max(1, int(round(u / launch)))
+            if unit in seen or (unit is not None and unit >= per_label):
+                continue  # the same design again (a unit as long as the sample is back to back)
+            seen.add(unit)
+            lr = window_log_ratios(ms, per_label, unit)
+            rows.append({"group": gid, "launch_ms": launch, "per_label": per_label,
+                         "design": "back to back" if unit is None else f"interleaved {unit} launch(es)",
+                         "unit_launches": unit, "samples": len(lr), "sd_log_ratio": float(np.std(lr, ddof=1))})
+    return pd.DataFrame(rows)

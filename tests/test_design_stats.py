@@ -310,3 +310,24 @@ def test_a_plant_counts_the_sleep_launchs_own_cost():
     rate = SleepRate(ms_per_cycle=1e-6, overhead_ms=0.002)  # 1 GHz, 2 us per launch
     assert plants(1.0, rate, (0.005, 0.01)) == [Plant(0.005, 3000), Plant(0.01, 8000)]
     assert plants(0.1, rate, (0.005,)) == [Plant(0.005, 1)]  # smaller than a launch: the shortest sleep
+
+
+def test_trace_analysis_sees_which_design_a_planted_wander_favours():
+    """On a synthetic launch series: a clock wandering from launch to launch is cancelled by interleaving (a
+    smaller spread than back-to-back samples); pure per-launch white noise is not (the designs tie)."""
+    import pandas as pd
+
+    from ptxprobe.analysis_gpu import trace_design_spread, window_log_ratios
+
+    rng = np.random.default_rng(0)
+    w, wander = 0.0, []
+    for _ in range(20000):
+        w = 0.9 * w + rng.normal(0, 0.004)
+        wander.append(w)
+    white = rng.normal(0, 0.004, 20000)
+    for series, favoured in ((np.exp(wander), True), (np.exp(white), False)):
+        t = trace_design_spread(pd.DataFrame({"group": "g", "index": range(20000), "ms": series}), sample_ms=10.0)
+        sd = dict(zip(t.unit_launches.fillna(0), t.sd_log_ratio, strict=True))  # 0: back to back
+        assert (sd[1] < 0.4 * sd[0]) is favoured and (abs(sd[1] / sd[0] - 1) < 0.15) is not favoured, sd
+    assert window_log_ratios(np.arange(1.0, 9.0), 4, 1)[0] == 0.0  # A B B A cancels a linear drift exactly
+    assert window_log_ratios(np.arange(1.0, 9.0), 4, None)[0] < 0  # back to back does not
