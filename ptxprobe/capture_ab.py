@@ -136,14 +136,15 @@ def _swapped_since(arm: Arm, before: int) -> tuple[int, list[str]]:
 
 
 def run_rounds(argv: list[str], arms: list[Arm], out: Path, rounds: int, timeout: float, metric: str | None,
-               seed: int = 0, env_extra: dict | None = None, log=print) -> list[Run]:
-    """Every round: each arm once, in a fresh random order."""
+               seed: int = 0, env_extra: dict | None = None, log=print, runs: list[Run] | None = None) -> list[Run]:
+    """Every round: each arm once, in a fresh random order. Runs are appended to ``runs`` (when given) as they
+    finish, so a caller interrupted mid-way still holds every finished run."""
     site = out / "site"
     site.mkdir(parents=True, exist_ok=True)
     (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
     pattern = re.compile(metric) if metric else None
     by_label = {a.label: a for a in arms}
-    runs: list[Run] = []
+    runs = [] if runs is None else runs
     for r, order in enumerate(stats.random_orders([a.label for a in arms], rounds, seed=seed)):
         for pos, label in enumerate(order):
             arm = by_label[label]

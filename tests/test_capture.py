@@ -93,3 +93,27 @@ def test_the_same_ptx_under_two_dump_keys_is_captured_once(tmp_path):
     kernels = collect(dump, out / "triton-cache", tmp_path / "again")
     assert sorted(k.entry for k in kernels) == ["add_kernel", "scale_kernel"]
     assert all(k.metadata.get("num_warps") == 8 for k in kernels)
+
+
+def test_ctrl_c_during_the_program_ab_keeps_the_finished_runs(tmp_path):
+    """Ctrl-C (SIGINT to ptxprobe) in the middle of ``capture --run``: exit 130, and ab.json holds every run that
+    finished, judged by the usual rule (too few rounds say so). The program interrupts on its third A/B run."""
+    prog = tmp_path / "prog.py"
+    prog.write_text(PROGRAM.replace("sys.exit(", textwrap.dedent('''
+        import os, signal
+        from pathlib import Path
+        if os.environ.get("PTXPROBE_SWAP"):
+            c = Path(sys.argv[0]).with_name("runs")
+            n = int(c.read_text()) if c.exists() else 0
+            c.write_text(str(n + 1))
+            if n == 2:
+                os.kill(os.getppid(), signal.SIGINT)
+    ''') + "sys.exit(", 1))
+    out = tmp_path / "cap"
+    r = ptxprobe("capture", "-o", str(out), "-s", "repeat=1", "--run", "--rounds", "6", "--", sys.executable,
+                 str(prog))
+    assert r.returncode == 130, r.stderr[-2000:]
+    assert "interrupted after 2 runs" in r.stderr + r.stdout
+    rec = json.loads((out / "ab" / "ab.json").read_text())
+    assert rec["interrupted"] is True and len(rec["runs"]) == 2
+    assert {c["verdict"] for c in rec["comparisons"]} == {"too_few_runs"}

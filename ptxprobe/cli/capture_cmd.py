@@ -60,14 +60,21 @@ def run_ab(args, argv: list[str], out: Path, kernels: list, names: tuple[str, ..
     log = (lambda m: None) if args.quiet_level else say
     # Inductor launches through Triton (so the hook sees its kernels), and every run shares one compile cache
     env = {"TORCHINDUCTOR_USE_STATIC_CUDA_LAUNCHER": "0", "TRITON_CACHE_DIR": str((ab_dir / "triton-cache").resolve())}
-    runs = run_rounds(argv, arms, ab_dir, args.rounds, args.program_timeout, args.metric, env_extra=env, log=log)
+    meta = {"metric": args.metric or "wall seconds", "rounds": args.rounds,
+            "ptxas": {a: {"version": t.version, "sha256": t.sha256, "path": t.path} for a, t in by_arch.items()},
+            "environment": env}
+    runs: list = []
+    try:
+        run_rounds(argv, arms, ab_dir, args.rounds, args.program_timeout, args.metric, env_extra=env, log=log,
+                   runs=runs)
+    except KeyboardInterrupt:  # the finished runs are kept, judged by the same rule (too few rounds say so)
+        write_ab(ab_dir, argv, arms, runs, compare(runs), {**meta, "interrupted": True})
+        say(f"interrupted after {len(runs)} runs: they are in {ab_dir / 'ab.json'}")
+        raise
     if not any(r.value is not None for r in runs):
         first = next((r.note for r in runs if r.note), "no run measured anything")
         raise ToolFailed(f"capture --run: no run of the program could be measured ({first})")
     rows = compare(runs)
-    meta = {"metric": args.metric or "wall seconds", "rounds": args.rounds,
-            "ptxas": {a: {"version": t.version, "sha256": t.sha256, "path": t.path} for a, t in by_arch.items()},
-            "environment": env}
     rec = write_ab(ab_dir, argv, arms, runs, rows, meta)
     if args.json:
         emit_json(rec)
