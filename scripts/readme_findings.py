@@ -20,6 +20,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from findings_common import calibration_line, pct  # noqa: E402
 from findings_round3 import round3  # noqa: E402
+from findings_round4 import round4  # noqa: E402
 
 from ptxprobe import analysis, analysis_gpu  # noqa: E402
 from ptxprobe.schema import RUNTIME, STATIC, columns_markdown  # noqa: E402
@@ -362,7 +363,7 @@ def ray_bench_section() -> list[str]:
 
 
 def findings() -> str:
-    return "\n".join([START, *round3(), *matrix_section(), *triggers_section(), *static_section(), "",
+    return "\n".join([START, *round4(), *round3(), *matrix_section(), *triggers_section(), *static_section(), "",
                       *runtime_section(),
                       *design_comparison(), *sgemm_repeat_line(), *explain_section(), *options_section(),
                       *noise_section(), *bench_section(),

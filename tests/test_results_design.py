@@ -19,7 +19,9 @@ TIMED = {"2026-12-02-h200-design": ("h200-design", False), "2026-12-02-h200-desi
          "2026-12-02-h200-design-long": ("h200-design-long", False),
          "2026-12-02-h200-design-pairs": ("h200-design", True),  # the same experiment, re-timed with pairs
          "2026-12-02-h200-sweep-explain": ("user", True),  # rename-sweep --cu sgemm.cu --run --explain
-         "2026-12-03-h200-gluon-hopper": ("h200-gluon-hopper", True)}  # issue 19: cut short by the device time
+         "2026-12-03-h200-gluon-hopper": ("h200-gluon-hopper", True),  # issue 19: cut short by the device time
+         "2026-12-03-h200-interleaved": ("h200-interleaved", True),  # issue 15: the interleaved design
+         "2026-12-03-h200-interleaved-user": ("h200-interleaved-user", True)}
 RUNS = tuple(TIMED)
 
 
