@@ -35,6 +35,8 @@ def files(tmp_path_factory):
     (d / "a_dir").mkdir()
     (d / "a_file").write_text("x")
     (d / "bad.toml").write_text("[sweep\nnames=")
+    (d / "bad_design.toml").write_text('[experiment]\nname = "x"\n[sweep]\nkernels = ["attention"]\n'
+                                       '[run.timing]\ndesign = "abab"\n')
     (d / "k.py").write_text("import triton\n\n@triton.jit\ndef k(x_ptr, dtype: triton.language.constexpr):\n"
                             "    pass\n")
     (d / "bad_dtype.toml").write_text('signature = {x_ptr = "*fp32", dtype = "constexpr"}\n'
@@ -63,6 +65,8 @@ def _cases(d):
         ([*sweep, "--ptx", k, "-o", "/proc/ptxprobe-cannot-write"], USAGE, "cannot write"),
         ([*sweep, "-e", str(d / "bad.toml")], USAGE, "not valid TOML"),
         ([*sweep, "-e", str(d / "nothing.toml")], USAGE, "not found"),
+        (["rename-sweep", "-q", "--run", "-e", str(d / "bad_design.toml"), "-o", str(d / "bd")], USAGE,
+         "design 'abab'"),
         ([*sweep, "--ptx", k, "-s", "names={base},bad-name"], USAGE, "not a valid PTX identifier"),
         ([*sweep, "--spec", str(d / "a_file")], USAGE, "--spec goes with"),
         ([*sweep, "--entry", "x"], USAGE, "--entry goes with"),

@@ -109,6 +109,10 @@ def cmd_rename_sweep(args) -> int:
         raise SpecError(f"--timeout must be positive, got {args.timeout}")
     if args.explain and args.run is False:
         raise SpecError("--explain profiles the GPU runs: it cannot go with --no-run")
+    if args.run is not False:  # a bad [run] table is bad input on any machine, before the static sweep
+        from ..gpu.plan import run_config
+
+        run_config(getattr(exp, "run", None))
     with session_for(args.executor, args.ray_address, args.jobs):
         return _sweep_and_time(exp, out, args)
 
