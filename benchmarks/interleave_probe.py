@@ -64,6 +64,8 @@ def aa_pair(family: str, dtype: str, causal: bool, seq_len: int):
 
 def trace(fa, fb, seconds: float) -> dict:
     """Launch-by-launch times of the two copies interleaved A B B A in one graph, for about ``seconds``."""
+    import torch
+
     from ptxprobe.gpu.graphs import PairGraph, Unit, launch_ms
     from ptxprobe.gpu.timing import Nvml
 
@@ -75,8 +77,6 @@ def trace(fa, fb, seconds: float) -> dict:
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         g.graph.replay()
-        import torch
-
         torch.cuda.synchronize()
         spans += [g.events[i].elapsed_time(g.events[i + 1]) for i in range(len(g.order))]
         c, p, _ = nvml.read()
