@@ -26,7 +26,8 @@ def figures(run: Path) -> dict:
     got = {
         "run": run.name, "groups": c["groups"], "aa_halfwidth_median": c["aa_halfwidth_median"],
         "aa_halfwidth_max": c["aa_halfwidth_max"], "aa_false_positive_rate": c["aa_false_positive_rate"],
-        "power": c["power"], "planted_measured_fraction_median": c["planted_measured_fraction_median"],
+        "power": c["power"], "planted_in_groups": c.get("planted_in_groups"),
+        "planted_measured_fraction_median": c["planted_measured_fraction_median"],
         "gpu_seconds_per_48_groups": round(per48, 1),
     }
     got["goals_met"] = {

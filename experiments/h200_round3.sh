@@ -2,7 +2,7 @@
 # How the round-3 and round-4 H200 runs were made (device tool, one H200): ptxprobe from this checkout, the wheels the
 # image lacks (pyelftools, capstone) carried in .whl/, the third-party sources in external/ (fetched by
 # experiments/external/fetch.py, never committed); results tarred into $OUT.
-#   bash experiments/h200_round3.sh sota|capture-tutorial|capture-inductor|names|cute-aot|smoke|probe|interleaved ...
+#   bash experiments/h200_round3.sh sota|capture-tutorial|capture-inductor|names|cute-aot|smoke|probe|interleaved|fast ...
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 2
 ln -sfn "$PWD/kernels" /tmp/site/ptxprobe_kernels
@@ -47,7 +47,7 @@ for what in "$@"; do case "$what" in
     echo "h200-gluon-hopper: exit $?" | tee -a "$OUT/status.txt"; tail -30 "$OUT/h200-gluon-hopper.txt"
     keep h200-gluon-hopper ;;
   smoke)  # issue 15: the GPU tests of the timing and calibration path (the interleaved design's first GPU run)
-    timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -x -k "calibration or registered_kernels" \
+    timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -x -k "calibration or registered_kernels or identical" \
       2>&1 | tee "$OUT/gpu-tests.log" | tail -6 ;;
   probe)  # issue 15: how fast the power-capped clock wanders, and which sample design cancels it
     timeout 200 python3 benchmarks/interleave_probe.py "$OUT/interleave-probe" 2>&1 | tail -14 ;;
@@ -63,4 +63,10 @@ for what in "$@"; do case "$what" in
     echo "h200-interleaved-user: exit $?" | tee -a "$OUT/status.txt"; tail -8 "$OUT/h200-interleaved-user.txt"
     python3 benchmarks/gpu_noise.py /tmp/runs/h200-interleaved-user 2>&1 | tail -30
     keep h200-interleaved-user ;;
+  fast)  # issue 15: the 48-group study with the defaults that skip identical code and rotate plants (3-minute goal)
+    timeout -s INT "${SECONDS_FAST:-420}" python3 -m ptxprobe.cli rename-sweep -e h200_interleaved_fast --run -j 16 -q \
+      -o /tmp/runs/h200-interleaved-fast > "$OUT/h200-interleaved-fast.txt" 2>&1
+    echo "h200-interleaved-fast: exit $?" | tee -a "$OUT/status.txt"; tail -12 "$OUT/h200-interleaved-fast.txt"
+    python3 benchmarks/gpu_noise.py /tmp/runs/h200-interleaved-fast 2>&1 | tail -30
+    keep h200-interleaved-fast ;;
 esac; done

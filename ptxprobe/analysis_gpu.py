@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from . import stats
 from .schema import problem_label
 from .store import CALIBRATION, read_log, read_run_json
 
@@ -52,10 +53,11 @@ def name_effects(df: pd.DataFrame) -> pd.DataFrame:
 def verdict_counts(effects: pd.DataFrame) -> pd.DataFrame:
     """Verdicts per (template, ptxas): how often a name is faster, slower, equivalent or inconclusive."""
     t = effects.groupby(["name_template", "run_ptxas_version"]).runtime_verdict.value_counts().unstack(fill_value=0)
-    for v in ("faster", "slower", "equivalent", "inconclusive"):
+    kinds = ["faster", "slower", "equivalent", "inconclusive", stats.IDENTICAL_CODE]
+    for v in kinds:
         if v not in t.columns:
             t[v] = 0
-    return t[["faster", "slower", "equivalent", "inconclusive"]]
+    return t[kinds]
 
 
 def effect_ranges(effects: pd.DataFrame, template: str = "cutlass_{base}", q_max: float = 0.05) -> pd.DataFrame:
@@ -68,7 +70,8 @@ def effect_ranges(effects: pd.DataFrame, template: str = "cutlass_{base}", q_max
             .agg(groups=("ratio_vs_baseline", "size"), significant=("significant", "sum"),
                  ratio_min=("ratio_vs_baseline", "min"), ratio_max=("ratio_vs_baseline", "max"),
                  faster=("runtime_verdict", lambda v: int((v == "faster").sum())),
-                 slower=("runtime_verdict", lambda v: int((v == "slower").sum())))
+                 slower=("runtime_verdict", lambda v: int((v == "slower").sum())),
+                 identical_code=("runtime_verdict", lambda v: int((v == stats.IDENTICAL_CODE).sum())))
             .reset_index())
 
 

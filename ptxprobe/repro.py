@@ -16,6 +16,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import stats
 from .cache import Cache
 from .errors import PtxprobeError
 from .schema import problem_label
@@ -184,7 +185,7 @@ def between_run_sd(run_a: list[dict], run_b: list[dict]) -> float | None:
     diffs, within = [], []
     for r in run_a:
         other = b.get((r["group_id"], r["label"]))
-        if other is None or not r.get("name_template") or r.get("is_baseline"):
+        if other is None or not r.get("name_template") or r.get("is_baseline") or not _timed(r) or not _timed(other):
             continue
         diffs.append(math.log(r["ratio_vs_baseline"]) - math.log(other["ratio_vs_baseline"]))
         se2 = [((math.log(x["ratio_ci_high"]) - math.log(x["ratio_ci_low"])) / 3.92) ** 2 for x in (r, other)]
@@ -194,6 +195,11 @@ def between_run_sd(run_a: list[dict], run_b: list[dict]) -> float | None:
     mean = sum(diffs) / len(diffs)
     var = sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1)
     return math.sqrt(max(0.0, var - sum(within) / len(within)) / 2)
+
+
+def _timed(r: dict) -> bool:
+    """A row with a measured ratio (names whose machine code is the baseline's are not timed)."""
+    return r.get("ratio_vs_baseline") is not None
 
 
 def compare_runtime(recorded: list[dict], new: list[dict], between_sd: float = BETWEEN_RUN_SD) -> list[ReproRow]:
@@ -213,6 +219,12 @@ def compare_runtime(recorded: list[dict], new: list[dict], between_sd: float = B
         label = f"{r['name']} @ {problem_label(r)}"
         if n is None:
             out.append(ReproRow(r["kernel"], r["arch"], ver, label, NOT_RUN, 1, 0, "not re-run"))
+            continue
+        if not _timed(r) or not _timed(n):  # identical machine code on one side: reproduced only if on both
+            rv, nv = r.get("runtime_verdict"), n.get("runtime_verdict")
+            ok = rv == nv == stats.IDENTICAL_CODE
+            out.append(ReproRow(r["kernel"], r["arch"], ver, label, REPRODUCED if ok else DIVERGED, 1, 1,
+                                f"{nv} vs recorded {rv}"))
             continue
         gap = abs(math.log(n["ratio_vs_baseline"]) - math.log(r["ratio_vs_baseline"]))
         tol = runtime_tolerance(r, n, between_sd)

@@ -96,12 +96,12 @@ name | str! | the entry name (or the label)
 baseline_name | str! | the baseline's entry name
 is_baseline | bool! | the baseline template
 arch | str! | the GPU's arch
-median_ms | float! | median time per launch
-ratio_vs_baseline | float! | baseline time / this time (> 1: faster)
-ratio_ci_low | float! | 95 % interval
-ratio_ci_high | float! | 95 % interval
-runtime_verdict | str! | faster, slower, no_difference
-rounds | int! | timing rounds
+median_ms | float | median time per launch (null when not timed)
+ratio_vs_baseline | float | baseline time / this time (> 1: faster); null when not timed (identical code)
+ratio_ci_low | float | 95 % interval
+ratio_ci_high | float | 95 % interval
+runtime_verdict | str! | faster, slower, equivalent, inconclusive; identical-code (not timed); no_difference (old)
+rounds | int! | timing rounds (0: not timed)
 """)
 
 

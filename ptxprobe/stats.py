@@ -114,6 +114,7 @@ def rotated_orders(labels: list[str], rounds: int) -> list[list[str]]:
 # --- the randomised, paired design (issue 15): per-round log ratios, BCa intervals, TOST, BH -------------
 
 EQUIVALENT, INCONCLUSIVE = "equivalent", "inconclusive"
+IDENTICAL_CODE = "identical-code"  # not timed: the name's machine code is the baseline's
 
 
 def log_ratios(base_ms, other_ms) -> np.ndarray:
@@ -198,17 +199,32 @@ def random_orders(labels: list[str], rounds: int, seed: int = 0) -> list[list[st
 
 def random_pair_orders(pairs: list[tuple[str, str]], rounds: int, seed: int = 0) -> list[list[tuple[str, str]]]:
     """Per round, every compared pair back to back: the pairs in a fresh random order, each pair's two labels in
-    a random order too (so who runs first, and after what, averages out). A pair's two samples are adjacent in
-    time, so the slow clock wander of a power-capped card is nearly the same for both."""
+    a random order too. Who runs first is *balanced*, not just random: over the ``rounds`` each label of a pair
+    goes first in half of them (in a random sequence), so a penalty of running first cancels exactly. On the
+    H200 the label first in a graph replay measured 0.058 % slower; a coin per round that happened to put one
+    A/A copy first in 15 of 20 rounds, shared by every group of a sweep, gave 19 % A/A false positives
+    (experiments/results/2026-12-03-h200-interleaved-fast)."""
     rng = np.random.default_rng(seed)
+    first = []
+    for _ in pairs:
+        heads = np.array([True] * (rounds // 2) + [False] * (rounds // 2) + [bool(rng.random() < 0.5)] * (rounds % 2))
+        first.append(rng.permutation(heads))
     out = []
-    for _ in range(rounds):
+    for r in range(rounds):
         order = []
         for i in rng.permutation(len(pairs)):
             a, b = pairs[i]
-            order.append((a, b) if rng.random() < 0.5 else (b, a))
+            order.append((a, b) if first[i][r] else (b, a))
         out.append(order)
     return out
+
+
+def stable_seed(seed: int, key: str) -> int:
+    """A seed of its own for ``key`` (a group id), stable across processes and runs: each group of a sweep gets
+    its own random orders instead of all sharing one sequence (whose chance imbalance every group would share)."""
+    import zlib
+
+    return (seed * 1_000_003 + zlib.crc32(key.encode())) % (1 << 31)
 
 
 def pair_series(a_label: str, a_times: list, a_partners: dict | None, b_label: str, b_times: list,

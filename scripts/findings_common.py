@@ -14,7 +14,9 @@ def calibration_line(run: str) -> str:
     def by_size(d: dict) -> list:
         return sorted(d.items(), key=lambda x: float(x[0]))
 
-    power = ", ".join(f"{float(f) * 100:g} %: {p:.0%}" for f, p in by_size(c["power"]))
+    n = c.get("planted_in_groups", {})
+    power = ", ".join(f"{float(f) * 100:g} %: {p:.0%}" + (f" of {n[f]}" if f in n else "")
+                      for f, p in by_size(c["power"]))
     sizes = by_size(c["planted_measured_fraction_median"])
     measured = ", ".join(f"{float(f) * 100:g} % → {m * 100:.2f} %" for f, m in sizes)
     verdict = "**passed**" if c["passed"] else "**failed** (" + "; ".join(c["failures"]) + ")"

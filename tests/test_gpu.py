@@ -140,13 +140,16 @@ def test_registered_kernels_match_float64_on_the_gpu(kernel, dtype):
     tool = toolchain.triton_ptxas(arch)
     src = RegisteredSource(kernel, dtype, 64, True, spec.config.label, 1024)
     w = registered_workload(src, registry.Problem(2, 4, 1024), cfg.numerics_problem, info, tool, Cache())
-    rows, record = run_group(w, ["{base}", "cutlass_{base}"], cfg, info, tool, calibrate=False)
+    rows, record = run_group(w, ["{base}", "cutlass_{base}"], cfg, info, tool, plants=())
     assert record["aa"]["rounds"] >= cfg.timing.min_rounds
     named = [r for r in rows if r["name_template"]]
     bound = 6e-2 if dtype.startswith("fp8") else 5e-3  # inputs are rounded first; fp8 P adds error (4.7e-2 seen)
     for r in named:
         assert r["fully_written"] and r["rel_err_vs_reference"] < bound, r["rel_err_vs_reference"]
-        assert r["tflops"] > 0
+        if r.get("timed", True):
+            assert r["tflops"] > 0
+        else:  # the baseline's machine code under another name: checked, not timed
+            assert r["runtime_verdict"] == "identical-code" and r["name_template"] in record["identical_code"]
 
 
 def test_calibration_plants_slowdowns_of_their_stated_size_on_the_gpu():
@@ -158,7 +161,7 @@ def test_calibration_plants_slowdowns_of_their_stated_size_on_the_gpu():
     tool = toolchain.triton_ptxas(arch)
     src = RegisteredSource("attention", "fp16", 128, False, "default", 4096)
     w = registered_workload(src, registry.Problem(4, 32, 4096), cfg.numerics_problem, info, tool, Cache())
-    rows, record = run_group(w, ["{base}", "xutlass_{base}"], cfg, info, tool, calibrate=True)
+    rows, record = run_group(w, ["{base}", "xutlass_{base}"], cfg, info, tool)
     planted = record["calibration"]["planted"]
     assert set(planted) == {"0.005", "0.01", "0.02"}
     for f, rec in planted.items():
@@ -167,4 +170,28 @@ def test_calibration_plants_slowdowns_of_their_stated_size_on_the_gpu():
     assert record["aa"]["rounds"] >= 20 and record["aa"]["half_width"] < 0.01
     names = [r for r in rows if r["block"] == "names"]
     assert {r["label"] for r in names} == {"{base}", "xutlass_{base}", *AA_LABELS}
-    assert all(len(r["samples"]["positions"]) == r["rounds"] for r in names)
+    # xutlass_ is the baseline's machine code with Triton's ptxas: not timed, said so; the baseline's rates come
+    # from its A/A copy
+    assert record["identical_code"] == ["xutlass_{base}"]
+    untimed = next(r for r in names if r["label"] == "xutlass_{base}")
+    assert untimed["runtime_verdict"] == "identical-code" and untimed["ratio_vs_baseline"] is None
+    assert all(len(r["samples"]["positions"]) == r["rounds"] for r in names if r.get("timed", True))
+    base = next(r for r in names if r["is_baseline"])
+    assert base["tflops"] > 0 and base["rounds"] == record["aa"]["rounds"]
+
+
+def test_time_identical_code_times_every_name_and_one_plant_calibrates_on_the_gpu():
+    """``time_identical_code`` times a name even when its code is the baseline's; a group given one plant times
+    that plant alone."""
+    arch = _gpu_arch()
+    cfg = RunConfig(numerics_seq_len=512, numerics_heads=2, sdpa_backends=(), numerics_draws=1,
+                    time_identical_code=True, timing=TimingPlan(**QUICK["timing"]))
+    info = gpu_info(0)
+    tool = toolchain.triton_ptxas(arch)
+    src = RegisteredSource("attention", "fp16", 128, False, "default", 4096)
+    w = registered_workload(src, registry.Problem(4, 32, 4096), cfg.numerics_problem, info, tool, Cache())
+    rows, record = run_group(w, ["{base}", "xutlass_{base}"], cfg, info, tool, plants=(0.01,))
+    assert record["identical_code"] == []
+    assert set(record["calibration"]["planted"]) == {"0.01"}
+    x = next(r for r in rows if r["label"] == "xutlass_{base}")
+    assert x["ratio_vs_baseline"] is not None and x["rounds"] >= 6

@@ -32,12 +32,13 @@ def test_notebook_executes_with_plots_and_computed_conclusions(tmp_path):
     from ptxprobe import analysis, analysis_gpu
 
     eff = pd.concat([analysis_gpu.name_effects(analysis_gpu.load(analysis.results_dir(r)))
-                     for r in ("2026-12-02-h200-design", "2026-12-02-h200-design-user")], ignore_index=True)
+                     for r in ("2026-12-03-h200-interleaved", "2026-12-03-h200-interleaved-user")], ignore_index=True)
     cut = eff[eff.name_template == "cutlass_{base}"]
     assert f"in {int((cut.q_value <= 0.05).sum())} of {len(cut)} groups" in text
     assert f"in {int(eff.bitwise_equal_to_baseline.astype(bool).sum())} of {len(eff)} renamed rows" in text
-    cal = analysis_gpu.calibration(analysis.results_dir("2026-12-02-h200-design"))
+    cal = analysis_gpu.calibration(analysis.results_dir("2026-12-03-h200-interleaved"))
     assert f"A/A false-positive rate {cal['aa_false_positive_rate']:.1%}" in text
+    assert f"{cal['gpu_seconds'] / cal['groups'] * 48:.0f} GPU s per 48 groups" in text
     # round 3: the Gluon Hopper attention's name statically, and a CuTe DSL kernel under its own name on the H200
     from ptxprobe import analysis_external
 
@@ -45,6 +46,10 @@ def test_notebook_executes_with_plots_and_computed_conclusions(tmp_path):
     cut = hs[(hs.repeat == 0) & (hs.name_template == "cutlass_{base}")]
     assert f"in {int(cut.verdict.isin(analysis.DIFFERS).sum())} of {len(cut)} kernel × release cells" in text
     aot = analysis_external.aot_comparisons(analysis.results_dir("2026-12-03-h200-cute-dsl-aot") / "cute_aot.json")
+    tutorial = analysis.results_dir("2026-12-03-h200-capture-tutorial-8rounds")
+    tut = analysis_external.program_ab(tutorial / "ab" / "ab.json")
+    t = tut[tut.arm == "trigger"].iloc[0]
+    assert f"{t.ratio:.4f} [{t.low:.4f}, {t.high:.4f}] ({t.verdict}, {t.rounds} rounds)" in text
     fa2 = aot[(aot.case == "ampere_fa2_fp16_full") & (aot.role == "trigger")].iloc[0]
     assert f"throughput [{fa2.low:.4f}, {fa2.high:.4f}] ({fa2.verdict})" in text
 

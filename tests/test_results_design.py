@@ -21,7 +21,9 @@ TIMED = {"2026-12-02-h200-design": ("h200-design", False), "2026-12-02-h200-desi
          "2026-12-02-h200-sweep-explain": ("user", True),  # rename-sweep --cu sgemm.cu --run --explain
          "2026-12-03-h200-gluon-hopper": ("h200-gluon-hopper", True),  # issue 19: cut short by the device time
          "2026-12-03-h200-interleaved": ("h200-interleaved", True),  # issue 15: the interleaved design
-         "2026-12-03-h200-interleaved-user": ("h200-interleaved-user", True)}
+         "2026-12-03-h200-interleaved-user": ("h200-interleaved-user", True),
+         # today's defaults; run orders drawn by a coin per round and shared by every group: calibration failed
+         "2026-12-03-h200-interleaved-fast-coin": ("h200-interleaved-fast", True)}
 RUNS = tuple(TIMED)
 
 
@@ -33,14 +35,15 @@ def test_each_run_has_its_manifest_gpu_facts_and_calibration(run):
     name, pairs = TIMED[run]
     assert man["experiment_identity"]["name"] == name
     rows = read_log(d / "runtime.jsonl")
-    paired = [r for r in rows if r.get("block") == "names" and r["samples"].get("partners")]
+    paired = [r for r in rows if r.get("block") == "names" and r.get("samples", {}).get("partners")]
     assert bool(paired) == pairs
     assert {t["kind"] for t in man["tools"]} >= {"ptxas", "nvdisasm", "cuobjdump"}
     assert all(len(t["sha256"]) == 64 for t in man["tools"])
     assert gpu is None or (gpu["gpu"] == "NVIDIA H200" and gpu["arch"] == "sm_90a")
     cal = json.loads((d / "calibration.json").read_text())
     recomputed = summarize(read_log(d / "groups.jsonl"))
-    assert {k: v for k, v in cal.items() if k != "note"} == recomputed
+    stored = {k: v for k, v in cal.items() if k != "note"}
+    assert stored == {k: recomputed[k] for k in stored}  # keys the summary gained later are not in older files
 
 
 @pytest.mark.parametrize("run", RUNS)
@@ -52,6 +55,10 @@ def test_stored_comparisons_recompute_from_the_raw_samples(run):
     checked = 0
     for r in rows:
         if r.get("block") != "names" or r.get("is_baseline") or not r.get("name_template"):
+            continue
+        if r.get("timed") is False:  # not timed: its machine code is the baseline's, by the recorded facts
+            assert r["runtime_verdict"] == stats.IDENTICAL_CODE and r["ratio_vs_baseline"] is None
+            assert r["machine_code_sha256"] == base[r["group_id"]]["machine_code_sha256"]
             continue
         logs = stats.log_ratios(*analysis_gpu.compared_series(base[r["group_id"]], r))
         iv = stats.paired_interval(logs, level=r.get("ci_level", 0.95), n_boot=2000, seed=seed)

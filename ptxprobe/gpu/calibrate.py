@@ -17,9 +17,9 @@ import numpy as np
 from .. import stats
 from .device import require_gpu
 from .graphs import GraphSample, Unit
+from .plan import PLANTED
 from .timing import Nvml, TimingPlan, time_block
 
-PLANTED = (0.005, 0.01, 0.02)
 AA_LABELS = ("{base}#AA1", "{base}#AA2")
 
 
@@ -59,19 +59,22 @@ def plants(base_unit_ms: float, rate: SleepRate, fractions=PLANTED) -> list[Plan
     return [Plant(f, max(1, int(round((f * base_unit_ms - rate.overhead_ms) / rate.ms_per_cycle)))) for f in fractions]
 
 
-def calibration_block(base: Unit, plan: TimingPlan, seed: int, nvml: Nvml | None = None) -> dict:
-    """Time the baseline's unit against its planted slowdowns (a block of its own) and judge each like a name."""
+def calibration_block(base: Unit, plan: TimingPlan, seed: int, nvml: Nvml | None = None,
+                      fractions: tuple[float, ...] = PLANTED, order_seed: int | None = None) -> dict:
+    """Time the baseline's unit against its planted slowdowns (a block of its own) and judge each like a name
+    (``order_seed`` draws the run orders, ``seed`` the bootstraps)."""
     torch = require_gpu()
     g = GraphSample(base.fn, base.k)
     sample_ms = float(np.median([g.replay_ms() for _ in range(3)]))  # the unit's time, measured
     del g
     rate = sleep_rate()
     units = {"{base}": base}
-    chosen = plants(sample_ms, rate)
+    chosen = plants(sample_ms, rate, fractions)
     for p in chosen:
         units[planted_label(p.fraction)] = Unit(base.fn, base.k, sample_ms * (1 + p.fraction),
                                                 tail=lambda c=p.cycles: torch.cuda._sleep(c))
-    samples, seconds = time_block(units, plan, [("{base}", planted_label(p.fraction)) for p in chosen], seed, nvml)
+    samples, seconds = time_block(units, plan, [("{base}", planted_label(p.fraction)) for p in chosen],
+                                  seed if order_seed is None else order_seed, nvml)
     out = {"gpu_seconds": seconds, "sample_ms": sample_ms, "ms_per_sleep_cycle": rate.ms_per_cycle,
            "sleep_overhead_ms": rate.overhead_ms, "unit_launches": base.k, "planted": {}}
     for p in chosen:
@@ -101,8 +104,10 @@ def summarize(groups: list[dict], criteria: dict | None = None) -> dict:
     fp = [a["runtime_verdict"] in (stats.FASTER, stats.SLOWER) for a in aa]
     hws = [a["half_width"] for a in aa]
     power, measured, unverified = {}, {}, []
+    planted_in = {}
     for f in (f"{x:g}" for x in PLANTED):
-        rows = [g["calibration"]["planted"][f] for g in groups if g.get("calibration")]
+        rows = [rec for g in groups if (rec := (g.get("calibration") or {}).get("planted", {}).get(f))]
+        planted_in[f] = len(rows)
         if rows:
             power[f] = float(np.mean([r["detected"] for r in rows]))
             measured[f] = float(np.median([r["measured_fraction"] for r in rows]))
@@ -114,8 +119,11 @@ def summarize(groups: list[dict], criteria: dict | None = None) -> dict:
     failures = []
     if fp_rate is not None and fp_rate > crit["aa_false_positive_rate_max"]:
         failures.append(f"A/A false-positive rate {fp_rate:.2f} > {crit['aa_false_positive_rate_max']}")
+    calibrated = any(g.get("calibration") for g in groups)
     for f, need in crit["power_min"].items():
-        if f in power and power[f] < need:
+        if calibrated and f not in power:
+            failures.append(f"planted {float(f) * 100:g}% was planted in no group")
+        elif f in power and power[f] < need:
             failures.append(f"planted {float(f) * 100:g}% detected in {power[f]:.0%} of groups (< {need:.0%})")
     failures += [f"plant not of its stated size: {u}" for u in unverified]
     return {
@@ -124,6 +132,7 @@ def summarize(groups: list[dict], criteria: dict | None = None) -> dict:
         "aa_halfwidth_median": float(np.median(hws)) if hws else None,
         "aa_halfwidth_max": float(np.max(hws)) if hws else None,
         "power": power,
+        "planted_in_groups": planted_in,
         "planted_measured_fraction_median": measured,
         "gpu_seconds": float(sum(g.get("gpu_seconds", 0.0) for g in groups)),
         "criteria": crit,

@@ -16,8 +16,8 @@ from .calibrate import AA_LABELS, calibration_block
 from .device import require_gpu
 from .launchers import cubin_for
 from .numerics import merged_numerics, numerics
-from .plan import RunConfig
-from .timing import Nvml, Sampled, time_block, unit_for
+from .plan import PLANTED, RunConfig
+from .timing import Nvml, Sampled, reference_plan, time_block, unit_for
 from .workload import Case, Workload
 
 # dense tensor-core peaks of the H200 SXM datasheet at its 1980 MHz boost clock (TFLOPS)
@@ -80,6 +80,19 @@ def _rates(s: Sampled, work: dict, plan, seed: int, peak: float | None, info: di
     return out
 
 
+def untimed_row(w: Workload, info: dict, template: str, name: str, baseline_name: str, facts: dict, nums: dict,
+                tool: Tool, aa: dict) -> dict:
+    """The row of a name not timed because its machine code is the baseline's: facts and numerics, no ratio."""
+    return {**w.common, "arch": info["arch"], "block": "names", "label": template, "name_template": template,
+            "name": name, "baseline_name": baseline_name, "is_baseline": False, "timed": False,
+            "runtime_verdict": stats.IDENTICAL_CODE, "ratio_vs_baseline": None, "ratio_ci_low": None,
+            "ratio_ci_high": None, "half_width": None, "p_value": None, "rounds": 0, "median_ms": None,
+            "gpu": info.get("gpu"),
+            "driver": info.get("driver"), "run_ptxas_version": tool.version, "run_ptxas_sha256": tool.sha256,
+            "aa_ratio": aa["ratio_vs_baseline"], "aa_ci_low": aa["ratio_ci_low"], "aa_ci_high": aa["ratio_ci_high"],
+            "aa_verdict": aa["runtime_verdict"], **facts, **nums}
+
+
 def draw_numerics(w: Workload, kernels: dict, templates: list[str], gen, draws: int) -> dict[str, dict]:
     """Every name on ``draws`` fresh input draws at the timed size (bitwise/ULP vs the baseline name) and
     at the small size (also vs float64); the worst over all draws is kept."""
@@ -115,35 +128,57 @@ def draw_numerics(w: Workload, kernels: dict, templates: list[str], gen, draws: 
     return out
 
 
+def identical_code(facts: dict[str, dict], templates: list[str]) -> list[str]:
+    """The names whose machine code (``.text``, capmerc, every per-kernel ``.nv.info`` record, shared memory) is
+    the baseline's: the GPU runs the same instructions under them, so timing them is an A/A run."""
+    base = facts[templates[0]].get("machine_code_sha256")
+    return [t for t in templates[1:] if base and facts[t].get("machine_code_sha256") == base]
+
+
 def run_group(w: Workload, templates: list[str], cfg: RunConfig, info: dict, tool: Tool, cache: Cache | None = None,
-              calibrate: bool = True, peak: float | None = None, seed: int = 0) -> tuple[list[dict], dict]:
-    """Time and check every name of one workload; one record per timed label, and the group's calibration."""
+              plants: tuple[float, ...] = PLANTED, peak: float | None = None,
+              seed: int = 0, order_seed: int | None = None) -> tuple[list[dict], dict]:
+    """Time and check every name of one workload; one record per label, and the group's calibration.
+
+    A name whose machine code is the baseline's is not timed unless ``cfg.time_identical_code``: its row says
+    ``identical-code`` and carries no ratio (the group's A/A pair measures what timing it would).
+    ``order_seed`` (the group's own, from its id) draws the run orders; ``seed`` the inputs and bootstraps.
+    """
+    order_seed = seed if order_seed is None else order_seed
     torch = require_gpu()
     plan = cfg.timing
     gen = torch.Generator(device="cuda")
     gen.manual_seed(seed)
     timed = w.timed(gen)
     names, kernels, facts = named_kernels(w.emitted, templates, tool, cache, w.load, w.launched)
+    same = [] if cfg.time_identical_code else identical_code(facts, templates)
     args = timed.args(timed.tensors)
-    fns = {t: (lambda k=kernels[t]: k[timed.grid](*args)) for t in templates}
+    fns = {t: (lambda k=kernels[t]: k[timed.grid](*args)) for t in templates if t not in same}
     for aa in AA_LABELS:  # the baseline's cubin loaded again, twice: two independent A/A copies
         fns[aa] = lambda k=w.load(names[0], kernels[templates[0]].kernel): k[timed.grid](*args)
     base = unit_for(fns[templates[0]], plan)  # every label of the names block gets the baseline's k
+    compare = [(templates[0], t) for t in templates[1:] if t not in same] + [AA_LABELS]
+    if len(compare) == 1:  # every name is identical code: the block is the A/A pair alone
+        del fns[templates[0]]
     units = {label: base if label == templates[0] else unit_for(fn, plan, k=base.k) for label, fn in fns.items()}
     nvml = Nvml()
-    compare = [(templates[0], t) for t in templates[1:]] + [AA_LABELS]
-    samples, seconds = time_block(units, plan, compare, seed, nvml)
-    calib = calibration_block(base, plan, seed + 1, nvml) if calibrate else None
+    samples, seconds = time_block(units, plan, compare, order_seed, nvml)
+    calib = calibration_block(base, plan, seed + 1, nvml, plants, order_seed + 1) if plants else None
     extra_fns = w.extras(timed)
     extra_samples: dict[str, Sampled] = {}
+    ref_plan = reference_plan(plan)
     if extra_fns:  # torch SDPA: a block of its own, beside the baseline (a reference rate: whole samples)
         block = {templates[0]: base.fn, **extra_fns}
         eu = {label: unit_for(fn, plan, interleaved=False) for label, fn in block.items()}
-        extra_samples, more = time_block(eu, plan, [], seed + 2, nvml)
+        extra_samples, more = time_block(eu, ref_plan, [], order_seed + 2, nvml)
         seconds += more
     nums = draw_numerics(w, kernels, templates, gen, cfg.numerics_draws)
     rows = []
     aa = comparison(samples[AA_LABELS[0]], samples[AA_LABELS[1]], plan, seed)
+    for t in same:
+        rows.append(untimed_row(w, info, t, names[templates.index(t)], names[0], facts[t], nums[t], tool, aa))
+    if templates[0] not in samples:  # only the A/A pair was timed: the baseline's rates are its first copy's
+        samples = {templates[0]: samples[AA_LABELS[0]], **samples}
     for label, s in samples.items():
         template = label if label in templates else None
         row = {**w.common, "arch": info["arch"], "block": "names", "label": label, "name_template": template,
@@ -164,9 +199,10 @@ def run_group(w: Workload, templates: list[str], cfg: RunConfig, info: dict, too
         rows.append({**w.common, "arch": info["arch"], "block": "sdpa", "label": label, "name_template": None,
                      "name": label, "baseline_name": names[0], "is_baseline": False,
                      **_rates(s, w.work, plan, seed, peak, info, w.dtype),
-                     **comparison(extra_samples[templates[0]], s, plan, seed), "samples": s.to_json(),
+                     **comparison(extra_samples[templates[0]], s, ref_plan, seed), "samples": s.to_json(),
                      "gpu": info.get("gpu"), "run_ptxas_version": tool.version})
-    record = {"aa": aa, "calibration": calib, "gpu_seconds": seconds + (calib["gpu_seconds"] if calib else 0.0)}
+    record = {"aa": aa, "calibration": calib, "identical_code": same, "order_seed": order_seed,
+              "gpu_seconds": seconds + (calib["gpu_seconds"] if calib else 0.0)}
     if calib:
         record["calibration"] = {k: v for k, v in calib.items() if k != "samples"}
         record["calibration_samples"] = calib["samples"]

@@ -5,13 +5,16 @@ Pure: no GPU is touched, so the plan and its notes are tested on the CPU.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..errors import SpecError
 from ..launch import size_label
 from ..registry import Problem
 from ..sources import KernelSource, RegisteredSource, sources_of
 from .timing import TimingPlan
+
+PLANTED = (0.005, 0.01, 0.02)  # the planted slowdowns of the calibration, as fractions of the baseline's time
+PLANT_MODES = ("rotate", "all")
 
 
 @dataclass(frozen=True)
@@ -24,10 +27,18 @@ class RunConfig:
     numerics_seq_len: int = 1024
     numerics_heads: int = 4
     sdpa_backends: tuple[str, ...] = ("cudnn", "flash")
-    calibrate: bool = True  # every group also times planted slowdowns of 0.5, 1 and 2 % (calibration.json)
+    calibrate: bool = True  # every group also times planted slowdowns (calibration.json)
+    # "rotate": each group plants one of 0.5, 1, 2 % in turn (a sweep of >= 3 groups plants every size; power per
+    # size is over the groups that planted it); "all": every group plants all three
+    plants: str = "rotate"
+    time_identical_code: bool = False  # names whose machine code equals the baseline's are not timed (verdict says so)
     numerics_draws: int = 5  # input draws the numbers are compared on, at the timed size and a small one
     between_run_sd: float = 0.005  # between-run SD of a log ratio that repro allows for (stated, or estimated)
     timing: TimingPlan = field(default_factory=TimingPlan)
+
+    def __post_init__(self):
+        if self.plants not in PLANT_MODES:
+            raise ValueError(f"plants {self.plants!r}: choose one of {', '.join(PLANT_MODES)}")
 
     def problem(self, seq_len: int) -> Problem:
         return Problem(batch=max(1, self.tokens // seq_len), heads=self.heads, seq_len=seq_len)
@@ -61,7 +72,7 @@ class Group:
     ptxas: str
     seq_len: int | None = None
     sizes: tuple[tuple[str, int], ...] = ()
-    calibrate: bool = True
+    plants: tuple[float, ...] = PLANTED  # planted slowdowns this group calibrates with (empty: none)
     dtype: str | None = None
 
     @property
@@ -84,8 +95,7 @@ def plan_groups(exp, cfg: RunConfig, arch: str) -> tuple[list[Group], list[str]]
         if isinstance(src, RegisteredSource):
             for pt in exp.ptxas:
                 for n in cfg.seq_lens:
-                    groups.append(Group(f"{src.label}@{n}{suffix[pt]}", src, pt, seq_len=n, calibrate=cfg.calibrate,
-                                        dtype=src.dtype))
+                    groups.append(Group(f"{src.label}@{n}{suffix[pt]}", src, pt, seq_len=n, dtype=src.dtype))
             continue
         launch = src.launch()
         if launch is None:
@@ -96,5 +106,20 @@ def plan_groups(exp, cfg: RunConfig, arch: str) -> tuple[list[Group], list[str]]
         for pt in exp.ptxas:
             for sizes in launch.size_sets():
                 groups.append(Group(f"user:{target}@{size_label(sizes)}{suffix[pt]}", src, pt,
-                                    sizes=tuple(sorted(sizes.items())), calibrate=cfg.calibrate))
-    return groups, notes
+                                    sizes=tuple(sorted(sizes.items()))))
+    return with_plants(groups, cfg), notes
+
+
+def with_plants(groups: list[Group], cfg: RunConfig) -> list[Group]:
+    """Each group's planted slowdowns: none, all three, or (``rotate``, >= 3 groups) one size per group, so that a
+    sweep still plants every size while each group times one planted pair instead of three.
+
+    The size turns with the group and shifts by one every three groups: consecutive groups often differ only in
+    the innermost axis (three problem sizes), which a plain turn would tie to one planted size each.
+    """
+    if not cfg.calibrate:
+        return [replace(g, plants=()) for g in groups]
+    if cfg.plants == "all" or len(groups) < len(PLANTED):
+        return [replace(g, plants=PLANTED) for g in groups]
+    n = len(PLANTED)
+    return [replace(g, plants=(PLANTED[(i + i // n) % n],)) for i, g in enumerate(groups)]

@@ -13,7 +13,7 @@ The design (validated on simulated rounds in tests/test_design_stats.py):
 * every round runs the pairs (or labels) in a fresh random order, and who goes first at random;
   position and predecessor are kept;
 * blocks are timed apart: the name comparison never shares rounds with SDPA or a planted control;
-* warm-up by time (``warmup_s`` per label) before the first round;
+* warm-up by time (``warmup_s`` per label, ``card_warmup_s`` more for a process's first block);
 * NVML's SM clock, power and throttle reasons are read with every sample, throttled samples flagged;
 * rounds come in batches until every comparison's half-width (at the look-adjusted level) is
   <= ``target_halfwidth`` or ``max_rounds`` is reached.
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -44,7 +44,13 @@ class TimingPlan:
     design: str = "interleaved"
     min_sample_ms: float = 10.0  # per label per sample
     segment_ms: float = 1.0  # interleaved: each unit (k launches) lasts at least this
-    warmup_s: float = 1.0  # per label, before the first round
+    # warm-up by time before a block's first round: ``warmup_s`` per label, and ``card_warmup_s`` more before the
+    # first block a process times (the card leaves idle). Interleaving cancels the drift that follows: on the H200
+    # the unit times of the first 3 rounds ran 1.2 % faster than the rest while the A/A and planted log ratios of
+    # those rounds matched the rest within 0.03 % (experiments/results/2026-12-03-h200-interleaved)
+    warmup_s: float = 0.1
+    card_warmup_s: float = 1.0
+    reference_rounds: int = 10  # rounds of a block with nothing to compare (torch SDPA: a reference rate)
     batch_rounds: int = 10
     min_rounds: int = 20
     max_rounds: int = 80
@@ -121,6 +127,11 @@ class Nvml:
             return None, None, False
 
 
+def reference_plan(plan: TimingPlan) -> TimingPlan:
+    """The plan of a block with nothing to decide (a reference rate): ``reference_rounds`` rounds, no more."""
+    return replace(plan, min_rounds=plan.reference_rounds, max_rounds=plan.reference_rounds, rounds=None)
+
+
 def launches_for(ms: float, plan: TimingPlan, interleaved: bool = False) -> int:
     """Launches per graph unit: a unit lasts >= ``segment_ms`` when interleaved with its partner, else it is a
     whole sample of >= ``min_sample_ms``."""
@@ -166,6 +177,9 @@ def _record(s: Sampled, ms: float, pos: int, prev: str | None, reading: tuple) -
     s.throttled.append(throttled)
 
 
+_CARD_WARM: list[bool] = []  # non-empty once this process has warmed the card (its first block)
+
+
 def _warm_up(samplers: dict, seconds: float) -> None:
     """Replay every graph in turn until ``seconds`` have passed (the card settles for all of them alike)."""
     end = time.perf_counter() + seconds
@@ -192,7 +206,8 @@ def time_block(units: dict[str, Unit], plan: TimingPlan, compare: list[tuple[str
     nvml = nvml or Nvml()
     interleave = plan.design == "interleaved" and bool(compare)
     samplers = _samplers(units, plan, compare, interleave)
-    _warm_up(samplers, plan.warmup_s * len(units))
+    _warm_up(samplers, plan.warmup_s * len(units) + (0.0 if _CARD_WARM else plan.card_warmup_s))
+    _CARD_WARM.append(True)
     per_sample = {label: u.k for label, u in units.items()}
     if interleave:
         for (a, _), g in samplers.items():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+from .. import stats
 from ..cache import Cache
 from ..toolchain import select_ptxas
 from .device import _smi, gpu_info
@@ -31,8 +32,8 @@ def group_rows(group: Group, templates: list[str], cfg: RunConfig, cache: Cache)
     tool = select_ptxas(info["arch"], group.ptxas)[0]
     w = group_workload(group, cfg, info, tool, cache)
     peak = _peak(w.dtype)[0] if w.dtype else None
-    return run_group(w, templates, cfg, info, tool, cache, calibrate=group.calibrate, peak=peak,
-                     seed=cfg.timing.seed)
+    return run_group(w, templates, cfg, info, tool, cache, plants=group.plants, peak=peak,
+                     seed=cfg.timing.seed, order_seed=stats.stable_seed(cfg.timing.seed, group.group_id))
 
 
 def group_workload(group: Group, cfg: RunConfig, info: dict, tool, cache: Cache):
