@@ -2,7 +2,7 @@
 # How the round-3 and round-4 H200 runs were made (device tool, one H200): ptxprobe from this checkout, the wheels the
 # image lacks (pyelftools, capstone) carried in .whl/, the third-party sources in external/ (fetched by
 # experiments/external/fetch.py, never committed); results tarred into $OUT.
-#   bash experiments/h200_round3.sh sota|capture-tutorial|capture-inductor|names|cute-aot|smoke|probe|interleaved|fast ...
+#   bash experiments/h200_round3.sh sota|capture-tutorial|capture-inductor|names|cute-aot|smoke|probe|interleaved|fast|user-defaults ...
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 2
 ln -sfn "$PWD/kernels" /tmp/site/ptxprobe_kernels
@@ -69,4 +69,11 @@ for what in "$@"; do case "$what" in
     echo "h200-interleaved-fast: exit $?" | tee -a "$OUT/status.txt"; tail -12 "$OUT/h200-interleaved-fast.txt"
     python3 benchmarks/gpu_noise.py /tmp/runs/h200-interleaved-fast 2>&1 | tail -30
     keep h200-interleaved-fast ;;
+  user-defaults)  # issue 15: sgemm.cu and the CUDA C++ attention with today's defaults (signed-rank interval)
+    timeout -s INT "${SECONDS_USER:-200}" python3 -m ptxprobe.cli rename-sweep \
+      -e experiments/h200_interleaved_user_defaults.toml --run -j 16 -q -o /tmp/runs/h200-user-defaults \
+      > "$OUT/h200-user-defaults.txt" 2>&1
+    echo "h200-user-defaults: exit $?" | tee -a "$OUT/status.txt"; tail -8 "$OUT/h200-user-defaults.txt"
+    python3 benchmarks/gpu_noise.py /tmp/runs/h200-user-defaults 2>&1 | tail -30
+    keep h200-user-defaults ;;
 esac; done

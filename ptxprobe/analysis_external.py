@@ -94,7 +94,7 @@ def checks_summary(paths: list[Path]) -> dict:
 
 def aot_comparisons(path: Path, seed: int = 0) -> pd.DataFrame:
     """CuTe DSL ahead-of-time runs: each name against the trigger-free baseline, recomputed from the per-round
-    times (paired log ratios, Hodges-Lehmann, BCa, the ±0.5 % TOST decision)."""
+    times (paired log ratios, Hodges-Lehmann with its signed-rank interval, the ±0.5 % TOST decision)."""
     rec = json.loads(Path(path).read_text())
     out = []
     for case, c in rec["cases"].items():

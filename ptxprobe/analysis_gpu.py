@@ -124,7 +124,7 @@ def resequenced(run_dir: str | Path, min_rounds: int = 20, batch: int = 10, marg
             continue
         logs = stats.log_ratios(*compared_series(base[r["group_id"]], r))
         level = stats.sequential_level(len(logs), min_rounds, batch)
-        iv = stats.paired_interval(logs, level=level, n_boot=2000, seed=0)
+        iv = stats.paired_interval(logs, level=level, n_boot=2000, seed=0, method="bca")  # as those runs
         rows.append({"group_id": r["group_id"], "name_template": r["name_template"], "level": level,
                      "verdict_plain": r["runtime_verdict"], "verdict_sequential": stats.decide(iv, margin)})
     return pd.DataFrame(rows)
@@ -168,7 +168,7 @@ def aa_clock_normalised(run_dir: str | Path) -> pd.DataFrame:
         ta, tb = (np.array(x["samples"]["times_ms"]) for x in (a, b))
         ca, cb = (np.array(x["samples"]["sm_clock_mhz"], float) for x in (a, b))
         n = min(len(ta), len(tb))
-        widths = [stats.half_width(stats.paired_interval(list(logs), level=0.95, n_boot=2000, seed=1))
+        widths = [stats.half_width(stats.paired_interval(list(logs), level=0.95, n_boot=2000, seed=1, method="bca"))
                   for logs in (np.log(tb[:n] / ta[:n]), np.log(tb[:n] * cb[:n] / (ta[:n] * ca[:n])))]
         rows.append({"group_id": gid, "rounds": n, "raw": widths[0], "clock_normalised": widths[1]})
     return pd.DataFrame(rows)
@@ -217,3 +217,50 @@ def trace_design_spread(trace: pd.DataFrame, sample_ms: float = 10.0, units_ms=(
                          "design": "back to back" if unit is None else f"interleaved {unit} launch(es)",
                          "unit_launches": unit, "samples": len(lr), "sd_log_ratio": float(np.std(lr, ddof=1))})
     return pd.DataFrame(rows)
+
+
+def first_in_replay(run_dir: str | Path) -> pd.DataFrame:
+    """Per group, the A/A pair's log ratio (copy 1 over copy 2) in the rounds where copy 1 ran first in the graph
+    replay and in those where copy 2 did; half their difference is the penalty of running first.
+
+    Who ran first is recovered from the group's recorded ``order_seed`` through the same ``order_batches`` the
+    timing used; ``consistent`` says the recovered orders reproduce every recorded position and predecessor of
+    the A/A copies (runs from before per-group seeds and balanced orders have no ``order_seed``: no rows).
+    """
+    import numpy as np
+
+    from .gpu.calibrate import AA_LABELS
+    from .gpu.plan import run_config
+    from .gpu.timing import order_batches
+    from .static.experiment import experiment_from_dict, recorded_axes
+
+    d = Path(run_dir)
+    exp = experiment_from_dict(recorded_axes(read_run_json(d, "manifest.json")))
+    plan = run_config(exp.run).timing
+    templates = list(exp.names)
+    rows = {(r["group_id"], r["label"]): r for r in read_log(d / "runtime.jsonl") if r.get("block") == "names"}
+    out = []
+    for g in read_log(d / "groups.jsonl"):
+        if "order_seed" not in g:
+            continue
+        timed = [t for t in templates[1:] if t not in g.get("identical_code", [])]
+        compare = [(templates[0], t) for t in timed] + [AA_LABELS]
+        a, b = (rows[(g["group_id"], label)]["samples"] for label in AA_LABELS)
+        n = len(a["partners"][AA_LABELS[1]])
+        orders = [o for batch in order_batches(plan, [], compare, g["order_seed"]) for o in batch][:n]
+        firsts, expected_pos, expected_prev = [], [], []
+        for order in orders:
+            prev = None
+            for pos, unit in enumerate(order):
+                if set(unit) == set(AA_LABELS):
+                    firsts.append(unit[0] == AA_LABELS[0])
+                    expected_pos.append(pos)
+                    expected_prev.append(prev)
+                prev = unit[0]
+        logs = np.log(np.array(a["partners"][AA_LABELS[1]]) / np.array(b["partners"][AA_LABELS[0]]))
+        first = np.array(firsts)
+        out.append({"group_id": g["group_id"], "rounds": n, "aa1_first": int(first.sum()),
+                    "log_ratio_aa1_first": float(logs[first].mean()), "log_ratio_aa2_first": float(logs[~first].mean()),
+                    "first_penalty": float((logs[first].mean() - logs[~first].mean()) / 2),
+                    "consistent": a["positions"] == expected_pos and a["predecessors"] == expected_prev})
+    return pd.DataFrame(out)

@@ -179,10 +179,10 @@ def compare(runs: list[Run], margin: float = 0.005, n_boot: int = 2000, seed: in
         row = {"arm": arm, "rounds": len(pairs)}
         if len(pairs) >= MIN_ROUNDS:
             logs = stats.log_ratios([b for b, _ in pairs], [v for _, v in pairs])
-            iv = stats.paired_interval(logs, n_boot=n_boot, seed=seed)
+            iv = stats.paired_interval(logs, n_boot=n_boot, seed=seed, method="signed-rank")
             p = stats.sign_flip_pvalue(logs, seed=seed)
             row.update(ratio=iv.estimate, low=iv.low, high=iv.high, verdict=small_sample_verdict(iv, p, margin),
-                       p_value=p,
+                       p_value=p, ci_method="signed-rank",
                        baseline_median=float(np.median([b for b, _ in pairs])),
                        arm_median=float(np.median([v for _, v in pairs])))
         else:

@@ -7,6 +7,7 @@ card's temperature hit all variants alike and cancel in the per-round comparison
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -132,14 +133,46 @@ def hodges_lehmann(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.median((x[..., i] + x[..., j]) / 2.0, axis=-1)
 
 
-def paired_interval(logs, level: float = 0.95, n_boot: int = 2000, seed: int = 0) -> Interval:
-    """Throughput ratio (exp of the Hodges-Lehmann estimate of the log ratios) with a BCa bootstrap interval."""
+INTERVAL_METHODS = ("signed-rank", "bca")
+
+
+@functools.cache
+def _signed_rank_cdf(n: int) -> np.ndarray:
+    """P(T <= t), t = 0 .. n(n+1)/2, of the Wilcoxon signed-rank statistic of n values under symmetry about 0."""
+    counts = np.zeros(n * (n + 1) // 2 + 1)
+    counts[0] = 1.0
+    for k in range(1, n + 1):  # each rank k is in the positive set or not
+        counts[k:] = counts[k:] + counts[: counts.size - k]
+    return np.cumsum(counts) / 2.0**n
+
+
+def signed_rank_bounds(x: np.ndarray, level: float) -> tuple[float, float]:
+    """The exact distribution-free interval of the Hodges-Lehmann estimate: order statistics of the Walsh
+    averages at the signed-rank test's critical value. Covers at >= ``level`` for any number of rounds when the
+    per-round contrasts are independent and symmetric about the true shift (what a balanced order gives)."""
+    i, j = np.triu_indices(x.size)
+    walsh = np.sort((x[i] + x[j]) / 2.0)
+    k = int(np.searchsorted(_signed_rank_cdf(x.size), (1.0 - level) / 2.0, side="right"))
+    return (float(walsh[0]), float(walsh[-1])) if k == 0 else (float(walsh[k - 1]), float(walsh[walsh.size - k]))
+
+
+def paired_interval(logs, level: float = 0.95, n_boot: int = 2000, seed: int = 0,
+                    method: str = "signed-rank") -> Interval:
+    """Throughput ratio (exp of the Hodges-Lehmann estimate of the log ratios) with an interval: ``signed-rank``
+    (exact; the default) or ``bca`` (scipy's BCa bootstrap; what runs before 2026-12-03's last ones used). BCa
+    covered 92.7 % at 20 rounds in the simulated interleaved design, the signed-rank interval 94.6 %
+    (tests/test_design_stats.py)."""
     from scipy.stats import bootstrap
 
+    if method not in INTERVAL_METHODS:
+        raise ValueError(f"interval {method!r}: choose one of {', '.join(INTERVAL_METHODS)}")
     x = np.asarray(logs, dtype=float)
     est = float(hodges_lehmann(x))
     if x.size < 3 or np.all(x == x[0]):
         return Interval(float(np.exp(est)), float(np.exp(est)), float(np.exp(est)), level)
+    if method == "signed-rank":
+        lo, hi = signed_rank_bounds(x, level)
+        return Interval(float(np.exp(est)), float(np.exp(lo)), float(np.exp(hi)), level)
     res = bootstrap((x,), hodges_lehmann, n_resamples=n_boot, confidence_level=level, method="BCa",
                     random_state=np.random.default_rng(seed), vectorized=True, axis=-1)
     lo, hi = res.confidence_interval

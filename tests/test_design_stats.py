@@ -6,6 +6,7 @@ TOST and Benjamini-Hochberg behave as stated."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from ptxprobe import stats
 from ptxprobe.gpu import graphs
@@ -119,7 +120,8 @@ def test_calibration_summary_passes_and_fails_for_the_stated_reasons():
     assert not weak["passed"] and any("not of its stated size" in f for f in weak["failures"])
 
 
-def _adaptive_coverage(sequential: bool, sims: int = 400, target: float = 0.0025) -> tuple[float, list[int]]:
+def _adaptive_coverage(sequential: bool, sims: int = 400, target: float = 0.0025,
+                       method: str = "signed-rank") -> tuple[float, list[int]]:
     rng = np.random.default_rng(11)
     hits, stops = 0, []
     for k in range(sims):
@@ -127,7 +129,8 @@ def _adaptive_coverage(sequential: bool, sims: int = 400, target: float = 0.0025
         n = 20
         while True:
             level = stats.sequential_level(n, 20, 10) if sequential else 0.95
-            iv = stats.paired_interval(stats.log_ratios(t["base"][:n], t["AA"][:n]), level=level, n_boot=300, seed=k)
+            iv = stats.paired_interval(stats.log_ratios(t["base"][:n], t["AA"][:n]), level=level, n_boot=300, seed=k,
+                                       method=method)
             if stats.half_width(iv) <= target or n >= 60:
                 break
             n += 10
@@ -140,10 +143,12 @@ def test_stopping_on_a_narrow_plain_interval_undercovers_and_the_sequential_leve
     """Optional stopping: stopping when a plain 95 % interval is narrow picks the intervals that are narrow by
     chance (coverage falls below nominal, measured here); widening the level by the looks taken (Bonferroni)
     keeps the coverage at or above nominal."""
-    plain, _ = _adaptive_coverage(sequential=False)
+    plain, _ = _adaptive_coverage(sequential=False, method="bca")
+    plain_exact, _ = _adaptive_coverage(sequential=False, sims=1000)
     seq, stops = _adaptive_coverage(sequential=True, target=0.004)
-    assert plain < 0.93  # the bias the sequential level removes
-    assert 0.95 <= seq <= 0.995, seq
+    seq_bca, _ = _adaptive_coverage(sequential=True, target=0.004, method="bca")
+    assert plain < 0.93 and plain_exact < 0.945  # the bias the sequential level removes (either interval)
+    assert 0.95 <= seq <= 0.995 and 0.95 <= seq_bca <= 0.995, (seq, seq_bca)
     assert len(set(stops)) > 1  # it did stop at different points
     assert stats.sequential_level(20, 20, 10) == 0.95
     assert abs(stats.sequential_level(40, 20, 10) - (1 - 0.05 / 3)) < 1e-12
@@ -324,8 +329,9 @@ def test_every_bundled_and_committed_gpu_experiment_reads_its_run_table():
         if getattr(exp, "run", None):
             cfg = run_config(exp.run)
             ran += 1
-            if p.stem == "h200_interleaved":  # the committed 48-group run: every name timed, all plants
+            if p.stem == "h200_interleaved":  # the committed 48-group run: every name timed, all plants, BCa
                 assert cfg.plants == "all" and cfg.time_identical_code and cfg.timing.card_warmup_s == 0.0
+                assert cfg.timing.interval == "bca"
     assert ran >= 10
 
 
@@ -468,3 +474,22 @@ def test_a_penalty_for_running_first_cancels_because_who_goes_first_is_balanced(
 def test_each_group_draws_its_own_orders_from_a_stable_seed():
     assert stats.stable_seed(17, "a@1") == stats.stable_seed(17, "a@1") != stats.stable_seed(17, "a@2")
     assert stats.stable_seed(16, "a@1") != stats.stable_seed(17, "a@1")
+
+
+def test_the_signed_rank_interval_uses_the_exact_null_distribution_scipy_uses():
+    """Differential: the signed-rank null distribution against scipy's exact Wilcoxon test, and the interval's
+    ends at the tabulated critical values (n = 8, 10, 20 at 95 %: 3, 8, 52)."""
+    from scipy.stats import wilcoxon
+
+    rng = np.random.default_rng(4)
+    for n in (6, 9, 15, 20):
+        x = rng.normal(0.1, 1.0, size=n)
+        t_plus = float(np.sum(np.argsort(np.argsort(np.abs(x)))[x > 0] + 1))
+        cdf = stats._signed_rank_cdf(n)
+        mine = min(1.0, 2 * min(cdf[int(t_plus)], 1 - (cdf[int(t_plus) - 1] if t_plus > 0 else 0.0)))
+        assert mine == pytest.approx(wilcoxon(x, method="exact").pvalue, rel=1e-9), n
+    for n, critical in ((8, 3), (10, 8), (20, 52)):
+        x = np.arange(1.0, n + 1) - n / 3  # distinct values, no zero
+        i, j = np.triu_indices(n)
+        walsh = np.sort((x[i] + x[j]) / 2)
+        assert stats.signed_rank_bounds(x, 0.95) == (walsh[critical], walsh[walsh.size - critical - 1])

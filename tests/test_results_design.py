@@ -61,7 +61,8 @@ def test_stored_comparisons_recompute_from_the_raw_samples(run):
             assert r["machine_code_sha256"] == base[r["group_id"]]["machine_code_sha256"]
             continue
         logs = stats.log_ratios(*analysis_gpu.compared_series(base[r["group_id"]], r))
-        iv = stats.paired_interval(logs, level=r.get("ci_level", 0.95), n_boot=2000, seed=seed)
+        iv = stats.paired_interval(logs, level=r.get("ci_level", 0.95), n_boot=2000, seed=seed,
+                                   method=r.get("ci_method", "bca"))  # runs before the signed-rank default
         assert (iv.estimate, iv.low, iv.high) == pytest.approx(
             (r["ratio_vs_baseline"], r["ratio_ci_low"], r["ratio_ci_high"]), rel=1e-12)
         assert stats.decide(iv) == r["runtime_verdict"]

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # How the committed round-3 static matrices of kernels nobody here wrote were made (CPU only, after
 # `ptxprobe toolchain install all` and `python experiments/external/fetch.py`):
-#   bash experiments/external/static_matrix.sh OUT_DIR [CAPTURED_TUTORIAL_DIR]
+#   bash experiments/external/static_matrix.sh OUT_DIR [CAPTURED_TUTORIAL_DIR [CAPTURED_INDUCTOR_DIR]]
 # CAPTURED_TUTORIAL_DIR: a `ptxprobe capture` of experiments/external/triton_tutorial_attention.py made on a GPU
 # machine (experiments/h200_round3.sh capture-tutorial); its PTX is swept over every release here.
 set -uo pipefail
-OUT=${1:?out dir}; CAP=${2:-}
+OUT=${1:?out dir}; CAP=${2:-}; IND=${3:-}
 pp() { python3 -m ptxprobe.cli "$@"; }
 sweep() { name=$1; shift; pp rename-sweep "$@" -o "$OUT/$name" -q --fresh > "$OUT/$name.txt" 2>&1; echo "$name: exit $?"; }
 mkdir -p "$OUT"
@@ -20,6 +20,11 @@ sweep gluon-tutorial-sm100a --triton external/triton_gluon_attention.py:attentio
 # Triton's fused-attention tutorial as captured on the H200: every release for sm_90a
 if [ -n "$CAP" ]; then
   sweep tutorial-sm90a $(for f in "$CAP"/ptx/*.ptx; do echo --ptx "$f"; done) -s archs=sm_90a -s ptxas=all \
+    -s repeat=2 -s max_repeat=4
+fi
+# the torch.compile'd block's Inductor kernels as captured on the H200 (experiments/h200_round3.sh capture-inductor)
+if [ -n "$IND" ]; then
+  sweep inductor-sm90a $(for f in "$IND"/ptx/*.ptx; do echo --ptx "$f"; done) -s archs=sm_90a -s ptxas=all \
     -s repeat=2 -s max_repeat=4
 fi
 # the other strstr literals of ptxas-scan as name prefixes on the external kernels, one release per minor

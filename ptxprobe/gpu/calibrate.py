@@ -81,14 +81,14 @@ def calibration_block(base: Unit, plan: TimingPlan, seed: int, nvml: Nvml | None
         label = planted_label(p.fraction)
         logs = stats.log_ratios(*samples["{base}"].paired_with(samples[label]))
         level = stats.sequential_level(len(logs), plan.min_rounds, plan.batch_rounds)
-        iv = stats.paired_interval(logs, level=level, n_boot=plan.n_boot, seed=seed)
+        iv = stats.paired_interval(logs, level=level, n_boot=plan.n_boot, seed=seed, method=plan.interval)
         measured = 1.0 / iv.estimate - 1.0
         tolerance = max(0.25 * p.fraction, 2 * stats.half_width(iv))
         out["planted"][f"{p.fraction:g}"] = {
             "label": label, "cycles": p.cycles, "ratio": iv.estimate, "ratio_ci_low": iv.low,
             "ratio_ci_high": iv.high, "measured_fraction": measured, "verdict": stats.decide(iv, plan.margin),
             "detected": stats.decide(iv, plan.margin) == stats.SLOWER,
-            "verified": abs(measured - p.fraction) <= tolerance, "rounds": len(logs),
+            "verified": abs(measured - p.fraction) <= tolerance, "rounds": len(logs), "ci_method": plan.interval,
         }
     out["samples"] = {label: s.to_json() for label, s in samples.items()}
     return out

@@ -53,10 +53,11 @@ def comparison(base: Sampled, other: Sampled, plan, seed: int) -> dict:
     """The paired comparison of two labels of one block: ratio (> 1: ``other`` faster), interval, p, verdict."""
     logs = stats.log_ratios(*base.paired_with(other))
     level = stats.sequential_level(len(logs), plan.min_rounds, plan.batch_rounds)  # the looks the run took
-    iv = stats.paired_interval(logs, level=level, n_boot=plan.n_boot, seed=seed)
+    iv = stats.paired_interval(logs, level=level, n_boot=plan.n_boot, seed=seed, method=plan.interval)
     return {"ratio_vs_baseline": iv.estimate, "ratio_ci_low": iv.low, "ratio_ci_high": iv.high,
             "half_width": stats.half_width(iv), "p_value": stats.sign_flip_pvalue(logs, seed=seed),
-            "runtime_verdict": stats.decide(iv, plan.margin), "rounds": len(logs), "ci_level": level}
+            "runtime_verdict": stats.decide(iv, plan.margin), "rounds": len(logs), "ci_level": level,
+            "ci_method": plan.interval}
 
 
 def _rates(s: Sampled, work: dict, plan, seed: int, peak: float | None, info: dict, dtype: str | None) -> dict:

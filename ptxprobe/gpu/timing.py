@@ -56,6 +56,7 @@ class TimingPlan:
     max_rounds: int = 80
     target_halfwidth: float = 0.001
     margin: float = 0.005  # TOST equivalence margin on the throughput ratio
+    interval: str = "signed-rank"  # the Hodges-Lehmann interval: exact signed-rank, or "bca" (bootstrap)
     n_boot: int = 2000
     seed: int = 0
     rounds: int | None = None  # the old design's keys, still read from committed experiments: rounds caps max_rounds
@@ -66,6 +67,8 @@ class TimingPlan:
     def __post_init__(self):
         if self.design not in DESIGNS:
             raise ValueError(f"design {self.design!r}: choose one of {', '.join(DESIGNS)}")
+        if self.interval not in stats.INTERVAL_METHODS:
+            raise ValueError(f"interval {self.interval!r}: choose one of {', '.join(stats.INTERVAL_METHODS)}")
 
     @property
     def round_cap(self) -> int:
@@ -196,6 +199,17 @@ def _round_units(plan: TimingPlan, labels: list[str], compare, batch: int, seed:
     return [[(label,) for label in o] for o in stats.random_orders(labels, batch, seed=seed)]
 
 
+def order_batches(plan: TimingPlan, labels: list[str], compare, seed: int):
+    """The rounds' orders a block runs, batch by batch (``min_rounds`` first, then ``batch_rounds`` at a time, a
+    seed each): what ``time_block`` replays, and how an analysis recovers who ran first in any recorded round."""
+    done, batch_seed = 0, seed
+    while done < plan.round_cap:
+        batch = min(plan.batch_rounds if done >= plan.min_rounds else plan.min_rounds - done, plan.round_cap - done)
+        yield _round_units(plan, labels, compare, batch, batch_seed)
+        batch_seed += 1
+        done += batch
+
+
 def time_block(units: dict[str, Unit], plan: TimingPlan, compare: list[tuple[str, str]], seed: int,
                nvml: Nvml | None = None) -> tuple[dict[str, Sampled], float]:
     """Rounds of every label (or compared pair) in a random order each, until each pair in ``compare`` is sure.
@@ -213,10 +227,9 @@ def time_block(units: dict[str, Unit], plan: TimingPlan, compare: list[tuple[str
         for (a, _), g in samplers.items():
             per_sample[a] = units[a].k * g.order.count(0)
     out = {label: Sampled(label, launches_per_sample=per_sample[label]) for label in units}
-    rng_seed, done = seed, 0
-    while done < plan.round_cap:
-        batch = min(plan.batch_rounds if done >= plan.min_rounds else plan.min_rounds - done, plan.round_cap - done)
-        for order in _round_units(plan, list(units), compare, batch, rng_seed):
+    done = 0
+    for orders in order_batches(plan, list(units), compare, seed):
+        for order in orders:
             prev, pos = None, 0
             for unit in order:
                 if interleave:  # both labels of the pair in one graph: one reading of the card for both
@@ -234,12 +247,12 @@ def time_block(units: dict[str, Unit], plan: TimingPlan, compare: list[tuple[str
                     a, b = unit
                     out[a].partners.setdefault(b, []).append(out[a].times_ms[-1])
                     out[b].partners.setdefault(a, []).append(out[b].times_ms[-1])
-        rng_seed += 1
-        done += batch
+        done += len(orders)
         level = stats.sequential_level(done, plan.min_rounds, plan.batch_rounds)
         if done >= plan.min_rounds and all(
             stats.half_width(stats.paired_interval(stats.log_ratios(*out[a].paired_with(out[b])),
-                                                   level=level, n_boot=500, seed=seed)) <= plan.target_halfwidth
+                                                   level=level, n_boot=500, seed=seed, method=plan.interval))
+            <= plan.target_halfwidth
             for a, b in compare
         ):
             break
