@@ -225,7 +225,8 @@ def first_in_replay(run_dir: str | Path) -> pd.DataFrame:
 
     Who ran first is recovered from the group's recorded ``order_seed`` through the same ``order_batches`` the
     timing used; ``consistent`` says the recovered orders reproduce every recorded position and predecessor of
-    the A/A copies (runs from before per-group seeds and balanced orders have no ``order_seed``: no rows).
+    the A/A copies (None where the A/A pair was the only pair: nothing to check; runs from before per-group
+    seeds and balanced orders have no ``order_seed``: no rows).
     """
     import numpy as np
 
@@ -262,5 +263,7 @@ def first_in_replay(run_dir: str | Path) -> pd.DataFrame:
         out.append({"group_id": g["group_id"], "rounds": n, "aa1_first": int(first.sum()),
                     "log_ratio_aa1_first": float(logs[first].mean()), "log_ratio_aa2_first": float(logs[~first].mean()),
                     "first_penalty": float((logs[first].mean() - logs[~first].mean()) / 2),
-                    "consistent": a["positions"] == expected_pos and a["predecessors"] == expected_prev})
+                    # one compared pair: every position is 0 with no predecessor, so nothing can be checked
+                    "consistent": None if len(compare) < 2 else
+                    a["positions"] == expected_pos and a["predecessors"] == expected_prev})
     return pd.DataFrame(out)

@@ -23,7 +23,9 @@ TIMED = {"2026-12-02-h200-design": ("h200-design", False), "2026-12-02-h200-desi
          "2026-12-03-h200-interleaved": ("h200-interleaved", True),  # issue 15: the interleaved design
          "2026-12-03-h200-interleaved-user": ("h200-interleaved-user", True),
          # today's defaults; run orders drawn by a coin per round and shared by every group: calibration failed
-         "2026-12-03-h200-interleaved-fast-coin": ("h200-interleaved-fast", True)}
+         "2026-12-03-h200-interleaved-fast-coin": ("h200-interleaved-fast", True),
+         "2026-12-03-h200-interleaved-fast": ("h200-interleaved-fast", True),  # balanced orders, passed
+         "2026-12-03-h200-interleaved-user-defaults": ("h200-interleaved-user-defaults", True)}  # signed-rank
 RUNS = tuple(TIMED)
 
 
@@ -110,3 +112,25 @@ def test_release_segments_join_runs_and_show_where_an_effect_appears_and_disappe
     assert seg.releases == 6
     assert seg.segments == ("12.0.76: ptxas cannot build it; 12.2.91–12.4.131: differs (+10 regs); "
                             "12.8.93–12.10.1: identical; 13.0.88: differs (+4 regs)")  # versions in numeric order
+
+
+
+def test_run_orders_recover_from_each_groups_seed_and_show_the_cost_of_running_first(tmp_path):
+    """The orders of a run with per-group seeds are recovered through the timing's own code and reproduce every
+    recorded position and predecessor; a wrong seed does not. Running first in a replay measured slower."""
+    import shutil
+
+    run = analysis.results_dir("2026-12-03-h200-interleaved-fast")
+    first = analysis_gpu.first_in_replay(run)
+    checkable = first[first.consistent.notna()]
+    assert len(first) == 48 and len(checkable) >= 24 and checkable.consistent.astype(bool).all()
+    assert (first.aa1_first * 2 == first.rounds).all()  # balanced in every group
+    se = first.first_penalty.std() / len(first) ** 0.5
+    assert first.first_penalty.mean() > 3 * se  # the penalty the balance cancels
+    bad = tmp_path / "run"
+    shutil.copytree(run, bad)
+    recs = [json.loads(line) for line in (bad / "groups.jsonl").read_text().splitlines()]
+    (bad / "groups.jsonl").write_text("".join(json.dumps({**r, "order_seed": r["order_seed"] + 1}) + "\n"
+                                              for r in recs))
+    wrong = analysis_gpu.first_in_replay(bad)
+    assert not wrong[wrong.consistent.notna()].consistent.astype(bool).any()
