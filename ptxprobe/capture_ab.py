@@ -9,7 +9,7 @@ the program's own cubin but ptxprobe's, assembled the same way.
 Each round runs every arm once in a fresh random order; a run's measure is the program's wall time,
 or a number it prints (``--metric REGEX``, one group, smaller is better: e.g. its own CUDA-event
 milliseconds). Arms are compared with the baseline round by round (paired log ratios, Hodges-Lehmann
-with a BCa interval, the ±margin TOST decision), the same statistics as the kernel timing; the A/A
+with its signed-rank interval, the ±margin TOST decision), the same statistics as the kernel timing; the A/A
 arm is the calibration: it should come out equivalent or inconclusive, never faster or slower.
 A run that fails, or in which the hook swapped nothing, is recorded and left out of the statistics.
 """

@@ -112,7 +112,7 @@ def rotated_orders(labels: list[str], rounds: int) -> list[list[str]]:
     return [[labels[(i + r) % n] for i in range(n)] for r in range(rounds)]
 
 
-# --- the randomised, paired design (issue 15): per-round log ratios, BCa intervals, TOST, BH -------------
+# --- the randomised, paired design (issue 15): per-round log ratios, HL intervals, TOST, BH --------------
 
 EQUIVALENT, INCONCLUSIVE = "equivalent", "inconclusive"
 IDENTICAL_CODE = "identical-code"  # not timed: the name's machine code is the baseline's
