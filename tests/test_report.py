@@ -107,3 +107,17 @@ def test_report_of_a_gpu_run_has_the_runtime_table(tmp_path):
     index = (tmp_path / "rep" / "index.html").read_text()
     assert "GPU runs: NVIDIA H200" in index and 'class="r-faster"' in index and "GB/s" not in index
     assert json.loads((tmp_path / "rep" / "runtime.json").read_text()) == json.loads(json.dumps(timed, default=str))
+
+
+
+def test_report_of_a_run_with_untimed_identical_code_names(tmp_path):
+    """Rows not timed because their machine code is the baseline's render as such (they have no ratio)."""
+    from ptxprobe import analysis
+
+    out = report.build_report(analysis.results_dir("2026-12-03-h200-interleaved-fast"), tmp_path / "rep")
+    untimed = [r for r in out["runtime"] if r["runtime_verdict"] == "identical-code"]
+    assert untimed and all(r["ratio_vs_baseline"] is None for r in untimed)
+    index = (tmp_path / "rep" / "index.html").read_text()
+    assert index.count("not timed: the baseline&#39;s machine code") + index.count(
+        "not timed: the baseline's machine code") == len(untimed)
+    assert 'class="r-identical-code"' in index
