@@ -493,3 +493,46 @@ def test_the_signed_rank_interval_uses_the_exact_null_distribution_scipy_uses():
         i, j = np.triu_indices(n)
         walsh = np.sort((x[i] + x[j]) / 2)
         assert stats.signed_rank_bounds(x, 0.95) == (walsh[critical], walsh[walsh.size - critical - 1])
+
+
+def test_the_stopping_rule_reads_target_then_ceiling_then_cap():
+    from ptxprobe.gpu.timing import should_stop
+
+    plan = TimingPlan(min_rounds=20, max_rounds=60, target_halfwidth=0.001, ceiling_halfwidth=0.0025,
+                      overflow_rounds=60)
+    assert plan.round_cap == 120
+    assert not should_stop(10, [], plan)  # before the first look
+    assert should_stop(20, [0.0008, 0.0009], plan)  # every comparison at the target
+    assert not should_stop(50, [0.0008, 0.002], plan)  # one above the target, max_rounds not reached
+    assert should_stop(60, [0.0008, 0.002], plan)  # at max_rounds, every comparison under the ceiling
+    assert not should_stop(60, [0.0008, 0.003], plan) and not should_stop(110, [0.003], plan)  # overflow
+    assert should_stop(120, [0.003], plan)  # the cap
+    assert should_stop(60, [0.003], TimingPlan(min_rounds=20, max_rounds=60, overflow_rounds=0))
+
+
+def test_overflow_rounds_bring_a_noisy_comparison_under_the_ceiling_and_keep_the_coverage():
+    """A comparison noisy enough to end above the 0.25 % ceiling at 60 rounds (like the H200's one-launch 16k
+    group) keeps going; the look-adjusted level keeps the coverage at or above nominal."""
+    from ptxprobe.gpu.timing import should_stop
+
+    def run(plan, sims=300):
+        rng = np.random.default_rng(9)
+        hits, final = 0, []
+        for _ in range(sims):
+            x = rng.normal(0.0, 0.0075, size=plan.round_cap)
+            n = plan.min_rounds
+            while True:
+                level = stats.sequential_level(n, plan.min_rounds, plan.batch_rounds)
+                iv = stats.paired_interval(x[:n], level=level)
+                if should_stop(n, [stats.half_width(iv)], plan):
+                    break
+                n += plan.batch_rounds
+            hits += iv.low <= 1.0 <= iv.high
+            final.append(stats.half_width(iv))
+        return hits / sims, np.array(final)
+
+    capped_cov, capped = run(TimingPlan(min_rounds=20, max_rounds=60, overflow_rounds=0))
+    over_cov, over = run(TimingPlan(min_rounds=20, max_rounds=60, overflow_rounds=60))
+    assert np.mean(capped > 0.0025) > 0.5  # without overflow most end above the ceiling
+    assert np.mean(over > 0.0025) < 0.1 and over.max() < capped.max()
+    assert over_cov >= 0.95 and capped_cov >= 0.95, (over_cov, capped_cov)
