@@ -2,7 +2,7 @@
 # How the round-3 and round-4 H200 runs were made (device tool, one H200): ptxprobe from this checkout, the wheels the
 # image lacks (pyelftools, capstone) carried in .whl/, the third-party sources in external/ (fetched by
 # experiments/external/fetch.py, never committed); results tarred into $OUT.
-#   bash experiments/h200_round3.sh sota|capture-tutorial|capture-inductor|names|cute-aot|smoke|probe|interleaved|fast|user-defaults ...
+#   bash experiments/h200_round3.sh sota|capture-tutorial|capture-inductor|names|cute-aot|smoke|probe|interleaved|fast|user-defaults|defaults ...
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 2
 ln -sfn "$PWD/kernels" /tmp/site/ptxprobe_kernels
@@ -76,4 +76,10 @@ for what in "$@"; do case "$what" in
     echo "h200-user-defaults: exit $?" | tee -a "$OUT/status.txt"; tail -8 "$OUT/h200-user-defaults.txt"
     python3 benchmarks/gpu_noise.py /tmp/runs/h200-user-defaults 2>&1 | tail -30
     keep h200-user-defaults ;;
+  defaults)  # issue 15: the 48-group study with every default (signed-rank, ceiling/overflow stopping)
+    timeout -s INT "${SECONDS_FAST:-420}" python3 -m ptxprobe.cli rename-sweep -e h200_defaults --run -j 16 -q \
+      -o /tmp/runs/h200-defaults > "$OUT/h200-defaults.txt" 2>&1
+    echo "h200-defaults: exit $?" | tee -a "$OUT/status.txt"; tail -12 "$OUT/h200-defaults.txt"
+    python3 benchmarks/gpu_noise.py /tmp/runs/h200-defaults 2>&1 | tail -30
+    keep h200-defaults ;;
 esac; done
