@@ -230,7 +230,7 @@ def first_in_replay(run_dir: str | Path) -> pd.DataFrame:
     """
     import numpy as np
 
-    from .gpu.calibrate import AA_LABELS
+    from .gpu.calibrate import AA_LABELS, names_compared
     from .gpu.plan import run_config
     from .gpu.timing import order_batches
     from .static.experiment import experiment_from_dict, recorded_axes
@@ -244,8 +244,7 @@ def first_in_replay(run_dir: str | Path) -> pd.DataFrame:
     for g in read_log(d / "groups.jsonl"):
         if "order_seed" not in g:
             continue
-        timed = [t for t in templates[1:] if t not in g.get("identical_code", [])]
-        compare = [(templates[0], t) for t in timed] + [AA_LABELS]
+        compare = names_compared(templates, g.get("identical_code", []))
         a, b = (rows[(g["group_id"], label)]["samples"] for label in AA_LABELS)
         n = len(a["partners"][AA_LABELS[1]])
         orders = [o for batch in order_batches(plan, [], compare, g["order_seed"]) for o in batch][:n]

@@ -6,6 +6,7 @@ Layout is kept apart from meaning: ``read_cubin`` returns records, nothing here 
 from __future__ import annotations
 
 import io
+import json
 import struct
 from dataclasses import dataclass, field
 
@@ -145,6 +146,13 @@ class KernelFacts:
     @property
     def frame_size(self) -> int | None:
         return self.function_attrs.get("EIATTR_FRAME_SIZE")
+
+    @property
+    def machine_code_sha256(self) -> str:
+        """What the GPU runs under this name, the name left out: the code hash, every per-kernel ``.nv.info``
+        record, shared memory and constant-bank sizes. Two names with the same hash run the same machine code."""
+        attrs = json.dumps(sorted((str(n), repr(v)) for n, v in self.function_attrs.items()))
+        return sha256_bytes(f"{self.code_sha256}|{self.shared_bytes}|{self.constant0_bytes}|{attrs}".encode())
 
 
 @dataclass(frozen=True)

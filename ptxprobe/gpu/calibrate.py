@@ -18,9 +18,15 @@ from .. import stats
 from .device import require_gpu
 from .graphs import GraphSample, Unit
 from .plan import PLANTED
-from .timing import Nvml, TimingPlan, time_block
+from .timing import Nvml, TimingPlan, paired_estimate, time_block
 
 AA_LABELS = ("{base}#AA1", "{base}#AA2")
+
+
+def names_compared(templates: list[str], identical: list[str]) -> list[tuple[str, str]]:
+    """The names block's compared pairs, in the order its run orders are drawn: each timed name against the
+    baseline, then the two A/A copies (names with the baseline's machine code are not timed)."""
+    return [(templates[0], t) for t in templates[1:] if t not in identical] + [AA_LABELS]
 
 
 def planted_label(fraction: float) -> str:
@@ -79,9 +85,7 @@ def calibration_block(base: Unit, plan: TimingPlan, seed: int, nvml: Nvml | None
            "sleep_overhead_ms": rate.overhead_ms, "unit_launches": base.k, "planted": {}}
     for p in chosen:
         label = planted_label(p.fraction)
-        logs = stats.log_ratios(*samples["{base}"].paired_with(samples[label]))
-        level = stats.sequential_level(len(logs), plan.min_rounds, plan.batch_rounds)
-        iv = stats.paired_interval(logs, level=level, n_boot=plan.n_boot, seed=seed, method=plan.interval)
+        logs, iv = paired_estimate(samples["{base}"], samples[label], plan, seed)
         measured = 1.0 / iv.estimate - 1.0
         tolerance = max(0.25 * p.fraction, 2 * stats.half_width(iv))
         out["planted"][f"{p.fraction:g}"] = {

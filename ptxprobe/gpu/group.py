@@ -12,12 +12,12 @@ from ..cache import Cache
 from ..rename import apply_template
 from ..sources import Emitted
 from ..toolchain import Tool
-from .calibrate import AA_LABELS, calibration_block
+from .calibrate import AA_LABELS, calibration_block, names_compared
 from .device import require_gpu
 from .launchers import cubin_for
 from .numerics import merged_numerics, numerics
 from .plan import PLANTED, RunConfig
-from .timing import Nvml, Sampled, reference_plan, time_block, unit_for
+from .timing import Nvml, Sampled, paired_estimate, reference_plan, time_block, unit_for
 from .workload import Case, Workload
 
 # dense tensor-core peaks of the H200 SXM datasheet at its 1980 MHz boost clock (TFLOPS)
@@ -51,12 +51,10 @@ def reference_of(samples: dict[str, Sampled], label: str, baseline: str) -> Samp
 
 def comparison(base: Sampled, other: Sampled, plan, seed: int) -> dict:
     """The paired comparison of two labels of one block: ratio (> 1: ``other`` faster), interval, p, verdict."""
-    logs = stats.log_ratios(*base.paired_with(other))
-    level = stats.sequential_level(len(logs), plan.min_rounds, plan.batch_rounds)  # the looks the run took
-    iv = stats.paired_interval(logs, level=level, n_boot=plan.n_boot, seed=seed, method=plan.interval)
+    logs, iv = paired_estimate(base, other, plan, seed)
     return {"ratio_vs_baseline": iv.estimate, "ratio_ci_low": iv.low, "ratio_ci_high": iv.high,
             "half_width": stats.half_width(iv), "p_value": stats.sign_flip_pvalue(logs, seed=seed),
-            "runtime_verdict": stats.decide(iv, plan.margin), "rounds": len(logs), "ci_level": level,
+            "runtime_verdict": stats.decide(iv, plan.margin), "rounds": len(logs), "ci_level": iv.level,
             "ci_method": plan.interval}
 
 
@@ -158,7 +156,7 @@ def run_group(w: Workload, templates: list[str], cfg: RunConfig, info: dict, too
     for aa in AA_LABELS:  # the baseline's cubin loaded again, twice: two independent A/A copies
         fns[aa] = lambda k=w.load(names[0], kernels[templates[0]].kernel): k[timed.grid](*args)
     base = unit_for(fns[templates[0]], plan)  # every label of the names block gets the baseline's k
-    compare = [(templates[0], t) for t in templates[1:] if t not in same] + [AA_LABELS]
+    compare = names_compared(templates, same)
     if len(compare) == 1:  # every name is identical code: the block is the A/A pair alone
         del fns[templates[0]]
     units = {label: base if label == templates[0] else unit_for(fn, plan, k=base.k) for label, fn in fns.items()}

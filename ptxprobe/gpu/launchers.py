@@ -164,15 +164,6 @@ def with_cubin(compiled, name: str, cubin: bytes):
     return k
 
 
-def machine_code_sha256(k) -> str:
-    """What the GPU runs under a name, the name left out: code (``.text`` + capmerc), every per-kernel ``.nv.info``
-    record and the shared memory size. Two names with the same hash run the same machine code."""
-    import json
-
-    attrs = json.dumps(sorted((str(n), repr(v)) for n, v in k.function_attrs.items()))
-    return sha256_bytes(f"{k.code_sha256}|{k.shared_bytes}|{k.constant0_bytes}|{attrs}".encode())
-
-
 def cubin_for(emitted: Emitted, name: str, tool: Tool, cache: Cache | None = None) -> tuple[bytes, dict]:
     """ptxprobe's cubin for emitted PTX under ``name``: rename -> assemble (cached)."""
     ptx = emitted.ptx if name == emitted.entry else rename_entry(emitted.ptx, emitted.entry, name).ptx
@@ -184,7 +175,7 @@ def cubin_for(emitted: Emitted, name: str, tool: Tool, cache: Cache | None = Non
     return data, {
         "registers": k.regcount,
         "text_sha256": k.text_sha256,
-        "machine_code_sha256": machine_code_sha256(k),
+        "machine_code_sha256": k.machine_code_sha256,
         "ptxas_version": tool.version,
         "ptxas_sha256": tool.sha256,
         "cubin_sha256": sha256_bytes(data),

@@ -147,6 +147,13 @@ class Nvml:
             return None, None, False
 
 
+def paired_estimate(base: Sampled, other: Sampled, plan: TimingPlan, seed: int) -> tuple[list[float], stats.Interval]:
+    """Two labels' per-round log ratios and their interval at the level the run's looks leave (``plan.interval``)."""
+    logs = stats.log_ratios(*base.paired_with(other))
+    level = stats.sequential_level(len(logs), plan.min_rounds, plan.batch_rounds)
+    return logs, stats.paired_interval(logs, level=level, n_boot=plan.n_boot, seed=seed, method=plan.interval)
+
+
 def reference_plan(plan: TimingPlan) -> TimingPlan:
     """The plan of a block with nothing to decide (a reference rate): ``reference_rounds`` rounds, no more."""
     return replace(plan, min_rounds=plan.reference_rounds, max_rounds=plan.reference_rounds, rounds=None,
@@ -198,7 +205,7 @@ def _record(s: Sampled, ms: float, pos: int, prev: str | None, reading: tuple) -
     s.throttled.append(throttled)
 
 
-_CARD_WARM: list[bool] = []  # non-empty once this process has warmed the card (its first block)
+_CARD_WARM: set[bool] = set()  # non-empty once this process has warmed the card (its first block)
 
 
 def _warm_up(samplers: dict, seconds: float) -> None:
@@ -239,7 +246,7 @@ def time_block(units: dict[str, Unit], plan: TimingPlan, compare: list[tuple[str
     interleave = plan.design == "interleaved" and bool(compare)
     samplers = _samplers(units, plan, compare, interleave)
     _warm_up(samplers, plan.warmup_s * len(units) + (0.0 if _CARD_WARM else plan.card_warmup_s))
-    _CARD_WARM.append(True)
+    _CARD_WARM.add(True)
     per_sample = {label: u.k for label, u in units.items()}
     if interleave:
         for (a, _), g in samplers.items():
