@@ -50,3 +50,17 @@ def test_the_findings_check_can_fail(tmp_path, monkeypatch):
     assert mod.render(text) == text
     tampered = text.replace("| sm_90a | 12.4.131 | 100% |", "| sm_90a | 12.4.131 | 90% |")
     assert tampered != text and mod.render(tampered) != tampered
+
+
+def test_the_timing_defaults_the_readme_states_are_the_codes():
+    """The GPU measurement section names default values; they must be TimingPlan's, not remembered ones."""
+    from ptxprobe.gpu.timing import TimingPlan
+
+    p = TimingPlan()
+    text = " ".join((ROOT / "README.md").read_text().split())
+    for stated in (f"`warmup_s` ({p.warmup_s:g} s)", f"`card_warmup_s` ({p.card_warmup_s:g} s)",
+                   f"reaches the target ({p.target_halfwidth * 100:g} %)",
+                   f"`ceiling_halfwidth` ({p.ceiling_halfwidth * 100:g} %)",
+                   f"`overflow_rounds` more ({p.overflow_rounds};",
+                   f"(`reference_rounds`, {p.reference_rounds})"):
+        assert stated in text, stated
