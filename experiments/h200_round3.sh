@@ -2,7 +2,7 @@
 # How the round-3 and round-4 H200 runs were made (device tool, one H200): ptxprobe from this checkout, the wheels the
 # image lacks (pyelftools, capstone) carried in .whl/, the third-party sources in external/ (fetched by
 # experiments/external/fetch.py, never committed); results tarred into $OUT.
-#   bash experiments/h200_round3.sh sota|capture-tutorial|capture-inductor|names|cute-aot|smoke|probe|interleaved|fast|user-defaults|defaults ...
+#   bash experiments/h200_round3.sh sota|capture-tutorial|capture-inductor|names|cute-aot|smoke|probe|interleaved|fast|user-defaults|defaults|repro-defaults|overflow ...
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 2
 ln -sfn "$PWD/kernels" /tmp/site/ptxprobe_kernels
@@ -82,4 +82,19 @@ for what in "$@"; do case "$what" in
     echo "h200-defaults: exit $?" | tee -a "$OUT/status.txt"; tail -12 "$OUT/h200-defaults.txt"
     python3 benchmarks/gpu_noise.py /tmp/runs/h200-defaults 2>&1 | tail -30
     keep h200-defaults ;;
+  repro-defaults)  # issue 15: the defaults run re-measured by `ptxprobe repro` (between-run tolerance, same verdict)
+    timeout -s INT "${SECONDS_REPRO:-360}" python3 -m ptxprobe.cli repro --json -j 16 -o /tmp/runs/h200-defaults-repro \
+      experiments/results/2026-12-03-h200-defaults > "$OUT/h200-defaults-repro.json" \
+      2> "$OUT/h200-defaults-repro.err"
+    echo "h200-defaults-repro: exit $?" | tee -a "$OUT/status.txt"; tail -3 "$OUT/h200-defaults-repro.err"
+    python3 -c 'import collections, json, sys; d = json.load(open(sys.argv[1]))
+print("static", collections.Counter(r["status"] for r in d["rows"]))
+print("runtime", collections.Counter(r["status"] for r in d["runtime_rows"]))' "$OUT/h200-defaults-repro.json"
+    keep h200-defaults-repro ;;
+  overflow)  # issue 15: the ceiling/overflow stopping rule made to act on the H200's noisiest groups
+    timeout -s INT "${SECONDS_OVERFLOW:-200}" python3 -m ptxprobe.cli rename-sweep \
+      -e experiments/h200_overflow_check.toml --run -j 16 -q -o /tmp/runs/h200-overflow-check \
+      > "$OUT/h200-overflow-check.txt" 2>&1
+    echo "h200-overflow-check: exit $?" | tee -a "$OUT/status.txt"; tail -12 "$OUT/h200-overflow-check.txt"
+    keep h200-overflow-check ;;
 esac; done

@@ -30,6 +30,28 @@ def calibration(run_dir: str | Path) -> dict:
     return read_run_json(run_dir, CALIBRATION)
 
 
+# issue 15's goals beyond what a calibration itself requires (power and A/A false positives: calibrate.CRITERIA)
+GOALS = {"aa_halfwidth_median_max": 0.001, "aa_halfwidth_max_max": 0.0025, "gpu_seconds_per_48_groups_max": 180.0}
+
+
+def goal_figures(run_dir: str | Path) -> dict:
+    """A run's figures against issue 15's goals, recomputed from its groups.jsonl: the calibration summary,
+    GPU seconds scaled to 48 groups, and each goal met or not."""
+    from .gpu.calibrate import CRITERIA, summarize
+
+    c = summarize(read_log(Path(run_dir) / "groups.jsonl"))
+    per48 = c["gpu_seconds"] / c["groups"] * 48
+    met = {
+        "aa_halfwidth_median": c["aa_halfwidth_median"] <= GOALS["aa_halfwidth_median_max"],
+        "aa_halfwidth_max": c["aa_halfwidth_max"] <= GOALS["aa_halfwidth_max_max"],
+        "power_0.5%": c["power"].get("0.005", 0) >= CRITERIA["power_min"]["0.005"],
+        "power_1%": c["power"].get("0.01", 0) >= CRITERIA["power_min"]["0.01"],
+        "aa_false_positives": c["aa_false_positive_rate"] <= CRITERIA["aa_false_positive_rate_max"],
+        "gpu_seconds": per48 <= GOALS["gpu_seconds_per_48_groups_max"],
+    }
+    return {**c, "gpu_seconds_per_48_groups": round(per48, 1), "goals_met": met}
+
+
 def groups(run_dir: str | Path) -> pd.DataFrame:
     """One row per group: its A/A comparison and each planted slowdown as measured."""
     rows = []
@@ -137,6 +159,22 @@ def _aa_pairs(run_dir: str | Path):
         by.setdefault(r["group_id"], {})[r["label"]] = r
     return [(g, labels["{base}#AA1"], labels["{base}#AA2"]) for g, labels in sorted(by.items())
             if "{base}#AA1" in labels and "{base}#AA2" in labels]
+
+
+def aa_halfwidth_by_interval(run_dir: str | Path, min_rounds: int = 20, batch: int = 10) -> pd.DataFrame:
+    """Each group's A/A half-width recomputed from its raw rounds with both interval methods at the level the
+    run's looks left: how much of a change between runs is the interval's and how much the card's."""
+    from . import stats
+
+    rows = []
+    for gid, aa1, aa2 in _aa_pairs(run_dir):
+        logs = stats.log_ratios(*compared_series(aa1, aa2))
+        level = stats.sequential_level(len(logs), min_rounds, batch)
+        row = {"group_id": gid, "rounds": len(logs), "level": level}
+        for method in stats.INTERVAL_METHODS:
+            row[f"half_width_{method}"] = stats.half_width(stats.paired_interval(logs, level=level, method=method))
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def aa_spread_by_distance(run_dir: str | Path, dtype: str | None = "fp16") -> pd.DataFrame:

@@ -169,6 +169,24 @@ def _same_verdict(recorded: str | None, new: str | None) -> bool:
     return new == recorded or new in _SAME.get(recorded, set()) or recorded in _SAME.get(new, set())
 
 
+def supported_verdicts(row: dict, margin: float) -> set[str]:
+    """Every verdict a row's interval supports: its own, and ``equivalent`` too when a faster/slower interval
+    lies inside 1 ± margin (TOST holds; only the sign of an effect smaller than the margin is claimed)."""
+    verdict = row.get("runtime_verdict")
+    out = {verdict}
+    lo, hi = row.get("ratio_ci_low"), row.get("ratio_ci_high")
+    if verdict in (stats.FASTER, stats.SLOWER) and lo is not None and 1 - margin <= lo and hi <= 1 + margin:
+        out.add(stats.EQUIVALENT)
+    return out
+
+
+def verdicts_agree(recorded: dict, new: dict, margin: float) -> bool:
+    """Two runs agree on a comparison when some verdict is supported by both; a sub-margin effect found
+    significant in one run and equivalent in the other agrees, a real effect against equivalence does not."""
+    rec, cur = supported_verdicts(recorded, margin), supported_verdicts(new, margin)
+    return any(_same_verdict(a, b) for a in rec for b in cur)
+
+
 def runtime_tolerance(rec: dict, new: dict, between_sd: float) -> float:
     """How far apart (in log ratio) two independent runs of one comparison may land: both runs' within-run
     uncertainty and the between-run SD, at 95 %."""
@@ -202,9 +220,10 @@ def _timed(r: dict) -> bool:
     return r.get("ratio_vs_baseline") is not None
 
 
-def compare_runtime(recorded: list[dict], new: list[dict], between_sd: float = BETWEEN_RUN_SD) -> list[ReproRow]:
-    """A re-measured comparison reproduces when its verdict is the recorded one and its ratio lies within the
-    tolerance of two independent runs (within-run intervals and the between-run SD together)."""
+def compare_runtime(recorded: list[dict], new: list[dict], between_sd: float = BETWEEN_RUN_SD,
+                    margin: float = stats.EQUIVALENCE_MARGIN) -> list[ReproRow]:
+    """A re-measured comparison reproduces when the two runs agree on its verdict (``verdicts_agree``) and its
+    ratio lies within the tolerance of two independent runs (within-run intervals and the between-run SD)."""
 
     def key(r):
         return (r["group_id"], r["label"])
@@ -232,7 +251,7 @@ def compare_runtime(recorded: list[dict], new: list[dict], between_sd: float = B
         why = (f"ratio {n['ratio_vs_baseline']:.4f} [{n['ratio_ci_low']:.4f}, {n['ratio_ci_high']:.4f}] {nv} vs "
                f"recorded {r['ratio_vs_baseline']:.4f} [{r['ratio_ci_low']:.4f}, {r['ratio_ci_high']:.4f}] {rv}; "
                f"gap {gap:.4f} vs tolerance {tol:.4f}")
-        ok = gap <= tol and _same_verdict(rv, nv)
+        ok = gap <= tol and verdicts_agree(r, n, margin)
         out.append(ReproRow(r["kernel"], r["arch"], ver, label, REPRODUCED if ok else DIVERGED, 1, 1, why))
     return out
 
@@ -276,7 +295,8 @@ def repro(
         try:
             new_rt = runtime_sweep(sub, out / "runtime", progress=progress, executor=executor)
             between = float(exp_d.get("run", {}).get("between_run_sd", BETWEEN_RUN_SD))
-            runtime_rows = compare_runtime(read_log(run / "runtime.jsonl"), new_rt, between)
+            margin = float(exp_d.get("run", {}).get("timing", {}).get("margin", stats.EQUIVALENCE_MARGIN))
+            runtime_rows = compare_runtime(read_log(run / "runtime.jsonl"), new_rt, between, margin)
         except NoGpu as exc:
             note = f"runtime results recorded but not re-checked: {exc}"
     return ReproOutcome(rows, problems, runtime_note=note, runtime_rows=runtime_rows, notes=notes)

@@ -115,6 +115,7 @@ def rotated_orders(labels: list[str], rounds: int) -> list[list[str]]:
 # --- the randomised, paired design (issue 15): per-round log ratios, HL intervals, TOST, BH --------------
 
 EQUIVALENT, INCONCLUSIVE = "equivalent", "inconclusive"
+EQUIVALENCE_MARGIN = 0.005  # the default TOST margin on a throughput ratio (± 0.5 %)
 IDENTICAL_CODE = "identical-code"  # not timed: the name's machine code is the baseline's
 
 
@@ -194,7 +195,7 @@ def sign_flip_pvalue(logs, n_perm: int = 4000, seed: int = 0) -> float:
     return float((1 + np.sum(null >= obs - 1e-15)) / (n_perm + 1))
 
 
-def decide(iv: Interval, margin: float = 0.005) -> str:
+def decide(iv: Interval, margin: float = EQUIVALENCE_MARGIN) -> str:
     """faster / slower when the interval excludes 1; equivalent when it lies inside 1 ± margin (TOST);
     inconclusive otherwise."""
     if iv.low > 1.0:

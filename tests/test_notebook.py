@@ -39,6 +39,15 @@ def test_notebook_executes_with_plots_and_computed_conclusions(tmp_path):
     cal = analysis_gpu.calibration(analysis.results_dir("2026-12-03-h200-interleaved"))
     assert f"A/A false-positive rate {cal['aa_false_positive_rate']:.1%}" in text
     assert f"{cal['gpu_seconds'] / cal['groups'] * 48:.0f} GPU s per 48 groups" in text
+    # every default, run twice: what `repro` says of the pair (recomputed here)
+    from ptxprobe import repro
+    from ptxprobe.store import read_log
+
+    rec, new = (read_log(analysis.results_dir(r) / "runtime.jsonl")
+                for r in ("2026-12-03-h200-defaults", "2026-12-03-h200-defaults-repro"))
+    rows = repro.compare_runtime(rec, new)
+    assert f"`repro`: {sum(r.status == repro.REPRODUCED for r in rows)} of {len(rows)} comparisons reproduce" in text
+    assert f"between-run SD estimate {repro.between_run_sd(rec, new) * 100:.3f} %" in text
     # round 3: the Gluon Hopper attention's name statically, and a CuTe DSL kernel under its own name on the H200
     from ptxprobe import analysis_external
 

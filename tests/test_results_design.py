@@ -25,7 +25,9 @@ TIMED = {"2026-12-02-h200-design": ("h200-design", False), "2026-12-02-h200-desi
          # today's defaults; run orders drawn by a coin per round and shared by every group: calibration failed
          "2026-12-03-h200-interleaved-fast-coin": ("h200-interleaved-fast", True),
          "2026-12-03-h200-interleaved-fast": ("h200-interleaved-fast", True),  # balanced orders, passed
-         "2026-12-03-h200-interleaved-user-defaults": ("h200-interleaved-user-defaults", True)}  # signed-rank
+         "2026-12-03-h200-interleaved-user-defaults": ("h200-interleaved-user-defaults", True),  # signed-rank
+         "2026-12-03-h200-defaults": ("h200-defaults", True),  # every default: issue 15's goals in one run
+         "2026-12-03-h200-defaults-repro": ("h200-defaults", True)}  # the same run re-measured by `ptxprobe repro`
 RUNS = tuple(TIMED)
 
 
@@ -134,3 +136,16 @@ def test_run_orders_recover_from_each_groups_seed_and_show_the_cost_of_running_f
                                               for r in recs))
     wrong = analysis_gpu.first_in_replay(bad)
     assert not wrong[wrong.consistent.notna()].consistent.astype(bool).any()
+
+
+def test_issue_15_goals_per_committed_run():
+    """Which runs meet which goal (recomputed from groups.jsonl): the two runs with every default meet all six;
+    the run before them misses only the half-width maximum, the coin-ordered one only the A/A false positives."""
+    met = {run: analysis_gpu.goal_figures(analysis.results_dir(run))["goals_met"]
+           for run in ("2026-12-03-h200-defaults", "2026-12-03-h200-defaults-repro", "2026-12-03-h200-interleaved-fast",
+                       "2026-12-03-h200-interleaved-fast-coin", "2026-12-03-h200-interleaved")}
+    missed = {run: sorted(k for k, ok in g.items() if not ok) for run, g in met.items()}
+    assert missed == {"2026-12-03-h200-defaults": [], "2026-12-03-h200-defaults-repro": [],
+                      "2026-12-03-h200-interleaved-fast": ["aa_halfwidth_max"],
+                      "2026-12-03-h200-interleaved-fast-coin": ["aa_false_positives", "aa_halfwidth_max"],
+                      "2026-12-03-h200-interleaved": ["gpu_seconds"]}

@@ -60,7 +60,7 @@ class TimingPlan:
     # more (0: stop at max_rounds). The H200's noisiest group (one ~9 ms launch per unit) ended at 0.31 % after 60.
     ceiling_halfwidth: float = 0.0025
     overflow_rounds: int = 60
-    margin: float = 0.005  # TOST equivalence margin on the throughput ratio
+    margin: float = stats.EQUIVALENCE_MARGIN  # TOST equivalence margin on the throughput ratio
     interval: str = "signed-rank"  # the Hodges-Lehmann interval: exact signed-rank, or "bca" (bootstrap)
     n_boot: int = 2000
     seed: int = 0
