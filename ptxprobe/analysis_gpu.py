@@ -152,6 +152,47 @@ def resequenced(run_dir: str | Path, min_rounds: int = 20, batch: int = 10, marg
     return pd.DataFrame(rows)
 
 
+def stopping_replay(run_dir: str | Path) -> pd.DataFrame:
+    """Each group's names block replayed look by look from its recorded rounds through the timing's own stopping
+    rule and the run's recorded plan: where the rule stops (and why) against where the block did stop."""
+    from .gpu.plan import run_config
+    from .gpu.timing import TimingPlan, look_halfwidths, should_stop
+    from .store import MANIFEST
+
+    run_dir = Path(run_dir)
+    stated = run_config(read_run_json(run_dir, MANIFEST)["experiment"].get("run")).timing
+    records = {g["group_id"]: g for g in read_log(run_dir / "groups.jsonl")}
+    by: dict[str, dict] = {}
+    for r in read_log(run_dir / "runtime.jsonl"):
+        if r.get("block", "names") == "names":
+            by.setdefault(r["group_id"], {})[r["label"]] = r
+    rows = []
+    for gid, labels in sorted(by.items()):
+        base = next(r for r in labels.values() if r.get("is_baseline"))
+        pairs = [(base, r) for r in labels.values() if r.get("name_template") and not r.get("is_baseline")
+                 and r.get("ratio_vs_baseline") is not None] + [(labels["{base}#AA1"], labels["{base}#AA2"])]
+        logs = [stats.log_ratios(*compared_series(a, b)) for a, b in pairs]
+        rec = records.get(gid, {})
+        # the plan the group recorded; runs before it did so: the experiment's keys over today's defaults
+        plan = TimingPlan(**rec["timing_plan"]) if "timing_plan" in rec else stated
+        recorded = len(logs[0])
+        done, stop, widths, first = 0, None, [], None
+        while stop is None and done < recorded:
+            done = min(plan.min_rounds if done < plan.min_rounds else done + plan.batch_rounds, plan.round_cap)
+            widths = look_halfwidths([x[:done] for x in logs], done, plan, rec.get("order_seed", 0))
+            first = max(widths) if first is None and widths else first
+            if should_stop(done, widths, plan):
+                stop = done
+        why = ("target" if widths and max(widths) <= plan.target_halfwidth else
+               "cap" if done >= plan.round_cap else "ceiling" if done >= plan.max_rounds else "not stopped")
+        rows.append({"group_id": gid, "pairs": len(pairs), "rounds_recorded": recorded, "rounds_replayed": stop,
+                     "stopped_by": why, "first_look_max_half_width": first,
+                     "max_half_width": max(widths) if widths else None,
+                     "overflow_rounds_used": max(0, recorded - plan.max_rounds),
+                     "plan_source": "recorded" if "timing_plan" in rec else "experiment and today's defaults"})
+    return pd.DataFrame(rows)
+
+
 def _aa_pairs(run_dir: str | Path):
     """(group id, AA1 row, AA2 row) of every group of a run that timed two A/A copies."""
     by: dict[str, dict] = {}

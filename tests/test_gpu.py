@@ -147,6 +147,7 @@ def test_registered_kernels_match_float64_on_the_gpu(kernel, dtype):
     w = registered_workload(src, registry.Problem(2, 4, 1024), cfg.numerics_problem, info, tool, Cache())
     rows, record = run_group(w, ["{base}", "cutlass_{base}"], cfg, info, tool, plants=())
     assert record["aa"]["rounds"] >= cfg.timing.min_rounds
+    assert TimingPlan(**record["timing_plan"]) == cfg.timing  # what a replay of the block needs
     named = [r for r in rows if r["name_template"]]
     bound = 6e-2 if dtype.startswith("fp8") else 5e-3  # inputs are rounded first; fp8 P adds error (4.7e-2 seen)
     for r in named:

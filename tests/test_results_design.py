@@ -27,7 +27,8 @@ TIMED = {"2026-12-02-h200-design": ("h200-design", False), "2026-12-02-h200-desi
          "2026-12-03-h200-interleaved-fast": ("h200-interleaved-fast", True),  # balanced orders, passed
          "2026-12-03-h200-interleaved-user-defaults": ("h200-interleaved-user-defaults", True),  # signed-rank
          "2026-12-03-h200-defaults": ("h200-defaults", True),  # every default: issue 15's goals in one run
-         "2026-12-03-h200-defaults-repro": ("h200-defaults", True)}  # the same run re-measured by `ptxprobe repro`
+         "2026-12-03-h200-defaults-repro": ("h200-defaults", True),  # the same run re-measured by `ptxprobe repro`
+         "2026-12-03-h200-overflow-check": ("h200-overflow-check", True)}  # the overflow rule made to act
 RUNS = tuple(TIMED)
 
 
@@ -149,3 +150,38 @@ def test_issue_15_goals_per_committed_run():
                       "2026-12-03-h200-interleaved-fast": ["aa_halfwidth_max"],
                       "2026-12-03-h200-interleaved-fast-coin": ["aa_false_positives", "aa_halfwidth_max"],
                       "2026-12-03-h200-interleaved": ["gpu_seconds"]}
+
+
+def test_every_recorded_stop_is_where_the_stopping_rule_stops():
+    """Each names block replayed look by look from its raw rounds through timing.should_stop: the runs with every
+    default stop where the rule says (on the target or, at max_rounds, under the ceiling; no overflow needed),
+    and the overflow check (max_rounds 20, ceiling 0.08 %) used its 40 overflow rounds in both groups."""
+    for run in ("2026-12-03-h200-defaults", "2026-12-03-h200-defaults-repro"):
+        t = analysis_gpu.stopping_replay(analysis.results_dir(run))
+        assert len(t) == 48 and (t.rounds_replayed == t.rounds_recorded).all()
+        assert set(t.stopped_by) == {"target", "ceiling"} and (t.overflow_rounds_used == 0).all()
+    t = analysis_gpu.stopping_replay(analysis.results_dir("2026-12-03-h200-overflow-check"))
+    assert len(t) == 2 and (t.rounds_replayed == t.rounds_recorded).all()
+    assert (t.stopped_by == "cap").all() and (t.overflow_rounds_used == 40).all()
+
+
+def test_a_replay_uses_the_plan_each_group_recorded(tmp_path):
+    """A group that recorded its plan is replayed with it: record no overflow rounds, and the replay stops at
+    max_rounds where the block ran on (planted: the recorded stop no longer matches)."""
+    import dataclasses
+    import shutil
+
+    from ptxprobe.gpu.timing import TimingPlan
+
+    src = analysis.results_dir("2026-12-03-h200-overflow-check")
+    run = tmp_path / "run"
+    shutil.copytree(src, run)
+    stated = run_config(analysis.load_manifest(src)["experiment"]["run"]).timing
+    recs = read_log(run / "groups.jsonl")
+    for plan, expected in ((stated, 60), (dataclasses.replace(stated, overflow_rounds=0), 20),
+                           (dataclasses.replace(stated, ceiling_halfwidth=0.01), 20)):
+        (run / "groups.jsonl").write_text("".join(json.dumps({**r, "timing_plan": dataclasses.asdict(plan)}) + "\n"
+                                                  for r in recs))
+        t = analysis_gpu.stopping_replay(run)
+        assert (t.plan_source == "recorded").all() and (t.rounds_replayed == expected).all(), (plan, t)
+    assert TimingPlan(**dataclasses.asdict(stated)) == stated

@@ -7,6 +7,8 @@ Three blocks, each with rounds of its own: the names with two A/A copies of the 
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from .. import stats
 from ..cache import Cache
 from ..rename import apply_template
@@ -201,6 +203,7 @@ def run_group(w: Workload, templates: list[str], cfg: RunConfig, info: dict, too
                      **comparison(extra_samples[templates[0]], s, ref_plan, seed), "samples": s.to_json(),
                      "gpu": info.get("gpu"), "run_ptxas_version": tool.version})
     record = {"aa": aa, "calibration": calib, "identical_code": same, "order_seed": order_seed,
+              "timing_plan": asdict(plan),  # as resolved (defaults included): a replay of the block needs it
               "gpu_seconds": seconds + (calib["gpu_seconds"] if calib else 0.0)}
     if calib:
         record["calibration"] = {k: v for k, v in calib.items() if k != "samples"}

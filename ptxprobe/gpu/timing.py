@@ -92,6 +92,16 @@ def should_stop(done: int, halfwidths: list[float], plan: TimingPlan) -> bool:
     return done >= plan.max_rounds and all(h <= plan.ceiling_halfwidth for h in halfwidths)
 
 
+def look_halfwidths(logs_by_pair: list, done: int, plan: TimingPlan, seed: int) -> list[float]:
+    """The half-widths a look after ``done`` rounds judges, one per compared pair, at the look-adjusted level
+    (none before ``min_rounds``): what ``time_block`` stops on, and what a replay of a recorded block recomputes."""
+    if done < plan.min_rounds:
+        return []
+    level = stats.sequential_level(done, plan.min_rounds, plan.batch_rounds)
+    return [stats.half_width(stats.paired_interval(logs, level=level, n_boot=500, seed=seed, method=plan.interval))
+            for logs in logs_by_pair]
+
+
 @dataclass
 class Sampled:
     """Everything measured for one label of a block: per-round times and what the card said meanwhile."""
@@ -273,12 +283,8 @@ def time_block(units: dict[str, Unit], plan: TimingPlan, compare: list[tuple[str
                     out[a].partners.setdefault(b, []).append(out[a].times_ms[-1])
                     out[b].partners.setdefault(a, []).append(out[b].times_ms[-1])
         done += len(orders)
-        level = stats.sequential_level(done, plan.min_rounds, plan.batch_rounds)
-        widths = [] if done < plan.min_rounds else [
-            stats.half_width(stats.paired_interval(stats.log_ratios(*out[a].paired_with(out[b])), level=level,
-                                                   n_boot=500, seed=seed, method=plan.interval))
-            for a, b in compare]
-        if should_stop(done, widths, plan):
+        logs = [] if done < plan.min_rounds else [stats.log_ratios(*out[a].paired_with(out[b])) for a, b in compare]
+        if should_stop(done, look_halfwidths(logs, done, plan, seed), plan):
             break
     return out, time.perf_counter() - t0
 
