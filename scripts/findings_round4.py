@@ -4,6 +4,7 @@ A/B runs. Imported by readme_findings.py; every number comes from a committed re
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 from findings_common import calibration_line
@@ -138,6 +139,7 @@ def defaults_section() -> list[str]:
     said = json.loads((_d(DEFAULTS_REPRO) / "h200-defaults-repro.json").read_text())
     said_div = [r for r in said["runtime_rows"] if r["status"] == repro.DIVERGED]
     timed = [r for r in rows if "gap" in r.reason]
+    flip_max = max(abs(float(x) - 1) for r in said_div for x in re.findall(r"(?:ratio|recorded) ([\d.]+)", r["reason"]))
     gaps = pd.Series([float(r.reason.split("gap ")[1].split()[0]) for r in timed])
     big = timed[int(gaps.idxmax())]
     sd = repro.between_run_sd(rec, new)
@@ -159,8 +161,9 @@ def defaults_section() -> list[str]:
         f"{len(rows)} name comparisons ({len(rows) - len(timed)} identical code in both runs). Under the verdict "
         f"rule it ran with (equal verdicts), {len(said_div)} were called diverged: "
         + "; ".join(f"{r['name']} ({r['ptxas_version']}): {r['reason']}" for r in said_div)
-        + ". Both are effects of under 0.05 % that one run found significant and the other equivalent, each "
-        "interval inside ±0.5 %: the effect reproduced, its sign below the margin did not. The rule now counts "
+        + f". {'Both are effects' if len(said_div) == 2 else 'Each is an effect'} of at most "
+        f"{flip_max * 100:.2f} % that one run found significant and the other equivalent, each interval inside "
+        "±0.5 %: the effect reproduced, its sign below the margin did not. The rule now counts "
         "verdicts as agreeing when one verdict is supported by both intervals (a faster/slower interval inside the "
         "equivalence margin also supports equivalent); under it "
         f"{sum(r.status == repro.REPRODUCED for r in rows)} of {len(rows)} reproduce. Between the two runs the "
@@ -263,8 +266,6 @@ def programs_section() -> list[str]:
     every = analysis.load_static(_d(INDUCTOR_STATIC))
     every_renamed = analysis.renamed(every)
     releases = every.ptxas_version.nunique()
-    import re
-
     runs = json.loads((_d(INDUCTOR) / "ab" / "ab.json").read_text())["runs"]
     secs = float(pd.Series([r["seconds"] for r in runs]).median())
     hw = (ind.high - ind.low) / 2
