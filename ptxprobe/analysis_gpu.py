@@ -133,7 +133,8 @@ def compared_series(base: dict, row: dict) -> tuple[list, list]:
                              r.get("partners"))
 
 
-def resequenced(run_dir: str | Path, min_rounds: int = 20, batch: int = 10, margin: float = 0.005) -> pd.DataFrame:
+def resequenced(run_dir: str | Path, min_rounds: int = 20, batch: int = 10,
+                margin: float = stats.EQUIVALENCE_MARGIN) -> pd.DataFrame:
     """The name comparisons recomputed from the raw per-round times at the sequential (look-adjusted) level:
     what the committed plain-95 % verdicts become under the rule the runs now use."""
     from . import stats
@@ -152,39 +153,43 @@ def resequenced(run_dir: str | Path, min_rounds: int = 20, batch: int = 10, marg
     return pd.DataFrame(rows)
 
 
+def _names_blocks(run_dir: str | Path) -> dict[str, dict[str, dict]]:
+    """Every group's names-block rows (names, baseline, A/A copies) by label."""
+    by: dict[str, dict] = {}
+    for r in read_log(Path(run_dir) / "runtime.jsonl"):
+        if r.get("block", "names") == "names":
+            by.setdefault(r["group_id"], {})[r["label"]] = r
+    return by
+
+
 def stopping_replay(run_dir: str | Path) -> pd.DataFrame:
     """Each group's names block replayed look by look from its recorded rounds through the timing's own stopping
     rule and the run's recorded plan: where the rule stops (and why) against where the block did stop."""
+    from .gpu.calibrate import names_compared
     from .gpu.plan import run_config
-    from .gpu.timing import TimingPlan, look_halfwidths, should_stop
+    from .gpu.timing import TimingPlan, look_halfwidths, look_rounds, stop_reason
     from .store import MANIFEST
 
     run_dir = Path(run_dir)
     stated = run_config(read_run_json(run_dir, MANIFEST)["experiment"].get("run")).timing
     records = {g["group_id"]: g for g in read_log(run_dir / "groups.jsonl")}
-    by: dict[str, dict] = {}
-    for r in read_log(run_dir / "runtime.jsonl"):
-        if r.get("block", "names") == "names":
-            by.setdefault(r["group_id"], {})[r["label"]] = r
     rows = []
-    for gid, labels in sorted(by.items()):
-        base = next(r for r in labels.values() if r.get("is_baseline"))
-        pairs = [(base, r) for r in labels.values() if r.get("name_template") and not r.get("is_baseline")
-                 and r.get("ratio_vs_baseline") is not None] + [(labels["{base}#AA1"], labels["{base}#AA2"])]
-        logs = [stats.log_ratios(*compared_series(a, b)) for a, b in pairs]
+    for gid, labels in sorted(_names_blocks(run_dir).items()):
         rec = records.get(gid, {})
+        base = next(label for label, r in labels.items() if r.get("is_baseline"))
+        templates = [base, *(label for label, r in labels.items() if r.get("name_template") and label != base)]
+        pairs = names_compared(templates, rec.get("identical_code", []))
+        logs = [stats.log_ratios(*compared_series(labels[a], labels[b])) for a, b in pairs]
         # the plan the group recorded; runs before it did so: the experiment's keys over today's defaults
         plan = TimingPlan(**rec["timing_plan"]) if "timing_plan" in rec else stated
         recorded = len(logs[0])
-        done, stop, widths, first = 0, None, [], None
-        while stop is None and done < recorded:
-            done = min(plan.min_rounds if done < plan.min_rounds else done + plan.batch_rounds, plan.round_cap)
+        stop, why, widths, first = None, "not stopped", [], None
+        for done in (n for n in look_rounds(plan) if n <= recorded):
             widths = look_halfwidths([x[:done] for x in logs], done, plan, rec.get("order_seed", 0))
             first = max(widths) if first is None and widths else first
-            if should_stop(done, widths, plan):
-                stop = done
-        why = ("target" if widths and max(widths) <= plan.target_halfwidth else
-               "cap" if done >= plan.round_cap else "ceiling" if done >= plan.max_rounds else "not stopped")
+            if (reason := stop_reason(done, widths, plan)) is not None:
+                stop, why = done, reason
+                break
         rows.append({"group_id": gid, "pairs": len(pairs), "rounds_recorded": recorded, "rounds_replayed": stop,
                      "stopped_by": why, "first_look_max_half_width": first,
                      "max_half_width": max(widths) if widths else None,
@@ -195,10 +200,7 @@ def stopping_replay(run_dir: str | Path) -> pd.DataFrame:
 
 def _aa_pairs(run_dir: str | Path):
     """(group id, AA1 row, AA2 row) of every group of a run that timed two A/A copies."""
-    by: dict[str, dict] = {}
-    for r in read_log(Path(run_dir) / "runtime.jsonl"):
-        by.setdefault(r["group_id"], {})[r["label"]] = r
-    return [(g, labels["{base}#AA1"], labels["{base}#AA2"]) for g, labels in sorted(by.items())
+    return [(g, labels["{base}#AA1"], labels["{base}#AA2"]) for g, labels in sorted(_names_blocks(run_dir).items())
             if "{base}#AA1" in labels and "{base}#AA2" in labels]
 
 
@@ -318,13 +320,13 @@ def first_in_replay(run_dir: str | Path) -> pd.DataFrame:
     exp = experiment_from_dict(recorded_axes(read_run_json(d, "manifest.json")))
     plan = run_config(exp.run).timing
     templates = list(exp.names)
-    rows = {(r["group_id"], r["label"]): r for r in read_log(d / "runtime.jsonl") if r.get("block") == "names"}
+    blocks = _names_blocks(d)
     out = []
     for g in read_log(d / "groups.jsonl"):
         if "order_seed" not in g:
             continue
         compare = names_compared(templates, g.get("identical_code", []))
-        a, b = (rows[(g["group_id"], label)]["samples"] for label in AA_LABELS)
+        a, b = (blocks[g["group_id"]][label]["samples"] for label in AA_LABELS)
         n = len(a["partners"][AA_LABELS[1]])
         orders = [o for batch in order_batches(plan, [], compare, g["order_seed"]) for o in batch][:n]
         firsts, expected_pos, expected_prev = [], [], []

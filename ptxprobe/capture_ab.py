@@ -167,7 +167,7 @@ def run_rounds(argv: list[str], arms: list[Arm], out: Path, rounds: int, timeout
     return runs
 
 
-def compare(runs: list[Run], margin: float = 0.005, n_boot: int = 2000, seed: int = 0) -> list[dict]:
+def compare(runs: list[Run], margin: float = stats.EQUIVALENCE_MARGIN, n_boot: int = 2000, seed: int = 0) -> list[dict]:
     """Each arm against the baseline, round by round (rounds where either run was discarded are dropped);
     with fewer than ``MIN_ROUNDS`` usable rounds the verdict is ``too_few_runs``."""
     by = {(x.arm, x.round): x.value for x in runs}
@@ -191,7 +191,8 @@ def compare(runs: list[Run], margin: float = 0.005, n_boot: int = 2000, seed: in
     return rows
 
 
-def small_sample_verdict(iv: stats.Interval, p_value: float, margin: float = 0.005, alpha: float = 0.05) -> str:
+def small_sample_verdict(iv: stats.Interval, p_value: float, margin: float = stats.EQUIVALENCE_MARGIN,
+                         alpha: float = 0.05) -> str:
     """A direction needs the interval to exclude 1 *and* the exact sign-flip test to reject: with the handful of
     rounds a whole program allows, the bootstrap interval alone calls A/A differences far above its nominal 5 %
     (seen at 6-12 rounds in tests/test_capture_ab.py); the sign-flip test is exact at any number of rounds."""

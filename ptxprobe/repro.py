@@ -40,6 +40,8 @@ class ReproRow:
     recorded_outputs: int
     new_outputs: int
     reason: str = ""
+    gap: float | None = None  # runtime: |log ratio difference| between the runs (None: nothing timed to compare)
+    tolerance: float | None = None  # runtime: how far apart two runs may land (``runtime_tolerance``)
 
 
 @dataclass
@@ -252,7 +254,7 @@ def compare_runtime(recorded: list[dict], new: list[dict], between_sd: float = B
                f"recorded {r['ratio_vs_baseline']:.4f} [{r['ratio_ci_low']:.4f}, {r['ratio_ci_high']:.4f}] {rv}; "
                f"gap {gap:.4f} vs tolerance {tol:.4f}")
         ok = gap <= tol and verdicts_agree(r, n, margin)
-        out.append(ReproRow(r["kernel"], r["arch"], ver, label, REPRODUCED if ok else DIVERGED, 1, 1, why))
+        out.append(ReproRow(r["kernel"], r["arch"], ver, label, REPRODUCED if ok else DIVERGED, 1, 1, why, gap, tol))
     return out
 
 

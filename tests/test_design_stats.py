@@ -496,7 +496,7 @@ def test_the_signed_rank_interval_uses_the_exact_null_distribution_scipy_uses():
 
 
 def test_the_stopping_rule_reads_target_then_ceiling_then_cap():
-    from ptxprobe.gpu.timing import should_stop
+    from ptxprobe.gpu.timing import look_rounds, order_batches, should_stop, stop_reason
 
     plan = TimingPlan(min_rounds=20, max_rounds=60, target_halfwidth=0.001, ceiling_halfwidth=0.0025,
                       overflow_rounds=60)
@@ -508,6 +508,15 @@ def test_the_stopping_rule_reads_target_then_ceiling_then_cap():
     assert not should_stop(60, [0.0008, 0.003], plan) and not should_stop(110, [0.003], plan)  # overflow
     assert should_stop(120, [0.003], plan)  # the cap
     assert should_stop(60, [0.003], TimingPlan(min_rounds=20, max_rounds=60, overflow_rounds=0))
+    # and says why
+    assert [stop_reason(n, w, plan) for n, w in ((10, []), (20, [0.0009]), (60, [0.002]), (110, [0.003]),
+                                                 (120, [0.003]))] == [None, "target", "ceiling", None, "cap"]
+    assert stop_reason(10, [], TimingPlan(rounds=10)) == "cap"  # an old run's round cap below min_rounds
+    # the looks come at min_rounds, then every batch, up to the cap; order_batches runs exactly those rounds
+    assert look_rounds(plan) == [20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120]
+    assert look_rounds(TimingPlan(rounds=25)) == [20, 25] and look_rounds(TimingPlan(rounds=10)) == [10]
+    sizes = [len(batch) for batch in order_batches(plan, ["a", "b"], [], seed=3)]
+    assert sizes == [20] + [10] * 10
 
 
 def test_overflow_rounds_bring_a_noisy_comparison_under_the_ceiling_and_keep_the_coverage():

@@ -80,16 +80,33 @@ class TimingPlan:
         return self.rounds if self.rounds else self.max_rounds + self.overflow_rounds
 
 
-def should_stop(done: int, halfwidths: list[float], plan: TimingPlan) -> bool:
-    """After ``done`` rounds with these half-widths (at the look-adjusted level): every comparison at the target;
-    or ``max_rounds`` reached and every comparison under the ceiling; or no rounds left."""
-    if done >= plan.round_cap:
-        return True
+def stop_reason(done: int, halfwidths: list[float], plan: TimingPlan) -> str | None:
+    """Why a block stops after ``done`` rounds with these half-widths (at the look-adjusted level), or None to go
+    on: ``target`` (every comparison at the target), ``ceiling`` (``max_rounds`` reached and every comparison
+    under the ceiling) or ``cap`` (no rounds left)."""
     if done < plan.min_rounds:
-        return False
+        return "cap" if done >= plan.round_cap else None
     if all(h <= plan.target_halfwidth for h in halfwidths):
-        return True
-    return done >= plan.max_rounds and all(h <= plan.ceiling_halfwidth for h in halfwidths)
+        return "target"
+    if done >= plan.round_cap:
+        return "cap"
+    if done >= plan.max_rounds and all(h <= plan.ceiling_halfwidth for h in halfwidths):
+        return "ceiling"
+    return None
+
+
+def should_stop(done: int, halfwidths: list[float], plan: TimingPlan) -> bool:
+    return stop_reason(done, halfwidths, plan) is not None
+
+
+def look_rounds(plan: TimingPlan) -> list[int]:
+    """The round counts at which a block looks at its half-widths: ``min_rounds`` first, then every
+    ``batch_rounds``, up to the cap (what ``order_batches`` runs and a replay of a recorded block re-checks)."""
+    looks, done = [], 0
+    while done < plan.round_cap:
+        done = min(plan.min_rounds if done < plan.min_rounds else done + plan.batch_rounds, plan.round_cap)
+        looks.append(done)
+    return looks
 
 
 def look_halfwidths(logs_by_pair: list, done: int, plan: TimingPlan, seed: int) -> list[float]:
@@ -237,12 +254,10 @@ def _round_units(plan: TimingPlan, labels: list[str], compare, batch: int, seed:
 def order_batches(plan: TimingPlan, labels: list[str], compare, seed: int):
     """The rounds' orders a block runs, batch by batch (``min_rounds`` first, then ``batch_rounds`` at a time, a
     seed each): what ``time_block`` replays, and how an analysis recovers who ran first in any recorded round."""
-    done, batch_seed = 0, seed
-    while done < plan.round_cap:
-        batch = min(plan.batch_rounds if done >= plan.min_rounds else plan.min_rounds - done, plan.round_cap - done)
-        yield _round_units(plan, labels, compare, batch, batch_seed)
-        batch_seed += 1
-        done += batch
+    before = 0
+    for i, done in enumerate(look_rounds(plan)):
+        yield _round_units(plan, labels, compare, done - before, seed + i)
+        before = done
 
 
 def time_block(units: dict[str, Unit], plan: TimingPlan, compare: list[tuple[str, str]], seed: int,
