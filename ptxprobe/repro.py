@@ -19,6 +19,7 @@ from pathlib import Path
 from . import stats
 from .cache import Cache
 from .errors import PtxprobeError
+from .gpu.plan import RunConfig
 from .schema import problem_label
 from .static.experiment import experiment_from_dict, recorded_axes
 from .static.sweep import run_sweep
@@ -160,7 +161,7 @@ def compare(recorded: list[dict], new: list[dict]) -> list[ReproRow]:
     return out
 
 
-BETWEEN_RUN_SD = 0.005  # stated between-run SD of a log throughput ratio when the run names none ([run] between_run_sd)
+BETWEEN_RUN_SD = RunConfig.between_run_sd  # the stated between-run SD when the run names none ([run] between_run_sd)
 _SAME = {"no_difference": {"equivalent", "inconclusive", "no_difference"}}
 
 

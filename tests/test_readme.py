@@ -64,3 +64,6 @@ def test_the_timing_defaults_the_readme_states_are_the_codes():
                    f"`overflow_rounds` more ({p.overflow_rounds};",
                    f"(`reference_rounds`, {p.reference_rounds})"):
         assert stated in text, stated
+    from ptxprobe import repro
+
+    assert f"`[run] between_run_sd`, {repro.BETWEEN_RUN_SD * 100:g} % unless the run states one" in text
