@@ -48,7 +48,7 @@ def grid(spec, problem, n_sms):
 
 
 def _family():
-    from ptxprobe.registry import KernelConfig, KernelFamily
+    from ptxprobe.sources.registry import KernelConfig, KernelFamily
 
     cfg = KernelConfig(BLOCK_M, BLOCK_N, THREADS // 32, 2)
     return KernelFamily(

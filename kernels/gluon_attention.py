@@ -140,7 +140,7 @@ def gluon_attention(
 
 
 def _family():
-    from ptxprobe.registry import KernelConfig, KernelFamily
+    from ptxprobe.sources.registry import KernelConfig, KernelFamily
 
     from .triton_attention import _persistent_args, _persistent_grid, attention_common
 

@@ -266,7 +266,7 @@ def _args(spec, problem, inputs):
 
 
 def _family():
-    from ptxprobe.registry import KernelConfig, KernelFamily
+    from ptxprobe.sources.registry import KernelConfig, KernelFamily
 
     from .triton_attention import _persistent_grid, attention_common
 

@@ -241,7 +241,7 @@ def _constexprs(spec) -> list:
 
 
 def _pointers(spec, inputs):
-    from ptxprobe.registry import PointerArg
+    from ptxprobe.sources.registry import PointerArg
 
     if inputs is not None:
         return [inputs["q"], inputs["k"], inputs["v"], inputs["out"]]
@@ -314,7 +314,7 @@ def attention_common() -> dict:
 
 
 def _families():
-    from ptxprobe.registry import KernelConfig, KernelFamily
+    from ptxprobe.sources.registry import KernelConfig, KernelFamily
 
     configs = (KernelConfig(128, 64, 8, 3), KernelConfig(128, 128, 8, 2), KernelConfig(64, 64, 4, 2))
     common = dict(

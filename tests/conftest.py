@@ -38,7 +38,7 @@ def emitted():
 def emit_registered(kernel="attention", dtype="fp16", arch="sm_90a", causal=False, name=None, head_dim=128,
                     config="default", seq_len=4096, cache=None):
     """A registered kernel's PTX for one target (through its KernelSource)."""
-    from ptxprobe.cache import Cache
+    from ptxprobe.core.cache import Cache
     from ptxprobe.sources import RegisteredSource
 
     src = RegisteredSource(kernel, dtype, head_dim, causal, config, seq_len)
@@ -75,7 +75,7 @@ echo "ptxas info    : starting" >&2
 
 def _installed(version: str):
     """A release's ptxas from its wheel, kept across test runs (PTXPROBE_TOOLCHAINS points there meanwhile)."""
-    from ptxprobe import toolchain
+    from ptxprobe.toolchain import tools as toolchain
 
     keep = Path.home() / ".cache" / "ptxprobe-test-toolchains"
     old = os.environ.get("PTXPROBE_TOOLCHAINS")
@@ -94,7 +94,7 @@ def _installed(version: str):
 @pytest.fixture(scope="session")
 def installed_ptxas_124():
     """A real extra ptxas (12.4.131, from the nvidia-cuda-nvcc-cu12 wheel) as a Tool."""
-    from ptxprobe import toolchain
+    from ptxprobe.toolchain import tools as toolchain
 
     for rec in _installed("12.4.131"):
         yield toolchain.identify(rec.path, "ptxas", "ptxprobe-cache")
@@ -127,7 +127,7 @@ def installed_ptxas_13():
 @pytest.fixture(scope="session")
 def installed_ptxas_135():
     """ptxas 13.5.37, the newest release on PyPI (it has --apply-controls), as a Tool."""
-    from ptxprobe import toolchain
+    from ptxprobe.toolchain import tools as toolchain
 
     for rec in _installed("13.5.37"):
         yield toolchain.identify(rec.path, "ptxas", "ptxprobe-cache")

@@ -8,10 +8,12 @@ import subprocess
 
 import pytest
 
-from ptxprobe import assemble, cubin, toolchain
-from ptxprobe import cache as cache_mod
-from ptxprobe.cache import Cache
-from ptxprobe.errors import CubinError, ToolNotFound
+from ptxprobe.binary import cubin
+from ptxprobe.core import cache as cache_mod
+from ptxprobe.core.cache import Cache
+from ptxprobe.core.errors import CubinError, ToolNotFound
+from ptxprobe.toolchain import assemble
+from ptxprobe.toolchain import tools as toolchain
 
 
 def test_real_ptxas_resources_match_cubin(emitted):
@@ -154,7 +156,7 @@ def test_nvcc_is_discovered():
 
 
 def test_a_hanging_arch_probe_is_an_error_and_never_cached_as_unsupported(tmp_path):
-    from ptxprobe.errors import ToolFailed
+    from ptxprobe.core.errors import ToolFailed
     from tests.conftest import write_script
 
     fake = write_script(tmp_path / "ptxas-probe-hang", """

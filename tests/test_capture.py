@@ -78,7 +78,7 @@ def test_a_failing_program_and_one_that_compiles_nothing_are_tool_failures(tmp_p
 
 def test_the_same_ptx_under_two_dump_keys_is_captured_once(tmp_path):
     """Triton keys its dump by source hash: two keys can hold byte-identical PTX; it is swept once."""
-    from ptxprobe.capture import collect
+    from ptxprobe.capture.program import collect
 
     prog = tmp_path / "prog.py"
     prog.write_text(PROGRAM)

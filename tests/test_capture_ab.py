@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from ptxprobe import capture_ab
-from ptxprobe.capture import CapturedKernel
-from ptxprobe.swap import SITECUSTOMIZE
+from ptxprobe.capture import ab as capture_ab
+from ptxprobe.capture.program import CapturedKernel
+from ptxprobe.capture.swap import SITECUSTOMIZE
 
 LOADER = textwrap.dedent('''
     import json, sys
@@ -135,11 +135,11 @@ def _program(tmp_path: Path, ptx_path: Path, effect: str) -> Path:
 
 
 def test_ab_rounds_find_a_planted_name_effect_and_the_aa_copy_agrees(tmp_path, captured):
-    from ptxprobe.toolchain import triton_ptxas
+    from ptxprobe.toolchain.tools import triton_ptxas
 
     cap_dir, kernel = captured
     arms = capture_ab.build_arms([kernel], cap_dir, tmp_path / "ab", {"sm_90a": triton_ptxas("sm_90a")}, "sm_90a",
-                                 __import__("ptxprobe.cache", fromlist=["Cache"]).Cache(tmp_path / "cache"))
+                                 __import__("ptxprobe.core.cache", fromlist=["Cache"]).Cache(tmp_path / "cache"))
     assert [a.label for a in arms] == ["baseline", "trigger", "control", "aa"]
     assert arms[1].names == {"scale_kernel": "cutlass_scale_kernel"}
     assert arms[2].names == {"scale_kernel": "xutlass_scale_kernel"}
@@ -160,11 +160,11 @@ def test_ab_rounds_find_a_planted_name_effect_and_the_aa_copy_agrees(tmp_path, c
 
 
 def test_a_run_in_which_nothing_was_swapped_is_discarded(tmp_path, captured):
-    from ptxprobe.toolchain import triton_ptxas
+    from ptxprobe.toolchain.tools import triton_ptxas
 
     cap_dir, kernel = captured
     arms = capture_ab.build_arms([kernel], cap_dir, tmp_path / "ab", {"sm_90a": triton_ptxas("sm_90a")}, "sm_90a",
-                                 __import__("ptxprobe.cache", fromlist=["Cache"]).Cache(tmp_path / "cache"))
+                                 __import__("ptxprobe.core.cache", fromlist=["Cache"]).Cache(tmp_path / "cache"))
     prog = tmp_path / "noop.py"
     prog.write_text("print('ms=1.0')\n")  # never loads a kernel: ptxprobe's cubins never ran
     runs = capture_ab.run_rounds([sys.executable, str(prog)], arms, tmp_path / "ab", rounds=1, timeout=300,
@@ -179,7 +179,7 @@ def test_the_small_sample_rule_keeps_aa_false_positives_at_nominal_where_the_boo
     effect is still found at 8 rounds."""
     import numpy as np
 
-    from ptxprobe import stats
+    from ptxprobe.stats import paired as stats
 
     rng = np.random.default_rng(7)
     sims, n = 1000, 8

@@ -139,8 +139,8 @@ def test_a_failed_assembly_prints_ptxas_own_words_and_is_logged_with_them(files)
 
 
 def test_closing_the_output_pipe_early_is_not_an_error(tmp_path, emitted):
-    from ptxprobe.assemble import assemble
-    from ptxprobe.toolchain import triton_ptxas
+    from ptxprobe.toolchain.assemble import assemble
+    from ptxprobe.toolchain.tools import triton_ptxas
 
     e = emitted("fp16", "sm_90a")
     cubin = tmp_path / "k.cubin"

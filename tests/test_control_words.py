@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from ptxprobe import assemble, sass, toolchain
+from ptxprobe.binary import sass
+from ptxprobe.toolchain import assemble
+from ptxprobe.toolchain import tools as toolchain
 
 TARGETS = ("sm_80", "sm_90a", "sm_100a", "sm_120a")
 

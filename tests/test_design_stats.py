@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ptxprobe import stats
 from ptxprobe.gpu import graphs
 from ptxprobe.gpu.timing import TimingPlan
+from ptxprobe.stats import paired as stats
 
 
 def simulate(order: str, effects: dict[str, float], rounds: int, rng: np.random.Generator, carry: float = 0.01,
@@ -304,7 +304,7 @@ def test_interleaved_samples_are_summed_per_label_and_per_launch():
 def test_timing_plan_refuses_an_unknown_design():
     import pytest
 
-    from ptxprobe.errors import SpecError
+    from ptxprobe.core.errors import SpecError
     from ptxprobe.gpu.plan import run_config
 
     assert TimingPlan().design == "interleaved"
@@ -348,7 +348,7 @@ def test_trace_analysis_sees_which_design_a_planted_wander_favours():
     smaller spread than back-to-back samples); pure per-launch white noise is not (the designs tie)."""
     import pandas as pd
 
-    from ptxprobe.analysis_gpu import trace_design_spread, window_log_ratios
+    from experiments.analysis.gpu_runs import trace_design_spread, window_log_ratios
 
     rng = np.random.default_rng(0)
     w, wander = 0.0, []
@@ -424,8 +424,8 @@ def _untimed(template: str = "xutlass_{base}") -> dict:
 
 
 def test_a_name_not_timed_for_identical_code_is_a_schema_row_that_says_so_and_repro_accepts_only_its_twin():
-    from ptxprobe import repro
-    from ptxprobe.schema import RUNTIME, check_rows
+    from ptxprobe.core.schema import RUNTIME, check_rows
+    from ptxprobe.reports import repro
 
     row = _untimed()
     assert check_rows([row], RUNTIME, exact=False) == []

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from ptxprobe import ptx, registry
-from ptxprobe.cache import Cache
-from ptxprobe.errors import SpecError
+from ptxprobe.core.cache import Cache
+from ptxprobe.core.errors import SpecError
+from ptxprobe.ptx import text as ptx
+from ptxprobe.sources import registry
 from ptxprobe.sources import triton as tsrc
 from tests.conftest import emit_registered
 

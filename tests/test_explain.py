@@ -1,7 +1,7 @@
 """``ptxprobe explain`` on CPU, from the ncu profiles committed with the H200 runs, and with planted faults.
 
 The committed profiles (``experiments/results/2026-12-02-h200-design*/explain/``) were taken on
-the H200 by ``experiments/h200_run.sh explain``; every check here recomputes from them.
+the H200 by ``experiments/h200_sweeps.sh explain``; every check here recomputes from them.
 """
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from ptxprobe.explain import (
+from ptxprobe.binary.sass import disassemble, loops
+from ptxprobe.explain.attribution import (
     UNLISTED,
     KernelProfile,
     compare,
     parse_details_csv,
     parse_source_csv,
 )
-from ptxprobe.explain_run import EXPLAIN_DIR, EXPLAIN_JSON, INDEX, analyze
-from ptxprobe.sass import disassemble, loops
+from ptxprobe.explain.run import EXPLAIN_DIR, EXPLAIN_JSON, INDEX, analyze
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = {"sgemm": ROOT / "experiments/results/2026-12-02-h200-design-user",
@@ -178,7 +178,7 @@ def test_cli_explain_analyze_only_and_its_errors(tmp_path):
 
 
 def test_the_report_draws_the_explanation(tmp_path):
-    from ptxprobe.report import build_report
+    from ptxprobe.reports.html import build_report
 
     run = tmp_path / "run"
     shutil.copytree(RUNS["sgemm"], run)

@@ -1,18 +1,18 @@
 """The Gluon Hopper attention (issue 19) builds for sm_90a on a machine without a GPU, in every dtype, head dim,
 mask and schedule, as warp-specialised wgmma code that ptxas assembles without spills. On a GPU it is checked
-against float64 by tests/test_gpu.py and benchmarks/attention_sota.py."""
+against float64 by tests/test_gpu.py and experiments/benchmarks/attention_sota.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from ptxprobe.assemble import assemble
-from ptxprobe.cache import Cache
-from ptxprobe.errors import SpecError
-from ptxprobe.registry import Problem, family
+from ptxprobe.core.cache import Cache
+from ptxprobe.core.errors import SpecError
 from ptxprobe.sources import RegisteredSource
+from ptxprobe.sources.registry import Problem, family
 from ptxprobe.sources.triton import compile_stages, specialize
-from ptxprobe.toolchain import triton_ptxas
+from ptxprobe.toolchain.assemble import assemble
+from ptxprobe.toolchain.tools import triton_ptxas
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp8e4nv"])

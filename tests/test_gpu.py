@@ -11,9 +11,8 @@ import shutil
 
 import pytest
 
-from ptxprobe import assemble, registry, toolchain
-from ptxprobe.cache import Cache
 from ptxprobe.cli import main
+from ptxprobe.core.cache import Cache
 from ptxprobe.gpu.calibrate import AA_LABELS
 from ptxprobe.gpu.device import device_arch, gpu_info
 from ptxprobe.gpu.dispatch import runtime_sweep
@@ -21,10 +20,12 @@ from ptxprobe.gpu.group import run_group
 from ptxprobe.gpu.plan import RunConfig
 from ptxprobe.gpu.timing import TimingPlan
 from ptxprobe.gpu.workload import registered_workload
-from ptxprobe.sources import RegisteredSource
+from ptxprobe.sources import RegisteredSource, registry
 from ptxprobe.sources.cuda import emit_cuda
 from ptxprobe.static.sweep import run_sweep
-from ptxprobe.stats import IDENTICAL_CODE
+from ptxprobe.stats.paired import IDENTICAL_CODE
+from ptxprobe.toolchain import assemble
+from ptxprobe.toolchain import tools as toolchain
 from tests.conftest import make_experiment
 from tests.test_launch import AXPBY, AXPBY_LAUNCH, write_spec
 from tests.test_user_kernels import SCALE_ROWS_SPEC, TRITON_KERNEL

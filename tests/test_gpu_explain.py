@@ -18,8 +18,8 @@ def _need_gpu_and_counters():
     torch = pytest.importorskip("torch", reason="torch not installed")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU visible")
-    from ptxprobe.errors import ToolNotFound
-    from ptxprobe.gpu.profile import find_ncu
+    from ptxprobe.core.errors import ToolNotFound
+    from ptxprobe.explain.profile import find_ncu
 
     try:
         return find_ncu()
@@ -29,8 +29,8 @@ def _need_gpu_and_counters():
 
 def test_explain_profiles_a_group_and_its_checks_hold(tmp_path):
     _need_gpu_and_counters()
-    from ptxprobe.errors import NoGpu
-    from ptxprobe.explain_run import EXPLAIN_DIR, analyze, profile_run
+    from ptxprobe.core.errors import NoGpu
+    from ptxprobe.explain.run import EXPLAIN_DIR, analyze, profile_run
 
     run = tmp_path / "run"
     run.mkdir()

@@ -8,13 +8,13 @@ import shutil
 
 import pytest
 
-from ptxprobe import launch
 from ptxprobe.cli import main
-from ptxprobe.errors import SpecError
+from ptxprobe.core.errors import SpecError
 from ptxprobe.gpu.group import _rates, comparison
 from ptxprobe.gpu.numerics import merged_numerics, numerics
 from ptxprobe.gpu.plan import RunConfig, plan_groups
 from ptxprobe.gpu.timing import TimingPlan
+from ptxprobe.sources import launch
 from tests.conftest import make_experiment
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
@@ -254,7 +254,7 @@ def test_entry_params_read_pointer_attributes_and_by_value_structs():
     spec = launch.parse_launch(table, "k.toml")
     with pytest.raises(SpecError, match=r"parameter k_param_3 \(.b8\[16\]\) is passed by value"):
         launch.scalar_ctypes(spec, params, "k")
-    from ptxprobe.errors import MalformedPtx
+    from ptxprobe.core.errors import MalformedPtx
 
     with pytest.raises(MalformedPtx, match="no .entry missing"):
         launch.entry_params(ptx, "missing")

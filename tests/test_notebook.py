@@ -29,7 +29,8 @@ def test_notebook_executes_with_plots_and_computed_conclusions(tmp_path):
     # the conclusions carry the numbers the committed data give (computed here independently of the notebook)
     import pandas as pd
 
-    from ptxprobe import analysis, analysis_gpu
+    from experiments.analysis import gpu_runs as analysis_gpu
+    from experiments.analysis import static_runs as analysis
 
     eff = pd.concat([analysis_gpu.name_effects(analysis_gpu.load(analysis.results_dir(r)))
                      for r in ("2026-12-03-h200-interleaved", "2026-12-03-h200-interleaved-user")], ignore_index=True)
@@ -40,8 +41,8 @@ def test_notebook_executes_with_plots_and_computed_conclusions(tmp_path):
     assert f"A/A false-positive rate {cal['aa_false_positive_rate']:.1%}" in text
     assert f"{cal['gpu_seconds'] / cal['groups'] * 48:.0f} GPU s per 48 groups" in text
     # every default, run twice: what `repro` says of the pair (recomputed here)
-    from ptxprobe import repro
-    from ptxprobe.store import read_log
+    from ptxprobe.core.store import read_log
+    from ptxprobe.reports import repro
 
     rec, new = (read_log(analysis.results_dir(r) / "runtime.jsonl")
                 for r in ("2026-12-03-h200-defaults", "2026-12-03-h200-defaults-repro"))
@@ -49,7 +50,7 @@ def test_notebook_executes_with_plots_and_computed_conclusions(tmp_path):
     assert f"`repro`: {sum(r.status == repro.REPRODUCED for r in rows)} of {len(rows)} comparisons reproduce" in text
     assert f"between-run SD estimate {repro.between_run_sd(rec, new) * 100:.3f} %" in text
     # round 3: the Gluon Hopper attention's name statically, and a CuTe DSL kernel under its own name on the H200
-    from ptxprobe import analysis_external
+    from experiments.analysis import external_runs as analysis_external
 
     hs = analysis.load_static(analysis.results_dir("2026-12-03-cpu-gluon-hopper-static"))
     cut = hs[(hs.repeat == 0) & (hs.name_template == "cutlass_{base}")]

@@ -11,7 +11,7 @@ import textwrap
 
 import pytest
 
-from ptxprobe.errors import SpecError
+from ptxprobe.core.errors import SpecError
 from ptxprobe.sources.offline import complete_signature, constexpr_value, has_gpu, offline_target
 
 MODULE = textwrap.dedent('''

@@ -7,10 +7,11 @@ import os
 
 import pytest
 
-from ptxprobe.assemble import assembly_key, flag_file_digests, resolve_flag_files
-from ptxprobe.errors import SpecError
+from experiments import definition
+from ptxprobe.core.errors import SpecError
 from ptxprobe.static.experiment import load_experiment, override
-from ptxprobe.toolchain import find_tool, ptxas_options, unsupported_flags
+from ptxprobe.toolchain.assemble import assembly_key, flag_file_digests, resolve_flag_files
+from ptxprobe.toolchain.tools import find_tool, ptxas_options, unsupported_flags
 
 
 def test_options_come_from_the_binarys_own_help():
@@ -24,11 +25,11 @@ def test_options_come_from_the_binarys_own_help():
 
 
 def test_an_option_a_ptxas_lacks_is_not_applicable_not_a_failure(tmp_path, installed_ptxas_124):
-    from ptxprobe.cache import Cache
+    from ptxprobe.core.cache import Cache
     from ptxprobe.static.sweep import run_sweep
 
     # ptxas 12.4 has no --split-compile, Triton's 12.8 has: 12.4's rows are not applicable, 12.8's are assembled
-    exp = override(load_experiment("repro_small"), ["archs=sm_90a", "repeat=1",
+    exp = override(load_experiment(definition("repro_small")), ["archs=sm_90a", "repeat=1",
                                                     f"ptxas=triton,{installed_ptxas_124.path}",
                                                     "flags=-lineinfo;-lineinfo --split-compile=0"])
     res = run_sweep(exp, tmp_path / "out", cache=Cache(tmp_path / "cache"), progress=False)
@@ -42,10 +43,11 @@ def test_an_option_a_ptxas_lacks_is_not_applicable_not_a_failure(tmp_path, insta
 
 
 def test_an_option_no_ptxas_of_the_sweep_has_is_bad_input(tmp_path):
-    from ptxprobe.cache import Cache
+    from ptxprobe.core.cache import Cache
     from ptxprobe.static.sweep import run_sweep
 
-    exp = override(load_experiment("repro_small"), ["archs=sm_90a", "repeat=1", "flags=-lineinfo --no-such-option=3"])
+    exp = override(load_experiment(definition("repro_small")),
+                   ["archs=sm_90a", "repeat=1", "flags=-lineinfo --no-such-option=3"])
     with pytest.raises(SpecError, match="--no-such-option is not an option of any ptxas"):
         run_sweep(exp, tmp_path / "out", cache=Cache(tmp_path / "cache"), progress=False)
     assert not (tmp_path / "out" / "variants.jsonl").exists()
@@ -72,14 +74,14 @@ def test_a_control_file_is_keyed_by_its_content_and_recorded(tmp_path, monkeypat
 
 
 def test_the_sweep_manifest_names_the_control_files(tmp_path, installed_ptxas_135):
-    from ptxprobe.cache import Cache
+    from ptxprobe.core.cache import Cache
     from ptxprobe.static.sweep import run_sweep
 
     ctl = tmp_path / "c.acf"
     ctl.write_bytes(b"not a real control file")
-    exp = override(load_experiment("repro_small"), ["archs=sm_90a", "repeat=1", "names={base},cutlass_{base}",
-                                                    f"ptxas=triton,{installed_ptxas_135.path}",
-                                                    f"flags=-lineinfo --apply-controls {ctl}"])
+    exp = override(load_experiment(definition("repro_small")),
+                   ["archs=sm_90a", "repeat=1", "names={base},cutlass_{base}",
+                    f"ptxas=triton,{installed_ptxas_135.path}", f"flags=-lineinfo --apply-controls {ctl}"])
     res = run_sweep(exp, tmp_path / "out", cache=Cache(tmp_path / "cache"), progress=False)
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["inputs"]["ptxas_flag_files"] == flag_file_digests(exp.flags[0])

@@ -22,8 +22,9 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from ptxprobe.cache import Cache  # noqa: E402
-from ptxprobe.raycluster import local_cluster  # noqa: E402
+from experiments import definition  # noqa: E402
+from ptxprobe.core.cache import Cache  # noqa: E402
+from ptxprobe.core.cluster import local_cluster  # noqa: E402
 from ptxprobe.static.experiment import load_experiment, override  # noqa: E402
 from ptxprobe.static.sweep import run_sweep  # noqa: E402
 
@@ -39,7 +40,7 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def exp():
-    return override(load_experiment("repro_small"), SETS)
+    return override(load_experiment(definition("repro_small")), SETS)
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +112,7 @@ def _kill_first(prefix: str, deadline_s: float, stop: threading.Event | None = N
 
 def test_a_worker_killed_mid_task_loses_and_duplicates_nothing(cluster, local_rows, tmp_path):
     out = tmp_path / "out"
-    argv = [sys.executable, "-m", "ptxprobe", "rename-sweep", "-e", "repro_small", "--set", "repeat=4",
+    argv = [sys.executable, "-m", "ptxprobe", "rename-sweep", "-e", str(definition("repro_small")), "--set", "repeat=4",
             "--set", "causal=false,true", "--executor", "ray", "--ray-address", cluster, "-o", str(out),
             "--no-cache", "--no-run", "-q"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -154,7 +155,7 @@ def test_a_task_whose_every_worker_dies_is_a_retriable_row_and_resume_redoes_it(
 def test_ctrl_c_stops_a_local_ray_sweep_keeps_its_rows_and_leaves_no_ray_behind(cluster, tmp_path):
     """Without --ray-address a Ray instance of its own is started (not the cluster above) and stopped."""
     out = tmp_path / "out"
-    argv = [sys.executable, "-m", "ptxprobe", "rename-sweep", "-e", "repro_small", "--set", "repeat=4",
+    argv = [sys.executable, "-m", "ptxprobe", "rename-sweep", "-e", str(definition("repro_small")), "--set", "repeat=4",
             "--set", "causal=false,true", "--executor", "ray", "-j", "2", "-o", str(out), "--no-cache", "--no-run",
             "-q"]
     before = set(_pids_titled("ray::"))
@@ -180,7 +181,7 @@ def test_ctrl_c_stops_a_local_ray_sweep_keeps_its_rows_and_leaves_no_ray_behind(
 
 
 def test_repro_through_the_cluster_reproduces_the_committed_run(cluster, tmp_path):
-    from ptxprobe import repro
+    from ptxprobe.reports import repro
 
     committed = Path(__file__).resolve().parent.parent / "experiments" / "results" / "2026-12-02-cpu-repro-small"
     out = repro.repro(committed, tmp_path / "again", executor="ray", ray_address=cluster)
@@ -193,7 +194,7 @@ def test_a_worker_without_the_planned_ptxas_fails_that_task_clearly(cluster, exp
     from ptxprobe.sources import sources_of
     from ptxprobe.static.plan import plan_emitted
     from ptxprobe.static.ray_executor import TOOL_MISMATCH, remote_assembly
-    from ptxprobe.toolchain import discover
+    from ptxprobe.toolchain.tools import discover
 
     cache = Cache(tmp_path / "cache")
     src = sources_of(exp)[0]
@@ -213,9 +214,9 @@ def test_a_worker_without_the_planned_ptxas_fails_that_task_clearly(cluster, exp
 
 
 def test_worker_tool_finds_the_planned_binary_elsewhere(tmp_path):
-    from ptxprobe.errors import ToolMismatch
+    from ptxprobe.core.errors import ToolMismatch
     from ptxprobe.static.ray_executor import worker_tool
-    from ptxprobe.toolchain import find_tool, identify
+    from ptxprobe.toolchain.tools import find_tool, identify
 
     real = find_tool("ptxas")
     copy = tmp_path / "ptxas"

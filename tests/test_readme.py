@@ -35,15 +35,15 @@ def test_readme_findings_and_columns_are_what_the_committed_data_and_schema_say(
     import subprocess
     import sys
 
-    r = subprocess.run([sys.executable, str(ROOT / "scripts" / "readme_findings.py"), "--check"], capture_output=True,
-                       text=True)
+    script = ROOT / "experiments" / "findings" / "render.py"
+    r = subprocess.run([sys.executable, str(script), "--check"], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
 
 
 def test_the_findings_check_can_fail(tmp_path, monkeypatch):
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("readme_findings", ROOT / "scripts" / "readme_findings.py")
+    spec = importlib.util.spec_from_file_location("readme_findings", ROOT / "experiments" / "findings" / "render.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     text = (ROOT / "README.md").read_text()
@@ -64,6 +64,6 @@ def test_the_timing_defaults_the_readme_states_are_the_codes():
                    f"`overflow_rounds` more ({p.overflow_rounds};",
                    f"(`reference_rounds`, {p.reference_rounds})"):
         assert stated in text, stated
-    from ptxprobe import repro
+    from ptxprobe.reports import repro
 
     assert f"`[run] between_run_sd`, {repro.BETWEEN_RUN_SD * 100:g} % unless the run states one" in text

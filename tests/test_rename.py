@@ -7,9 +7,9 @@ import subprocess
 
 import pytest
 
-from ptxprobe import rename
-from ptxprobe.errors import InvalidName, MalformedPtx
-from ptxprobe.rename_check import check_rename
+from ptxprobe.core.errors import InvalidName, MalformedPtx
+from ptxprobe.ptx import rename
+from ptxprobe.ptx.check import check_rename
 from ptxprobe.sources.files import load_ptx
 
 ARCHS = ["sm_90a", "sm_100a", "sm_120a"]
@@ -110,9 +110,9 @@ def test_nvcc_style_mangled_names_and_locals(tmp_path):
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 def test_real_nvcc_ptx_renames_and_assembles(tmp_path):
-    from ptxprobe.assemble import assemble
-    from ptxprobe.cubin import read_cubin
-    from ptxprobe.toolchain import find_tool
+    from ptxprobe.binary.cubin import read_cubin
+    from ptxprobe.toolchain.assemble import assemble
+    from ptxprobe.toolchain.tools import find_tool
 
     cu = tmp_path / "k.cu"
     cu.write_text("""

@@ -12,9 +12,9 @@ import subprocess
 
 import pytest
 
-from ptxprobe import rename
 from ptxprobe.cli import main
-from ptxprobe.rename_check import check_rename, parse
+from ptxprobe.ptx import rename
+from ptxprobe.ptx.check import check_rename, parse
 from tests.test_rename import NVCC_STYLE
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")

@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from ptxprobe import report
 from ptxprobe.cli import main
+from ptxprobe.reports import html as report
 from ptxprobe.static.sweep import run_sweep
 from tests.conftest import make_experiment
 
@@ -89,14 +89,14 @@ def test_report_renders_in_headless_chromium(report_dir, tmp_path):
 
 
 def test_report_on_a_directory_without_results(tmp_path):
-    from ptxprobe.errors import PtxprobeError
+    from ptxprobe.core.errors import PtxprobeError
 
     with pytest.raises(PtxprobeError, match="no results.jsonl"):
         report.build_report(tmp_path)
 
 
 def test_report_of_a_gpu_run_has_the_runtime_table(tmp_path):
-    from ptxprobe import analysis
+    from experiments.analysis import static_runs as analysis
 
     run = analysis.results_dir("2026-12-02-h200-user-kernels")
     out = report.build_report(run, tmp_path / "rep")
@@ -112,7 +112,7 @@ def test_report_of_a_gpu_run_has_the_runtime_table(tmp_path):
 
 def test_report_of_a_run_with_untimed_identical_code_names(tmp_path):
     """Rows not timed because their machine code is the baseline's render as such (they have no ratio)."""
-    from ptxprobe import analysis
+    from experiments.analysis import static_runs as analysis
 
     out = report.build_report(analysis.results_dir("2026-12-03-h200-interleaved-fast"), tmp_path / "rep")
     untimed = [r for r in out["runtime"] if r["runtime_verdict"] == "identical-code"]

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ptxprobe import repro
-from ptxprobe.bisect import BisectStep, bisect, transitions
 from ptxprobe.cli import main
+from ptxprobe.reports import repro
+from ptxprobe.static.bisect import BisectStep, bisect, transitions
 
 COMMITTED = Path(__file__).resolve().parent.parent / "experiments" / "results" / "2026-12-02-cpu-repro-small"
 
@@ -71,7 +71,7 @@ def test_tampered_result_diverges(tmp_path):
 
 
 def test_not_a_run_dir(tmp_path):
-    from ptxprobe.errors import PtxprobeError
+    from ptxprobe.core.errors import PtxprobeError
 
     with pytest.raises(PtxprobeError, match="not a ptxprobe run directory"):
         repro.repro(tmp_path)
@@ -105,14 +105,14 @@ def test_transitions_never_call_the_oldest_tried_version_first():
 
 
 def test_bisect_refuses_versions_that_are_not_installed():
-    from ptxprobe.errors import SpecError
+    from ptxprobe.core.errors import SpecError
 
     with pytest.raises(SpecError, match="no ptxas 99.9 installed"):
         bisect("attention", "fp16", 128, False, "sm_90a", versions=["99.9"])
 
 
 def test_runtime_comparison_on_two_committed_h200_runs():
-    from ptxprobe.store import read_log
+    from ptxprobe.core.store import read_log
 
     base = COMMITTED.parent
     v2 = read_log(base / "2026-12-02-h200-runtime-v2" / "runtime.jsonl")
@@ -144,9 +144,9 @@ def test_kernel_source_edits_are_reported_and_outputs_decide(tmp_path):
     out = repro.repro(run, jobs=2)
     assert out.ok and not out.problems
     # the planted edit is reported; so is every kernel file that really changed since, and nothing else
-    from ptxprobe.store import package_source_hashes
+    from ptxprobe.sources.registry import kernel_source_hashes
 
-    now = package_source_hashes()
+    now = kernel_source_hashes()
     changed = sorted(p for p, sha in man["kernel_sources"].items() if now.get(p) != sha)
     assert "kernels/gluon_attention.py" in changed
     assert out.notes == [f"kernel sources changed since the recorded run: {', '.join(changed)}"]
@@ -215,7 +215,7 @@ def test_the_defaults_run_re_measured_on_the_h200_reproduces():
     """`ptxprobe repro` of 2026-12-03-h200-defaults on the H200 (the -repro run): 48 static groups match; under the
     verdict rule it ran with (verdicts equal) two sub-margin comparisons were called diverged, which is what
     its stored output says; with the rule of today all 96 comparisons reproduce."""
-    from ptxprobe.store import read_log
+    from ptxprobe.core.store import read_log
 
     base = COMMITTED.parent
     rec = read_log(base / "2026-12-03-h200-defaults" / "runtime.jsonl")

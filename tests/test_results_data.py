@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ptxprobe import analysis, stats
+from experiments.analysis import static_runs as analysis
+from ptxprobe.stats import paired as stats
 
 RUNTIME = "2026-12-02-h200-runtime-v2"
 

@@ -7,12 +7,14 @@ import json
 
 import pytest
 
-from ptxprobe import analysis, analysis_gpu, stats
+from experiments.analysis import gpu_runs as analysis_gpu
+from experiments.analysis import static_runs as analysis
+from ptxprobe.core.store import read_log
 from ptxprobe.gpu.calibrate import summarize
 from ptxprobe.gpu.dispatch import with_q_values
 from ptxprobe.gpu.plan import run_config
 from ptxprobe.static.experiment import experiment_from_dict, recorded_axes
-from ptxprobe.store import read_log
+from ptxprobe.stats import paired as stats
 
 # run -> (the experiment it timed, whether it used the paired design)
 TIMED = {"2026-12-02-h200-design": ("h200-design", False), "2026-12-02-h200-design-user": ("h200-design-user", False),

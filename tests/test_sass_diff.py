@@ -8,9 +8,12 @@ import subprocess
 
 import pytest
 
-from ptxprobe import assemble, diff, rename, sass, toolchain
-from ptxprobe.cubin import read_cubin
-from ptxprobe.errors import SassParseError
+from ptxprobe.binary import diff, sass
+from ptxprobe.binary.cubin import read_cubin
+from ptxprobe.core.errors import SassParseError
+from ptxprobe.ptx import rename
+from ptxprobe.toolchain import assemble
+from ptxprobe.toolchain import tools as toolchain
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +165,7 @@ def test_compact_control_format():
 
 def test_uniform_predicate_branches_are_conditional_and_persistent_loops_found(emitted):
     """Blackwell listings branch with ``BRA.U !UP0, , target``: the fall-through must stay in the CFG."""
-    from ptxprobe import toolchain as tc
+    from ptxprobe.toolchain import tools as tc
 
     e = emitted("fp16", "sm_100a", causal=True, kernel="attention_gluon")
     art = assemble.assemble(e.ptx, "sm_100a", tc.triton_ptxas("sm_100a"))
@@ -176,7 +179,7 @@ def test_uniform_predicate_branches_are_conditional_and_persistent_loops_found(e
 
 
 def test_cuobjdump_fallback_gives_the_same_listing(cubins):
-    from ptxprobe import toolchain as tc
+    from ptxprobe.toolchain import tools as tc
 
     a = sass.disassemble(cubins["sm_90a", "attention"])["attention"]
     b = sass.disassemble(cubins["sm_90a", "attention"], tool=tc.find_tool("cuobjdump"))["attention"]

@@ -7,8 +7,9 @@ import subprocess
 
 import pytest
 
-from ptxprobe import scan, toolchain
 from ptxprobe.cli import main
+from ptxprobe.toolchain import scan
+from ptxprobe.toolchain import tools as toolchain
 
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])  # triton's ptxas and ptxas-blackwell

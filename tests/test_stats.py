@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ptxprobe import stats
+from ptxprobe.stats import paired as stats
 
 
 def synth(label, median, noise, n=30, seed=0, drift=0.0):

@@ -8,14 +8,14 @@ from collections import Counter
 import pandas as pd
 import pytest
 
-from ptxprobe.cache import Cache
 from ptxprobe.cli import main
-from ptxprobe.schema import STATIC, check_rows
+from ptxprobe.core.cache import Cache
+from ptxprobe.core.schema import STATIC, check_rows
+from ptxprobe.core.store import LOG
 from ptxprobe.sources import registered_sources
 from ptxprobe.static.experiment import experiment_from_dict, load_experiment, override
 from ptxprobe.static.sweep import run_sweep
 from ptxprobe.static.verdicts import static_verdict
-from ptxprobe.store import LOG
 from tests.conftest import make_experiment
 
 
@@ -118,7 +118,7 @@ def test_crashing_ptxas_row_in_sweep(tmp_path, fake_ptxas):
 
 
 def test_experiment_errors(tmp_path):
-    from ptxprobe.errors import SpecError
+    from ptxprobe.core.errors import SpecError
 
     with pytest.raises(SpecError, match="unknown sweep keys"):
         experiment_from_dict({"name": "x", "colours": ["red"]})

@@ -79,7 +79,7 @@ def test_ctrl_c_stops_within_a_second_kills_every_ptxas_and_keeps_what_finished(
 
 def test_a_second_sweep_into_a_directory_in_use_is_refused(tmp_path):
     from ptxprobe.cli import main
-    from ptxprobe.store import lock_dir
+    from ptxprobe.core.store import lock_dir
 
     ptx = tmp_path / "k.ptx"
     ptx.write_text(NVCC_STYLE)
@@ -159,10 +159,10 @@ def test_directories_do_not_mix_experiments(tmp_path):
 
 
 def test_a_hang_is_retried_on_resume_and_a_damaged_log_is_refused(tmp_path):
-    from ptxprobe.errors import PtxprobeError
+    from ptxprobe.core.errors import PtxprobeError
+    from ptxprobe.core.store import LOG
     from ptxprobe.static.experiment import experiment_from_dict
     from ptxprobe.static.sweep import run_sweep
-    from ptxprobe.store import LOG
 
     ptx = tmp_path / "k.ptx"
     ptx.write_text(NVCC_STYLE)

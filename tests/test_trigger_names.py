@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-from ptxprobe.rename import TRIGGER_FREE_NAMES, apply_template
+from ptxprobe.ptx.rename import TRIGGER_FREE_NAMES, apply_template
 
 
 def ptxprobe(*args, cwd=None):

@@ -8,10 +8,9 @@ import shutil
 
 import pytest
 
-from ptxprobe import registry
-from ptxprobe.cache import Cache
 from ptxprobe.cli import main
-from ptxprobe.sources import RegisteredSource, TritonFunctionSource
+from ptxprobe.core.cache import Cache
+from ptxprobe.sources import RegisteredSource, TritonFunctionSource, registry
 from ptxprobe.sources import triton as tsrc
 from ptxprobe.sources.cuda import emit_cuda
 from ptxprobe.sources.files import ptx_from_cubin
@@ -101,8 +100,9 @@ def test_cu_errors(tmp_path, capsys):
 
 
 def test_cubin_with_and_without_embedded_ptx(tmp_path, capsys, emitted):
-    from ptxprobe import assemble, toolchain
-    from ptxprobe.errors import CubinError
+    from ptxprobe.core.errors import CubinError
+    from ptxprobe.toolchain import assemble
+    from ptxprobe.toolchain import tools as toolchain
 
     e = emitted("fp16", "sm_90a")
     tool = toolchain.triton_ptxas("sm_90a")
@@ -111,7 +111,7 @@ def test_cubin_with_and_without_embedded_ptx(tmp_path, capsys, emitted):
     rc, out = run_cli(capsys, "--cubin", str(with_ptx), "-o", str(tmp_path / "o"))
     assert rc == 0
     assert {s["name"] for s in json.loads(out)} == {"attention", "cutlass_attention"}
-    from ptxprobe.cubin import read_cubin
+    from ptxprobe.binary.cubin import read_cubin
 
     again = assemble.assemble(ptx_from_cubin(with_ptx).ptx, "sm_90a", tool, ("-lineinfo",))
     assert read_cubin(again.cubin()).kernel().text_sha256 == read_cubin(with_ptx.read_bytes()).kernel().text_sha256
@@ -144,7 +144,7 @@ def test_triton_function_with_spec(tmp_path, capsys, monkeypatch):
     # bad specs say what is wrong
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"signature": {"X": "*fp32", "Y": "*fp32", "N": "i32", "BLOCK": "constexpr"}}))
-    from ptxprobe.errors import SpecError
+    from ptxprobe.core.errors import SpecError
 
     with pytest.raises(SpecError, match="no value for constexpr"):
         TritonFunctionSource(f"{mod}:scale_rows", None, str(bad)).emit("sm_90a", Cache())
@@ -163,8 +163,9 @@ def test_triton_function_with_spec(tmp_path, capsys, monkeypatch):
 @needs_nvcc
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90", "sm_90a", "sm_120a"])
 def test_cuda_attention_compiles_for_every_listed_target(arch):
-    from ptxprobe import assemble, toolchain
-    from ptxprobe.cubin import read_cubin
+    from ptxprobe.binary.cubin import read_cubin
+    from ptxprobe.toolchain import assemble
+    from ptxprobe.toolchain import tools as toolchain
 
     fam = registry.family("attention_cuda")
     assert arch in fam.archs
@@ -198,7 +199,7 @@ def test_cuda_family_in_a_sweep(tmp_path):
 
 
 def test_gluon_blackwell_attention_builds_for_sm100a_on_cpu(emitted):
-    from ptxprobe import rename
+    from ptxprobe.ptx import rename
 
     fam = registry.family("attention_gluon")
     assert fam.archs == ("sm_100a",)
@@ -216,7 +217,7 @@ def test_gluon_blackwell_attention_builds_for_sm100a_on_cpu(emitted):
 
 
 def test_rename_leaves_paths_and_dotted_names_alone():
-    from ptxprobe import rename
+    from ptxprobe.ptx import rename
 
     ptx = rename_fixture = (
         '.version 8.0\n.target sm_90a\n.address_size 64\n\t.file\t1 "/src/k.py"\n'
@@ -228,7 +229,9 @@ def test_rename_leaves_paths_and_dotted_names_alone():
 
 
 def test_gluon_warp_specialised_attention_builds_for_sm100a_on_cpu(emitted):
-    from ptxprobe import assemble, rename, toolchain
+    from ptxprobe.ptx import rename
+    from ptxprobe.toolchain import assemble
+    from ptxprobe.toolchain import tools as toolchain
 
     fam = registry.family("attention_gluon_ws")
     assert fam.archs == ("sm_100a",)

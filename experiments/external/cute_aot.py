@@ -16,7 +16,7 @@ run (GPU): builds the shim with nvcc into one shared library, loads every copy, 
 names give bitwise-identical outputs and that the output matches a float64 reference on sampled
 entries, then times them: every round the three in a fresh random order, each sample a CUDA graph of
 launches lasting >= 10 ms; paired log ratios per round against the baseline, Hodges-Lehmann with a BCa
-interval (ptxprobe.stats), the ±0.5 % TOST decision.
+interval (ptxprobe.stats.paired), the ±0.5 % TOST decision.
 """
 
 from __future__ import annotations
@@ -46,11 +46,11 @@ def prepare(out: Path, cases: list[str], ptxas: str, external: Path) -> dict:
     from cute_dsl_compile import CASES as BUILDERS
     from cutlass.runtime import make_fake_stream
 
-    from ptxprobe.assemble import assemble
-    from ptxprobe.cache import Cache, sha256_text
-    from ptxprobe.ptx import entries_of
-    from ptxprobe.rename import apply_template, rename_entry
-    from ptxprobe.toolchain import select_ptxas
+    from ptxprobe.core.cache import Cache, sha256_text
+    from ptxprobe.ptx.rename import apply_template, rename_entry
+    from ptxprobe.ptx.text import entries_of
+    from ptxprobe.toolchain.assemble import assemble
+    from ptxprobe.toolchain.tools import select_ptxas
 
     tool = select_ptxas("sm_90a", ptxas)[0]
     builders = {name: (fn, param) for name, fn, param in BUILDERS["hopper"]}
@@ -189,8 +189,8 @@ def run(d: Path, out: Path, rounds: int, seed: int) -> dict:
     import numpy as np
     import torch
 
-    from ptxprobe import stats
     from ptxprobe.gpu.graphs import GraphSample
+    from ptxprobe.stats import paired as stats
 
     manifest = json.loads((d / "manifest.json").read_text())
     torch.cuda.init()

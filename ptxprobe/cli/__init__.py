@@ -17,7 +17,7 @@ import logging
 import os
 import sys
 
-from ..errors import ClusterError, PtxprobeError, SassParseError, ToolFailed, ToolNotFound
+from ptxprobe.core.errors import ClusterError, PtxprobeError, SassParseError, ToolFailed, ToolNotFound
 
 OK, DIFFERS, USAGE, TOOL_FAILED, INTERNAL, INTERRUPTED, PIPE_CLOSED = 0, 1, 2, 3, 4, 130, 141
 _TOOL_ERRORS = (ToolNotFound, ToolFailed, SassParseError, ClusterError)
@@ -33,7 +33,7 @@ def exit_code_of(exc: BaseException) -> int:
 
 
 def build_parser():
-    from .parser import build_parser as build
+    from ptxprobe.cli.parser import build_parser as build
 
     return build()
 

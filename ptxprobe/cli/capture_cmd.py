@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import SpecError
-from . import DIFFERS, OK, TOOL_FAILED
-from .render import emit_json, say, show, table
+from ptxprobe.cli import DIFFERS, OK, TOOL_FAILED
+from ptxprobe.cli.render import emit_json, say, show, table
+from ptxprobe.core.errors import SpecError
 
 
 def cmd_capture(args) -> int:
     """Run the program with the frontends' dump knobs, then the rename sweep on what it compiled; with ``--run``
     the A/B of the whole program (exit 1 when a name changes code or speed, 3 when the A/A calibration fails)."""
-    from ..capture import run_program
+    from ptxprobe.capture.program import run_program
 
     argv = list(args.program)
     if argv and argv[0] == "--":
@@ -34,7 +34,7 @@ def cmd_capture(args) -> int:
              *(["-j", str(args.jobs)] if args.jobs else []), "--executor", args.executor,
              *(["--ray-address", args.ray_address] if args.ray_address else []),
              *(["--json"] if args.json and not args.run else []), *(["-q"] if args.quiet_level else [])]
-    from .sweep_cmd import cmd_rename_sweep
+    from ptxprobe.cli.sweep_cmd import cmd_rename_sweep
 
     code = cmd_rename_sweep(args.top_parser.parse_args(sweep))
     if not args.run:
@@ -44,10 +44,10 @@ def cmd_capture(args) -> int:
 
 
 def run_ab(args, argv: list[str], out: Path, kernels: list, names: tuple[str, ...] | None) -> int:
-    from ..cache import Cache
-    from ..capture_ab import build_arms, calibration_failed, compare, run_rounds, write_ab
-    from ..errors import ToolFailed
-    from ..toolchain import discover, select_ptxas, triton_ptxas
+    from ptxprobe.capture.ab import build_arms, calibration_failed, compare, run_rounds, write_ab
+    from ptxprobe.core.cache import Cache
+    from ptxprobe.core.errors import ToolFailed
+    from ptxprobe.toolchain.tools import discover, select_ptxas, triton_ptxas
 
     default_arch = args.arch or "sm_90a"
     tools = discover(("ptxas",))

@@ -5,12 +5,12 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..errors import CubinError, SpecError
-from . import DIFFERS, OK, TOOL_FAILED
-from .capture_cmd import cmd_capture  # noqa: F401 (parser looks it up)
-from .render import emit_json, say, show, table
-from .study_cmds import cmd_bisect, cmd_explain, cmd_ptxas_scan, cmd_report, cmd_repro  # noqa: F401 (parser looks them up)
-from .sweep_cmd import cmd_rename_sweep  # noqa: F401
+from ptxprobe.cli import DIFFERS, OK, TOOL_FAILED
+from ptxprobe.cli.capture_cmd import cmd_capture  # noqa: F401 (parser looks it up)
+from ptxprobe.cli.render import emit_json, say, show, table
+from ptxprobe.cli.study_cmds import cmd_bisect, cmd_explain, cmd_ptxas_scan, cmd_report, cmd_repro  # noqa: F401 (parser looks them up)
+from ptxprobe.cli.sweep_cmd import cmd_rename_sweep  # noqa: F401
+from ptxprobe.core.errors import CubinError, SpecError
 
 
 def _read_bytes(path: str, what: str) -> bytes:
@@ -34,17 +34,17 @@ def _write(path: str, data: bytes | str) -> None:
 
 
 def _arch(arch: str | None) -> str | None:
-    from ..static.experiment import check_arch
+    from ptxprobe.static.experiment import check_arch
 
     return None if arch is None else check_arch(arch)
 
 
 def cmd_toolchain(args) -> int:
-    from ..toolchain import discover, install, max_ptx_isa
+    from ptxprobe.toolchain.tools import discover, install, max_ptx_isa
 
     if args.action == "install":
-        from ..errors import ToolNotFound
-        from ..toolchain import expand_versions
+        from ptxprobe.core.errors import ToolNotFound
+        from ptxprobe.toolchain.tools import expand_versions
 
         if not args.versions:
             raise SpecError("toolchain install needs one or more CUDA versions, e.g. 12.4.131, 12.6 or all")
@@ -78,7 +78,7 @@ def cmd_toolchain(args) -> int:
 
 
 def cmd_kernels(args) -> int:
-    from ..registry import families
+    from ptxprobe.sources.registry import families
 
     fams = list(families().values())
     recs = [{"name": f.name, "frontend": f.frontend, "dtypes": list(f.dtypes), "head_dims": list(f.head_dims),
@@ -94,16 +94,16 @@ def cmd_kernels(args) -> int:
 
 
 def cmd_emit(args) -> int:
-    from ..cache import Cache
-    from ..registry import family
-    from ..sources import RegisteredSource
+    from ptxprobe.core.cache import Cache
+    from ptxprobe.sources import RegisteredSource
+    from ptxprobe.sources.registry import family
 
     fam = family(args.kernel)
     arch = _arch(args.arch)
     spec = fam.spec(args.dtype, args.head_dim, args.causal, args.config)
     src = RegisteredSource(fam.name, spec.dtype, spec.head_dim, spec.causal, spec.config.label, args.seq_len)
     if args.name is not None:
-        from ..rename import validate_name
+        from ptxprobe.ptx.rename import validate_name
 
         validate_name(args.name)
         if fam.frontend != "triton":
@@ -121,9 +121,9 @@ def cmd_emit(args) -> int:
 
 
 def cmd_rename(args) -> int:
-    from ..rename import apply_template, rename_entry
-    from ..rename_check import check_rename
-    from ..sources.files import load_ptx
+    from ptxprobe.ptx.check import check_rename
+    from ptxprobe.ptx.rename import apply_template, rename_entry
+    from ptxprobe.sources.files import load_ptx
 
     src = load_ptx(args.ptx)
     entry = args.entry or src.entry
@@ -142,7 +142,7 @@ def cmd_rename(args) -> int:
 
 
 def cmd_check_rename(args) -> int:
-    from ..rename_check import check_files
+    from ptxprobe.ptx.check import check_files
 
     res = check_files(args.base, args.variant, args.base_name, args.name)
     if args.json:
@@ -158,10 +158,10 @@ def cmd_check_rename(args) -> int:
 
 
 def cmd_assemble(args) -> int:
-    from ..assemble import TRITON_FLAGS, assemble
-    from ..cubin import read_cubin
-    from ..sources.files import load_ptx
-    from ..toolchain import select_ptxas
+    from ptxprobe.binary.cubin import read_cubin
+    from ptxprobe.sources.files import load_ptx
+    from ptxprobe.toolchain.assemble import TRITON_FLAGS, assemble
+    from ptxprobe.toolchain.tools import select_ptxas
 
     src = load_ptx(args.ptx)
     arch = _arch(args.arch) or src.arch
@@ -184,7 +184,7 @@ def cmd_assemble(args) -> int:
 
 
 def cmd_cubin(args) -> int:
-    from ..cubin import read_cubin
+    from ptxprobe.binary.cubin import read_cubin
 
     facts = read_cubin(_read_bytes(args.cubin, "cubin"))
     rec = {"sha256": facts.sha256, "arch": facts.arch, "tkinfo": facts.tkinfo, "kernels": {}}
@@ -198,8 +198,8 @@ def cmd_cubin(args) -> int:
 
 
 def cmd_disasm(args) -> int:
-    from ..cubin import read_cubin
-    from ..sass import disassemble
+    from ptxprobe.binary.cubin import read_cubin
+    from ptxprobe.binary.sass import disassemble
 
     data = _read_bytes(args.cubin, "cubin")
     read_cubin(data)  # not a cubin: an input error, said before the disassembler is asked
@@ -226,8 +226,8 @@ def cmd_disasm(args) -> int:
 
 
 def cmd_diff(args) -> int:
-    from ..diff import diff_cubins
-    from ..static.ptxdiff import noise_aware_ptx_diff
+    from ptxprobe.binary.diff import diff_cubins
+    from ptxprobe.static.ptxdiff import noise_aware_ptx_diff
 
     if args.ptx:
         res = noise_aware_ptx_diff(args.ptx, args.rename, _arch(args.arch), args.ptxas, args.repeat or None)
@@ -236,7 +236,7 @@ def cmd_diff(args) -> int:
         if not (args.a and args.b):
             raise SpecError("diff needs two cubins (A B) or --ptx FILE --rename NAME")
         res = None
-        from ..cubin import read_cubin
+        from ptxprobe.binary.cubin import read_cubin
 
         a, b = _read_bytes(args.a, "cubin"), _read_bytes(args.b, "cubin")
         read_cubin(a), read_cubin(b)  # input errors before the disassembler runs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .. import __version__
+from ptxprobe import __version__
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -45,7 +45,7 @@ def _kernel_args(s: argparse.ArgumentParser, dtype: str) -> None:
 
 
 def _sub(sub, name: str, help_text: str, func_name: str) -> argparse.ArgumentParser:
-    from . import commands
+    from ptxprobe.cli import commands
 
     s = sub.add_parser(name, help=help_text, description=help_text, formatter_class=_Formatter, epilog=EPILOG)
     s.set_defaults(func=getattr(commands, func_name))

@@ -5,10 +5,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..errors import SpecError
-from ..raycluster import session_for
-from . import DIFFERS, OK
-from .render import emit_json, say, show, table
+from ptxprobe.cli import DIFFERS, OK
+from ptxprobe.cli.render import emit_json, say, show, table
+from ptxprobe.core.cluster import session_for
+from ptxprobe.core.errors import SpecError
 
 
 def _run_dir(path: str) -> Path:
@@ -19,7 +19,7 @@ def _run_dir(path: str) -> Path:
 
 
 def cmd_report(args) -> int:
-    from ..report import build_report
+    from ptxprobe.reports.html import build_report
 
     res = build_report(_run_dir(args.run_dir), args.out, notebook_html=args.notebook)
     recs = res["records"]
@@ -36,7 +36,7 @@ def cmd_report(args) -> int:
 
 def _scan_targets(args) -> list[tuple[str, str]]:
     """(label, path) of the ptxas binaries to scan: given paths, --version matches, or every ptxas known."""
-    from ..toolchain import discover, select_ptxas
+    from ptxprobe.toolchain.tools import discover, select_ptxas
 
     if args.paths:
         missing = [p for p in args.paths if not Path(p).is_file()]
@@ -51,7 +51,7 @@ def _scan_targets(args) -> list[tuple[str, str]]:
 
 
 def cmd_ptxas_scan(args) -> int:
-    from ..scan import across_versions, name_templates, scan
+    from ptxprobe.toolchain.scan import across_versions, name_templates, scan
 
     results = [(label, scan(path)) for label, path in _scan_targets(args)]
     wanted_sites = {label: [s for s in r.sites if args.all or s.function in args.functions] for label, r in results}
@@ -78,7 +78,7 @@ def cmd_ptxas_scan(args) -> int:
 
 
 def cmd_repro(args) -> int:
-    from ..repro import repro
+    from ptxprobe.reports.repro import repro
 
     with session_for(args.executor, args.ray_address, args.jobs):
         res = repro(_run_dir(args.run_dir), args.out, jobs=args.jobs, progress=not args.quiet_level and not args.json,
@@ -109,8 +109,8 @@ def cmd_repro(args) -> int:
 
 
 def cmd_bisect(args) -> int:
-    from ..bisect import bisect, transitions
-    from ..static.experiment import check_arch
+    from ptxprobe.static.bisect import bisect, transitions
+    from ptxprobe.static.experiment import check_arch
 
     with session_for(args.executor, args.ray_address, args.jobs):
         steps = bisect(args.kernel, args.dtype, args.head_dim, args.causal, check_arch(args.arch), args.name,
@@ -136,7 +136,7 @@ def cmd_bisect(args) -> int:
 
 
 def cmd_explain(args) -> int:
-    from ..explain_run import analyze, profile_run
+    from ptxprobe.explain.run import analyze, profile_run
 
     run = _run_dir(args.run_dir)
     if args.max_groups < 1:

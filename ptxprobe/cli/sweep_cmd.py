@@ -6,17 +6,17 @@ import logging
 import sys
 from pathlib import Path
 
-from ..errors import NoGpu, SpecError
-from ..raycluster import session_for
-from . import DIFFERS, INTERRUPTED, OK, TOOL_FAILED
-from .render import emit_json, fmt_set, pivot_table, say, show, table
+from ptxprobe.cli import DIFFERS, INTERRUPTED, OK, TOOL_FAILED
+from ptxprobe.cli.render import emit_json, fmt_set, pivot_table, say, show, table
+from ptxprobe.core.cluster import session_for
+from ptxprobe.core.errors import NoGpu, SpecError
 
 log = logging.getLogger("ptxprobe")
 
 
 def experiment_from_args(args):
     """The experiment file, its overrides and the user's own kernels, as one Experiment."""
-    from ..static.experiment import load_experiment, override
+    from ptxprobe.static.experiment import load_experiment, override
 
     exp = load_experiment(args.experiment)
     sets = list(args.set or [])
@@ -60,10 +60,10 @@ def names_for_triggered_entries(exp):
     """When every given kernel's own name already holds the trigger, ``cutlass_{base}`` beside ``xutlass_{base}``
     would compare two triggered names and read as "no effect". Compare instead the name without the trigger
     (baseline), the name as given, and a second trigger-free spelling (control), and say so."""
-    from ..cache import Cache
-    from ..rename import TRIGGER, TRIGGER_FREE_NAMES
-    from ..sources import sources_of
-    from ..static.experiment import override
+    from ptxprobe.core.cache import Cache
+    from ptxprobe.ptx.rename import TRIGGER, TRIGGER_FREE_NAMES
+    from ptxprobe.sources import sources_of
+    from ptxprobe.static.experiment import override
 
     entries = []
     for src in sources_of(exp):
@@ -86,9 +86,9 @@ def names_for_triggered_entries(exp):
 
 def names_from_scan(exp):
     """Add a name template for every identifier-like strstr literal in the sweep's ptxas binaries."""
-    from ..scan import name_templates, scan
-    from ..static.experiment import override
-    from ..toolchain import discover, select_ptxas
+    from ptxprobe.static.experiment import override
+    from ptxprobe.toolchain.scan import name_templates, scan
+    from ptxprobe.toolchain.tools import discover, select_ptxas
 
     tools = discover(("ptxas",))
     paths = {t.path for arch in exp.archs for spec in exp.ptxas for t in select_ptxas(arch, spec, tools)}
@@ -99,7 +99,7 @@ def names_from_scan(exp):
 
 
 def cmd_rename_sweep(args) -> int:
-    from ..static.sweep import default_out_dir
+    from ptxprobe.static.sweep import default_out_dir
 
     exp = experiment_from_args(args)
     out = Path(args.out) if args.out else default_out_dir(exp)
@@ -110,7 +110,7 @@ def cmd_rename_sweep(args) -> int:
     if args.explain and args.run is False:
         raise SpecError("--explain profiles the GPU runs: it cannot go with --no-run")
     if args.run is not False:  # a bad [run] table is bad input on any machine, before the static sweep
-        from ..gpu.plan import run_config
+        from ptxprobe.gpu.plan import run_config
 
         run_config(getattr(exp, "run", None))
     with session_for(args.executor, args.ray_address, args.jobs):
@@ -119,9 +119,9 @@ def cmd_rename_sweep(args) -> int:
 
 def _sweep_and_time(exp, out: Path, args) -> int:
     """The static sweep, its answer, and (with a GPU) the timed runs: one Ray session around both."""
-    from ..cache import Cache
-    from ..static.sweep import run_sweep
-    from ..static.verdicts import pivot, summarize
+    from ptxprobe.core.cache import Cache
+    from ptxprobe.static.sweep import run_sweep
+    from ptxprobe.static.verdicts import pivot, summarize
 
     outcome = run_sweep(exp, out, jobs=args.jobs, cache=Cache(enabled=not args.no_cache), timeout=args.timeout,
                         progress=not args.quiet_level and not args.json and sys.stderr.isatty(), argv=sys.argv,
@@ -156,7 +156,7 @@ def _sweep_and_time(exp, out: Path, args) -> int:
             if not doc["calibration"].get("passed", True):
                 rc = TOOL_FAILED  # the measurement failed its own check: its verdicts are not to be trusted
             if args.explain:
-                from ..explain_run import analyze, profile_run
+                from ptxprobe.explain.run import analyze, profile_run
 
                 profile_run(out, [], timeout=args.timeout)
                 doc["explain"] = analyze(out)
@@ -200,9 +200,9 @@ def _details_table(summary: list[dict]):
 
 
 def _runtime(exp, out: Path, args) -> tuple[list[dict], dict] | None:
-    from ..gpu import runtime_sweep
-    from ..schema import problem_label
-    from ..store import CALIBRATION, read_run_json
+    from ptxprobe.core.schema import problem_label
+    from ptxprobe.core.store import CALIBRATION, read_run_json
+    from ptxprobe.gpu import runtime_sweep
 
     try:
         rows = runtime_sweep(exp, out, progress=not args.quiet_level and not args.json, notify=log.warning,

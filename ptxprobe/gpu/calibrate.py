@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import stats
-from .device import require_gpu
-from .graphs import GraphSample, Unit
-from .plan import PLANTED
-from .timing import Nvml, TimingPlan, paired_estimate, time_block
+from ptxprobe.gpu.device import require_gpu
+from ptxprobe.gpu.graphs import GraphSample, Unit
+from ptxprobe.gpu.plan import PLANTED
+from ptxprobe.gpu.timing import Nvml, TimingPlan, paired_estimate, time_block
+from ptxprobe.stats import paired as stats
 
 AA_LABELS = ("{base}#AA1", "{base}#AA2")
 

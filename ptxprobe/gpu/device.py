@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
-from ..errors import NoGpu
+from ptxprobe.core.errors import NoGpu
 
 
 def require_gpu():

@@ -10,10 +10,9 @@ import json
 import os
 from pathlib import Path
 
-from .. import stats
-from ..cache import Cache, atomic_write
-from ..errors import SpecError
-from ..store import (
+from ptxprobe.core.cache import Cache, atomic_write
+from ptxprobe.core.errors import SpecError
+from ptxprobe.core.store import (
     CALIBRATION,
     GPU_INFO,
     GROUPS_LOG,
@@ -24,10 +23,11 @@ from ..store import (
     read_log,
     write_parquet,
 )
-from .calibrate import summarize as summarize_calibration
-from .device import device_arch, gpu_info, require_gpu
-from .plan import Group, RunConfig, plan_groups, run_config
-from .worker import group_rows
+from ptxprobe.gpu.calibrate import summarize as summarize_calibration
+from ptxprobe.gpu.device import device_arch, gpu_info, require_gpu
+from ptxprobe.gpu.plan import Group, RunConfig, plan_groups, run_config
+from ptxprobe.gpu.worker import group_rows
+from ptxprobe.stats import paired as stats
 
 
 def _run_one(
@@ -149,7 +149,7 @@ def _ray_groups(exp, cfg: RunConfig, templates: list[str], log: str, done: set, 
     """Plan per arch of the cluster's GPUs and time every group on an actor of that arch; the first GPU's facts."""
     from dataclasses import replace
 
-    from .ray_timing import route_groups, start_actors
+    from ptxprobe.gpu.ray_timing import route_groups, start_actors
 
     actors = start_actors()
     archs = sorted({a.arch for a in actors})

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .device import require_gpu
+from ptxprobe.gpu.device import require_gpu
 
 
 @dataclass(frozen=True)

@@ -9,18 +9,18 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from .. import stats
-from ..cache import Cache
-from ..rename import apply_template
-from ..sources import Emitted
-from ..toolchain import Tool
-from .calibrate import AA_LABELS, calibration_block, names_compared
-from .device import require_gpu
-from .launchers import cubin_for
-from .numerics import merged_numerics, numerics
-from .plan import PLANTED, RunConfig
-from .timing import Nvml, Sampled, paired_estimate, reference_plan, time_block, unit_for
-from .workload import Case, Workload
+from ptxprobe.core.cache import Cache
+from ptxprobe.gpu.calibrate import AA_LABELS, calibration_block, names_compared
+from ptxprobe.gpu.device import require_gpu
+from ptxprobe.gpu.launchers import cubin_for
+from ptxprobe.gpu.numerics import merged_numerics, numerics
+from ptxprobe.gpu.plan import PLANTED, RunConfig
+from ptxprobe.gpu.timing import Nvml, Sampled, paired_estimate, reference_plan, time_block, unit_for
+from ptxprobe.gpu.workload import Case, Workload
+from ptxprobe.ptx.rename import apply_template
+from ptxprobe.sources import Emitted
+from ptxprobe.stats import paired as stats
+from ptxprobe.toolchain.tools import Tool
 
 # dense tensor-core peaks of the H200 SXM datasheet at its 1980 MHz boost clock (TFLOPS)
 DATASHEET_PEAK = {"NVIDIA H200": {"fp16": 989.4, "bf16": 989.4, "fp8e5": 1978.9, "fp8e4nv": 1978.9}}

@@ -12,13 +12,13 @@ from __future__ import annotations
 import copy
 import tempfile
 
-from ..assemble import assemble
-from ..cache import Cache, sha256_bytes
-from ..cubin import read_cubin
-from ..rename import rename_entry
-from ..sources import Emitted
-from ..sources.triton import Specialization, is_gluon, renamed_fn
-from ..toolchain import Tool, triton_ptxas
+from ptxprobe.binary.cubin import read_cubin
+from ptxprobe.core.cache import Cache, sha256_bytes
+from ptxprobe.ptx.rename import rename_entry
+from ptxprobe.sources import Emitted
+from ptxprobe.sources.triton import Specialization, is_gluon, renamed_fn
+from ptxprobe.toolchain.assemble import assemble
+from ptxprobe.toolchain.tools import Tool, triton_ptxas
 
 _COMPILED: dict = {}
 

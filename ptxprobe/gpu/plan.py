@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ..errors import SpecError
-from ..launch import size_label
-from ..registry import Problem
-from ..sources import KernelSource, RegisteredSource, sources_of
-from .timing import TimingPlan
+from ptxprobe.core.errors import SpecError
+from ptxprobe.gpu.timing import TimingPlan
+from ptxprobe.sources import KernelSource, RegisteredSource, sources_of
+from ptxprobe.sources.launch import size_label
+from ptxprobe.sources.registry import Problem
 
 PLANTED = (0.005, 0.01, 0.02)  # the planted slowdowns of the calibration, as fractions of the baseline's time
 PLANT_MODES = ("rotate", "all")

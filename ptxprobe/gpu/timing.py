@@ -28,9 +28,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from .. import stats
-from .device import require_gpu
-from .graphs import GraphSample, PairGraph, Unit, launch_ms
+from ptxprobe.gpu.device import require_gpu
+from ptxprobe.gpu.graphs import GraphSample, PairGraph, Unit, launch_ms
+from ptxprobe.stats import paired as stats
 
 THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80  # SW power cap, HW slowdown, SW/HW thermal, HW power brake
 

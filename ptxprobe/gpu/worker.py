@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import functools
 
-from .. import stats
-from ..cache import Cache
-from ..toolchain import select_ptxas
-from .device import _smi, gpu_info
-from .group import run_group
-from .plan import Group, RunConfig
-from .timing import measured_peak_tflops
-from .workload import launch_spec_workload, registered_workload
+from ptxprobe.core.cache import Cache
+from ptxprobe.gpu.device import _smi, gpu_info
+from ptxprobe.gpu.group import run_group
+from ptxprobe.gpu.plan import Group, RunConfig
+from ptxprobe.gpu.timing import measured_peak_tflops
+from ptxprobe.gpu.workload import launch_spec_workload, registered_workload
+from ptxprobe.stats import paired as stats
+from ptxprobe.toolchain.tools import select_ptxas
 
 
 @functools.cache

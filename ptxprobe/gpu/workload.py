@@ -11,15 +11,15 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..cache import Cache
-from ..errors import SpecError
-from ..launch import LaunchSpec, Resolved, check_against_source, resolve, size_label
-from ..registry import Problem
-from ..sources import Emitted, KernelSource, RegisteredSource, TritonFunctionSource
-from ..sources.triton import import_target, runtime_params, specialize
-from ..toolchain import Tool
-from .device import require_gpu
-from .launchers import CudaKernel, triton_loader
+from ptxprobe.core.cache import Cache
+from ptxprobe.core.errors import SpecError
+from ptxprobe.gpu.device import require_gpu
+from ptxprobe.gpu.launchers import CudaKernel, triton_loader
+from ptxprobe.sources import Emitted, KernelSource, RegisteredSource, TritonFunctionSource
+from ptxprobe.sources.launch import LaunchSpec, Resolved, check_against_source, resolve, size_label
+from ptxprobe.sources.registry import Problem
+from ptxprobe.sources.triton import import_target, runtime_params, specialize
+from ptxprobe.toolchain.tools import Tool
 
 
 @dataclass
@@ -73,7 +73,7 @@ def registered_workload(source: RegisteredSource, problem: Problem, small: Probl
     def extras(c: Case) -> dict:
         if spec.dtype not in ("fp16", "bf16"):
             return {}
-        from .timing import sdpa_fn
+        from ptxprobe.gpu.timing import sdpa_fn
 
         return {f"sdpa_{be}": sdpa_fn(be, c.tensors, spec.causal) for be in sdpa_backends}
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 import itertools
 from dataclasses import replace
 
-from ..errors import SpecError
-from ..registry import family
-from .base import Emitted, KernelSource
-from .kinds import (
+from ptxprobe.core.errors import SpecError
+from ptxprobe.sources.base import Emitted, KernelSource
+from ptxprobe.sources.kinds import (
     CubinFileSource,
     CudaFileSource,
     PtxFileSource,
@@ -19,6 +18,7 @@ from .kinds import (
     require_arch,
     split_spec,
 )
+from ptxprobe.sources.registry import family
 
 USER_AXES = ("ptx_files", "cubin_files", "cu_files", "triton_functions")
 

@@ -12,10 +12,10 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from ..cache import Cache, sha256_text
+from ptxprobe.core.cache import Cache, sha256_text
 
 if TYPE_CHECKING:
-    from ..launch import LaunchSpec
+    from ptxprobe.sources.launch import LaunchSpec
 
 
 @dataclass(frozen=True)

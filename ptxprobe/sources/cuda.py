@@ -9,13 +9,13 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from ..cache import Cache, sha256_file
-from ..errors import MalformedPtx, SpecError, ToolFailed
-from ..proc import run_tool
-from ..ptx import entries_of, source_identifier
-from ..stages import stage_key
-from ..toolchain import arch_number, find_tool
-from .base import Emitted
+from ptxprobe.core.cache import Cache, sha256_file
+from ptxprobe.core.errors import MalformedPtx, SpecError, ToolFailed
+from ptxprobe.core.proc import run_tool
+from ptxprobe.core.stages import stage_key
+from ptxprobe.ptx.text import entries_of, source_identifier
+from ptxprobe.sources.base import Emitted
+from ptxprobe.toolchain.tools import arch_number, find_tool
 
 
 def nvcc_arch(arch: str) -> str:
@@ -37,7 +37,7 @@ def _dependencies(nvcc: str, flags: list[str], src: Path, timeout: float) -> lis
 
 
 def _deps_key(src_sha: str, flags: list[str], nvcc_sha: str) -> str:
-    from ..cache import cache_key
+    from ptxprobe.core.cache import cache_key
 
     return cache_key(src=src_sha, flags=flags, nvcc=nvcc_sha)
 

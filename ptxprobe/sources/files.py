@@ -5,9 +5,9 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from ..errors import CubinError, MalformedPtx
-from ..ptx import entries_of, has_version, target_of
-from .base import Emitted
+from ptxprobe.core.errors import CubinError, MalformedPtx
+from ptxprobe.ptx.text import entries_of, has_version, target_of
+from ptxprobe.sources.base import Emitted
 
 
 def read_text_file(path: str | Path, what: str) -> str:
@@ -59,7 +59,7 @@ def ptx_from_cubin(path: str | Path, entry: str | None = None) -> Emitted:
     from elftools.common.exceptions import ELFError
     from elftools.elf.elffile import ELFFile
 
-    from ..cubin import read_cubin
+    from ptxprobe.binary.cubin import read_cubin
 
     p = Path(path)
     if p.is_dir():

@@ -6,11 +6,11 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cache import Cache
-from ..errors import SpecError
-from ..ptx import retargeted
-from ..registry import KernelFamily, KernelSpec, Problem, family
-from .base import Emitted, KernelSource
+from ptxprobe.core.cache import Cache
+from ptxprobe.core.errors import SpecError
+from ptxprobe.ptx.text import retargeted
+from ptxprobe.sources.base import Emitted, KernelSource
+from ptxprobe.sources.registry import KernelFamily, KernelSpec, Problem, family
 
 
 def require_arch(fam: KernelFamily, arch: str) -> None:
@@ -62,7 +62,7 @@ class RegisteredSource(KernelSource):
         fam, spec = self.family, self.spec
         require_arch(fam, arch)
         if fam.frontend == "triton":
-            from .triton import cached_specialize, emitted_from, triton_ptx
+            from ptxprobe.sources.triton import cached_specialize, emitted_from, triton_ptx
 
             problem = Problem(seq_len=self.seq_len)
             sp = cached_specialize(fam.fn, fam.launch_args(spec, problem, None), cache)
@@ -95,7 +95,7 @@ class _FileSource(KernelSource):
         return self.path if self.entry in (None, "all") else f"{self.path}:{self.entry}"
 
     def launch(self):
-        from ..launch import load_launch
+        from ptxprobe.sources.launch import load_launch
 
         return load_launch(self.spec_path) if self.spec_path else None
 
@@ -111,7 +111,7 @@ class PtxFileSource(_FileSource):
     kind = "ptx"
 
     def _read(self) -> Emitted:
-        from .files import load_ptx
+        from ptxprobe.sources.files import load_ptx
 
         return load_ptx(self.path, self.entry)
 
@@ -133,7 +133,7 @@ class CubinFileSource(PtxFileSource):
     kind = "cubin"
 
     def _read(self) -> Emitted:
-        from .files import ptx_from_cubin
+        from ptxprobe.sources.files import ptx_from_cubin
 
         return ptx_from_cubin(self.path, self.entry)
 
@@ -150,7 +150,7 @@ class CudaFileSource(_FileSource):
     kind = "cuda"
 
     def emit(self, arch: str, cache: Cache, only_cached: bool = False) -> Emitted | None:
-        from .cuda import emit_cuda
+        from ptxprobe.sources.cuda import emit_cuda
 
         e = emit_cuda(self.path, arch, self.entry, cache=cache, only_cached=only_cached)
         if e is None:
@@ -167,7 +167,7 @@ class TritonFunctionSource(_FileSource):
     def loaded(self, arch: str = "sm_90a"):
         """(function, specialisation, options): imported once per process and per content of module and spec
         (without a GPU, the module's import-time device questions see the first arch it is built for)."""
-        from .triton import file_hash
+        from ptxprobe.sources.triton import file_hash
 
         if self.spec_path is None:
             raise SpecError(f"triton function {self.path!r}: give it as module:function=spec.json (--spec)")
@@ -175,19 +175,19 @@ class TritonFunctionSource(_FileSource):
         return _loaded(self.path, self.spec_path, file_hash(self.spec_path), file_hash(module), arch)
 
     def identity(self) -> dict:
-        from .triton import file_hash
+        from ptxprobe.sources.triton import file_hash
 
         return {**super().identity(), "spec_sha256": file_hash(self.spec_path) if self.spec_path else None,
                 "module_sha256": file_hash(self.path.rpartition(":")[0])}
 
     @property
     def label(self) -> str:
-        from .triton import load_kernel_spec
+        from ptxprobe.sources.triton import load_kernel_spec
 
         return str(load_kernel_spec(self.spec_path).get("name", self.path)) if self.spec_path else self.path
 
     def emit(self, arch: str, cache: Cache, only_cached: bool = False) -> Emitted | None:
-        from .triton import emitted_from, triton_ptx
+        from ptxprobe.sources.triton import emitted_from, triton_ptx
 
         fn, sp, options = self.loaded(arch)
         rec = triton_ptx(fn, sp, arch, options, cache, only_cached=only_cached)
@@ -201,7 +201,7 @@ def _loaded(target: str, spec_path: str, spec_sha256: str | None, module_sha256:
     """A user's module is imported once per process and content (its top level runs once)."""
     key = (target, spec_path, spec_sha256, module_sha256)
     if key not in _LOADED:
-        from .triton import user_specialization
+        from ptxprobe.sources.triton import user_specialization
 
         _LOADED[key] = user_specialization(target, spec_path, arch)
     return _LOADED[key]

@@ -18,8 +18,8 @@ from __future__ import annotations
 import contextlib
 import re
 
-from ..errors import SpecError
-from ..toolchain import arch_number
+from ptxprobe.core.errors import SpecError
+from ptxprobe.toolchain.tools import arch_number
 
 _DESC = re.compile(r"^tensordesc<(\w+)\[([\d,\s]+)\]>$")
 _DTYPE_REF = re.compile(r"^(?:tl|gl|triton\.language|triton\.experimental\.gluon\.language)\.(\w+)$")

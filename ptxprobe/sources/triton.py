@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..cache import Cache, cache_key, sha256_file, sha256_text
-from ..errors import SpecError
-from ..launch import load_kernel_spec
-from ..ptx import entry_of
-from ..stages import stage_key
-from ..toolchain import arch_number
-from .base import Emitted
+from ptxprobe.core.cache import Cache, cache_key, sha256_file, sha256_text
+from ptxprobe.core.errors import SpecError
+from ptxprobe.core.stages import stage_key
+from ptxprobe.ptx.text import entry_of
+from ptxprobe.sources.base import Emitted
+from ptxprobe.sources.launch import load_kernel_spec
+from ptxprobe.toolchain.tools import arch_number
 
 
 @dataclass(frozen=True)
@@ -76,7 +76,7 @@ def specialize(fn, args: list) -> Specialization:
 
 def _plain(args: list) -> list | None:
     """A stable description of stand-in launch arguments, or None when one is not plainly describable."""
-    from ..registry import PointerArg
+    from ptxprobe.sources.registry import PointerArg
 
     out = []
     for a in args:
@@ -270,7 +270,7 @@ def import_target(target: str, what: str):
 def load_triton_function(target: str, arch: str = "sm_90a"):
     """``package.module:function`` (or ``path/to/file.py:function``) -> the triton.jit or gluon.jit function;
     without a GPU the module's import-time device questions are answered for ``arch``."""
-    from .offline import offline_target
+    from ptxprobe.sources.offline import offline_target
 
     with offline_target(arch):
         fn = import_target(target, "--triton")
@@ -281,7 +281,7 @@ def load_triton_function(target: str, arch: str = "sm_90a"):
 
 def user_specialization(target: str, spec_path: str | Path, arch: str = "sm_90a") -> tuple[Any, Specialization, dict]:
     """(function, specialisation, compile options) of a user's Triton or Gluon function from its spec file."""
-    from .offline import complete_signature, constexpr_value
+    from ptxprobe.sources.offline import complete_signature, constexpr_value
 
     fn = load_triton_function(target, arch)
     spec = load_kernel_spec(spec_path)

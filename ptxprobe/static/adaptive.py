@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .verdicts import static_verdict
+from ptxprobe.static.verdicts import static_verdict
 
 
 def more_runs(base: Counter, variants: dict[str, Counter], runs: dict[str, int], baseline: str,

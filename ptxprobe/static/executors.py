@@ -15,14 +15,14 @@ import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Protocol
 
-from ..assemble import Artifact, assemble
-from ..cache import Cache
-from ..cubin import kernel_columns
-from ..errors import CubinError
-from ..proc import install_stop_handler
-from ..sources import Emitted, KernelSource
-from ..stages import stage_key
-from .plan import Planned, variant_record
+from ptxprobe.binary.cubin import kernel_columns
+from ptxprobe.core.cache import Cache
+from ptxprobe.core.errors import CubinError
+from ptxprobe.core.proc import install_stop_handler
+from ptxprobe.core.stages import stage_key
+from ptxprobe.sources import Emitted, KernelSource
+from ptxprobe.static.plan import Planned, variant_record
+from ptxprobe.toolchain.assemble import Artifact, assemble
 
 
 class Executor(Protocol):

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import tomllib
 
-from ..assemble import TRITON_FLAGS, resolve_flag_files
-from ..errors import SpecError
+from ptxprobe.core.errors import SpecError
+from ptxprobe.toolchain.assemble import TRITON_FLAGS, resolve_flag_files
 
 KNOWN_ARCHS = ("sm_70", "sm_72", "sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a",
                "sm_101a", "sm_103a", "sm_110a", "sm_120", "sm_120a", "sm_121a")

@@ -10,15 +10,15 @@ from __future__ import annotations
 import itertools
 from dataclasses import asdict, dataclass
 
-from ..assemble import assembly_key
-from ..cache import Cache, cache_key, sha256_text
-from ..errors import PtxprobeError, SpecError
-from ..ptx import source_identifier
-from ..rename import apply_template, rename_entry
-from ..rename_check import RenameCheck, check_rename
-from ..sources import Emitted, KernelSource
-from ..stages import stage_key
-from ..toolchain import Tool, select_ptxas, unsupported_flags
+from ptxprobe.core.cache import Cache, cache_key, sha256_text
+from ptxprobe.core.errors import PtxprobeError, SpecError
+from ptxprobe.core.stages import stage_key
+from ptxprobe.ptx.check import RenameCheck, check_rename
+from ptxprobe.ptx.rename import apply_template, rename_entry
+from ptxprobe.ptx.text import source_identifier
+from ptxprobe.sources import Emitted, KernelSource
+from ptxprobe.toolchain.assemble import assembly_key
+from ptxprobe.toolchain.tools import Tool, select_ptxas, unsupported_flags
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,7 @@ def proved_rename(base_ptx: str, base_name: str, ptx: str, name: str, cache: Cac
 
 def renamed_cached(ptx: str, old: str, new: str, cache: Cache):
     """rename_entry, memoised by content (the rename is a pure function of the text and the two names)."""
-    from ..rename import Renamed
+    from ptxprobe.ptx.rename import Renamed
 
     key = stage_key("rename", ptx=sha256_text(ptx), old=old, new=new)
     hit = cache.get_json("rename", key)

@@ -11,16 +11,16 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from ..assemble import TRITON_FLAGS, assemble
-from ..cache import Cache
-from ..cubin import kernel_columns
-from ..diff import Diff, diff_cubins
-from ..errors import PtxprobeError
-from ..rename import apply_template, rename_entry
-from ..sources.files import load_ptx
-from ..toolchain import select_ptxas
-from .experiment import load_experiment
-from .verdicts import static_verdict
+from ptxprobe.binary.cubin import kernel_columns
+from ptxprobe.binary.diff import Diff, diff_cubins
+from ptxprobe.core.cache import Cache
+from ptxprobe.core.errors import PtxprobeError
+from ptxprobe.ptx.rename import apply_template, rename_entry
+from ptxprobe.sources.files import load_ptx
+from ptxprobe.static.experiment import load_experiment
+from ptxprobe.static.verdicts import static_verdict
+from ptxprobe.toolchain.assemble import TRITON_FLAGS, assemble
+from ptxprobe.toolchain.tools import select_ptxas
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,6 @@ def noise_aware_ptx_diff(path: str, template: str, arch: str | None, ptxas: str,
 
 
 def _failed(message: str):
-    from ..errors import ToolFailed
+    from ptxprobe.core.errors import ToolFailed
 
     return ToolFailed(message)

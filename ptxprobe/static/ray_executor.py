@@ -16,14 +16,14 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ..assemble import Artifact, assemble
-from ..cache import Cache
-from ..errors import ToolMismatch
-from ..raycluster import RaySession, require_ray, worker_identity
-from ..sources import KernelSource
-from ..toolchain import Tool, discover, identify, install
-from .executors import LocalExecutor, cubin_columns_key, variant_row
-from .plan import Planned
+from ptxprobe.core.cache import Cache
+from ptxprobe.core.cluster import RaySession, require_ray, worker_identity
+from ptxprobe.core.errors import ToolMismatch
+from ptxprobe.sources import KernelSource
+from ptxprobe.static.executors import LocalExecutor, cubin_columns_key, variant_row
+from ptxprobe.static.plan import Planned
+from ptxprobe.toolchain.assemble import Artifact, assemble
+from ptxprobe.toolchain.tools import Tool, discover, identify, install
 
 TASK_RETRIES = 3  # a worker or node lost mid-task: Ray runs the task again elsewhere
 TOOL_MISMATCH = "tool_mismatch"

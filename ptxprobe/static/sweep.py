@@ -18,11 +18,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..assemble import cached_artifact, flag_file_digests
-from ..cache import Cache
-from ..errors import SpecError, ToolFailed, ToolNotFound
-from ..sources import Emitted, KernelSource, sources_of
-from ..store import (
+from ptxprobe.core.cache import Cache
+from ptxprobe.core.errors import SpecError, ToolFailed, ToolNotFound
+from ptxprobe.core.store import (
     LOG,
     RESULTS_JSONL,
     RESULTS_PARQUET,
@@ -37,12 +35,15 @@ from ..store import (
     write_manifest,
     write_parquet,
 )
-from ..toolchain import Tool, discover
-from .adaptive import more_runs
-from .executors import Executor, LocalExecutor, variant_row
-from .experiment import Experiment
-from .plan import Planned, plan_emitted
-from .verdicts import derive
+from ptxprobe.sources import Emitted, KernelSource, sources_of
+from ptxprobe.sources.registry import kernel_source_hashes
+from ptxprobe.static.adaptive import more_runs
+from ptxprobe.static.executors import Executor, LocalExecutor, variant_row
+from ptxprobe.static.experiment import Experiment
+from ptxprobe.static.plan import Planned, plan_emitted
+from ptxprobe.static.verdicts import derive
+from ptxprobe.toolchain.assemble import cached_artifact, flag_file_digests
+from ptxprobe.toolchain.tools import Tool, discover
 
 RETRIED_STATUSES = ("timeout",)
 
@@ -71,7 +72,7 @@ class SweepOutcome:
 
     @property
     def failed(self) -> list[dict]:
-        from .verdicts import failures
+        from ptxprobe.static.verdicts import failures
 
         return failures(self.rows)
 
@@ -86,7 +87,7 @@ def make_executor(kind: str, jobs: int, ray_address: str | None = None) -> Execu
             raise SpecError("--ray-address goes with --executor ray")
         return LocalExecutor(jobs)
     if kind == "ray":
-        from .ray_executor import RayExecutor  # Ray is optional: imported only when asked for
+        from ptxprobe.static.ray_executor import RayExecutor  # Ray is optional: imported only when asked for
 
         return RayExecutor(jobs, ray_address)
     raise SpecError(f"unknown executor {kind!r} (choose from {', '.join(EXECUTORS)})")
@@ -156,7 +157,8 @@ def _write_outputs(out: Path, exp, identity: dict, tools, argv, started: float, 
         files = {p: d for flags in exp.flags for p, d in flag_file_digests(flags).items()}
         if files:  # control files (--apply-controls) are opaque inputs: recorded by content
             inputs["ptxas_flag_files"] = files
-        write_manifest(out, build_manifest(exp, identity, tools, argv or sys.argv, started, counts, inputs))
+        write_manifest(out, build_manifest(exp, identity, tools, argv or sys.argv, started, counts, inputs,
+                                           kernel_sources=kernel_source_hashes()))
         state.derived = derived
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -237,7 +239,7 @@ class _Run:
     def _submit_variants(self, pool, src: KernelSource, emitted: Emitted) -> None:
         launch = src.launch()
         if launch is not None:  # the spec must fit the entry's own parameters: checked before any assembly
-            from ..launch import check_against_source
+            from ptxprobe.sources.launch import check_against_source
 
             runtime = _runtime_params(src)
             for entry in emitted.swept_entries:
@@ -314,7 +316,7 @@ def _runtime_params(src: KernelSource) -> list[str]:
     """A Triton function's launch parameters (its PTX entry has hidden extra ones); empty for other kinds."""
     if src.kind != "triton":
         return []
-    from ..sources.triton import runtime_params
+    from ptxprobe.sources.triton import runtime_params
 
     fn, sp, _ = src.loaded()
     return runtime_params(fn, sp)

@@ -1,0 +1,1 @@
+"""Analysis of the committed study runs (not part of the installed tool)."""

@@ -1,0 +1,349 @@
+"""Analysis of committed GPU runs made with the randomised, graph-timed design (runtime.jsonl + calibration.json).
+
+DataFrames in, DataFrames or records out; the README's runtime findings and the notebook's runtime
+section are computed here from the committed data.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from ptxprobe.core.schema import problem_label
+from ptxprobe.core.store import CALIBRATION, read_log, read_run_json
+from ptxprobe.stats import paired as stats
+
+NAME_COLUMNS = ["group_id", "kernel", "problem", "run_ptxas_version", "name_template", "ratio_vs_baseline",
+                "ratio_ci_low", "ratio_ci_high", "runtime_verdict", "q_value", "rounds", "registers",
+                "bitwise_equal_to_baseline", "max_ulp_vs_baseline", "rel_err_vs_reference", "numerics_draws"]
+
+
+def load(run_dir: str | Path) -> pd.DataFrame:
+    """runtime.parquet (the derived rows, with the sweep's q-values; raw samples stay in runtime.jsonl)."""
+    df = pd.read_parquet(Path(run_dir) / "runtime.parquet")
+    df["problem"] = [problem_label(r) for r in df.to_dict("records")]
+    return df
+
+
+def calibration(run_dir: str | Path) -> dict:
+    return read_run_json(run_dir, CALIBRATION)
+
+
+# issue 15's goals beyond what a calibration itself requires (power and A/A false positives: calibrate.CRITERIA)
+GOALS = {"aa_halfwidth_median_max": 0.001, "aa_halfwidth_max_max": 0.0025, "gpu_seconds_per_48_groups_max": 180.0}
+
+
+def goal_figures(run_dir: str | Path) -> dict:
+    """A run's figures against issue 15's goals, recomputed from its groups.jsonl: the calibration summary,
+    GPU seconds scaled to 48 groups, and each goal met or not."""
+    from ptxprobe.gpu.calibrate import CRITERIA, summarize
+
+    c = summarize(read_log(Path(run_dir) / "groups.jsonl"))
+    per48 = c["gpu_seconds"] / c["groups"] * 48
+    met = {
+        "aa_halfwidth_median": c["aa_halfwidth_median"] <= GOALS["aa_halfwidth_median_max"],
+        "aa_halfwidth_max": c["aa_halfwidth_max"] <= GOALS["aa_halfwidth_max_max"],
+        "power_0.5%": c["power"].get("0.005", 0) >= CRITERIA["power_min"]["0.005"],
+        "power_1%": c["power"].get("0.01", 0) >= CRITERIA["power_min"]["0.01"],
+        "aa_false_positives": c["aa_false_positive_rate"] <= CRITERIA["aa_false_positive_rate_max"],
+        "gpu_seconds": per48 <= GOALS["gpu_seconds_per_48_groups_max"],
+    }
+    return {**c, "gpu_seconds_per_48_groups": round(per48, 1), "goals_met": met}
+
+
+def groups(run_dir: str | Path) -> pd.DataFrame:
+    """One row per group: its A/A comparison and each planted slowdown as measured."""
+    rows = []
+    for g in read_log(Path(run_dir) / "groups.jsonl"):
+        aa = g["aa"]
+        row = {"group_id": g["group_id"], "aa_ratio": aa["ratio_vs_baseline"], "aa_half_width": aa["half_width"],
+               "aa_verdict": aa["runtime_verdict"], "rounds": aa["rounds"], "gpu_seconds": g["gpu_seconds"]}
+        for f, p in (g.get("calibration") or {}).get("planted", {}).items():
+            row[f"planted_{f}_measured"] = p["measured_fraction"]
+            row[f"planted_{f}_detected"] = p["detected"]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def name_effects(df: pd.DataFrame) -> pd.DataFrame:
+    """The renamed names' comparisons with the baseline name (names block only), with q-values."""
+    n = df[(df.block == "names") & df.name_template.notna() & ~df.is_baseline.astype(bool)]
+    return n[[c for c in NAME_COLUMNS if c in n.columns]].reset_index(drop=True)
+
+
+def verdict_counts(effects: pd.DataFrame) -> pd.DataFrame:
+    """Verdicts per (template, ptxas): how often a name is faster, slower, equivalent or inconclusive."""
+    t = effects.groupby(["name_template", "run_ptxas_version"]).runtime_verdict.value_counts().unstack(fill_value=0)
+    kinds = ["faster", "slower", "equivalent", "inconclusive", stats.IDENTICAL_CODE]
+    for v in kinds:
+        if v not in t.columns:
+            t[v] = 0
+    return t[kinds]
+
+
+def effect_ranges(effects: pd.DataFrame, template: str = "cutlass_{base}", q_max: float = 0.05) -> pd.DataFrame:
+    """Per (kernel family and dtype, causal, ptxas): the ratio range of the groups significant after BH."""
+    e = effects[(effects.name_template == template)].copy()
+    e["family"] = e.kernel.map(lambda k: "/".join(k.split("/")[:2]) if "/" in k else k)
+    e["causal"] = e.kernel.str.contains("/causal/")
+    e["significant"] = e.q_value <= q_max
+    return (e.groupby(["family", "causal", "run_ptxas_version"])
+            .agg(groups=("ratio_vs_baseline", "size"), significant=("significant", "sum"),
+                 ratio_min=("ratio_vs_baseline", "min"), ratio_max=("ratio_vs_baseline", "max"),
+                 faster=("runtime_verdict", lambda v: int((v == "faster").sum())),
+                 slower=("runtime_verdict", lambda v: int((v == "slower").sum())),
+                 identical_code=("runtime_verdict", lambda v: int((v == stats.IDENTICAL_CODE).sum())))
+            .reset_index())
+
+
+def numerics_summary(effects: pd.DataFrame) -> dict:
+    return {"rows": int(len(effects)), "bitwise_equal": int(effects.bitwise_equal_to_baseline.astype(bool).sum()),
+            "draws": int(effects.numerics_draws.min()) if "numerics_draws" in effects else None,
+            "max_ulp": int(effects.max_ulp_vs_baseline.max())}
+
+
+def throttling(run_dir: str | Path) -> pd.DataFrame:
+    """Per kernel family and mask: the share of samples NVML flagged as throttled, the median SM clock during
+    the samples, and the median A/A half-width: how the card's power management relates to the noise."""
+    recs = read_log(Path(run_dir) / "runtime.jsonl")
+    aa = {g["group_id"]: g["aa"]["half_width"] for g in read_log(Path(run_dir) / "groups.jsonl")}
+    rows = []
+    for r in recs:
+        if r.get("block") != "names" or not r.get("is_baseline"):
+            continue
+        s = r["samples"]
+        clocks = sorted(c for c in s["sm_clock_mhz"] if c)
+        parts = r["kernel"].split("/")
+        rows.append({"family": "/".join(parts[:2]), "causal": "causal" in parts, "throttled": float(pd.Series(
+            s["throttled"]).mean()), "sm_clock_mhz": clocks[len(clocks) // 2] if clocks else None,
+            "aa_half_width": aa.get(r["group_id"])})
+    df = pd.DataFrame(rows)
+    return (df.groupby(["family", "causal"]).agg(groups=("throttled", "size"), throttled=("throttled", "mean"),
+                                                 sm_clock_mhz=("sm_clock_mhz", "median"),
+                                                 aa_half_width=("aa_half_width", "median")).reset_index())
+
+
+def compared_series(base: dict, row: dict) -> tuple[list, list]:
+    """The two series of stored rows (baseline, other) their comparison paired (see ``stats.pair_series``)."""
+    from ptxprobe.stats import paired as stats
+
+    b, r = base["samples"], row["samples"]
+    return stats.pair_series(base["label"], b["times_ms"], b.get("partners"), row["label"], r["times_ms"],
+                             r.get("partners"))
+
+
+def resequenced(run_dir: str | Path, min_rounds: int = 20, batch: int = 10,
+                margin: float = stats.EQUIVALENCE_MARGIN) -> pd.DataFrame:
+    """The name comparisons recomputed from the raw per-round times at the sequential (look-adjusted) level:
+    what the committed plain-95 % verdicts become under the rule the runs now use."""
+    from ptxprobe.stats import paired as stats
+
+    recs = read_log(Path(run_dir) / "runtime.jsonl")
+    base = {r["group_id"]: r for r in recs if r.get("block") == "names" and r.get("is_baseline")}
+    rows = []
+    for r in recs:
+        if r.get("block") != "names" or not r.get("name_template") or r.get("is_baseline"):
+            continue
+        logs = stats.log_ratios(*compared_series(base[r["group_id"]], r))
+        level = stats.sequential_level(len(logs), min_rounds, batch)
+        iv = stats.paired_interval(logs, level=level, n_boot=2000, seed=0, method="bca")  # as those runs
+        rows.append({"group_id": r["group_id"], "name_template": r["name_template"], "level": level,
+                     "verdict_plain": r["runtime_verdict"], "verdict_sequential": stats.decide(iv, margin)})
+    return pd.DataFrame(rows)
+
+
+def _names_blocks(run_dir: str | Path) -> dict[str, dict[str, dict]]:
+    """Every group's names-block rows (names, baseline, A/A copies) by label."""
+    by: dict[str, dict] = {}
+    for r in read_log(Path(run_dir) / "runtime.jsonl"):
+        if r.get("block", "names") == "names":
+            by.setdefault(r["group_id"], {})[r["label"]] = r
+    return by
+
+
+def stopping_replay(run_dir: str | Path) -> pd.DataFrame:
+    """Each group's names block replayed look by look from its recorded rounds through the timing's own stopping
+    rule and the run's recorded plan: where the rule stops (and why) against where the block did stop."""
+    from ptxprobe.core.store import MANIFEST
+    from ptxprobe.gpu.calibrate import names_compared
+    from ptxprobe.gpu.plan import run_config
+    from ptxprobe.gpu.timing import TimingPlan, look_halfwidths, look_rounds, stop_reason
+
+    run_dir = Path(run_dir)
+    stated = run_config(read_run_json(run_dir, MANIFEST)["experiment"].get("run")).timing
+    records = {g["group_id"]: g for g in read_log(run_dir / "groups.jsonl")}
+    rows = []
+    for gid, labels in sorted(_names_blocks(run_dir).items()):
+        rec = records.get(gid, {})
+        base = next(label for label, r in labels.items() if r.get("is_baseline"))
+        templates = [base, *(label for label, r in labels.items() if r.get("name_template") and label != base)]
+        pairs = names_compared(templates, rec.get("identical_code", []))
+        logs = [stats.log_ratios(*compared_series(labels[a], labels[b])) for a, b in pairs]
+        # the plan the group recorded; runs before it did so: the experiment's keys over today's defaults
+        plan = TimingPlan(**rec["timing_plan"]) if "timing_plan" in rec else stated
+        recorded = len(logs[0])
+        stop, why, widths, first = None, "not stopped", [], None
+        for done in (n for n in look_rounds(plan) if n <= recorded):
+            widths = look_halfwidths([x[:done] for x in logs], done, plan, rec.get("order_seed", 0))
+            first = max(widths) if first is None and widths else first
+            if (reason := stop_reason(done, widths, plan)) is not None:
+                stop, why = done, reason
+                break
+        rows.append({"group_id": gid, "pairs": len(pairs), "rounds_recorded": recorded, "rounds_replayed": stop,
+                     "stopped_by": why, "first_look_max_half_width": first,
+                     "max_half_width": max(widths) if widths else None,
+                     "overflow_rounds_used": max(0, recorded - plan.max_rounds),
+                     "plan_source": "recorded" if "timing_plan" in rec else "experiment and today's defaults"})
+    return pd.DataFrame(rows)
+
+
+def _aa_pairs(run_dir: str | Path):
+    """(group id, AA1 row, AA2 row) of every group of a run that timed two A/A copies."""
+    return [(g, labels["{base}#AA1"], labels["{base}#AA2"]) for g, labels in sorted(_names_blocks(run_dir).items())
+            if "{base}#AA1" in labels and "{base}#AA2" in labels]
+
+
+def aa_halfwidth_by_interval(run_dir: str | Path, min_rounds: int = 20, batch: int = 10) -> pd.DataFrame:
+    """Each group's A/A half-width recomputed from its raw rounds with both interval methods at the level the
+    run's looks left: how much of a change between runs is the interval's and how much the card's."""
+    from ptxprobe.stats import paired as stats
+
+    rows = []
+    for gid, aa1, aa2 in _aa_pairs(run_dir):
+        logs = stats.log_ratios(*compared_series(aa1, aa2))
+        level = stats.sequential_level(len(logs), min_rounds, batch)
+        row = {"group_id": gid, "rounds": len(logs), "level": level}
+        for method in stats.INTERVAL_METHODS:
+            row[f"half_width_{method}"] = stats.half_width(stats.paired_interval(logs, level=level, method=method))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def aa_spread_by_distance(run_dir: str | Path, dtype: str | None = "fp16") -> pd.DataFrame:
+    """How far apart in a round the two A/A samples were, against their log ratio's spread (median |x - median|)."""
+    import numpy as np
+
+    acc: dict[int, list[float]] = {}
+    for gid, a, b in _aa_pairs(run_dir):
+        if dtype and f"/{dtype}/" not in gid:
+            continue
+        sa, sb = a["samples"], b["samples"]
+        n = min(len(sa["times_ms"]), len(sb["times_ms"]))
+        lr = np.log(np.array(sb["times_ms"][:n]) / np.array(sa["times_ms"][:n]))
+        lr -= np.median(lr)
+        for d, x in zip(np.abs(np.array(sa["positions"][:n]) - np.array(sb["positions"][:n])), lr, strict=True):
+            acc.setdefault(int(d), []).append(float(x))
+    return pd.DataFrame([{"distance": d, "pairs": len(v), "mad": float(np.median(np.abs(v)))}
+                         for d, v in sorted(acc.items())])
+
+
+def aa_clock_normalised(run_dir: str | Path) -> pd.DataFrame:
+    """Per group, the A/A 95 % half-width of the raw times and of times x the SM clock NVML read with each sample."""
+    import numpy as np
+
+    from ptxprobe.stats import paired as stats
+
+    rows = []
+    for gid, a, b in _aa_pairs(run_dir):
+        ta, tb = (np.array(x["samples"]["times_ms"]) for x in (a, b))
+        ca, cb = (np.array(x["samples"]["sm_clock_mhz"], float) for x in (a, b))
+        n = min(len(ta), len(tb))
+        widths = [stats.half_width(stats.paired_interval(list(logs), level=0.95, n_boot=2000, seed=1, method="bca"))
+                  for logs in (np.log(tb[:n] / ta[:n]), np.log(tb[:n] * cb[:n] / (ta[:n] * ca[:n])))]
+        rows.append({"group_id": gid, "rounds": n, "raw": widths[0], "clock_normalised": widths[1]})
+    return pd.DataFrame(rows)
+
+
+def window_log_ratios(launch_ms, per_label: int, unit: int | None):
+    """From one continuous series of launches of identical code, the A/A log ratios a design would see.
+
+    Consecutive windows of ``2 * per_label`` launches each give one ratio. ``unit=None``: the first half
+    against the second (two whole samples back to back); ``unit=u``: blocks of ``u`` launches assigned
+    A B B A in turn (the interleaved design). Identical code, so any spread is the card's.
+    """
+    import numpy as np
+
+    x = np.asarray(launch_ms, dtype=float)
+    w = 2 * per_label
+    n = len(x) // w
+    win = x[: n * w].reshape(n, w)
+    if unit is None:
+        who = np.repeat([0, 1], per_label)
+    else:
+        blocks = -(-w // unit)
+        who = np.repeat(np.array([0, 1, 1, 0] * (-(-blocks // 4)))[:blocks], unit)[:w]
+    a, b = (win[:, who == i].sum(axis=1) / np.count_nonzero(who == i) for i in (0, 1))
+    return np.log(a / b)
+
+
+def trace_design_spread(trace: pd.DataFrame, sample_ms: float = 10.0, units_ms=(None, 4.0, 1.0, 0.0)) -> pd.DataFrame:
+    """Per traced group, the SD of A/A log ratios per design: whole samples back to back (``None``) or interleaved
+    units of about ``u`` ms (0: one launch), each label running about ``sample_ms`` per sample."""
+    import numpy as np
+
+    rows = []
+    for gid, g in trace.groupby("group", sort=False):
+        ms = g.sort_values("index").ms.to_numpy()
+        launch = float(np.median(ms))
+        per_label = max(1, int(round(sample_ms / launch)))
+        seen = set()
+        for u in units_ms:
+            unit = None if u is None else max(1, int(round(u / launch)))
+            if unit in seen or (unit is not None and unit >= per_label):
+                continue  # the same design again (a unit as long as the sample is back to back)
+            seen.add(unit)
+            lr = window_log_ratios(ms, per_label, unit)
+            rows.append({"group": gid, "launch_ms": launch, "per_label": per_label,
+                         "design": "back to back" if unit is None else f"interleaved {unit} launch(es)",
+                         "unit_launches": unit, "samples": len(lr), "sd_log_ratio": float(np.std(lr, ddof=1))})
+    return pd.DataFrame(rows)
+
+
+def first_in_replay(run_dir: str | Path) -> pd.DataFrame:
+    """Per group, the A/A pair's log ratio (copy 1 over copy 2) in the rounds where copy 1 ran first in the graph
+    replay and in those where copy 2 did; half their difference is the penalty of running first.
+
+    Who ran first is recovered from the group's recorded ``order_seed`` through the same ``order_batches`` the
+    timing used; ``consistent`` says the recovered orders reproduce every recorded position and predecessor of
+    the A/A copies (None where the A/A pair was the only pair: nothing to check; runs from before per-group
+    seeds and balanced orders have no ``order_seed``: no rows).
+    """
+    import numpy as np
+
+    from ptxprobe.gpu.calibrate import AA_LABELS, names_compared
+    from ptxprobe.gpu.plan import run_config
+    from ptxprobe.gpu.timing import order_batches
+    from ptxprobe.static.experiment import experiment_from_dict, recorded_axes
+
+    d = Path(run_dir)
+    exp = experiment_from_dict(recorded_axes(read_run_json(d, "manifest.json")))
+    plan = run_config(exp.run).timing
+    templates = list(exp.names)
+    blocks = _names_blocks(d)
+    out = []
+    for g in read_log(d / "groups.jsonl"):
+        if "order_seed" not in g:
+            continue
+        compare = names_compared(templates, g.get("identical_code", []))
+        a, b = (blocks[g["group_id"]][label]["samples"] for label in AA_LABELS)
+        n = len(a["partners"][AA_LABELS[1]])
+        orders = [o for batch in order_batches(plan, [], compare, g["order_seed"]) for o in batch][:n]
+        firsts, expected_pos, expected_prev = [], [], []
+        for order in orders:
+            prev = None
+            for pos, unit in enumerate(order):
+                if set(unit) == set(AA_LABELS):
+                    firsts.append(unit[0] == AA_LABELS[0])
+                    expected_pos.append(pos)
+                    expected_prev.append(prev)
+                prev = unit[0]
+        logs = np.log(np.array(a["partners"][AA_LABELS[1]]) / np.array(b["partners"][AA_LABELS[0]]))
+        first = np.array(firsts)
+        out.append({"group_id": g["group_id"], "rounds": n, "aa1_first": int(first.sum()),
+                    "log_ratio_aa1_first": float(logs[first].mean()), "log_ratio_aa2_first": float(logs[~first].mean()),
+                    "first_penalty": float((logs[first].mean() - logs[~first].mean()) / 2),
+                    # one compared pair: every position is 0 with no predecessor, so nothing can be checked
+                    "consistent": None if len(compare) < 2 else
+                    a["positions"] == expected_pos and a["predecessors"] == expected_prev})
+    return pd.DataFrame(out)

@@ -1,0 +1,74 @@
+"""Sweep efficiency, measured as a user runs it: the CLI in a fresh process, cold cache then warm.
+
+    python experiments/benchmarks/bench_sweep.py [-e default] [-j N]
+
+Cold: an empty cache. Efficiency = wall / (process-tree CPU / cores), the CPU taken from
+``resource.getrusage(RUSAGE_CHILDREN)`` (the CLI, its pool workers, every ptxas and nvcc):
+1.0 means every core was busy the whole time. Warm: the same sweep into a new output
+directory with everything cached, start-up imports included. Prints one JSON record.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def timed_cli(argv: list[str], env: dict) -> tuple[float, float, int]:
+    """(wall s, CPU s of the whole process tree, exit code) of one ptxprobe run."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    rc = subprocess.run([sys.executable, "-m", "ptxprobe.cli", *argv], env=env, stdout=subprocess.DEVNULL).returncode
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, rc
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-e", "--experiment", default="default")
+    ap.add_argument("-j", "--jobs", type=int, default=os.cpu_count())
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as d:
+        env = {**os.environ, "PTXPROBE_CACHE": str(Path(d) / "cache")}
+        base = ["rename-sweep", "-e", args.experiment, "-j", str(args.jobs), "-q", "--no-run"]
+        cold_wall, cold_cpu, rc_cold = timed_cli([*base, "-o", str(Path(d) / "cold")], env)
+        warm_wall, warm_cpu, rc_warm = timed_cli([*base, "-o", str(Path(d) / "warm")], env)
+        rows = [json.loads(x) for x in (Path(d) / "warm" / "results.jsonl").read_text().splitlines()]
+    # the same verdicts with the fixed repeats the default experiment used before (3 runs, 5 on sm_100a/sm_120a)
+    from ptxprobe.sources import sources_of
+    from ptxprobe.static.experiment import load_experiment
+
+    exp = load_experiment(args.experiment)
+    old = {"default": 3, "sm_100a": 5, "sm_120a": 5}
+    fixed = sum(len(exp.names) * len(exp.ptxas) * len(exp.flags) * old.get(a, old["default"])
+                for src in sources_of(exp) for a in src.build_archs(exp.archs))
+    figures = {
+        "experiment": args.experiment,
+        "jobs": args.jobs,
+        "cores": os.cpu_count(),
+        "variants": len(rows),
+        "exit_codes": [rc_cold, rc_warm],
+        "cold_wall_s": round(cold_wall, 2),
+        "cold_cpu_s": round(cold_cpu, 2),
+        "cold_wall_over_cpu_per_core": round(cold_wall / (cold_cpu / args.jobs), 3),
+        "warm_wall_s": round(warm_wall, 2),
+        "warm_cpu_s": round(warm_cpu, 2),
+        "warm_over_cold": round(warm_wall / cold_wall, 4),
+        "warm_all_cached": all(r["cached"] for r in rows),
+        "fixed_repeat_variants": fixed,
+        "adaptive_saving": round(1 - len(rows) / fixed, 3),
+    }
+    print(json.dumps(figures, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""README findings of round 3 (issues 16 and 19): the Gluon Hopper attention and its name study, and kernels
+nobody here wrote. Imported by readme_findings.py; every number comes from a committed result."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+
+from experiments.analysis import external_runs as analysis_external
+from experiments.analysis import gpu_runs as analysis_gpu
+from experiments.analysis import static_runs as analysis
+from experiments.findings.common import calibration_line, pct
+from ptxprobe.toolchain.tools import version_key
+
+SOTA = "2026-12-03-h200-attention-sota"
+NAMES = "2026-12-03-h200-gluon-hopper"
+HOPPER_STATIC = "2026-12-03-cpu-gluon-hopper-static"
+CUTE = ("2026-12-03-cpu-cute-sm90a", "2026-12-03-cpu-cute-sm100a")
+GLUON_TUTORIAL = "2026-12-03-cpu-gluon-tutorial-sm100a"
+TUTORIAL = "2026-12-03-cpu-tutorial-sm90a"
+TRIGGERS = "2026-12-03-cpu-triggers-external"
+TRIGGERS_CUTE = "2026-12-03-cpu-triggers-cute"
+AOT = "2026-12-03-h200-cute-dsl-aot"
+PROGRAM_AB = "2026-12-03-h200-capture-tutorial"
+
+
+def _d(name: str):
+    return analysis.results_dir(name)
+
+
+def sota_section() -> list[str]:
+    d = _d(SOTA)
+    t = analysis_external.sota_table([d / "sota.json", d / "sota-fp8.json"])
+    env = json.loads((d / "sota.json").read_text())["environment"]
+    c = analysis_external.checks_summary([d / "sota.json", d / "sota-checks.json"])
+    worst = ", ".join(f"{k} {v:.1e}" for k, v in sorted(c["worst"].items()))
+    failed = sorted({f"{f['label'].removeprefix('gluon_hopper/')} {'causal' if f['causal'] else 'full'}"
+                     for f in c["failed"]})
+    out = [f"**A Hopper attention in Gluon** (`attention_gluon_hopper`, issue 19; `{SOTA}`, {env['gpu']}, torch "
+           f"{env['torch']}, cuDNN {env['cudnn']}, Triton {env['triton']}): a TMA producer warp and two consumer "
+           "warpgroups (wgmma, online softmax in registers, the next S = QK^T issued before the softmax of the "
+           "current block), a K/V shared-memory ring, persistent over tiles. TFLOPS at batch × N = 16k, 32 heads, "
+           "D128, every label timed in the same random-order rounds (CUDA-graph samples of >= 10 ms; medians):", "",
+           "| dtype | mask | N | Gluon Hopper (best variant) | its persistent / classic grid | cuDNN SDPA | "
+           "flash SDPA | Triton (ours) |", "|---|---|---|---|---|---|---|---|"]
+    for r in t.itertuples():
+        sdpa = (f"{r.cudnn:.0f} | {r.flash:.0f}" if r.cudnn == r.cudnn else "– | –")
+        out.append(f"| {r.dtype} | {'causal' if r.causal else 'full'} | {r.seq_len // 1024}k | **{r.best:.0f}** "
+                   f"(`{r.best_label}`) | {r.persistent:.0f} / {r.classic:.0f} | {sdpa} | {r.triton:.0f} |")
+    out += ["", f"Correctness first, against float64 (inputs rounded to the dtype, output poisoned with NaN, three "
+            f"grids: persistent, a 5-program grid that makes every program loop over many tiles, one program per "
+            f"tile): {c['ok']} of {c['checks']} checks within tolerance, worst relative error {worst}"
+            + (f"; the failures are {', '.join(failed)} (BLOCK_N > BLOCK_M with a causal mask: the consumers "
+               "counted K/V blocks rounding down, the producer rounding up, which also hung the short grid; "
+               "fixed, and that variant is not used with a causal mask)" if failed else "") + ".", "",
+            "Issue 19's goals, measured in the same run as cuDNN:", ""]
+    out += [f"- {goal}: **{'met' if met else 'not met'}** ({why})" for goal, met, why in
+            analysis_external.sota_goals(t)]
+    return [*out, ""]
+
+
+def hopper_static_section() -> list[str]:
+    s = analysis.load_static(_d(HOPPER_STATIC))
+    r = analysis.renamed(s)
+    r0 = r[r.repeat == 0]
+    cut, ctl = r0[r0.name_template == "cutlass_{base}"], r0[r0.name_template == "xutlass_{base}"]
+    base = s[(s.name_template == "{base}") & (s.repeat == 0)].set_index(["kernel", "ptxas_version"]).n_instructions
+    delta = cut.set_index(["kernel", "ptxas_version"]).n_instructions - base
+    by_ver = delta.groupby(level="ptxas_version").agg(["min", "max"])
+    n_kernels = delta.index.get_level_values("kernel").nunique()
+    vers = sorted(by_ver.index, key=version_key)
+    spans = "; ".join(f"{v}: {int(by_ver.loc[v, 'min']):+d}…{int(by_ver.loc[v, 'max']):+d}" for v in vers)
+    return [f"**Its name, statically** (`{HOPPER_STATIC}`: fp16/bf16/fp8, D64/D128, causal and not, one release per "
+            f"minor version {vers[0]} … {vers[-1]}): `cutlass_` changes the code in "
+            f"{int(cut.verdict.isin(analysis.DIFFERS).sum())} of {len(cut)} cells, the control `xutlass_` in "
+            f"{int(ctl.verdict.isin(analysis.DIFFERS).sum())} of {len(ctl)}. Registers cannot show it: a "
+            f"warp-specialised kernel is launched at its cap ({int(s.registers.max())}) and `setmaxnreg` moves the "
+            f"registers between warpgroups; the SASS instruction count under `cutlass_` minus the baseline's, per "
+            f"release (range over the {n_kernels} kernels): {spans}.", ""]
+
+
+def hopper_runtime_section() -> list[str]:
+    d = _d(NAMES)
+    gpu = json.loads((d / "gpu.json").read_text())
+    eff = analysis_gpu.name_effects(analysis_gpu.load(d))
+    c = analysis_gpu.calibration(d)
+    e = analysis.load_manifest(d)["experiment"]
+    planned = (len(e["dtypes"]) * len(e["head_dims"]) * len(e["causal"]) * len(e["ptxas"])
+               * len(e["run"]["seq_lens"]) * len(e["kernels"]))
+    out = [f"**Its name on the H200** (`{NAMES}`, {gpu['gpu']}, the calibrated paired design; {c['groups']} of the "
+           f"{planned} planned groups ran before the device-time limit stopped the run): "
+           + calibration_line(NAMES) + ". `cutlass_` and the control against the baseline name:", "",
+           "| dtype | mask | N | ptxas | `cutlass_` | verdict | control `xutlass_` | verdict |",
+           "|---|---|---|---|---|---|---|---|"]
+    e = analysis_external.with_spec_columns(eff[eff.name_template.isin(["cutlass_{base}", "xutlass_{base}"])])
+    for (dt, causal, n, ver), g in e.groupby(["dtype", "causal", "seq_len", "run_ptxas_version"]):
+        cells = []
+        for t in ("cutlass_{base}", "xutlass_{base}"):
+            row = g[g.name_template == t]
+            if row.empty:
+                cells += ["–", "–"]
+                continue
+            row = row.iloc[0]
+            cells += [f"{pct(row.ratio_vs_baseline, 2)} [{pct(row.ratio_ci_low, 2)}, {pct(row.ratio_ci_high, 2)}]",
+                      row.runtime_verdict]
+        out.append(f"| {dt} | {'causal' if causal else 'full'} | {n // 1024}k | {ver} | " + " | ".join(cells) + " |")
+    n = analysis_gpu.numerics_summary(eff)
+    out += ["", f"Numbers: {n['bitwise_equal']} of {n['rows']} renamed rows bitwise equal to the baseline name over "
+            f"{n['draws']} input draws. The fp16 groups ran power-capped (NVML throttle reasons on most samples, "
+            "SM clock 1.2–1.5 GHz), which is why their A/A intervals are wide.", ""]
+    return out
+
+
+def _segments(names: tuple[str, ...], template: str) -> pd.DataFrame:
+    frames = [analysis.load_static(_d(n)) for n in names if _d(n).is_dir()]
+    static = pd.concat(frames, ignore_index=True)
+    return analysis.release_segments(static, template), static
+
+
+def external_section() -> list[str]:
+    out = ["**Kernels nobody here wrote.** Fetched at run time (`experiments/external/sources.toml`: repository, "
+           "commit, path, sha256; never committed), compiled without a GPU where the frontend allows it.", ""]
+    seg, static = _segments(CUTE, "{base}")
+    ctl = analysis.renamed(static)
+    ctl = ctl[(ctl.name_template == "{base_control}") & (ctl.status == "ok")]
+    out += ["*CuTe DSL* (CUTLASS's examples, `nvidia-cutlass-dsl` "
+            f"{_dsl_version(CUTE[0])}, `cute.compile` on fake tensors with the target pinned; `{'`, `'.join(CUTE)}`). "
+            "Every CuTe DSL symbol holds `cutlass`, so the baseline is the name with it spelled `xutlass` and the "
+            f"control `zutlass`; the control differed in {int(ctl.verdict.isin(analysis.DIFFERS).sum())} of "
+            f"{len(ctl)} cells. The name as the DSL gives it, by release:", "",
+            "| kernel | arch | releases | the DSL's own (`cutlass`) name by release |", "|---|---|---|---|"]
+    out += [f"| {_short(r.kernel)} | {r.arch} | {r.releases} | {r.segments} |" for r in seg.itertuples()]
+    aot = analysis_external.aot_comparisons(_d(AOT) / "cute_aot.json")
+    out += ["", f"*CuTe DSL on the H200* (`{AOT}`: compiled ahead of time on a CPU, exported with `export_to_c`, "
+            "run through a generated shim that loads ptxprobe's cubin under each name; one ptxas, "
+            f"{json.loads((_d(AOT) / 'cute_aot.json').read_text())['manifest']['ptxas']['version']}, for all three "
+            "names; 30 rounds in random order, CUDA-graph samples):", "",
+            "| kernel | name | ratio vs the trigger-free name | 95 % interval | verdict | bitwise equal |",
+            "|---|---|---|---|---|---|"]
+    label = {"trigger": "`cutlass` (the DSL's own)", "control": "`zutlass` (control)"}
+    out += [f"| {r.case} | {label[r.role]} | {r.ratio:.4f} | [{r.low:.4f}, {r.high:.4f}] | {r.verdict} | "
+            f"{'yes' if r.bitwise else 'no'} |" for r in aot.itertuples()]
+    gseg, gstatic = _segments((GLUON_TUTORIAL,), "{base}")
+    cap = gstatic[(gstatic.repeat == 0) & (gstatic.status == "ok")].pivot_table(
+        index="ptxas_version", columns="name_template", values="capmerc_bytes")
+    ratios = (cap["{base}"] / cap["{base_untriggered}"]).dropna()
+    out += ["", f"*Triton's Gluon attention example* (Blackwell; its fp8 kernel is named `cutlass_gluon_attention` "
+            f"by the example's own `repr`; `{GLUON_TUTORIAL}`, imported and compiled for sm_100a on a machine "
+            "without a GPU through `--triton` with a spec that writes its descriptors without layouts): against the "
+            "trigger-free spelling " + "; ".join(f"{r.segments}" for r in gseg.itertuples())
+            + f". `.nv.capmerc` grows {ratios.min():.2f}–{ratios.max():.2f}× under the name.", ""]
+    tseg, _ = _segments((TUTORIAL,), "cutlass_{base}")
+    ab = analysis_external.program_ab(_d(PROGRAM_AB) / "ab" / "ab.json")
+    out += [f"*Triton's fused-attention tutorial* (captured on the H200 by `ptxprobe capture`; `{TUTORIAL}`): "
+            + "; ".join(f"{_short(r.kernel)}: {r.segments}" for r in tseg.itertuples()) + ". "
+            f"The whole program A/B (`{PROGRAM_AB}`) ran {int(ab.rounds.max())} rounds, fewer than a verdict needs: "
+            + ", ".join(f"{r.arm} {r.verdict}" for r in ab.itertuples()) + ".", ""]
+    return [*out, *_triggers()]
+
+
+def _triggers() -> list[str]:
+    """The other literals as prefixes: of the tutorial's kernels' own names, and of CuTe DSL kernels' trigger-free
+    names (prefixing a name that already holds ``cutlass`` would test nothing)."""
+    frames = []
+    for run, keep in ((TRIGGERS, lambda k: ~k.str.startswith("cute-")), (TRIGGERS_CUTE, lambda k: k == k)):
+        d = _d(run)
+        r = analysis.renamed(analysis.load_static(d))
+        frames.append(r[keep(r.kernel) & (r.status == "ok")])
+    r = pd.concat(frames, ignore_index=True).assign(changed=lambda x: x.verdict.isin(analysis.DIFFERS))
+    r = r.assign(prefix=r.name_template.str.split("{").str[0].replace("", "(the DSL's own cutlass name)"))
+    rows = [f"`{t}` {int(g.changed.sum())} of {len(g)}" for t, g in r.groupby("prefix")]
+    return [f"*The other `strstr` literals* as name prefixes on these kernels (`{TRIGGERS}` for the tutorial's, "
+            f"`{TRIGGERS_CUTE}` for CuTe DSL's, prefixed to their trigger-free names; sm_90a, releases 12.8 … 13.5): "
+            "cells where the code changes: " + "; ".join(rows) + ".", ""]
+
+
+def _dsl_version(name: str) -> str:
+    cap = _d(name) / "captured.json"
+    if not cap.exists():
+        return "?"
+    return json.loads(cap.read_text()).get("cutlass_dsl") or "?"
+
+
+def _short(kernel: str) -> str:
+    return kernel.split("-")[1] if kernel.startswith("cute-") else kernel.split("/")[-1]
+
+
+def round3() -> list[str]:
+    return [*sota_section(), *hopper_static_section(), *hopper_runtime_section(), *external_section()]

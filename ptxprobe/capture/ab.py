@@ -1,0 +1,216 @@
+"""``capture --run``: the captured program timed end to end with every kernel renamed, A/B against itself.
+
+For each arm (the baseline name, the triggered name, the control name, and an A/A copy of the
+baseline) every captured kernel is renamed and assembled by one ptxas (the one Triton uses for the
+arch, unless told otherwise), and the program is re-run with :mod:`ptxprobe.capture.swap` loading those
+cubins in place of its own. So the arms differ by the entry names alone; the baseline arm is not
+the program's own cubin but ptxprobe's, assembled the same way.
+
+Each round runs every arm once in a fresh random order; a run's measure is the program's wall time,
+or a number it prints (``--metric REGEX``, one group, smaller is better: e.g. its own CUDA-event
+milliseconds). Arms are compared with the baseline round by round (paired log ratios, Hodges-Lehmann
+with its signed-rank interval, the ±margin TOST decision), the same statistics as the kernel timing; the A/A
+arm is the calibration: it should come out equivalent or inconclusive, never faster or slower.
+A run that fails, or in which the hook swapped nothing, is recorded and left out of the statistics.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ptxprobe.capture.swap import ENV, SITECUSTOMIZE
+from ptxprobe.core.cache import Cache, atomic_write, sha256_text
+from ptxprobe.core.errors import SpecError, ToolFailed
+from ptxprobe.core.proc import run_tool
+from ptxprobe.ptx.rename import TRIGGER, TRIGGER_FREE_NAMES, apply_template, rename_entry
+from ptxprobe.stats import paired as stats
+from ptxprobe.toolchain.assemble import assemble
+from ptxprobe.toolchain.tools import Tool
+
+AB = "ab.json"
+ROLES = ("baseline", "trigger", "control")
+DEFAULT_TEMPLATES = ("{base}", "cutlass_{base}", "xutlass_{base}")
+MIN_ROUNDS = 6  # fewer paired rounds give a bootstrap interval that means nothing (3 rounds: 10 resamples)
+
+
+@dataclass(frozen=True)
+class Arm:
+    label: str  # baseline, trigger, control, aa
+    plan: str  # path of the swap plan
+    names: dict  # entry -> name loaded in this arm
+    report: str = ""  # where the hook appends what it swapped (named in the plan too)
+
+
+@dataclass(frozen=True)
+class Run:
+    arm: str
+    round: int
+    position: int
+    ok: bool
+    seconds: float
+    value: float | None  # the measure (metric or wall seconds); None when the run is discarded
+    swapped: int
+    note: str = ""
+
+
+def templates_for(entry: str, templates: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The (baseline, trigger, control) templates of one entry: trigger-free names when it holds the trigger."""
+    if templates:
+        if len(templates) != 3:
+            raise SpecError("capture --run needs three name templates: baseline, triggered, control")
+        return templates
+    return TRIGGER_FREE_NAMES if TRIGGER in entry else DEFAULT_TEMPLATES
+
+
+def build_arms(kernels: list, capture_dir: Path, out: Path, tools_by_arch: dict[str, Tool], default_arch: str,
+               cache: Cache, templates: tuple[str, ...] | None = None) -> list[Arm]:
+    """Rename and assemble every captured kernel for every arm; write one swap plan per arm."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "cubins").mkdir(exist_ok=True)
+    names_by_role: dict[str, dict[str, str]] = {r: {} for r in ROLES}
+    plans: dict[str, list] = {r: [] for r in ROLES}
+    for k in kernels:
+        ptx = (capture_dir / k.ptx).read_text()
+        arch = k.arch or default_arch
+        tool = tools_by_arch[arch]
+        for role, template in zip(ROLES, templates_for(k.entry, templates), strict=True):
+            name = apply_template(template, k.entry)
+            text = ptx if name == k.entry else rename_entry(ptx, k.entry, name).ptx
+            art = assemble(text, arch, tool, cache=cache)
+            if not art.ok:
+                raise ToolFailed(f"ptxas {tool.version} could not assemble {k.entry} as {name}: {art.stderr[-300:]}")
+            cubin = out / "cubins" / f"{name}-{sha256_text(text)[:12]}.cubin"
+            atomic_write(cubin, art.cubin())
+            names_by_role[role][k.entry] = name
+            plans[role].append({"entry": k.entry, "name": name, "cubin": str(cubin.resolve()),
+                                "ptx_sha256": k.ptx_sha256, "ptxas": tool.version, "ptxas_sha256": tool.sha256})
+    arms = []
+    for label, role in (("baseline", "baseline"), ("trigger", "trigger"), ("control", "control"), ("aa", "baseline")):
+        plan = out / f"plan-{label}.json"
+        report = out / f"report-{label}.jsonl"
+        atomic_write(plan, json.dumps({"arm": label, "kernels": plans[role], "report": str(report.resolve())},
+                                      indent=1).encode())
+        arms.append(Arm(label, str(plan), names_by_role[role], str(report.resolve())))
+    return arms
+
+
+def swap_env(arm: Arm, site: Path, extra: dict | None = None) -> dict[str, str]:
+    """The program's environment for one arm: the swap hook first on PYTHONPATH, ptxprobe importable."""
+    import ptxprobe
+
+    root = str(Path(ptxprobe.__file__).resolve().parent.parent)
+    path = os.pathsep.join(p for p in (str(site), root, os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, **(extra or {}), "PYTHONPATH": path, ENV: arm.plan}
+
+
+def _measure(stdout: str, metric: re.Pattern | None, seconds: float) -> float | None:
+    if metric is None:
+        return seconds
+    found = metric.findall(stdout)
+    if not found:
+        return None
+    last = found[-1]
+    return float(last[0] if isinstance(last, tuple) else last)
+
+
+def _report_lines(arm: Arm) -> list[str]:
+    """The lines the hook has appended to the arm's report so far (one per program run that reached exit)."""
+    report = Path(arm.report)
+    return [x for x in report.read_text().splitlines() if x.strip()] if report.exists() else []
+
+
+def _swapped_since(arm: Arm, before: int) -> tuple[int, list[str]]:
+    """Kernels the hook swapped, and captured entries whose PTX did not match, in the runs after ``before`` lines."""
+    lines = [json.loads(x) for x in _report_lines(arm)[before:]]
+    swapped = sum(sum(x["swapped"].values()) for x in lines)
+    mismatched = sorted({m for x in lines for m in x["mismatched"]})
+    return swapped, mismatched
+
+
+def run_rounds(argv: list[str], arms: list[Arm], out: Path, rounds: int, timeout: float, metric: str | None,
+               seed: int = 0, env_extra: dict | None = None, log=print, runs: list[Run] | None = None) -> list[Run]:
+    """Every round: each arm once, in a fresh random order. Runs are appended to ``runs`` (when given) as they
+    finish, so a caller interrupted mid-way still holds every finished run."""
+    site = out / "site"
+    site.mkdir(parents=True, exist_ok=True)
+    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    pattern = re.compile(metric) if metric else None
+    by_label = {a.label: a for a in arms}
+    runs = [] if runs is None else runs
+    for r, order in enumerate(stats.random_orders([a.label for a in arms], rounds, seed=seed)):
+        for pos, label in enumerate(order):
+            arm = by_label[label]
+            before = len(_report_lines(arm))
+            t0 = time.perf_counter()
+            res = run_tool(argv, timeout=timeout, env=swap_env(arm, site, env_extra))
+            secs = time.perf_counter() - t0
+            swapped, mismatched = _swapped_since(arm, before)
+            value = _measure(res.stdout, pattern, secs) if res.ok else None
+            note = "" if res.ok else res.describe()[:200]
+            if res.ok and swapped == 0:
+                note, value = "the hook swapped no kernel: nothing of ptxprobe's ran", None
+            elif mismatched:  # part of the program ran its own cubins: the run measured a mixture
+                note, value = f"PTX differs from the capture for {', '.join(mismatched)[:120]}", None
+            elif res.ok and value is None:
+                note = f"no match for --metric {metric!r} in the output"
+            runs.append(Run(label, r, pos, res.ok, round(secs, 4), value, swapped, note))
+        log(f"round {r + 1}/{rounds}: " + ", ".join(f"{x.arm} {x.value if x.value is not None else 'x'}"
+                                                     for x in runs[-len(arms):]))
+    return runs
+
+
+def compare(runs: list[Run], margin: float = stats.EQUIVALENCE_MARGIN, n_boot: int = 2000, seed: int = 0) -> list[dict]:
+    """Each arm against the baseline, round by round (rounds where either run was discarded are dropped);
+    with fewer than ``MIN_ROUNDS`` usable rounds the verdict is ``too_few_runs``."""
+    by = {(x.arm, x.round): x.value for x in runs}
+    rounds = sorted({x.round for x in runs})
+    rows = []
+    for arm in ("trigger", "control", "aa"):
+        pairs = [(by.get(("baseline", r)), by.get((arm, r))) for r in rounds]
+        pairs = [(b, v) for b, v in pairs if b is not None and v is not None and b > 0 and v > 0]
+        row = {"arm": arm, "rounds": len(pairs)}
+        if len(pairs) >= MIN_ROUNDS:
+            logs = stats.log_ratios([b for b, _ in pairs], [v for _, v in pairs])
+            iv = stats.paired_interval(logs, n_boot=n_boot, seed=seed, method="signed-rank")
+            p = stats.sign_flip_pvalue(logs, seed=seed)
+            row.update(ratio=iv.estimate, low=iv.low, high=iv.high, verdict=small_sample_verdict(iv, p, margin),
+                       p_value=p, ci_method="signed-rank",
+                       baseline_median=float(np.median([b for b, _ in pairs])),
+                       arm_median=float(np.median([v for _, v in pairs])))
+        else:
+            row.update(verdict="too_few_runs")
+        rows.append(row)
+    return rows
+
+
+def small_sample_verdict(iv: stats.Interval, p_value: float, margin: float = stats.EQUIVALENCE_MARGIN,
+                         alpha: float = 0.05) -> str:
+    """A direction needs the interval to exclude 1 *and* the exact sign-flip test to reject: with the handful of
+    rounds a whole program allows, the bootstrap interval alone calls A/A differences far above its nominal 5 %
+    (seen at 6-12 rounds in tests/test_capture_ab.py); the sign-flip test is exact at any number of rounds."""
+    verdict = stats.decide(iv, margin)
+    if verdict in (stats.FASTER, stats.SLOWER) and p_value > alpha:
+        return stats.INCONCLUSIVE
+    return verdict
+
+
+def calibration_failed(rows: list[dict]) -> bool:
+    """The A/A arm must not come out faster or slower than the baseline it copies."""
+    aa = next((r for r in rows if r["arm"] == "aa"), None)
+    return aa is None or aa["verdict"] in (stats.FASTER, stats.SLOWER, "too_few_runs")
+
+
+def write_ab(out: Path, argv: list[str], arms: list[Arm], runs: list[Run], rows: list[dict], meta: dict) -> dict:
+    rec = {"command": argv, "python": sys.version.split()[0], "arms": [asdict(a) for a in arms],
+           "runs": [asdict(r) for r in runs], "comparisons": rows, "calibration_failed": calibration_failed(rows),
+           **meta}
+    atomic_write(out / AB, json.dumps(rec, indent=1).encode())
+    return rec

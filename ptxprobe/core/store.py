@@ -1,0 +1,200 @@
+"""A run directory: the resumable log, its lock, the manifest and the derived outputs.
+
+The log (``variants.jsonl``, ``runtime.jsonl``) is append-only, one JSON record per
+line, fsynced. Only the *last* line may be torn (an interruption mid-write); a bad line
+anywhere else means the file was damaged, and that is an error, not something to skip.
+A directory holds one experiment and one writer at a time (``flock`` on ``.lock``).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ptxprobe import __version__
+from ptxprobe.core.cache import atomic_write, sha256_file
+from ptxprobe.core.errors import DamagedLog, RunDirBusy, SpecError
+
+LOG, RESULTS_JSONL, RESULTS_PARQUET, MANIFEST = "variants.jsonl", "results.jsonl", "results.parquet", "manifest.json"
+RUNTIME_LOG, RUNTIME_PARQUET = "runtime.jsonl", "runtime.parquet"
+GROUPS_LOG, CALIBRATION, GPU_INFO = "groups.jsonl", "calibration.json", "gpu.json"
+LOCK = ".lock"
+
+
+def read_log(path: Path) -> list[dict]:
+    """Every record of a log; a torn last line is dropped, any other bad line raises DamagedLog."""
+    rows: list[dict] = []
+    if not path.exists():
+        return rows
+    data = path.read_bytes()
+    lines = data.split(b"\n")
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            last = all(not rest.strip() for rest in lines[i + 1 :])
+            if last and not data.endswith(b"\n"):
+                continue  # cut by an interruption: that variant simply runs again
+            raise DamagedLog(f"{path}: line {i + 1} is not valid JSON ({exc.msg}); the log is damaged") from exc
+    return rows
+
+
+def read_run_json(run_dir: str | Path, name: str, *, optional: bool = False) -> dict | None:
+    """One JSON file of a run directory; ``optional``: None when the run has none (a static run has no calibration)."""
+    path = Path(run_dir) / name
+    if optional and not path.exists():
+        return None
+    return json.loads(path.read_text())
+
+
+def drop_torn_tail(log: Path) -> None:
+    """An interruption mid-write leaves a partial last line: cut it so appends start clean."""
+    if not log.exists() or log.stat().st_size == 0:
+        return
+    data = log.read_bytes()
+    if data.endswith(b"\n"):
+        return
+    keep = data.rfind(b"\n") + 1
+    with open(log, "r+b") as f:
+        f.truncate(keep)
+
+
+def append_records(f, records: list[dict]) -> None:
+    """Append and fsync: a record in the log survives a crash right after."""
+    f.write("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def prepare_dir(out: Path) -> Path:
+    """Create the output directory, or say clearly why it cannot be used."""
+    if out.exists() and not out.is_dir():
+        raise SpecError(f"output {out} exists and is not a directory")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        raise SpecError(f"cannot write to output directory {out}: {exc.strerror or exc}") from exc
+    return out
+
+
+@dataclass
+class DirLock:
+    """An exclusive, non-blocking lock on a run directory (released when the process exits, however)."""
+
+    path: Path
+    fd: int | None = None
+
+    def __enter__(self) -> DirLock:
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            holder = os.pread(self.fd, 64, 0).decode(errors="replace").strip() or "?"
+            os.close(self.fd)
+            self.fd = None
+            if exc.errno in (errno.EAGAIN, errno.EACCES):
+                raise RunDirBusy(
+                    f"{self.path.parent} is in use by another ptxprobe run (pid {holder}); "
+                    "wait for it or choose another -o"
+                ) from None
+            raise
+        os.ftruncate(self.fd, 0)
+        os.pwrite(self.fd, str(os.getpid()).encode(), 0)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+            self.fd = None
+
+
+def lock_dir(out: Path) -> DirLock:
+    return DirLock(out / LOCK)
+
+
+def check_same_experiment(out: Path, identity: dict) -> None:
+    """A run directory holds one experiment: refuse to mix another one into it."""
+    path = out / MANIFEST
+    if not path.exists():
+        return
+    try:
+        recorded = json.loads(path.read_text()).get("experiment_identity")
+    except (OSError, json.JSONDecodeError):
+        return
+    if recorded and recorded != identity:
+        raise SpecError(
+            f"{out} holds experiment {recorded.get('name')!r} ({_sources_text(recorded)}); this is "
+            f"{identity.get('name')!r} ({_sources_text(identity)}): use another -o, or --fresh to replace it"
+        )
+
+
+def _sources_text(identity: dict) -> str:
+    srcs = identity.get("user_sources") or []
+    return ", ".join(srcs) if srcs else "registered kernels"
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> None:
+    atomic_write(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows).encode())
+
+
+def write_parquet(path: Path, rows: list[dict], drop: tuple[str, ...] = ()) -> None:
+    import pandas as pd
+
+    if not rows:
+        return
+    df = pd.DataFrame(rows)
+    df = df.drop(columns=[c for c in drop if c in df.columns])
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    df.to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+
+
+def package_version(dist: str) -> str | None:
+    import importlib.metadata as md
+
+    try:
+        return md.version(dist)
+    except md.PackageNotFoundError:
+        return None
+
+
+def build_manifest(exp, identity: dict, tools: list, argv: list[str], started: float, counts: dict,
+                   inputs: dict | None = None, kernel_sources: dict | None = None) -> dict:
+    """What a run directory was made from: command, experiment, inputs' and tools' hashes, host."""
+    exp_file = exp.source
+    return {
+        "ptxprobe_version": __version__,
+        "command": argv,
+        "experiment": exp.to_json(),
+        "experiment_identity": identity,
+        "experiment_sha256": sha256_file(exp_file) if exp_file and Path(exp_file).exists() else None,
+        "kernel_sources": kernel_sources or {},
+        "inputs": inputs or {},
+        "tools": [t.to_dict() for t in tools],
+        "python": sys.version.split()[0],
+        "triton": package_version("triton"),
+        "torch": package_version("torch"),
+        "host": {"platform": platform.platform(), "machine": platform.machine(), "cpus": os.cpu_count(),
+                 "node": platform.node()},
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "wall_seconds": time.time() - started,
+        "counts": counts,
+    }
+
+
+def write_manifest(out: Path, manifest: dict) -> None:
+    atomic_write(out / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True).encode())

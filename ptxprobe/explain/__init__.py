@@ -1,0 +1,1 @@
+"""Why a name changes speed: ncu profiles of both names, attributed to the SASS that differs."""

@@ -1,0 +1,165 @@
+"""PTX-aware renaming of an entry symbol (checked independently by ``ptxprobe.ptx.check``).
+
+A kernel's name appears in more places than ``.entry``: its ``_param_N`` names,
+Itanium-mangled function-local statics (``_ZZ9my_kernelE2As``: the length prefix changes
+too), comments, and DWARF ``.debug_info`` strings written as ``.b8`` bytes, where the
+unit length and DIE references after the string shift with the name's length. All are
+rewritten so the result equals what the frontend would emit for the new name.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ptxprobe.core.errors import InvalidName, MalformedPtx
+from ptxprobe.ptx.rename_dwarf import rename_debug_info, renamed_string
+from ptxprobe.ptx.text import entries_of, local_prefix, source_identifier, with_identifier
+
+# PTX ISA: identifiers are [a-zA-Z][a-zA-Z0-9_$]* or [_$%][a-zA-Z0-9_$]+; '%' is for
+# registers and special names, so an entry may not start with it.
+_IDENT_RE = re.compile(r"(?:[A-Za-z][A-Za-z0-9_$]*|[_$][A-Za-z0-9_$]+)")
+MAX_NAME = 1024
+_REF_ATTRS = (
+    "DW_AT_abstract_origin",
+    "DW_AT_type",
+    "DW_AT_sibling",
+    "DW_AT_specification",
+    "DW_AT_containing_type",
+    "DW_AT_import",
+    "DW_AT_call_origin",
+)
+
+
+@dataclass(frozen=True)
+class Renamed:
+    ptx: str
+    old: str
+    new: str
+    sites: int  # how many places changed (tokens, mangled locals, DWARF strings)
+
+
+def validate_name(name: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise InvalidName("empty entry name")
+    if len(name) > MAX_NAME:
+        raise InvalidName(f"entry name is {len(name)} characters; ptxprobe allows at most {MAX_NAME}")
+    if not _IDENT_RE.fullmatch(name):
+        bad = next((c for c in name if not (c.isascii() and (c.isalnum() or c in "_$"))), None)
+        why = f"character {bad!r} is not allowed" if bad else "must start with a letter, or _ or $ followed by more"
+        raise InvalidName(
+            f"{name!r} is not a valid PTX identifier: {why} (allowed: [a-zA-Z][a-zA-Z0-9_$]* or [_$][a-zA-Z0-9_$]+)"
+        )
+    return name
+
+
+TRIGGER = "cutlass"  # the substring ptxas's strstr looks for (the only one of its literals that changes code here)
+# for a kernel whose own name already holds the trigger: the name without it (baseline), as given, and a control
+TRIGGER_FREE_NAMES = ("{base_untriggered}", "{base}", "{base_control}")
+
+
+def untriggered(ident: str, replacement: str = "xutlass") -> str:
+    """The identifier with every occurrence of the trigger replaced by a same-length spelling ptxas ignores."""
+    return ident.replace(TRIGGER, replacement)
+
+
+def apply_template(template: str, entry: str) -> str:
+    """Expand a name template (``cutlass_{base}``) for an entry; keeps C++ mangling intact.
+
+    ``{base_untriggered}`` is the identifier with ``cutlass`` spelled ``xutlass``, ``{base_control}`` with
+    ``zutlass``: for kernels whose own name holds the trigger (``cutlass_gluon_attention``, CuTe DSL's).
+    """
+    base = source_identifier(entry)
+    try:
+        new_ident = template.format(base=base, base_untriggered=untriggered(base),
+                                    base_control=untriggered(base, "zutlass"))
+    except (KeyError, IndexError, ValueError) as exc:
+        raise InvalidName(f"bad name template {template!r}: only {{base}}, {{base_untriggered}} and "
+                          f"{{base_control}} may be used ({exc})") from exc
+    new = with_identifier(entry, new_ident)  # a mangled entry keeps its parameter encoding
+    return validate_name(new)
+
+
+def _token_re(old: str) -> re.Pattern:
+    # not part of a longer identifier, a path ("kernels/attention.py") or a dotted name
+    return re.compile(r"(?<![\w$%/.])" + re.escape(old) + r"(_param_\d+)?(?![\w$.])")
+
+
+def _rename_text(text: str, old: str, new: str) -> tuple[str, int]:
+    text, n1 = _token_re(old).subn(lambda m: new + (m.group(1) or ""), text)
+    text, n2 = re.subn(re.escape(local_prefix(old)), local_prefix(new).replace("\\", r"\\"), text)
+    return text, n1 + n2
+
+
+# --- DWARF sections written as .b8/.b32/.b64 directives -----------------------------------
+
+_SECTION_RE = re.compile(r"^\s*\.section\s+(\.debug_\w+)\s*(?:\{\s*\})?\s*$")
+_DIRECTIVE_RE = re.compile(r"^(\s*)\.b(8|16|32|64)\s+([^\s/]+)(\s*//.*)?$")
+
+
+def _split_sections(lines: list[str]) -> list[tuple[str | None, int, int]]:
+    """(section name or None, start, end) spans of the body of each ``.section .debug_*  { ... }``."""
+    spans = []
+    i = 0
+    while i < len(lines):
+        m = _SECTION_RE.match(lines[i])
+        if m and not lines[i].rstrip().endswith("}"):
+            j = i + 1
+            while j < len(lines) and lines[j].strip() != "{":
+                j += 1
+            k = j + 1
+            while k < len(lines) and lines[k].strip() != "}":
+                k += 1
+            spans.append((m.group(1), j + 1, k))
+            i = k
+        i += 1
+    return spans
+
+
+def rename_entry(ptx: str, old: str, new: str) -> Renamed:
+    """Rename entry ``old`` to ``new`` everywhere the name lives in the PTX."""
+    validate_name(new)
+    entries = entries_of(ptx)
+    if not entries:
+        raise MalformedPtx("no .entry found in PTX")
+    if old not in entries:
+        raise MalformedPtx(f"no entry {old!r} in PTX (have: {', '.join(entries)})")
+    if new == old:
+        return Renamed(ptx, old, new, 0)
+    if _token_re(new).search(ptx):
+        raise InvalidName(f"{new!r} already names something in this PTX; renaming would merge two symbols")
+    lines = ptx.split("\n")
+    sites = 0
+    spans = _split_sections(lines)
+    abbrev = next(((s, e) for name, s, e in spans if name == ".debug_abbrev"), None)
+    # DWARF bodies first (their line count may change), from the end so spans stay valid
+    for section, start, end in reversed(spans):
+        if section == ".debug_info":
+            sites += rename_debug_info(lines, (start, end), abbrev, old, new)
+        elif section == ".debug_str" and _names_kernel_in_strings(lines[start:end], old):
+            raise MalformedPtx("kernel name inside .debug_str: renaming DWARF string tables is not supported")
+    text, n = _rename_text("\n".join(lines), old, new)
+    return Renamed(text, old, new, sites + n)
+
+
+def _names_kernel_in_strings(body: list[str], old: str) -> bool:
+    """Does a .debug_str table (comma lists of .b8 bytes, or one per line) hold the kernel's name?"""
+    data = bytearray()
+    for ln in body:
+        m = re.match(r"^\s*\.b8\s+([\d,\s]+)", ln)
+        if m:
+            data += bytes(int(x) for x in m.group(1).split(",") if x.strip())
+    return any(renamed_string(s.decode("latin-1"), old, old + "_") is not None for s in bytes(data).split(b"\0"))
+
+
+# --- equivalence ---------------------------------------------------------------------------
+
+_COMMENT_RE = re.compile(r"//.*$", re.MULTILINE)
+_FILE_RE = re.compile(r'^(\s*\.file\s+\d+\s+)"[^"]*"(.*)$', re.MULTILINE)
+
+
+def normalize(ptx: str) -> str:
+    """Drop what may differ between two emissions of one kernel: comments, ``.file`` paths, blank space."""
+    text = _COMMENT_RE.sub("", ptx)
+    text = _FILE_RE.sub(lambda m: f'{m.group(1)}"<file>"', text)
+    return "\n".join(ln.rstrip() for ln in text.splitlines() if ln.strip())

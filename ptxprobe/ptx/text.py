@@ -1,0 +1,151 @@
+"""PTX text: entries, target, ``.version``, entry parameters and Itanium-mangled names.
+
+Every stage that reads PTX asks this module, so there is one reading of each directive.
+Nothing here renames or compiles anything.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ptxprobe.core.errors import MalformedPtx, UnsupportedPtxVersion
+
+ENTRY_RE = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+|\.extern\s+)*\.entry\s+([A-Za-z_$%][\w$]*)", re.MULTILINE)
+_TARGET_RE = re.compile(r"^\s*\.target\s+([\w,\s]+?)\s*$", re.MULTILINE)
+VERSION_RE = re.compile(r"^(\s*\.version\s+)(\d+)\.(\d+)", re.MULTILINE)
+_MANGLED_FN_RE = re.compile(r"_Z(\d+)")
+
+
+def entries_of(ptx: str) -> list[str]:
+    """Every ``.entry`` symbol, in order of appearance."""
+    return ENTRY_RE.findall(ptx)
+
+
+def entry_of(ptx: str) -> str:
+    """The first entry (PTX from a frontend that emits one kernel per module)."""
+    names = entries_of(ptx)
+    if not names:
+        raise MalformedPtx("no .entry found in PTX")
+    return names[0]
+
+
+def target_of(ptx: str) -> str:
+    """The first ``.target`` operand (``sm_90a``), the arch the PTX was written for."""
+    m = _TARGET_RE.search(ptx)
+    if not m:
+        raise MalformedPtx("PTX has no .target directive")
+    return m.group(1).split(",")[0].strip()
+
+
+def has_version(ptx: str) -> bool:
+    return VERSION_RE.search(ptx) is not None
+
+
+def ptx_isa(ptx: str) -> tuple[int, int]:
+    """The ``.version`` of a PTX text as (major, minor)."""
+    m = VERSION_RE.search(ptx)
+    if not m:
+        raise UnsupportedPtxVersion("PTX has no .version directive")
+    return int(m.group(2)), int(m.group(3))
+
+
+def with_version(ptx: str, isa: tuple[int, int]) -> str:
+    """The same PTX declaring another ``.version``."""
+    return VERSION_RE.sub(lambda m: f"{m.group(1)}{isa[0]}.{isa[1]}", ptx, count=1)
+
+
+def with_target(ptx: str, arch: str) -> str:
+    """The same PTX declaring another ``.target`` arch (further operands such as ``debug`` are kept)."""
+    m = _TARGET_RE.search(ptx)
+    if not m:
+        raise MalformedPtx("PTX has no .target directive")
+    rest = [p.strip() for p in m.group(1).split(",")[1:]]
+    operands = ", ".join([arch, *rest])
+    return ptx[: m.start(1)] + operands + ptx[m.end(1) :]
+
+
+# The first PTX ISA that accepts each target (PTX ISA release notes); retargeting raises .version to it.
+MIN_ISA = {"sm_70": (6, 0), "sm_72": (6, 1), "sm_75": (6, 3), "sm_80": (7, 0), "sm_86": (7, 1), "sm_87": (7, 4),
+           "sm_89": (7, 8), "sm_90": (7, 8), "sm_90a": (8, 0), "sm_100": (8, 6), "sm_100a": (8, 6), "sm_101a": (8, 6),
+           "sm_103a": (8, 8), "sm_110a": (9, 0), "sm_120": (8, 7), "sm_120a": (8, 7), "sm_121a": (8, 8)}
+
+
+def retargeted(ptx: str, arch: str) -> str:
+    """The same PTX for another target: ``.target`` replaced, ``.version`` raised to the first ISA that has it.
+
+    PTX ISAs are backward compatible, so raising the version keeps the meaning; an instruction the new
+    target lacks (wgmma on sm_80) is refused by ptxas with its own message.
+    """
+    out = with_target(ptx, arch)
+    need = MIN_ISA.get(arch)
+    return with_version(out, need) if need and ptx_isa(out) < need else out
+
+
+def source_identifier(entry: str) -> str:
+    """``my_kernel`` for ``_Z9my_kernelPf``; the entry itself when it is not mangled."""
+    m = _MANGLED_FN_RE.match(entry)
+    if m:
+        n = int(m.group(1))
+        ident = entry[m.end() : m.end() + n]
+        if len(ident) == n:
+            return ident
+    return entry
+
+
+def is_mangled(entry: str) -> bool:
+    return entry.startswith("_Z") and source_identifier(entry) != entry
+
+
+def with_identifier(entry: str, identifier: str) -> str:
+    """``entry`` with its source identifier replaced; a mangled entry keeps its parameter encoding."""
+    base = source_identifier(entry)
+    if base == entry:
+        return identifier
+    m = _MANGLED_FN_RE.match(entry)
+    assert m
+    rest = entry[m.end() + len(base) :]
+    return f"_Z{len(identifier)}{identifier}{rest}"
+
+
+def local_prefix(name: str) -> str:
+    """Prefix of Itanium-mangled locals of function ``name`` (``_ZZ<encoding>E``)."""
+    if is_mangled(name):
+        return "_ZZ" + name[2:] + "E"
+    return f"_ZZ{len(name)}{name}E"
+
+
+# --- the entry's own parameters ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PtxParam:
+    name: str
+    type: str  # "u64", "f32", ... ; "b8" with a count for by-value structs
+    count: int = 1  # > 1: an array (a struct passed by value)
+
+    @property
+    def is_pointer_sized(self) -> bool:
+        return self.count == 1 and self.type in ("u64", "s64", "b64")
+
+
+_PARAM_RE = re.compile(
+    r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+"  # type, after an optional alignment
+    r"(?:\.ptr\s+(?:\.(?:global|shared|const|local)\s+)?(?:\.align\s+\d+\s+)?)?"  # pointer attributes
+    r"([A-Za-z_$%][\w$]*)(?:\[(\d+)\])?"
+)
+
+
+def entry_params(ptx: str, entry: str) -> list[PtxParam]:
+    """The parameters of ``.entry <entry>(...)``, in order."""
+    m = re.search(r"\.entry\s+" + re.escape(entry) + r"\s*\(([^)]*)\)", ptx)
+    if m is None:
+        m = re.search(r"\.entry\s+" + re.escape(entry) + r"\s*(?:\n|\{)", ptx)
+        if m is None:
+            raise MalformedPtx(f"no .entry {entry} in the PTX")
+        return []
+    return [
+        PtxParam(p.group(2), p.group(1), int(p.group(3) or 1))
+        for p in (_PARAM_RE.search(chunk) for chunk in m.group(1).split(","))
+        if p is not None
+    ]

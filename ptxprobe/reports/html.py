@@ -1,0 +1,252 @@
+"""Reports over a sweep's run directory: a self-contained HTML report (jinja2, inline CSS/JS,
+no network), the same data as JSON, and records for a terminal summary.
+
+For every renamed variant the repeat-0 cubins of variant and baseline are disassembled and
+diffed; cubins come from the content-addressed cache by their sha256.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from ptxprobe.binary.diff import SAME, Diff, diff_files
+from ptxprobe.binary.sass import Listing
+from ptxprobe.core.cache import Cache
+from ptxprobe.core.errors import PtxprobeError
+from ptxprobe.core.schema import problem_label
+from ptxprobe.core.store import CALIBRATION, GPU_INFO, MANIFEST, RESULTS_JSONL, RUNTIME_LOG, read_log, read_run_json
+from ptxprobe.static.verdicts import arch_order, pivot, summarize
+
+FOLD_AT = 8  # runs of identical instructions longer than this are folded
+
+
+def _env() -> Environment:
+    loader = PackageLoader("ptxprobe.reports", "templates")
+    return Environment(loader=loader, autoescape=select_autoescape(["html", "j2"]))
+
+
+def cubin_path(cache: Cache, sha: str | None) -> Path | None:
+    if not sha:
+        return None
+    p = cache.root / "cubin" / sha[:2] / sha / "kernel.cubin"
+    return p if p.exists() else None
+
+
+def load_rows(run_dir: Path) -> list[dict]:
+    path = run_dir / RESULTS_JSONL
+    if not path.exists():
+        raise PtxprobeError(f"{run_dir}: no {RESULTS_JSONL}; is this a ptxprobe run directory?")
+    return read_log(path)
+
+
+def _disassemble_all(paths) -> dict:
+    """path -> (CubinFacts, {kernel: Listing}); nvdisasm runs in parallel threads."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    from ptxprobe.binary.cubin import read_cubin
+    from ptxprobe.binary.sass import disassemble
+
+    todo = sorted({str(p) for p in paths if p is not None})
+
+    def one(path: str):
+        return path, (read_cubin(Path(path).read_bytes()), disassemble(path))
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        return dict(pool.map(one, todo))
+
+
+def side_by_side(d: Diff, la: Listing, lb: Listing) -> list[dict]:
+    """Rows for the listing, identical runs folded into chunks."""
+    chunks: list[dict] = []
+    run: list[dict] = []
+
+    def cell(listing, i):
+        if i is None:
+            return "", ""
+        ins = listing.instructions[i]
+        return f"/*{ins.offset:04x}*/ {ins.text}", ins.control.compact()
+
+    def flush():
+        if run:
+            chunks.append({"folded": len(run) > FOLD_AT, "rows": list(run)})
+            run.clear()
+
+    for r in d.rows:
+        a, ca = cell(la, r.a)
+        b, cb = cell(lb, r.b)
+        row = {"kind": r.kind, "a": a, "ca": ca, "b": b, "cb": cb}
+        if r.kind == SAME:
+            run.append(row)
+        else:
+            flush()
+            chunks.append({"folded": False, "rows": [row]})
+    flush()
+    return chunks
+
+
+def build_report(
+    run_dir: str | Path, out_dir: str | Path | None = None, cache: Cache | None = None, notebook_html: str | None = None
+) -> dict:
+    """Write index.html, one diff page per differing variant, and report.json; return the records."""
+    run = Path(run_dir)
+    out = Path(out_dir) if out_dir else run / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    cache = cache or Cache()
+    rows = load_rows(run)
+    manifest = read_run_json(run, MANIFEST, optional=True) or {}
+    env = _env()
+    first = {}
+    for r in rows:  # the repeat-0 row of each (group, name)
+        if r["repeat"] == 0:
+            first[(r["kernel"], r["arch"], r["ptxas_sha256"], r["ptxas_flags"], r["name"])] = r
+    records = []
+    listings = _disassemble_all(
+        [cubin_path(cache, r.get("cubin_sha256")) for r in first.values() if r["status"] == "ok"]
+    )
+    for key, r in sorted(first.items()):
+        if r.get("is_baseline"):
+            continue
+        base = first.get(key[:4] + (r["baseline_name"],))
+        rec = {
+            k: r.get(k)
+            for k in (
+                "kernel",
+                "arch",
+                "ptxas_version",
+                "name",
+                "baseline_name",
+                "verdict",
+                "verdict_confidence",
+                "distinct_outputs",
+                "baseline_distinct_outputs",
+                "registers",
+                "baseline_registers",
+                "capmerc_bytes",
+                "baseline_capmerc_bytes",
+            )
+        }
+        pa = cubin_path(cache, base and base.get("cubin_sha256"))
+        pb = cubin_path(cache, r.get("cubin_sha256"))
+        if r["status"] != "ok" or not base or base["status"] != "ok":
+            rec["note"] = f"ptxas {r['status']}"
+        elif pa is None or pb is None:
+            rec["note"] = "cubin not in cache (re-run the sweep to rebuild)"
+        else:
+            d = diff_files(pa, pb, r["baseline_name"], r["name"], listings)
+            rec.update(sass_verdict=d.verdict, counts=d.counts, diff=d.to_json())
+            main = max(d.loop_deltas, key=lambda x: x["instructions"][0] or 0, default=None)
+            rec["main_loop"] = main
+            if d.verdict != "identical":
+                page = f"diff-{len(records):03d}.html"
+                la = listings[str(pa)][1][r["baseline_name"]]
+                lb = listings[str(pb)][1][r["name"]]
+                html = env.get_template("diff.html.j2").render(
+                    title=f"{r['name']} vs {r['baseline_name']}", d=d.to_json(), meta=r, chunks=side_by_side(d, la, lb)
+                )
+                (out / page).write_text(html)
+                rec["page"] = page
+        records.append(rec)
+    timed = runtime_records(read_log(run / RUNTIME_LOG))
+    templates = list(manifest.get("experiment", {}).get("names") or ["{base}", "cutlass_{base}"])
+    answer = pivot(summarize(rows), templates)
+    calibration = read_run_json(run, CALIBRATION, optional=True)
+    index = env.get_template("index.html.j2").render(
+        answer=answer,
+        templates=templates,
+        heat=heatmap(answer, templates[1] if len(templates) > 1 else None),
+        calibration=calibration,
+        title=manifest.get("experiment", {}).get("name", run.name),
+        rows=records,
+        runtime=timed,
+        gpu=read_run_json(run, GPU_INFO, optional=True) or {},
+        manifest=manifest,
+        generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        notebook=notebook_html,
+        explain=explain_view(run),
+    )
+    (out / "index.html").write_text(index)
+    (out / "report.json").write_text(json.dumps(records, indent=1, default=str))
+    if timed:
+        (out / "runtime.json").write_text(json.dumps(timed, indent=1, default=str))
+    return {"out_dir": str(out), "records": records, "runtime": timed}
+
+
+def explain_view(run: Path, reasons_shown: int = 6, loops_shown: int = 3) -> list[dict]:
+    """explain.json as the report draws it: per group, the stall reasons (and those of its busiest loops) as
+    baseline/variant bar pairs scaled to the largest, and the instructions whose samples changed most."""
+    from ptxprobe.explain.run import EXPLAIN_JSON
+
+    doc = read_run_json(run, EXPLAIN_JSON, optional=True)
+    if not doc:
+        return []
+
+    def bars(by_reason: dict) -> list[dict]:
+        a, b = by_reason["baseline"], by_reason["variant"]
+        keys = sorted(set(a) | set(b), key=lambda k: -max(a.get(k, 0), b.get(k, 0)))[:reasons_shown]
+        top = max([a.get(k, 0) for k in keys] + [b.get(k, 0) for k in keys] + [1])
+        return [{"reason": k.removeprefix("stall_"), "a": a.get(k, 0), "b": b.get(k, 0),
+                 "wa": 100 * a.get(k, 0) / top, "wb": 100 * b.get(k, 0) / top} for k in keys]
+
+    out = []
+    for g in doc["groups"]:
+        busiest = sorted(g["loops"], key=lambda lp: -max(lp["samples"].values()))[:loops_shown]
+        out.append({**{k: g[k] for k in ("group_id", "baseline", "variant", "identical_code", "duration_ms",
+                                          "ncu_ratio_vs_baseline", "timing", "checks", "samples",
+                                          "top_instructions")},
+                    "bars": bars(g["by_reason"]),
+                    "loops": [{**lp, "bars": bars(lp["by_reason"])} for lp in busiest]})
+    return out
+
+
+def heatmap(answer: list[dict], template: str | None) -> dict:
+    """The verdict of one renamed template as a kernel × (arch, ptxas) grid (rendered as an SVG)."""
+    cols = sorted({(p["arch"], p["ptxas_version"]) for p in answer}, key=lambda c: (arch_order(c[0]), c[1]))
+    kernels = sorted({p["kernel"] for p in answer})
+    cells = {(p["kernel"], (p["arch"], p["ptxas_version"])): (p["names"].get(template) or {}).get("verdict", "")
+             for p in answer}
+    grid = [[cells.get((k, c), "") for c in cols] for k in kernels]
+    return {"template": template, "cols": [f"{a} {v}" for a, v in cols], "rows": kernels, "grid": grid}
+
+
+RUNTIME_FIELDS = (
+    "kernel",
+    "run_ptxas_version",
+    "label",
+    "name",
+    "is_baseline",
+    "tflops",
+    "tflops_ci_low",
+    "tflops_ci_high",
+    "gbps",
+    "gbps_ci_low",
+    "gbps_ci_high",
+    "ratio_vs_baseline",
+    "ratio_ci_low",
+    "ratio_ci_high",
+    "runtime_verdict_vs_floor",
+    "runtime_verdict",
+    "q_value",
+    "block",
+    "noise_floor",
+    "registers",
+    "bitwise_equal_to_baseline",
+    "max_ulp_vs_baseline",
+    "rel_err_vs_reference",
+    "passes_tolerance",
+    "aot_matches_launch",
+)
+
+
+def runtime_records(rows: list[dict]) -> list[dict]:
+    """One record per timed label of a GPU run (names, A/A, controls, SDPA), grouped as measured."""
+    out = []
+    for r in sorted(rows, key=lambda r: (r["group_id"], not r.get("is_baseline"), r["label"])):
+        rec = {k: r.get(k) for k in RUNTIME_FIELDS}
+        rec["group_id"], rec["problem"] = r["group_id"], problem_label(r)
+        out.append(rec)
+    return out

@@ -1,0 +1,177 @@
+"""The kernels registry: what each kernel family is, and how to compile, launch and check it.
+
+A family (from ``ptxprobe_kernels``, the repository's ``kernels/`` folder) declares everything the rest of the
+pipeline needs, so no stage special-cases a kernel: its Triton function, the axes it
+supports, how a spec becomes launch arguments (from which the exact Triton
+specialisation is derived), its grid, inputs and float64 reference.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from ptxprobe.core.cache import sha256_file
+from ptxprobe.core.errors import SpecError
+
+
+@dataclass(frozen=True)
+class KernelConfig:
+    block_m: int
+    block_n: int
+    num_warps: int
+    num_stages: int
+
+    @property
+    def label(self) -> str:
+        return f"m{self.block_m}n{self.block_n}w{self.num_warps}s{self.num_stages}"
+
+    @classmethod
+    def parse(cls, label: str) -> KernelConfig:
+        m = re.fullmatch(r"m(\d+)n(\d+)w(\d+)s(\d+)", label)
+        if not m:
+            raise SpecError(f"bad config label {label!r} (expected e.g. m128n64w8s3)")
+        return cls(*(int(g) for g in m.groups()))
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One concrete kernel: family x dtype x head dim x causal x block config."""
+
+    family: str
+    dtype: str
+    head_dim: int
+    causal: bool
+    config: KernelConfig
+
+    @property
+    def key(self) -> str:
+        return f"{self.family}/{self.dtype}/d{self.head_dim}/{'causal' if self.causal else 'full'}/{self.config.label}"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Launch shape: batch, heads, sequence length (queries = keys)."""
+
+    batch: int = 4
+    heads: int = 32
+    seq_len: int = 4096
+
+
+@dataclass(frozen=True)
+class PointerArg:
+    """Stand-in for a tensor argument when specialising without a GPU (Triton reads .dtype, .data_ptr())."""
+
+    dtype: Any
+    address: int = 1 << 20  # 16-byte aligned, as every CUDA allocation is
+
+    def data_ptr(self) -> int:
+        return self.address
+
+
+@dataclass(frozen=True)
+class KernelFamily:
+    name: str
+    frontend: str  # "triton" (others: "cuda", "gluon", "ptx")
+    description: str
+    fn: Any  # triton.JITFunction
+    dtypes: tuple[str, ...]
+    head_dims: tuple[int, ...]
+    configs: tuple[KernelConfig, ...]
+    # spec, problem, inputs-or-None -> positional launch arguments (PointerArg stand-ins when inputs is None)
+    launch_args: Callable[[KernelSpec, Problem, dict | None], list]
+    grid: Callable[[KernelSpec, Problem, int], tuple[int, ...]]
+    make_inputs: Callable[..., dict]  # (spec, problem, device, generator) -> tensors
+    reference: Callable[[KernelSpec, dict], Any]  # float64 result
+    output_key: str = "out"
+    flops: Callable[[KernelSpec, Problem], float] | None = None
+    default_config: KernelConfig | None = None
+    extra: dict = field(default_factory=dict)
+    # non-Triton frontends: (spec, arch, cache) -> Emitted, and a loader for the run stage
+    emit: Callable | None = None
+    archs: tuple[str, ...] = ()  # targets the family can be built for (empty: any)
+    options: dict = field(default_factory=dict)  # more Triton compile options (e.g. maxnreg for warp specialisation)
+
+    def compile_options(self, spec: KernelSpec) -> dict:
+        """Triton compile options of one spec: its config's warps and stages, and the family's own options."""
+        return {"num_warps": spec.config.num_warps, "num_stages": spec.config.num_stages, **self.options}
+
+    def supports(self, dtype: str, head_dim: int, arch: str) -> bool:
+        return dtype in self.dtypes and head_dim in self.head_dims and (not self.archs or arch in self.archs)
+
+    def spec(self, dtype: str, head_dim: int, causal: bool, config: str | KernelConfig | None = None) -> KernelSpec:
+        if dtype not in self.dtypes:
+            raise SpecError(f"{self.name}: dtype {dtype!r} not supported (have {', '.join(self.dtypes)})")
+        if head_dim not in self.head_dims:
+            raise SpecError(f"{self.name}: head dim {head_dim} not supported (have {self.head_dims})")
+        if config is None or config == "default":
+            cfg = self.default_config or self.configs[0]
+        elif isinstance(config, KernelConfig):
+            cfg = config
+        else:
+            cfg = KernelConfig.parse(config)
+        return KernelSpec(self.name, dtype, head_dim, causal, cfg)
+
+
+KERNELS_PACKAGE = "ptxprobe_kernels"
+
+
+def kernels_package() -> ModuleType:
+    """The shipped kernels: installed as ``ptxprobe_kernels``, or the checkout's ``kernels/`` folder under that name."""
+    try:
+        return importlib.import_module(KERNELS_PACKAGE)
+    except ModuleNotFoundError as exc:
+        if exc.name != KERNELS_PACKAGE:
+            raise
+    folder = Path(__file__).resolve().parents[2] / "kernels"
+    spec = importlib.util.spec_from_file_location(KERNELS_PACKAGE, folder / "__init__.py",
+                                                  submodule_search_locations=[str(folder)])
+    if spec is None or spec.loader is None or not folder.is_dir():
+        raise ModuleNotFoundError(f"{KERNELS_PACKAGE} is not installed and {folder} is not a kernels folder")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[KERNELS_PACKAGE] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def kernel_source_hashes() -> dict:
+    """sha256 of every kernel source ptxprobe ships (its registered families), by path under ``kernels/``."""
+    root = Path(kernels_package().__file__).parent
+    return {
+        f"kernels/{p.relative_to(root)}": sha256_file(p)
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.suffix in (".py", ".cu", ".cuh", ".toml")
+    }
+
+
+_MODULES = (
+    "ptxprobe_kernels.triton_attention",
+    "ptxprobe_kernels.cuda_attention",
+    "ptxprobe_kernels.gluon_attention",
+    "ptxprobe_kernels.gluon_attention_ws",
+    "ptxprobe_kernels.gluon_attention_hopper",
+)
+
+
+def families() -> dict[str, KernelFamily]:
+    out: dict[str, KernelFamily] = {}
+    kernels_package()
+    for modname in _MODULES:
+        mod = importlib.import_module(modname)
+        for fam in mod.FAMILIES:
+            out[fam.name] = fam
+    return out
+
+
+def family(name: str) -> KernelFamily:
+    fams = families()
+    if name not in fams:
+        raise SpecError(f"unknown kernel {name!r} (have: {', '.join(sorted(fams))})")
+    return fams[name]

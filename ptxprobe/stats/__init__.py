@@ -1,0 +1,1 @@
+"""Paired statistics of GPU timings: log ratios, intervals and the verdict vocabulary."""

@@ -1,0 +1,3 @@
+"""NVIDIA's tools: finding, identifying and installing ptxas releases, assembling PTX, and scanning a ptxas
+binary for the name literals it tests.
+"""
