@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 from ptxprobe.cli import DIFFERS, OK, TOOL_FAILED
@@ -37,6 +39,34 @@ def _arch(arch: str | None) -> str | None:
     from ptxprobe.static.experiment import check_arch
 
     return None if arch is None else check_arch(arch)
+
+
+def cmd_cache(args) -> int:
+    """``cache info``: where the cache is and what each stage holds; ``cache clear``: remove it, or some stages."""
+    from ptxprobe.core.cache import Cache
+    from ptxprobe.core.stages import STAGES
+
+    cache = Cache()
+    if args.action == "clear":
+        known = {u.namespace for u in cache.usage()} | set(STAGES) | {"cubin"}
+        unknown = sorted(set(args.stage or ()) - known)
+        if unknown:
+            raise SpecError(f"cache clear --stage: no stage {', '.join(unknown)} (stages: {', '.join(sorted(known))})")
+        usage = cache.clear(args.stage)
+        verb = "removed"
+    elif args.stage:
+        raise SpecError("--stage goes with `ptxprobe cache clear`")
+    else:
+        usage, verb = cache.usage(), "holds"
+    rows = [asdict(u) for u in usage]
+    if args.json:
+        emit_json({"root": str(cache.root), "action": args.action, "namespaces": rows})
+        return OK
+    say(f"cache {cache.root} ({'PTXPROBE_CACHE' if 'PTXPROBE_CACHE' in os.environ else 'default'}) {verb} "
+        f"{sum(u.entries for u in usage)} entries, {sum(u.bytes for u in usage) / 1e6:.1f} MB")
+    if rows:
+        show(table("", ["namespace", "entries", "bytes"], [[r["namespace"], r["entries"], r["bytes"]] for r in rows]))
+    return OK
 
 
 def cmd_toolchain(args) -> int:
@@ -169,6 +199,7 @@ def cmd_assemble(args) -> int:
     flags = tuple(args.flags.split()) if args.flags is not None else TRITON_FLAGS
     art = assemble(src.ptx, arch, tool, flags, timeout=args.timeout)
     rec = {k: v for k, v in art.to_json().items() if k != "stderr"}
+    rec["reports"] = {k: asdict(v) for k, v in art.reports.items()}
     if art.ok:
         facts = read_cubin(art.cubin())
         rec["kernels"] = {k: {"text_bytes": f.text_bytes, "capmerc_bytes": f.capmerc_bytes, "registers": f.regcount,

@@ -99,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--kinds", default="ptxas", help="with install: comma list of ptxas,nvdisasm,cuobjdump")
     _common(s)
 
+    s = _sub(sub, "cache", "what the content-addressed cache holds, or clear it", "cmd_cache")
+    s.add_argument("action", nargs="?", choices=["info", "clear"], default="info", help="what to do")
+    s.add_argument("--stage", action="append", metavar="NAME",
+                   help="with clear: only this stage's entries (repeatable; `ptxprobe cache` lists them)")
+    _common(s)
+
     s = _sub(sub, "kernels", "list the registered kernel families", "cmd_kernels")
     _common(s)
 

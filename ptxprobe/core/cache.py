@@ -9,7 +9,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +57,15 @@ def atomic_write(path: Path, data: bytes) -> None:
         raise
 
 
+@dataclass(frozen=True)
+class CacheUsage:
+    """What one namespace of the cache holds (a stage's outputs, or the cubins)."""
+
+    namespace: str
+    entries: int
+    bytes: int
+
+
 class Cache:
     """Entries live in ``root/<namespace>/<key[:2]>/<key>/<file>``."""
 
@@ -79,6 +90,22 @@ class Cache:
         if self.enabled:
             atomic_write(path, data)
         return path
+
+    def usage(self) -> list[CacheUsage]:
+        """Entries and bytes per namespace (nothing when the cache does not exist yet)."""
+        out = []
+        for ns in sorted(p for p in self.root.iterdir() if p.is_dir()) if self.root.is_dir() else ():
+            entries = [e for shard in ns.iterdir() if shard.is_dir() for e in shard.iterdir()]
+            size = sum(f.stat().st_size for e in entries for f in e.rglob("*") if f.is_file())
+            out.append(CacheUsage(ns.name, len(entries), size))
+        return out
+
+    def clear(self, namespaces: list[str] | None = None) -> list[CacheUsage]:
+        """Remove these namespaces (default: all of them) and say what they held."""
+        gone = [u for u in self.usage() if namespaces is None or u.namespace in namespaces]
+        for u in gone:
+            shutil.rmtree(self.root / u.namespace)
+        return gone
 
     def get_json(self, namespace: str, key: str, name: str = "record.json") -> Any | None:
         raw = self.get(namespace, key, name)

@@ -37,9 +37,7 @@ def _dependencies(nvcc: str, flags: list[str], src: Path, timeout: float) -> lis
 
 
 def _deps_key(src_sha: str, flags: list[str], nvcc_sha: str) -> str:
-    from ptxprobe.core.cache import cache_key
-
-    return cache_key(src=src_sha, flags=flags, nvcc=nvcc_sha)
+    return stage_key("cuda-deps", src=src_sha, flags=flags, nvcc=nvcc_sha)
 
 
 def _known_inputs(cache: Cache, src_sha: str, flags: list[str], nvcc_sha: str) -> dict | None:
@@ -86,7 +84,7 @@ def emit_cuda(
         inputs = {str(p): sha256_file(p) for p in deps if p.is_file()}
         cache.put_json("cuda-deps", _deps_key(src_sha, flags, nvcc.sha256), inputs)
     key = stage_key("emit-cuda", src=src_sha, deps=inputs, flags=flags, nvcc=nvcc.sha256)
-    rec = cache.get_json("emit", key)
+    rec = cache.get_json("emit-cuda", key)
     if rec is None and only_cached:
         return None
     if rec is None:
@@ -97,7 +95,7 @@ def emit_cuda(
                 raise ToolFailed(f"nvcc could not compile {src.name} for {arch}: {run.describe()}")
             ptx = out.read_text()
         rec = {"ptx": ptx, "metadata": {"nvcc": nvcc.version, "nvcc_flags": flags, "inputs": inputs}}
-        cache.put_json("emit", key, rec)
+        cache.put_json("emit-cuda", key, rec)
     ptx = rec["ptx"]
     names = entries_of(ptx)
     if not names:

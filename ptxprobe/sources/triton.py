@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ptxprobe.core.cache import Cache, cache_key, sha256_file, sha256_text
+from ptxprobe.core.cache import Cache, sha256_file, sha256_text
 from ptxprobe.core.errors import SpecError
 from ptxprobe.core.stages import stage_key
 from ptxprobe.ptx.text import entry_of
@@ -100,13 +100,14 @@ def cached_specialize(fn, args: list, cache: Cache) -> Specialization:
     described = _plain(args)
     if described is None:
         return specialize(fn, args)
-    key = cache_key(fn=fn.cache_key, args=described, compiler=compiler_identity()["triton_key"], v=1)
-    rec = cache.get_json("triton-spec", key)
+    key = stage_key("triton-specialization", fn=fn.cache_key, args=described,
+                    compiler=compiler_identity()["triton_key"])
+    rec = cache.get_json("triton-specialization", key)
     if rec is not None:
         return Specialization(rec["signature"], rec["constexprs"], {(i,): a for i, a in rec["attrs"]})
     sp = specialize(fn, args)
     try:
-        cache.put_json("triton-spec", key, {"signature": sp.signature, "constexprs": sp.constexprs,
+        cache.put_json("triton-specialization", key, {"signature": sp.signature, "constexprs": sp.constexprs,
                                             "attrs": [[k[0], v] for k, v in sp.attrs.items()]})
     except TypeError:  # a constexpr that is not JSON: not memoised
         pass
@@ -185,7 +186,7 @@ def compiler_identity() -> dict:
 
     lib = Path(triton.__file__).parent / "_C"
     stamp = [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(lib.glob("libtriton*"))]
-    memo_key = cache_key(stamp=stamp, version=triton.__version__, root=str(lib))
+    memo_key = stage_key("triton-key", stamp=stamp, version=triton.__version__, root=str(lib))
     cache = Cache()
     rec = cache.get_json("triton-key", memo_key)
     if rec is None:
@@ -223,13 +224,13 @@ def triton_ptx(
         compiler=compiler_identity(),
         spec=spec_key,
     )
-    rec = cache.get_json("emit", key)
+    rec = cache.get_json("emit-triton", key)
     if rec is None and not only_cached:
         outputs, meta = compile_stages(renamed_fn(fn, name) if name else fn, spec_, arch, options)
         meta["specialization"] = spec_.to_json()
         meta["triton_version"] = triton.__version__
         rec = {"ptx": outputs["ptx"], "metadata": meta, "stages": {k: sha256_text(v) for k, v in outputs.items()}}
-        cache.put_json("emit", key, rec)
+        cache.put_json("emit-triton", key, rec)
     return rec
 
 

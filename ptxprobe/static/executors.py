@@ -71,10 +71,10 @@ def cubin_columns_key(cubin_sha256: str, name: str) -> str:
 def _cubin_columns(art: Artifact, name: str, cache: Cache) -> dict:
     """kernel_columns, memoised by cubin hash (re-reading ELF files dominates a warm sweep)."""
     key = cubin_columns_key(art.cubin_sha256, name)
-    hit = cache.get_json("cubin-columns", key)
+    hit = cache.get_json("cubin-facts", key)
     if hit is None:
         hit = kernel_columns(art.cubin(), name)
-        cache.put_json("cubin-columns", key, hit)
+        cache.put_json("cubin-facts", key, hit)
     return hit
 
 

@@ -83,7 +83,7 @@ def remote_assembly(p: Planned, timeout: float) -> RemoteAssembly:
         art = assemble(p.ptx, v.arch, tool, v.flags, repeat=v.repeat, timeout=timeout, cache=cache)
         row = variant_row(p, art, cache)
         cubin = art.cubin() if art.ok else None
-        columns = cache.get_json("cubin-columns", cubin_columns_key(art.cubin_sha256, v.name)) if art.ok else None
+        columns = cache.get_json("cubin-facts", cubin_columns_key(art.cubin_sha256, v.name)) if art.ok else None
     art = replace(art, cubin_path=None)
     return RemoteAssembly(row, art.to_json(), cubin, columns, worker_identity())
 
@@ -94,7 +94,7 @@ def adopt(returned: RemoteAssembly, key: str, cache: Cache) -> dict:
     if returned.cubin is not None:
         art["cubin_path"] = str(cache.put("cubin", art["cubin_sha256"], "kernel.cubin", returned.cubin))
         if returned.columns is not None:
-            cache.put_json("cubin-columns", cubin_columns_key(art["cubin_sha256"], returned.row["name"]),
+            cache.put_json("cubin-facts", cubin_columns_key(art["cubin_sha256"], returned.row["name"]),
                            returned.columns)
     if not returned.row.get("retriable"):
         cache.put_json("assemble", key, art)

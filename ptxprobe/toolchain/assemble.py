@@ -88,16 +88,16 @@ class Artifact:
         return Path(self.cubin_path).read_bytes()
 
     def to_json(self) -> dict:
+        """What ptxas did, without what ptxprobe reads from it: the reports are parsed anew from its words."""
         d = asdict(self)
-        d["reports"] = {k: asdict(v) for k, v in self.reports.items()}
+        del d["reports"]
         return d
 
     @classmethod
     def from_json(cls, d: dict) -> Artifact:
-        d = dict(d)
+        d = {k: v for k, v in d.items() if k != "reports"}  # a record written before reports were re-derived
         d["flags"] = tuple(d["flags"])
-        d["reports"] = {k: PtxasReport(**v) for k, v in d["reports"].items()}
-        return cls(**d)
+        return cls(**d, reports=parse_verbose(d["stderr"]))
 
 
 _FUNC_RE = re.compile(r"(?:Compiling entry function|Function properties for|Compiling function)\s+'?([\w$.]+)'?")

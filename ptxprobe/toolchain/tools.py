@@ -19,9 +19,10 @@ import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ptxprobe.core.cache import Cache, atomic_write, cache_key, default_root, sha256_file
+from ptxprobe.core.cache import Cache, atomic_write, default_root, sha256_file
 from ptxprobe.core.errors import SpecError, ToolFailed, ToolNotFound
 from ptxprobe.core.proc import run_tool
+from ptxprobe.core.stages import stage_key
 from ptxprobe.ptx.text import ptx_isa, with_version
 
 KINDS = ("ptxas", "nvdisasm", "cuobjdump", "nvcc")
@@ -82,7 +83,7 @@ def follow_wrapper(path: str | os.PathLike, _depth: int = 0) -> Path:
 def _identify_cached(real: str, mtime_ns: int, size: int, kind: str) -> tuple[str, str]:
     """Version and sha256, memoised in memory and on disk (hashing ~30 MB binaries is not free)."""
     cache = Cache()
-    key = cache_key(path=real, mtime_ns=mtime_ns, size=size, kind=kind)
+    key = stage_key("tool-identity", path=real, mtime_ns=mtime_ns, size=size, kind=kind)
     rec = cache.get_json("tool-identity", key)
     if rec is not None:
         return rec["version"], rec["sha256"]
@@ -239,10 +240,14 @@ def _probe(tool: Tool, version: str, arch: str, timeout: float = 60.0):
         return run_tool([tool.path, f"-arch={arch}", str(src), "-o", str(Path(d) / "probe.cubin")], timeout=timeout)
 
 
+def _capabilities_key(tool: Tool) -> str:
+    return stage_key("ptxas-capabilities", ptxas=tool.sha256)
+
+
 def _capabilities(tool: Tool, timeout: float = 60.0) -> dict:
     """What this ptxas accepts, learnt by asking it; a probe that hangs or crashes is not cached."""
     cache = Cache()
-    rec = cache.get_json("ptxas-caps", tool.sha256)
+    rec = cache.get_json("ptxas-capabilities", _capabilities_key(tool))
     if rec is not None:
         return rec
     run = _probe(tool, "99.9", "sm_80", timeout)
@@ -250,7 +255,7 @@ def _capabilities(tool: Tool, timeout: float = 60.0) -> dict:
     max_isa = m.group(1) if m else "99.9"  # unknown: never lower, let ptxas itself say no
     rec = {"max_ptx_isa": max_isa, "archs": {}}
     if run.status in ("ok", "failed"):
-        cache.put_json("ptxas-caps", tool.sha256, rec)
+        cache.put_json("ptxas-capabilities", _capabilities_key(tool), rec)
     return rec
 
 
@@ -268,7 +273,7 @@ def supports_arch(tool: Tool, arch: str, timeout: float = 60.0) -> bool:
         if run.status not in ("ok", "failed"):  # a hang or crash says nothing about the arch: not cached
             raise ToolFailed(f"ptxas {tool.version} could not be asked about {arch}: {run.describe()}")
         rec["archs"][arch] = run.ok
-        Cache().put_json("ptxas-caps", tool.sha256, rec)
+        Cache().put_json("ptxas-capabilities", _capabilities_key(tool), rec)
     return bool(rec["archs"][arch])
 
 
@@ -281,14 +286,15 @@ def ptxas_options(tool: Tool, timeout: float = 30.0) -> dict | None:
     None when its ``--help`` lists nothing (it crashed or hung): then nothing is checked and ptxas itself says no.
     """
     cache = Cache()
-    rec = cache.get_json("ptxas-options", tool.sha256)
+    key = stage_key("ptxas-options", ptxas=tool.sha256)
+    rec = cache.get_json("ptxas-options", key)
     if rec is None:
         run = run_tool([tool.path, "--help"], timeout=timeout)
         pairs = _HELP_OPTION_RE.findall(run.stdout + run.stderr)
         if not pairs:
             return None
         rec = {"long": sorted({a for a, _ in pairs}), "short": sorted({b for _, b in pairs})}
-        cache.put_json("ptxas-options", tool.sha256, rec)
+        cache.put_json("ptxas-options", key, rec)
     return rec
 
 
