@@ -365,7 +365,7 @@ def _only_entry(ptx: str, given: str | None, path: str) -> str:
 
 def check_files(base: str | Path, variant: str | Path, base_name: str | None = None,
                 new_name: str | None = None) -> RenameCheck:
-    from ptxprobe.sources.files import read_text_file
+    from ptxprobe.ptx.text import read_text_file
 
     a, b = read_text_file(base, "PTX"), read_text_file(variant, "PTX")
     ea, eb = _only_entry(a, base_name, str(base)), _only_entry(b, new_name, str(variant))

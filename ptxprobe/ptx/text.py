@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from ptxprobe.core.errors import MalformedPtx, UnsupportedPtxVersion
 
@@ -149,3 +150,16 @@ def entry_params(ptx: str, entry: str) -> list[PtxParam]:
         for p in (_PARAM_RE.search(chunk) for chunk in m.group(1).split(","))
         if p is not None
     ]
+
+
+def read_text_file(path: str | Path, what: str) -> str:
+    """A text input (PTX, a spec) whose every failure to read is said as bad input, naming the file."""
+    p = Path(path)
+    if p.is_dir():
+        raise MalformedPtx(f"{p} is a directory, not a {what} file")
+    try:
+        return p.read_text()
+    except FileNotFoundError as exc:
+        raise MalformedPtx(f"{p}: no such {what} file") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MalformedPtx(f"{p}: cannot read {what} ({exc})") from exc

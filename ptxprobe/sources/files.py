@@ -6,20 +6,8 @@ import io
 from pathlib import Path
 
 from ptxprobe.core.errors import CubinError, MalformedPtx
-from ptxprobe.ptx.text import entries_of, has_version, target_of
+from ptxprobe.ptx.text import entries_of, has_version, read_text_file, target_of
 from ptxprobe.sources.base import Emitted
-
-
-def read_text_file(path: str | Path, what: str) -> str:
-    p = Path(path)
-    if p.is_dir():
-        raise MalformedPtx(f"{p} is a directory, not a {what} file")
-    try:
-        return p.read_text()
-    except FileNotFoundError as exc:
-        raise MalformedPtx(f"{p}: no such {what} file") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MalformedPtx(f"{p}: cannot read {what} ({exc})") from exc
 
 
 def choose_entries(names: list[str], entry: str | None, where: str) -> tuple[str, ...]:
