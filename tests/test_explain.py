@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from ptxprobe.binary.sass import disassemble, loops
+from ptxprobe.core.rundir import RunDir
 from ptxprobe.explain.attribution import (
     UNLISTED,
     KernelProfile,
@@ -31,10 +32,7 @@ RUNS = {"sgemm": ROOT / "experiments/results/2026-12-02-h200-design-user",
 
 
 def _copy(run: Path, dst: Path) -> Path:
-    dst.mkdir()
-    for name in ("runtime.jsonl", "manifest.json", "results.jsonl"):
-        shutil.copy(run / name, dst / name)
-    shutil.copytree(run / EXPLAIN_DIR, dst / EXPLAIN_DIR)
+    shutil.copytree(run, dst)  # the committed layout as it is (compressed logs and ncu CSVs)
     return dst
 
 
@@ -43,9 +41,14 @@ def _profiled(run: Path) -> tuple[Path, list[dict]]:
     return run / EXPLAIN_DIR, next(iter(index["groups"].values()))
 
 
+def _text(out: Path, name: str) -> str:
+    """An explain file, plain or gzip-compressed as committed."""
+    return RunDir(out.parent).text(f"{out.name}/{name}")
+
+
 def _load(out: Path, p: dict):
     listing = disassemble((out / p["cubin"]).read_bytes())[p["name"]]
-    return listing, parse_source_csv((out / p["source_csv"]).read_text())
+    return listing, parse_source_csv(_text(out, p["source_csv"]))
 
 
 # the run made by `rename-sweep --run --explain` on the H200 (its 2048 sgemm comparison is where ncu and the timing
@@ -81,7 +84,7 @@ def test_the_checks_hold_on_the_h200_profiles(kind):
 
 def test_every_sample_has_a_reason_and_not_issued_columns_are_not_counted_twice():
     out, profiled = _profiled(RUNS["attention"])
-    text = (out / profiled[0]["source_csv"]).read_text()
+    text = _text(out, profiled[0]["source_csv"])
     prof = parse_source_csv(text)
     assert not any("Not Issued" in r for r in prof.reasons)
     assert all(sum(i.by_reason.values()) == i.samples for i in prof.instructions)
@@ -100,7 +103,7 @@ def _column(text: str, name: str) -> list[str]:
 
 def test_details_page_units_and_thousands_separators():
     out, profiled = _profiled(RUNS["sgemm"])
-    m = parse_details_csv((out / profiled[0]["details_csv"]).read_text())
+    m = parse_details_csv(_text(out, profiled[0]["details_csv"]))
     assert m["Elapsed Cycles"][0] > 1e6 and m["Elapsed Cycles"][0] == int(m["Elapsed Cycles"][0])
     prof = KernelProfile((), (), m)
     value, unit = m["Duration"]
@@ -166,7 +169,8 @@ def test_cli_explain_analyze_only_and_its_errors(tmp_path):
     assert json.loads(got.stdout) == json.loads((RUNS["sgemm"] / EXPLAIN_JSON).read_text())
     bare = tmp_path / "bare"
     bare.mkdir()
-    shutil.copy(RUNS["sgemm"] / "runtime.jsonl", bare / "runtime.jsonl")
+    log = RunDir(RUNS["sgemm"]).file("runtime.jsonl")
+    shutil.copy(log, bare / log.name)
     shutil.copy(RUNS["sgemm"] / "manifest.json", bare / "manifest.json")
     got = subprocess.run([sys.executable, "-m", "ptxprobe", "explain", str(bare), "--analyze-only"],
                          capture_output=True, text=True, timeout=300)

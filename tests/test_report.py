@@ -91,7 +91,7 @@ def test_report_renders_in_headless_chromium(report_dir, tmp_path):
 def test_report_on_a_directory_without_results(tmp_path):
     from ptxprobe.core.errors import PtxprobeError
 
-    with pytest.raises(PtxprobeError, match="no results.jsonl"):
+    with pytest.raises(PtxprobeError, match="no static results"):
         report.build_report(tmp_path)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import shutil
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ptxprobe.cli import main
+from ptxprobe.core.store import compressed
 from ptxprobe.reports import repro
 from ptxprobe.static.bisect import BisectStep, bisect, transitions
 
@@ -28,6 +30,9 @@ def _copy(tmp_path) -> Path:
     shutil.copytree(COMMITTED, dst)
     for p in dst.rglob("*"):
         p.chmod(0o644 if p.is_file() else 0o755)
+    log = dst / "variants.jsonl"  # committed compressed: the tests below edit it as plain text
+    log.write_bytes(gzip.decompress(compressed(log).read_bytes()))
+    compressed(log).unlink()
     return dst
 
 
@@ -115,7 +120,7 @@ def test_runtime_comparison_on_two_committed_h200_runs():
     from ptxprobe.core.store import read_log
 
     base = COMMITTED.parent
-    v2 = read_log(base / "2026-12-02-h200-runtime-v2" / "runtime.jsonl")
+    v2 = read_log(base / "2026-12-02-h200-runtime-ptxas124" / "runtime.jsonl")
     rep = read_log(base / "2026-12-02-h200-repeat-ptxas124" / "runtime.jsonl")
     shared = {r["group_id"] for r in rep}
     rows = repro.compare_runtime([r for r in v2 if r["group_id"] in shared], rep)

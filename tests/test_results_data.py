@@ -7,7 +7,7 @@ import pytest
 from experiments.analysis import static_runs as analysis
 from ptxprobe.stats import paired as stats
 
-RUNTIME = "2026-12-02-h200-runtime-v2"
+RUNTIME = "2026-12-02-h200-runtime-ptxas124"
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +68,7 @@ def test_static_analysis_tables():
 
 
 def test_independent_runs_agree_on_verdicts():
-    v1 = analysis.load_runtime(analysis.results_dir("2026-12-02-h200-runtime-v1"))
+    v1 = analysis.load_runtime(analysis.results_dir("2026-12-02-h200-runtime-d64-d128"))
     v2 = analysis.load_runtime(analysis.results_dir(RUNTIME))
     agreement = analysis.verdict_agreement(v1, v2, "12.8.93")
     assert agreement["shared"] >= 40

@@ -25,7 +25,7 @@ TIMED = {"2026-12-02-h200-design": ("h200-design", False), "2026-12-02-h200-desi
          "2026-12-03-h200-interleaved": ("h200-interleaved", True),  # issue 15: the interleaved design
          "2026-12-03-h200-interleaved-user": ("h200-interleaved-user", True),
          # today's defaults; run orders drawn by a coin per round and shared by every group: calibration failed
-         "2026-12-03-h200-interleaved-fast-coin": ("h200-interleaved-fast", True),
+         "2026-12-03-h200-interleaved-fast-coin-orders": ("h200-interleaved-fast", True),
          "2026-12-03-h200-interleaved-fast": ("h200-interleaved-fast", True),  # balanced orders, passed
          "2026-12-03-h200-interleaved-user-defaults": ("h200-interleaved-user-defaults", True),  # signed-rank
          "2026-12-03-h200-defaults": ("h200-defaults", True),  # every default: issue 15's goals in one run
@@ -146,11 +146,11 @@ def test_issue_15_goals_per_committed_run():
     the run before them misses only the half-width maximum, the coin-ordered one only the A/A false positives."""
     met = {run: analysis_gpu.goal_figures(analysis.results_dir(run))["goals_met"]
            for run in ("2026-12-03-h200-defaults", "2026-12-03-h200-defaults-repro", "2026-12-03-h200-interleaved-fast",
-                       "2026-12-03-h200-interleaved-fast-coin", "2026-12-03-h200-interleaved")}
+                       "2026-12-03-h200-interleaved-fast-coin-orders", "2026-12-03-h200-interleaved")}
     missed = {run: sorted(k for k, ok in g.items() if not ok) for run, g in met.items()}
     assert missed == {"2026-12-03-h200-defaults": [], "2026-12-03-h200-defaults-repro": [],
                       "2026-12-03-h200-interleaved-fast": ["aa_halfwidth_max"],
-                      "2026-12-03-h200-interleaved-fast-coin": ["aa_false_positives", "aa_halfwidth_max"],
+                      "2026-12-03-h200-interleaved-fast-coin-orders": ["aa_false_positives", "aa_halfwidth_max"],
                       "2026-12-03-h200-interleaved": ["gpu_seconds"]}
 
 

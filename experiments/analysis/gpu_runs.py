@@ -1,4 +1,4 @@
-"""Analysis of committed GPU runs made with the randomised, graph-timed design (runtime.jsonl + calibration.json).
+"""Analysis of committed GPU runs made with the randomised, graph-timed design (runtime log + calibration.json).
 
 DataFrames in, DataFrames or records out; the README's runtime findings and the notebook's runtime
 section are computed here from the committed data.
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from ptxprobe.core.rundir import RunDir
 from ptxprobe.core.schema import problem_label
-from ptxprobe.core.store import CALIBRATION, read_log, read_run_json
 from ptxprobe.stats import paired as stats
 
 NAME_COLUMNS = ["group_id", "kernel", "problem", "run_ptxas_version", "name_template", "ratio_vs_baseline",
@@ -20,14 +20,14 @@ NAME_COLUMNS = ["group_id", "kernel", "problem", "run_ptxas_version", "name_temp
 
 
 def load(run_dir: str | Path) -> pd.DataFrame:
-    """runtime.parquet (the derived rows, with the sweep's q-values; raw samples stay in runtime.jsonl)."""
-    df = pd.read_parquet(Path(run_dir) / "runtime.parquet")
+    """The GPU rows with the sweep's q-values, as runtime.parquet holds them (raw samples stay in the log)."""
+    df = RunDir(run_dir).runtime_table()
     df["problem"] = [problem_label(r) for r in df.to_dict("records")]
     return df
 
 
 def calibration(run_dir: str | Path) -> dict:
-    return read_run_json(run_dir, CALIBRATION)
+    return RunDir(run_dir).calibration
 
 
 # issue 15's goals beyond what a calibration itself requires (power and A/A false positives: calibrate.CRITERIA)
@@ -39,7 +39,7 @@ def goal_figures(run_dir: str | Path) -> dict:
     GPU seconds scaled to 48 groups, and each goal met or not."""
     from ptxprobe.gpu.calibrate import CRITERIA, summarize
 
-    c = summarize(read_log(Path(run_dir) / "groups.jsonl"))
+    c = summarize(RunDir(run_dir).groups)
     per48 = c["gpu_seconds"] / c["groups"] * 48
     met = {
         "aa_halfwidth_median": c["aa_halfwidth_median"] <= GOALS["aa_halfwidth_median_max"],
@@ -55,7 +55,7 @@ def goal_figures(run_dir: str | Path) -> dict:
 def groups(run_dir: str | Path) -> pd.DataFrame:
     """One row per group: its A/A comparison and each planted slowdown as measured."""
     rows = []
-    for g in read_log(Path(run_dir) / "groups.jsonl"):
+    for g in RunDir(run_dir).groups:
         aa = g["aa"]
         row = {"group_id": g["group_id"], "aa_ratio": aa["ratio_vs_baseline"], "aa_half_width": aa["half_width"],
                "aa_verdict": aa["runtime_verdict"], "rounds": aa["rounds"], "gpu_seconds": g["gpu_seconds"]}
@@ -106,8 +106,9 @@ def numerics_summary(effects: pd.DataFrame) -> dict:
 def throttling(run_dir: str | Path) -> pd.DataFrame:
     """Per kernel family and mask: the share of samples NVML flagged as throttled, the median SM clock during
     the samples, and the median A/A half-width: how the card's power management relates to the noise."""
-    recs = read_log(Path(run_dir) / "runtime.jsonl")
-    aa = {g["group_id"]: g["aa"]["half_width"] for g in read_log(Path(run_dir) / "groups.jsonl")}
+    rd = RunDir(run_dir)
+    recs = rd.runtime_log
+    aa = {g["group_id"]: g["aa"]["half_width"] for g in rd.groups}
     rows = []
     for r in recs:
         if r.get("block") != "names" or not r.get("is_baseline"):
@@ -139,7 +140,7 @@ def resequenced(run_dir: str | Path, min_rounds: int = 20, batch: int = 10,
     what the committed plain-95 % verdicts become under the rule the runs now use."""
     from ptxprobe.stats import paired as stats
 
-    recs = read_log(Path(run_dir) / "runtime.jsonl")
+    recs = RunDir(run_dir).runtime_log
     base = {r["group_id"]: r for r in recs if r.get("block") == "names" and r.get("is_baseline")}
     rows = []
     for r in recs:
@@ -156,7 +157,7 @@ def resequenced(run_dir: str | Path, min_rounds: int = 20, batch: int = 10,
 def _names_blocks(run_dir: str | Path) -> dict[str, dict[str, dict]]:
     """Every group's names-block rows (names, baseline, A/A copies) by label."""
     by: dict[str, dict] = {}
-    for r in read_log(Path(run_dir) / "runtime.jsonl"):
+    for r in RunDir(run_dir).runtime_log:
         if r.get("block", "names") == "names":
             by.setdefault(r["group_id"], {})[r["label"]] = r
     return by
@@ -165,14 +166,13 @@ def _names_blocks(run_dir: str | Path) -> dict[str, dict[str, dict]]:
 def stopping_replay(run_dir: str | Path) -> pd.DataFrame:
     """Each group's names block replayed look by look from its recorded rounds through the timing's own stopping
     rule and the run's recorded plan: where the rule stops (and why) against where the block did stop."""
-    from ptxprobe.core.store import MANIFEST
     from ptxprobe.gpu.calibrate import names_compared
     from ptxprobe.gpu.plan import run_config
     from ptxprobe.gpu.timing import TimingPlan, look_halfwidths, look_rounds, stop_reason
 
-    run_dir = Path(run_dir)
-    stated = run_config(read_run_json(run_dir, MANIFEST)["experiment"].get("run")).timing
-    records = {g["group_id"]: g for g in read_log(run_dir / "groups.jsonl")}
+    rd = RunDir(run_dir)
+    stated = run_config(rd.manifest["experiment"].get("run")).timing
+    records = {g["group_id"]: g for g in rd.groups}
     rows = []
     for gid, labels in sorted(_names_blocks(run_dir).items()):
         rec = records.get(gid, {})
@@ -316,13 +316,13 @@ def first_in_replay(run_dir: str | Path) -> pd.DataFrame:
     from ptxprobe.gpu.timing import order_batches
     from ptxprobe.static.experiment import experiment_from_dict, recorded_axes
 
-    d = Path(run_dir)
-    exp = experiment_from_dict(recorded_axes(read_run_json(d, "manifest.json")))
+    d = RunDir(run_dir)
+    exp = experiment_from_dict(recorded_axes(d.manifest))
     plan = run_config(exp.run).timing
     templates = list(exp.names)
-    blocks = _names_blocks(d)
+    blocks = _names_blocks(d.path)
     out = []
-    for g in read_log(d / "groups.jsonl"):
+    for g in d.groups:
         if "order_seed" not in g:
             continue
         compare = names_compared(templates, g.get("identical_code", []))

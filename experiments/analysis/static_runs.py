@@ -11,8 +11,9 @@ from pathlib import Path
 import pandas as pd
 
 from experiments import RESULTS
+from ptxprobe.core.rundir import RunDir
 from ptxprobe.core.schema import problem_label
-from ptxprobe.core.store import MANIFEST, read_log, read_run_json
+from ptxprobe.core.store import MANIFEST
 from ptxprobe.stats import paired as stats
 from ptxprobe.toolchain.tools import version_key
 
@@ -29,16 +30,17 @@ def results_dir(name: str) -> Path:
 
 
 def load_static(run_dir: str | Path) -> pd.DataFrame:
-    return pd.read_parquet(Path(run_dir) / "results.parquet")
+    """Static rows with verdicts (derived from the variant log; see ``ptxprobe.core.rundir``)."""
+    return RunDir(run_dir).static_table()
 
 
 def load_runtime(run_dir: str | Path) -> pd.DataFrame:
     """Runtime rows with their raw per-round times."""
-    return pd.DataFrame(read_log(Path(run_dir) / "runtime.jsonl"))
+    return pd.DataFrame(RunDir(run_dir).runtime_log)
 
 
 def load_manifest(run_dir: str | Path) -> dict:
-    return read_run_json(run_dir, MANIFEST)
+    return RunDir(run_dir).json(MANIFEST)
 
 
 def renamed(static: pd.DataFrame) -> pd.DataFrame:

@@ -1,8 +1,10 @@
 """A run directory: the resumable log, its lock, the manifest and the derived outputs.
 
 The log (``variants.jsonl``, ``runtime.jsonl``) is append-only, one JSON record per
-line, fsynced. Only the *last* line may be torn (an interruption mid-write); a bad line
-anywhere else means the file was damaged, and that is an error, not something to skip.
+line, fsynced. A finished run may keep it gzip-compressed (``variants.jsonl.gz``, see ``core.rundir``);
+appends after that go to a new plain file, read after the compressed part. Only the *last* line may be
+torn (an interruption mid-write); a bad line anywhere else means the file was damaged, and that is an
+error, not something to skip.
 A directory holds one experiment and one writer at a time (``flock`` on ``.lock``).
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import gzip
 import json
 import os
 import platform
@@ -25,15 +28,33 @@ from ptxprobe.core.errors import DamagedLog, RunDirBusy, SpecError
 LOG, RESULTS_JSONL, RESULTS_PARQUET, MANIFEST = "variants.jsonl", "results.jsonl", "results.parquet", "manifest.json"
 RUNTIME_LOG, RUNTIME_PARQUET = "runtime.jsonl", "runtime.parquet"
 GROUPS_LOG, CALIBRATION, GPU_INFO = "groups.jsonl", "calibration.json", "gpu.json"
+RUNTIME_TABLE_DROPS = ("times_ms", "samples")  # raw per-round times stay in the log, not in runtime.parquet
 LOCK = ".lock"
+GZ = ".gz"
+# the layout of a run directory, recorded in its manifest; runs without one are the old layout (1), where the
+# derived tables (results.jsonl/.parquet, runtime.parquet) sit beside the logs or, in some, replace them
+SCHEMA_VERSION = 2
+
+
+def compressed(path: Path) -> Path:
+    """The gzip-compressed copy of a run file (``variants.jsonl`` -> ``variants.jsonl.gz``)."""
+    return path.with_name(path.name + GZ)
 
 
 def read_log(path: Path) -> list[dict]:
-    """Every record of a log; a torn last line is dropped, any other bad line raises DamagedLog."""
+    """Every record of a log, its compressed part (``.gz``) first; a torn last line is dropped, any other bad
+    line raises DamagedLog."""
+    path = Path(path)
     rows: list[dict] = []
-    if not path.exists():
-        return rows
-    data = path.read_bytes()
+    if compressed(path).exists():
+        rows += _records(compressed(path), gzip.decompress(compressed(path).read_bytes()))
+    if path.exists():
+        rows += _records(path, path.read_bytes())
+    return rows
+
+
+def _records(path: Path, data: bytes) -> list[dict]:
+    rows: list[dict] = []
     lines = data.split(b"\n")
     for i, line in enumerate(lines):
         if not line.strip():
@@ -176,6 +197,7 @@ def build_manifest(exp, identity: dict, tools: list, argv: list[str], started: f
     """What a run directory was made from: command, experiment, inputs' and tools' hashes, host."""
     exp_file = exp.source
     return {
+        "schema_version": SCHEMA_VERSION,
         "ptxprobe_version": __version__,
         "command": argv,
         "experiment": exp.to_json(),

@@ -13,7 +13,8 @@ from pathlib import Path
 from ptxprobe.binary.sass import disassemble
 from ptxprobe.core.cache import atomic_write
 from ptxprobe.core.errors import SpecError
-from ptxprobe.core.store import MANIFEST, RUNTIME_LOG, read_log
+from ptxprobe.core.rundir import RunDir
+from ptxprobe.core.store import MANIFEST, RUNTIME_LOG
 from ptxprobe.explain.attribution import group_record, parse_details_csv, parse_source_csv
 
 EXPLAIN_DIR = "explain"
@@ -48,7 +49,7 @@ def profile_run(run_dir: Path, filters: list[str], max_groups: int = 4, timeout:
     from ptxprobe.explain.profile import find_ncu, profile_group
     from ptxprobe.gpu.device import require_gpu
 
-    rows = read_log(run_dir / RUNTIME_LOG)  # the input first: a directory without GPU results says so anywhere
+    rows = RunDir(run_dir).runtime_log  # the input first: a directory without GPU results says so anywhere
     if not rows:
         raise SpecError(f"{run_dir} has no {RUNTIME_LOG}: explain needs a timed run (rename-sweep --run)")
     require_gpu()
@@ -90,20 +91,20 @@ def profile_manifest(ncu: str, groups: list[str], filters: list[str]) -> dict:
 
 def analyze(run_dir: Path) -> dict:
     """explain.json from the kept profiles: one record per (group, renamed variant)."""
-    out = run_dir / EXPLAIN_DIR
-    if not (out / INDEX).exists():
+    rd = RunDir(run_dir)
+    if not rd.has(f"{EXPLAIN_DIR}/{INDEX}"):
         raise SpecError(f"{run_dir} has no {EXPLAIN_DIR}/{INDEX}: run `ptxprobe explain {run_dir}` on a GPU host "
                         "with ncu first")
-    index = json.loads((out / INDEX).read_text())
-    rows = runtime_groups(read_log(run_dir / RUNTIME_LOG))
+    index = rd.json(f"{EXPLAIN_DIR}/{INDEX}")
+    rows = runtime_groups(rd.runtime_log)
     records = []
     for gid, profiled in index["groups"].items():
         by_template = {r["name_template"]: r for r in rows.get(gid, [])}
         base_p = profiled[0]
-        base_listing, base_prof = _load(out, base_p)
+        base_listing, base_prof = _load(rd, base_p)
         base_row = by_template.get(base_p["template"], {})
         for p in profiled[1:]:
-            listing, prof = _load(out, p)
+            listing, prof = _load(rd, p)
             row = by_template.get(p["template"])
             identical = row is not None and row.get("text_sha256") == base_row.get("text_sha256")
             records.append(group_record(base_row.get("kernel", gid), gid, base_p["name"], p["name"], identical,
@@ -113,8 +114,9 @@ def analyze(run_dir: Path) -> dict:
     return doc
 
 
-def _load(out: Path, p: dict):
-    listing = disassemble((out / p["cubin"]).read_bytes())[p["name"]]
-    prof = parse_source_csv((out / p["source_csv"]).read_text())
-    details = parse_details_csv((out / p["details_csv"]).read_text())
+def _load(rd: RunDir, p: dict):
+    """One profiled name's listing and ncu profile (its CSVs plain or gzip-compressed)."""
+    listing = disassemble(rd.bytes(f"{EXPLAIN_DIR}/{p['cubin']}"))[p["name"]]
+    prof = parse_source_csv(rd.text(f"{EXPLAIN_DIR}/{p['source_csv']}"))
+    details = parse_details_csv(rd.text(f"{EXPLAIN_DIR}/{p['details_csv']}"))
     return listing, replace(prof, metrics=details)

@@ -18,6 +18,7 @@ from ptxprobe.core.store import (
     GROUPS_LOG,
     RUNTIME_LOG,
     RUNTIME_PARQUET,
+    RUNTIME_TABLE_DROPS,
     append_records,
     drop_torn_tail,
     read_log,
@@ -180,7 +181,7 @@ def finalize(out: Path) -> list[dict]:
 def _finish(out: Path, log: Path, info: dict) -> list[dict]:
     """q-values, the Parquet table, calibration.json and gpu.json from the logs."""
     rows = with_q_values(read_log(log))
-    write_parquet(out / RUNTIME_PARQUET, rows, drop=("times_ms", "samples"))
+    write_parquet(out / RUNTIME_PARQUET, rows, drop=RUNTIME_TABLE_DROPS)
     records = read_log(out / GROUPS_LOG)
     calibration = summarize_calibration(records)
     atomic_write(out / CALIBRATION, json.dumps(calibration, indent=1, sort_keys=True).encode())

@@ -17,8 +17,8 @@ from ptxprobe.binary.diff import SAME, Diff, diff_files
 from ptxprobe.binary.sass import Listing
 from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import PtxprobeError
+from ptxprobe.core.rundir import RunDir
 from ptxprobe.core.schema import problem_label
-from ptxprobe.core.store import CALIBRATION, GPU_INFO, MANIFEST, RESULTS_JSONL, RUNTIME_LOG, read_log, read_run_json
 from ptxprobe.static.verdicts import arch_order, pivot, summarize
 
 FOLD_AT = 8  # runs of identical instructions longer than this are folded
@@ -36,11 +36,13 @@ def cubin_path(cache: Cache, sha: str | None) -> Path | None:
     return p if p.exists() else None
 
 
-def load_rows(run_dir: Path) -> list[dict]:
-    path = run_dir / RESULTS_JSONL
-    if not path.exists():
-        raise PtxprobeError(f"{run_dir}: no {RESULTS_JSONL}; is this a ptxprobe run directory?")
-    return read_log(path)
+def load_rows(run_dir: Path | RunDir) -> list[dict]:
+    """The static rows with their verdicts (derived from the variant log, whatever the run's age)."""
+    rd = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
+    rows = rd.static_rows()
+    if not rows:
+        raise PtxprobeError(f"{rd.path}: no static results (no variant log); is this a ptxprobe run directory?")
+    return rows
 
 
 def _disassemble_all(paths) -> dict:
@@ -97,8 +99,9 @@ def build_report(
     out = Path(out_dir) if out_dir else run / "report"
     out.mkdir(parents=True, exist_ok=True)
     cache = cache or Cache()
-    rows = load_rows(run)
-    manifest = read_run_json(run, MANIFEST, optional=True) or {}
+    rd = RunDir(run)
+    rows = load_rows(rd)
+    manifest = rd.manifest
     env = _env()
     first = {}
     for r in rows:  # the repeat-0 row of each (group, name)
@@ -151,10 +154,10 @@ def build_report(
                 (out / page).write_text(html)
                 rec["page"] = page
         records.append(rec)
-    timed = runtime_records(read_log(run / RUNTIME_LOG))
+    timed = runtime_records(rd.runtime_log)
     templates = list(manifest.get("experiment", {}).get("names") or ["{base}", "cutlass_{base}"])
     answer = pivot(summarize(rows), templates)
-    calibration = read_run_json(run, CALIBRATION, optional=True)
+    calibration = rd.calibration
     index = env.get_template("index.html.j2").render(
         answer=answer,
         templates=templates,
@@ -163,11 +166,11 @@ def build_report(
         title=manifest.get("experiment", {}).get("name", run.name),
         rows=records,
         runtime=timed,
-        gpu=read_run_json(run, GPU_INFO, optional=True) or {},
+        gpu=rd.gpu or {},
         manifest=manifest,
         generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         notebook=notebook_html,
-        explain=explain_view(run),
+        explain=explain_view(rd),
     )
     (out / "index.html").write_text(index)
     (out / "report.json").write_text(json.dumps(records, indent=1, default=str))
@@ -176,12 +179,12 @@ def build_report(
     return {"out_dir": str(out), "records": records, "runtime": timed}
 
 
-def explain_view(run: Path, reasons_shown: int = 6, loops_shown: int = 3) -> list[dict]:
+def explain_view(run: Path | RunDir, reasons_shown: int = 6, loops_shown: int = 3) -> list[dict]:
     """explain.json as the report draws it: per group, the stall reasons (and those of its busiest loops) as
     baseline/variant bar pairs scaled to the largest, and the instructions whose samples changed most."""
     from ptxprobe.explain.run import EXPLAIN_JSON
 
-    doc = read_run_json(run, EXPLAIN_JSON, optional=True)
+    doc = (run if isinstance(run, RunDir) else RunDir(run)).json(EXPLAIN_JSON, optional=True)
     if not doc:
         return []
 

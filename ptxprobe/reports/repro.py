@@ -9,7 +9,6 @@ source, another Triton).
 
 from __future__ import annotations
 
-import json
 import math
 import tempfile
 from collections import Counter, defaultdict
@@ -18,8 +17,9 @@ from pathlib import Path
 
 from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import PtxprobeError
+from ptxprobe.core.rundir import RunDir
 from ptxprobe.core.schema import problem_label
-from ptxprobe.core.store import LOG, MANIFEST, RESULTS_JSONL, read_log
+from ptxprobe.core.store import MANIFEST
 from ptxprobe.gpu.plan import RunConfig
 from ptxprobe.sources.registry import kernel_source_hashes
 from ptxprobe.static.experiment import experiment_from_dict, recorded_axes
@@ -62,14 +62,12 @@ class ReproOutcome:
 
 
 def _load(run_dir: Path) -> tuple[dict, list[dict]]:
-    man_path = run_dir / MANIFEST
-    if not man_path.exists():
+    """The manifest and the recorded variants (the variant log; an old run without one: its recorded rows)."""
+    rd = RunDir(run_dir)
+    if not rd.has(MANIFEST):
         raise PtxprobeError(f"{run_dir}: no {MANIFEST}; not a ptxprobe run directory")
-    try:
-        manifest = json.loads(man_path.read_text())
-    except json.JSONDecodeError as exc:
-        raise PtxprobeError(f"{man_path}: not valid JSON ({exc})") from exc
-    rows = read_log(run_dir / LOG) or read_log(run_dir / RESULTS_JSONL)
+    manifest = rd.json(MANIFEST)
+    rows = rd.variants or rd.static_rows()
     if not rows:
         raise PtxprobeError(f"{run_dir}: no recorded variants")
     return manifest, rows
@@ -291,7 +289,7 @@ def repro(
     edited = changed_sources(manifest)
     notes = [f"kernel sources changed since the recorded run: {', '.join(edited)}"] if edited else []
     note, runtime_rows = "", []
-    if (run / "runtime.jsonl").exists():
+    if RunDir(run).has_runtime:
         from ptxprobe.core.errors import NoGpu
         from ptxprobe.gpu import runtime_sweep
 
@@ -300,7 +298,7 @@ def repro(
             new_rt = runtime_sweep(sub, out / "runtime", progress=progress, executor=executor)
             between = float(exp_d.get("run", {}).get("between_run_sd", BETWEEN_RUN_SD))
             margin = float(exp_d.get("run", {}).get("timing", {}).get("margin", stats.EQUIVALENCE_MARGIN))
-            runtime_rows = compare_runtime(read_log(run / "runtime.jsonl"), new_rt, between, margin)
+            runtime_rows = compare_runtime(RunDir(run).runtime_log, new_rt, between, margin)
         except NoGpu as exc:
             note = f"runtime results recorded but not re-checked: {exc}"
     return ReproOutcome(rows, problems, runtime_note=note, runtime_rows=runtime_rows, notes=notes)

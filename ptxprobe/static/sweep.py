@@ -3,8 +3,9 @@
 Every finished assembly is appended to ``variants.jsonl`` at once, so an interrupted sweep
 loses nothing and a re-run skips what is there (hangs and outside kills are retried).
 ``results.jsonl``/``results.parquet`` are derived from the log rows of *this* plan and
-rewritten at the end. Ctrl-C stops the executor at once: the workers' ptxas process groups are
-killed, and the outputs and manifest are still written for what finished.
+rewritten at the end, for the user: nothing reads them back (``core.rundir.RunDir`` derives the rows from
+the log, which a finished run may keep compressed). Ctrl-C stops the executor at once: the workers'
+ptxas process groups are killed, and the outputs and manifest are still written for what finished.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ptxprobe.core.store import (
     append_records,
     build_manifest,
     check_same_experiment,
+    compressed,
     drop_torn_tail,
     lock_dir,
     prepare_dir,
@@ -116,8 +118,8 @@ def run_sweep(
     with lock_dir(out):
         log = out / LOG
         if fresh:
-            for name in (LOG, RESULTS_JSONL, RESULTS_PARQUET):
-                (out / name).unlink(missing_ok=True)
+            for path in (log, compressed(log), out / RESULTS_JSONL, out / RESULTS_PARQUET):
+                path.unlink(missing_ok=True)
         else:
             check_same_experiment(out, identity)
         drop_torn_tail(log)
