@@ -11,6 +11,7 @@ from ptxprobe.core.errors import InvalidName, MalformedPtx
 from ptxprobe.ptx import rename
 from ptxprobe.ptx.check import check_rename
 from ptxprobe.sources.files import load_ptx
+from tests.ptx_text import normalize
 
 ARCHS = ["sm_90a", "sm_100a", "sm_120a"]
 
@@ -23,7 +24,7 @@ def test_text_rename_equals_triton_repr_path(emitted, arch, dtype):
     assert via_triton.entry == "cutlass_attention"
     ours = rename.rename_entry(base.ptx, "attention", "cutlass_attention")
     # exactly equal once comments and .file paths are dropped, DWARF offsets included
-    assert rename.normalize(ours.ptx) == rename.normalize(via_triton.ptx)
+    assert normalize(ours.ptx) == normalize(via_triton.ptx)
     assert ours.sites >= 10  # entry, params, uses, DWARF name
     eq = check_rename(base.ptx, via_triton.ptx, "attention", "cutlass_attention")
     assert eq.equal, eq.detail

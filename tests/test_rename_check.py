@@ -15,6 +15,7 @@ import pytest
 from ptxprobe.cli import main
 from ptxprobe.ptx import rename
 from ptxprobe.ptx.check import check_rename, parse
+from tests.ptx_text import normalize
 from tests.test_rename import NVCC_STYLE
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
@@ -62,7 +63,7 @@ def test_renamer_equals_nvccs_own_rename_of_the_source(tmp_path):
     base = _nvcc_debug_ptx(tmp_path, DEBUG_KERNEL, "a")
     theirs = _nvcc_debug_ptx(tmp_path, DEBUG_KERNEL.replace("my_kernel", "cutlass_my_kernel"), "a")
     ours = rename.rename_entry(base, OLD, NEW).ptx
-    assert rename.normalize(ours) == rename.normalize(theirs)
+    assert normalize(ours) == normalize(theirs)
     assert check_rename(base, theirs, OLD, NEW).equal
 
 

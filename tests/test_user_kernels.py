@@ -16,6 +16,7 @@ from ptxprobe.sources.cuda import emit_cuda
 from ptxprobe.sources.files import ptx_from_cubin
 from ptxprobe.static.sweep import run_sweep
 from tests.conftest import make_experiment
+from tests.ptx_text import normalize
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
@@ -210,7 +211,7 @@ def test_gluon_blackwell_attention_builds_for_sm100a_on_cpu(emitted):
     # our text rename equals Gluon's own repr= rename
     via_gluon = emitted("fp16", "sm_100a", kernel="attention_gluon", name="cutlass_gluon_attention")
     ours = rename.rename_entry(fp16.ptx, fp16.entry, "cutlass_gluon_attention")
-    assert rename.normalize(ours.ptx) == rename.normalize(via_gluon.ptx)
+    assert normalize(ours.ptx) == normalize(via_gluon.ptx)
     # the file name "gluon_attention.py" is not the kernel's name: it stays
     assert '"' + "kernels/gluon_attention.py" in ours.ptx.replace("\\", "/") or "gluon_attention.py" in ours.ptx
     assert "cutlass_gluon_attention.py" not in ours.ptx
@@ -247,7 +248,7 @@ def test_gluon_warp_specialised_attention_builds_for_sm100a_on_cpu(emitted):
     assert art.ok, art.stderr
     assert art.reports[e.entry].spill_store_bytes == 0  # the default config does not spill
     via_gluon = emitted("fp8e5", "sm_100a", causal=True, kernel="attention_gluon_ws", name="cutlass_ws")
-    assert rename.normalize(rename.rename_entry(ptx, e.entry, "cutlass_ws").ptx) == rename.normalize(via_gluon.ptx)
+    assert normalize(rename.rename_entry(ptx, e.entry, "cutlass_ws").ptx) == normalize(via_gluon.ptx)
     for dt in fam.dtypes:  # every dtype and head dim of the family builds
         for d in fam.head_dims:
             assert "tcgen05.mma" in emitted(dt, "sm_100a", kernel="attention_gluon_ws", head_dim=d).ptx

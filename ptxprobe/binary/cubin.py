@@ -162,7 +162,6 @@ class CubinFacts:
     kernels: dict  # name -> KernelFacts
     global_attrs: tuple[EiAttr, ...]  # .nv.info (per-function records keyed by symbol index)
     tkinfo: dict = field(default_factory=dict)
-    section_sizes: dict = field(default_factory=dict)
 
     def kernel(self, name: str | None = None) -> KernelFacts:
         if name is None:
@@ -272,7 +271,7 @@ def read_cubin(data: bytes) -> CubinFacts:
         tk = sections.get(".note.nv.tkinfo")
         arch = _arch_from_header(elf.header["e_flags"], elf.header["e_ident"]["EI_OSABI"])
         return CubinFacts(
-            sha256_bytes(data), arch, kernels, glob_attrs, parse_tkinfo(tk.data()) if tk is not None else {}, sizes
+            sha256_bytes(data), arch, kernels, glob_attrs, parse_tkinfo(tk.data()) if tk is not None else {}
         )
     except (ELFError, struct.error, ValueError) as exc:
         raise CubinError(f"malformed cubin: {exc}") from exc

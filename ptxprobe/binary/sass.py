@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import tempfile
-from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -79,9 +78,6 @@ class Control:
             "wait_mask": self.wait_mask,
             "reuse": self.reuse,
         }
-
-
-CONTROL_MASK = Control(0xF, 1, NO_BARRIER, NO_BARRIER, 0x3F, 0xF).to_bits()
 
 
 @dataclass(frozen=True)
@@ -442,6 +438,3 @@ def highest_register(instructions) -> int:
     regs = [int(m) for ins in instructions for op in ins.operands for m in _REG_RE.findall(op)]
     return max(regs, default=-1)
 
-
-def opcode_histogram(instructions) -> Counter:
-    return Counter(ins.base for ins in instructions)

@@ -19,7 +19,7 @@ import sys
 
 from ptxprobe.core.errors import ClusterError, PtxprobeError, SassParseError, ToolFailed, ToolNotFound
 
-OK, DIFFERS, USAGE, TOOL_FAILED, INTERNAL, INTERRUPTED, PIPE_CLOSED = 0, 1, 2, 3, 4, 130, 141
+OK, FOUND_DIFFERENCES, USAGE, TOOL_FAILED, INTERNAL, INTERRUPTED, PIPE_CLOSED = 0, 1, 2, 3, 4, 130, 141
 _TOOL_ERRORS = (ToolNotFound, ToolFailed, SassParseError, ClusterError)
 
 

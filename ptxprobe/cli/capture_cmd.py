@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ptxprobe.cli import DIFFERS, OK, TOOL_FAILED
+from ptxprobe.cli import FOUND_DIFFERENCES, OK, TOOL_FAILED
 from ptxprobe.cli.render import emit_json, say, show, table
 from ptxprobe.core.errors import SpecError
 
@@ -87,4 +87,4 @@ def run_ab(args, argv: list[str], out: Path, kernels: list, names: tuple[str, ..
     if calibration_failed(rows):
         say("CALIBRATION FAILED: the A/A arm differs from the baseline it copies; the A/B verdicts are not trusted")
         return TOOL_FAILED
-    return DIFFERS if any(r["verdict"] in ("faster", "slower") for r in rows if r["arm"] != "aa") else OK
+    return FOUND_DIFFERENCES if any(r["verdict"] in ("faster", "slower") for r in rows if r["arm"] != "aa") else OK

@@ -7,7 +7,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from ptxprobe.cli import DIFFERS, OK, TOOL_FAILED
+from ptxprobe.cli import FOUND_DIFFERENCES, OK, TOOL_FAILED
 from ptxprobe.cli.capture_cmd import cmd_capture  # noqa: F401 (parser looks it up)
 from ptxprobe.cli.render import emit_json, say, show, table
 from ptxprobe.cli.study_cmds import cmd_bisect, cmd_explain, cmd_ptxas_scan, cmd_report, cmd_repro  # noqa: F401 (parser looks them up)
@@ -168,7 +168,7 @@ def cmd_rename(args) -> int:
         sys.stdout.write(r.ptx)
     print(f"renamed {entry} -> {new}: {r.sites} sites; independent check: "
           f"{'only name sites differ' if check.equal else check.detail}", file=sys.stderr)
-    return OK if check.equal else DIFFERS
+    return OK if check.equal else FOUND_DIFFERENCES
 
 
 def cmd_check_rename(args) -> int:
@@ -184,7 +184,7 @@ def cmd_check_rename(args) -> int:
                        [[s.line, s.base, s.variant, s.where] for s in res.sites]))
         else:
             say(f"{res.name_a} -> {res.name_b}: NOT a pure rename: {res.detail}")
-    return OK if res.equal else DIFFERS
+    return OK if res.equal else FOUND_DIFFERENCES
 
 
 def cmd_assemble(args) -> int:
@@ -280,7 +280,7 @@ def cmd_diff(args) -> int:
         emit_json(doc)
     else:
         _render_diff(d, res)
-    return OK if verdict == "identical" else DIFFERS
+    return OK if verdict == "identical" else FOUND_DIFFERENCES
 
 
 def _render_diff(d, res) -> None:

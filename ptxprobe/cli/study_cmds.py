@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ptxprobe.cli import DIFFERS, OK
+from ptxprobe.cli import FOUND_DIFFERENCES, OK
 from ptxprobe.cli.render import emit_json, say, show, table
 from ptxprobe.core.cluster import session_for
 from ptxprobe.core.errors import SpecError
@@ -88,7 +88,7 @@ def cmd_repro(args) -> int:
     if args.json:
         emit_json({"ok": res.ok, "problems": res.problems, "notes": res.notes, "runtime_note": res.runtime_note,
                    "rows": [r.__dict__ for r in res.rows], "runtime_rows": [r.__dict__ for r in res.runtime_rows]})
-        return OK if res.ok else DIFFERS
+        return OK if res.ok else FOUND_DIFFERENCES
     for p in res.problems:
         print(f"ptxprobe: environment: {p}", file=sys.stderr)
     for n in res.notes:
@@ -105,7 +105,7 @@ def cmd_repro(args) -> int:
         say(f"reproduced: {len(res.rows)} variant groups match the recorded results")
         return OK
     say(f"diverged: {len(diverged)} variant groups, {len(res.problems)} environment problems")
-    return DIFFERS
+    return FOUND_DIFFERENCES
 
 
 def cmd_bisect(args) -> int:
@@ -122,7 +122,7 @@ def cmd_bisect(args) -> int:
     trans = transitions(steps)
     if args.json:
         emit_json({"steps": [s.__dict__ for s in steps], "transitions": [t.__dict__ for t in trans]})
-        return DIFFERS if trans else OK
+        return FOUND_DIFFERENCES if trans else OK
     show(table(f"{args.name} on {args.kernel}/{args.dtype}/d{args.head_dim} for {args.arch}",
                ["ptxas", "verdict", "confidence", "registers baseline -> renamed"],
                [[s.ptxas_version, s.verdict, "" if s.confidence is None else f"{s.confidence:.3f}",
@@ -132,7 +132,7 @@ def cmd_bisect(args) -> int:
         say(f"the name changes the code under none of the {len(tried)} versions answered ({', '.join(tried)})")
     for t in trans:
         say(f"{args.name}: {t.describe()}")
-    return DIFFERS if trans else OK
+    return FOUND_DIFFERENCES if trans else OK
 
 
 def cmd_explain(args) -> int:

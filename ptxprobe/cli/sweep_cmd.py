@@ -6,7 +6,7 @@ import logging
 import sys
 from pathlib import Path
 
-from ptxprobe.cli import DIFFERS, INTERRUPTED, OK, TOOL_FAILED
+from ptxprobe.cli import FOUND_DIFFERENCES, INTERRUPTED, OK, TOOL_FAILED
 from ptxprobe.cli.render import emit_json, fmt_set, pivot_table, say, show, table
 from ptxprobe.core.cluster import session_for
 from ptxprobe.core.errors import NoGpu, SpecError
@@ -148,7 +148,8 @@ def _sweep_and_time(exp, out: Path, args) -> int:
         if args.json:
             emit_json(doc)
         return INTERRUPTED
-    rc = TOOL_FAILED if failed or outcome.emit_errors else (DIFFERS if any(p["name_matters"] for p in answer) else OK)
+    differs = any(p["name_matters"] for p in answer)
+    rc = TOOL_FAILED if failed or outcome.emit_errors else (FOUND_DIFFERENCES if differs else OK)
     if args.run is not False:
         runtime = _runtime(exp, out, args)
         if runtime is not None:

@@ -150,16 +150,3 @@ def _names_kernel_in_strings(body: list[str], old: str) -> bool:
         if m:
             data += bytes(int(x) for x in m.group(1).split(",") if x.strip())
     return any(renamed_string(s.decode("latin-1"), old, old + "_") is not None for s in bytes(data).split(b"\0"))
-
-
-# --- equivalence ---------------------------------------------------------------------------
-
-_COMMENT_RE = re.compile(r"//.*$", re.MULTILINE)
-_FILE_RE = re.compile(r'^(\s*\.file\s+\d+\s+)"[^"]*"(.*)$', re.MULTILINE)
-
-
-def normalize(ptx: str) -> str:
-    """Drop what may differ between two emissions of one kernel: comments, ``.file`` paths, blank space."""
-    text = _COMMENT_RE.sub("", ptx)
-    text = _FILE_RE.sub(lambda m: f'{m.group(1)}"<file>"', text)
-    return "\n".join(ln.rstrip() for ln in text.splitlines() if ln.strip())
