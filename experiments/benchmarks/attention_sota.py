@@ -11,8 +11,8 @@ process with a time limit, so a kernel that hangs costs that group, not the run.
   grid); output poisoned with NaN first, so an unwritten element fails.
 * bench: batch x N = 16k, 32 heads, N 1k..16k (the shape of the reference numbers in
   ``../shared/README.md``); one round per repetition times every label once in a random order,
-  each sample a CUDA-graph replay of k launches lasting >= 10 ms; the median per label is kept
-  with every raw sample. TFLOPS = 4 B H N^2 D (halved for causal) / time.
+  each sample a CUDA-graph replay of k launches lasting >= 10 ms (``ptxprobe.time_callables``);
+  the median per label is kept with every raw sample. TFLOPS = 4 B H N^2 D (halved for causal) / time.
 
 Writes ``DIR/sota.json`` (environment, every check and sample) and prints a short table.
 """
@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import random
-import statistics
 import subprocess
 import sys
 import time
@@ -183,45 +182,40 @@ def bench_group(dtype: str, quick: bool, only: list[str], rounds: int, seq_lens=
 
 
 def _time_labels(labels: dict, rounds: int, rng, common: dict) -> list[dict]:
+    """Every label once per round in a random order (``ptxprobe.time_callables``); a label that fails to compile
+    or launch is a result (its error), not a crash."""
     import torch
 
-    from ptxprobe.gpu.graphs import GraphSample
+    from ptxprobe.api import time_callable, time_callables
 
-    graphs, per_launch, errors = {}, {}, {}
+    runnable, errors = {}, {}
     for name, fn in labels.items():
         try:
             fn()
             torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(3):
-                fn()
-            torch.cuda.synchronize()
-            one = (time.perf_counter() - t0) / 3 * 1e3
-            k = max(1, min(200, int(10.0 / max(one, 1e-3)) + 1))
-            graphs[name] = (GraphSample(fn, k), k)
-            per_launch[name] = []
+            runnable[name] = fn
         except Exception as exc:
             errors[name] = f"{type(exc).__name__}: {str(exc)[:300]}"
-    t_end = time.time() + 0.5  # warm-up by time
-    while time.time() < t_end and graphs:
-        for g, _k in graphs.values():
-            g.graph.replay()
-    torch.cuda.synchronize()
-    for _ in range(rounds):
-        order = list(graphs)
-        rng.shuffle(order)
-        for name in order:
-            g, k = graphs[name]
-            per_launch[name].append(g.replay_ms() / k)
+    seed = rng.randrange(2**31)
+    plan = {"rounds": rounds, "seed": seed, "warmup_s": 0.5 / max(1, len(runnable)), "card_warmup_s": 0.0}
+    try:
+        timings = time_callables(runnable, **plan) if runnable else {}
+    except Exception:  # one label that cannot be captured in a graph: time the others alone, keep its error
+        timings = {}
+        for name, fn in runnable.items():
+            try:
+                timings[name] = time_callable(fn, label=name, **plan)
+            except Exception as exc:
+                errors[name] = f"{type(exc).__name__}: {str(exc)[:300]}"
     out = []
     for name in labels:
         row = {**common, "label": name}
         if name in errors:
             row["error"] = errors[name]
         else:
-            ms = statistics.median(per_launch[name])
-            row.update(ms=ms, tflops=common["flops"] / ms / 1e9, samples_ms=per_launch[name],
-                       launches_per_sample=graphs[name][1])
+            t = timings[name]
+            row.update(ms=t.median_ms, tflops=common["flops"] / t.median_ms / 1e9, samples_ms=list(t.times_ms),
+                       launches_per_sample=t.launches_per_sample)
         out.append(row)
         print(json.dumps(row), flush=True)  # with the raw samples: the parent keeps what the child prints
     return out

@@ -14,9 +14,10 @@ kernel up under its own name (each object keeps its kernel handle in its own sta
 
 run (GPU): builds the shim with nvcc into one shared library, loads every copy, checks that the three
 names give bitwise-identical outputs and that the output matches a float64 reference on sampled
-entries, then times them: every round the three in a fresh random order, each sample a CUDA graph of
-launches lasting >= 10 ms; paired log ratios per round against the baseline, Hodges-Lehmann with a BCa
-interval (ptxprobe.stats.paired), the ±0.5 % TOST decision.
+entries, then times them through ``ptxprobe.compare`` (``design="rounds"``, a fixed number of rounds):
+every round the three in a fresh random order, each sample a CUDA graph of launches lasting >= 10 ms;
+paired log ratios per round against the baseline, Hodges-Lehmann with its signed-rank interval (the stored
+run of 2026-12-03 used BCa), the ±0.5 % TOST decision.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -189,8 +189,7 @@ def run(d: Path, out: Path, rounds: int, seed: int) -> dict:
     import numpy as np
     import torch
 
-    from ptxprobe.gpu.graphs import GraphSample
-    from ptxprobe.stats import paired as stats
+    from ptxprobe.api import compare
 
     manifest = json.loads((d / "manifest.json").read_text())
     torch.cuda.init()
@@ -226,31 +225,15 @@ def run(d: Path, out: Path, rounds: int, seed: int) -> dict:
             outs[role] = out_t.clone()
             errors[role] = _reference_error(case, tensors, out_t, torch, gen)
         bitwise = {role: bool(torch.equal(outs[role], outs["baseline"])) for role in outs}
-        graphs, k = {}, None
-        for role, call in calls.items():
-            call()
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            for _ in range(5):
-                call()
-            torch.cuda.synchronize()
-            k = k or max(1, int(10.0 / max((time.perf_counter() - t0) / 5 * 1e3, 1e-3)) + 1)
-            graphs[role] = GraphSample(call, k)
-        for g in graphs.values():  # warm-up by time
-            t_end = time.time() + 0.5
-            while time.time() < t_end:
-                g.graph.replay()
-        torch.cuda.synchronize()
-        times = {role: [] for role in graphs}
-        for order in stats.random_orders(list(graphs), rounds, seed=seed):
-            for role in order:
-                times[role].append(graphs[role].replay_ms() / k)
+        # every round the three in a fresh random order, one sample each (the design the stored results used)
+        block = compare(calls, baseline="baseline", rounds=rounds, design="rounds", min_sample_ms=10.0, seed=seed,
+                        warmup_s=0.5)
+        times = {role: list(t.times_ms) for role, t in block.timings.items()}
+        k = block.timings["baseline"].launches_per_sample
         comps = {}
         for role in ("trigger", "control"):
-            logs = stats.log_ratios(times["baseline"], times[role])
-            iv = stats.paired_interval(logs, seed=seed)
-            comps[role] = {"ratio": iv.estimate, "low": iv.low, "high": iv.high, "verdict": stats.decide(iv),
-                           "p_value": stats.sign_flip_pvalue(logs, seed=seed)}
+            c = block.comparison(role)
+            comps[role] = {"ratio": c.ratio, "low": c.low, "high": c.high, "verdict": c.verdict, "p_value": c.p_value}
         result["cases"][case] = {"launches_per_sample": k, "times_ms": times, "rel_error": errors,
                                  "bitwise_equal_to_baseline": bitwise, "comparisons": comps,
                                  "median_ms": {r: float(np.median(t)) for r, t in times.items()}}
