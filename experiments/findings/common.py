@@ -1,4 +1,4 @@
-"""Sentences every findings section shares (imported by readme_findings.py and findings_round3.py)."""
+"""Sentences every findings section shares (imported by render.py, measurement.py and external_kernels.py)."""
 
 from __future__ import annotations
 

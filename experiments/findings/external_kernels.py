@@ -1,5 +1,5 @@
-"""README findings of round 3 (issues 16 and 19): the Gluon Hopper attention and its name study, and kernels
-nobody here wrote. Imported by readme_findings.py; every number comes from a committed result."""
+"""Findings on other people's kernels (CuTe DSL, Triton's tutorial, the other ptxas literals) and on the Gluon
+Hopper attention with its name study. Imported by render.py; every number comes from a committed result."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ def sota_section() -> list[str]:
     worst = ", ".join(f"{k} {v:.1e}" for k, v in sorted(c["worst"].items()))
     failed = sorted({f"{f['label'].removeprefix('gluon_hopper/')} {'causal' if f['causal'] else 'full'}"
                      for f in c["failed"]})
-    out = [f"**A Hopper attention in Gluon** (`attention_gluon_hopper`, issue 19; `{SOTA}`, {env['gpu']}, torch "
+    out = [f"**A Hopper attention in Gluon** (`attention_gluon_hopper`; `{SOTA}`, {env['gpu']}, torch "
            f"{env['torch']}, cuDNN {env['cudnn']}, Triton {env['triton']}): a TMA producer warp and two consumer "
            "warpgroups (wgmma, online softmax in registers, the next S = QK^T issued before the softmax of the "
            "current block), a K/V shared-memory ring, persistent over tiles. TFLOPS at batch × N = 16k, 32 heads, "
@@ -54,7 +54,7 @@ def sota_section() -> list[str]:
             + (f"; the failures are {', '.join(failed)} (BLOCK_N > BLOCK_M with a causal mask: the consumers "
                "counted K/V blocks rounding down, the producer rounding up, which also hung the short grid; "
                "fixed, and that variant is not used with a causal mask)" if failed else "") + ".", "",
-            "Issue 19's goals, measured in the same run as cuDNN:", ""]
+            "The Gluon Hopper attention's goals, measured in the same run as cuDNN:", ""]
     out += [f"- {goal}: **{'met' if met else 'not met'}** ({why})" for goal, met, why in
             analysis_external.sota_goals(t)]
     return [*out, ""]
@@ -186,5 +186,6 @@ def _short(kernel: str) -> str:
     return kernel.split("-")[1] if kernel.startswith("cute-") else kernel.split("/")[-1]
 
 
-def round3() -> list[str]:
-    return [*sota_section(), *hopper_static_section(), *hopper_runtime_section(), *external_section()]
+def gluon_hopper() -> list[str]:
+    """The Gluon Hopper attention: its speed beside cuDNN, and what its name does, statically and on the H200."""
+    return [*sota_section(), *hopper_static_section(), *hopper_runtime_section()]

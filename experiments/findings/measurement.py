@@ -1,5 +1,5 @@
-"""README findings of round 4 (issues 15 and 16): the interleaved timing design on the H200, and the program
-A/B runs. Imported by readme_findings.py; every number comes from a committed result."""
+"""Findings on the timing method (the interleaved design on the H200, its calibration, repro) and the whole-program
+A/B runs. Imported by render.py; every number comes from a committed result."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from experiments.analysis import external_runs as analysis_external
 from experiments.analysis import gpu_runs as analysis_gpu
 from experiments.analysis import static_runs as analysis
 from experiments.findings.common import calibration_line
-from ptxprobe.core.rundir import RunDir
 
 PROBE = "2026-12-03-h200-interleave-probe"
 INTERLEAVED, INTERLEAVED_USER = "2026-12-03-h200-interleaved", "2026-12-03-h200-interleaved-user"
@@ -32,7 +31,7 @@ def _d(name: str):
 
 def probe_section() -> list[str]:
     rec = json.loads((_d(PROBE) / "designs.json").read_text())
-    out = [f"**Interleaving inside the sample** (issue 15; `{PROBE}`, "
+    out = [f"**Interleaving inside the sample** (`{PROBE}`, "
            "`experiments/benchmarks/interleave_probe.py`): one A/A "
            "pair (the baseline's cubin loaded twice) timed 20 rounds by each design through the sweep's own "
            "`time_block`; SD of the per-round log ratios and the 95 % half-width:", "",
@@ -59,15 +58,15 @@ def design_section() -> list[str]:
     rows = [("paired (10 ms samples back to back)", PAIRS), ("interleaved, Triton attention", INTERLEAVED),
             ("interleaved, CUDA C++ attention and sgemm", INTERLEAVED_USER)]
     if (analysis.RESULTS / FAST).is_dir():
-        rows.append(("interleaved, Triton attention, today's defaults (identical code not timed, one plant per "
+        rows.append(("interleaved, Triton attention, the defaults (identical code not timed, one plant per "
                      "group)", FAST))
     if (analysis.RESULTS / USER_DEFAULTS).is_dir():
-        rows.append(("interleaved, CUDA C++ attention and sgemm, today's defaults with the signed-rank interval",
+        rows.append(("interleaved, CUDA C++ attention and sgemm, the defaults with the signed-rank interval",
                      USER_DEFAULTS))
     if (analysis.RESULTS / DEFAULTS).is_dir():
-        rows += [("every default of today (`ptxprobe/experiments/h200_defaults.toml`)", DEFAULTS),
+        rows += [("every default (`experiments/h200_defaults.toml`)", DEFAULTS),
                  ("the same, re-measured by `ptxprobe repro` on the H200", DEFAULTS_REPRO)]
-    out = ["**The interleaved design against issue 15's goals** (each compared pair one CUDA graph of A B B A "
+    out = ["**The interleaved design against its goals** (each compared pair one CUDA graph of A B B A "
            "units of ≥ 1 ms, timing events recorded inside the graph, ≥ 10 ms per label per sample; warm back to "
            "back L2; the first three runs every name and all three plants in every group with 0.2 s warm-up per "
            "label, the last two the defaults: 0.1 s per label and 1 s for the card once, SDPA 10 rounds):", "",
@@ -86,8 +85,13 @@ def design_section() -> list[str]:
     if (analysis.RESULTS / DEFAULTS).is_dir():
         out += defaults_section()
     out += interval_section()
+    return [*out, ""]
+
+
+def interleaved_effects() -> list[str]:
+    """`cutlass_` against the baseline name in the interleaved run of the Triton attention."""
     eff = analysis_gpu.name_effects(analysis_gpu.load(_d(INTERLEAVED)))
-    out += ["", f"`cutlass_` against the baseline name in `{INTERLEAVED}` (significant = q ≤ 0.05, BH over the "
+    out = [f"`cutlass_` against the baseline name in `{INTERLEAVED}` (significant = q ≤ 0.05, BH over the "
             "sweep):", "", "| kernel | dtype | causal | ptxas | groups | significant | faster | slower | ratio range |",
             "|---|---|---|---|---|---|---|---|---|"]
     cut = eff[eff.name_template == "cutlass_{base}"].copy()
@@ -102,12 +106,12 @@ def design_section() -> list[str]:
 
 
 def interval_section() -> list[str]:
-    """The committed BCa verdicts recomputed with the signed-rank interval (today's default), same levels."""
+    """The committed BCa verdicts recomputed with the signed-rank interval (the default), same levels."""
     from ptxprobe.stats import paired as stats
 
     changed, total, widths = [], 0, []
     for run in (INTERLEAVED, INTERLEAVED_USER, FAST):
-        recs = [r for r in RunDir(_d(run)).runtime_log if r.get("block") == "names"]
+        recs = [r for r in analysis_gpu.read_log(_d(run) / "runtime.jsonl") if r.get("block") == "names"]
         base = {r["group_id"]: r for r in recs if r.get("is_baseline")}
         for r in recs:
             if not r.get("name_template") or r.get("is_baseline") or r.get("ratio_vs_baseline") is None:
@@ -130,6 +134,7 @@ def interval_section() -> list[str]:
 
 def defaults_section() -> list[str]:
     """Every default in one run and its re-run: what met the half-width maximum, and what `repro` said."""
+    from ptxprobe.core.store import read_log
     from ptxprobe.reports import repro
 
     goals = {run: analysis_gpu.goal_figures(_d(run))["goals_met"] for run in (DEFAULTS, DEFAULTS_REPRO)}
@@ -137,7 +142,7 @@ def defaults_section() -> list[str]:
              for run in (FAST, DEFAULTS, DEFAULTS_REPRO)}
     rounds_max = max(int(analysis_gpu.groups(_d(run)).rounds.max()) for run in (DEFAULTS, DEFAULTS_REPRO))
     cap = int(json.loads((_d(DEFAULTS) / "manifest.json").read_text())["experiment"]["run"]["timing"]["max_rounds"])
-    rec, new = (RunDir(_d(run)).runtime_log for run in (DEFAULTS, DEFAULTS_REPRO))
+    rec, new = (read_log(_d(run) / "runtime.jsonl") for run in (DEFAULTS, DEFAULTS_REPRO))
     rows = repro.compare_runtime(rec, new)
     said = json.loads((_d(DEFAULTS_REPRO) / "h200-defaults-repro.json").read_text())
     said_div = [r for r in said["runtime_rows"] if r["status"] == repro.DIVERGED]
@@ -172,7 +177,6 @@ def defaults_section() -> list[str]:
         f"between-run SD of a log ratio estimates at {sd * 100:.3f} % (method of moments), yet the largest gap is "
         f"{big.gap * 100:.2f} % ({big.name}, {big.kernel}, {big.ptxas_version}), so the stated default "
         f"tolerance SD of {repro.BETWEEN_RUN_SD * 100:.1f} % stays.",
-        *cutlass_two_runs(),
     ]
 
 
@@ -223,7 +227,7 @@ def cutlass_two_runs() -> list[str]:
 
 
 def fast_section() -> list[str]:
-    """The run with today's defaults, the one before it whose calibration failed, and why."""
+    """The run with the defaults, the one before it whose calibration failed, and why."""
     fast = analysis_gpu.name_effects(analysis_gpu.load(_d(FAST)))
     same = fast[fast.runtime_verdict == "identical-code"]
     g = analysis_gpu.groups(_d(FAST)).sort_values("aa_half_width", ascending=False)
@@ -290,5 +294,6 @@ def programs_section() -> list[str]:
             "rounds.)", ""]
 
 
-def round4() -> list[str]:
-    return [*probe_section(), *design_section(), *programs_section()]
+def timing_design() -> list[str]:
+    """How the interleaved design was chosen and how it does against its goals, defaults and repro included."""
+    return [*probe_section(), *design_section()]

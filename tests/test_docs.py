@@ -1,0 +1,61 @@
+"""docs/: the generated parts are what the code says, and every environment variable ptxprobe reads is documented."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("docs_generate", ROOT / "docs" / "generate.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_generated_docs_are_current():
+    mod = _generator()
+    stale = [str(p.relative_to(ROOT)) for p, text in mod.outputs().items() if p.read_text() != text]
+    assert not stale, f"{stale}: run python docs/generate.py"
+
+
+def test_the_docs_check_can_fail(tmp_path, monkeypatch):
+    """A planted change to a generated default, a column and an option is seen."""
+    mod = _generator()
+    for page in ("gpu-method.md", "schema.md", "cli.md"):
+        (tmp_path / page).write_text((ROOT / "docs" / page).read_text())
+    for page in ("spec.md",):
+        (tmp_path / page).write_text((ROOT / "docs" / page).read_text())
+    monkeypatch.setattr(mod, "DOCS", tmp_path)
+    assert mod.main(["--check"]) == 0
+    for page, old, new in (("gpu-method.md", "| 0.1 s |", "| 0.2 s |"),
+                           ("schema.md", "- `verdict` (str, always set)", "- `verdict` (str)"),
+                           ("cli.md", "| `--timeout` | TIMEOUT | `600.0` |", "| `--timeout` | TIMEOUT | `60.0` |")):
+        path = tmp_path / page
+        good = path.read_text()
+        assert old in good, (page, old)
+        path.write_text(good.replace(old, new, 1))
+        assert mod.main(["--check"]) == 1, page
+        path.write_text(good)
+
+
+def test_every_environment_variable_ptxprobe_reads_is_documented():
+    text = (ROOT / "docs" / "environment.md").read_text()
+    read = set()
+    for p in (ROOT / "ptxprobe").rglob("*.py"):
+        src = p.read_text()
+        read |= set(re.findall(r"environ(?:\.get)?\(\s*\"([A-Z_]+)\"", src))
+        read |= set(re.findall(r"environ\[\"([A-Z_]+)\"\]", src))
+        read |= set(re.findall(r"\"((?:TRITON|CUTE_DSL|PTXPROBE|TORCHINDUCTOR)_[A-Z_]+)\"", src))
+    assert read, "found no environment variables: the pattern is wrong"
+    missing = sorted(v for v in read if f"`{v}`" not in text)
+    assert not missing, missing
+
+
+def test_docs_link_to_pages_that_exist():
+    for page in (ROOT / "docs").glob("*.md"):
+        for target in re.findall(r"\]\(([^)#:]+\.md)", page.read_text()):
+            assert (page.parent / target).resolve().exists(), (page.name, target)
