@@ -12,6 +12,7 @@ from experiments.analysis import external_runs as analysis_external
 from experiments.analysis import gpu_runs as analysis_gpu
 from experiments.analysis import static_runs as analysis
 from experiments.findings.common import calibration_line
+from ptxprobe.core.rundir import RunDir
 
 PROBE = "2026-12-03-h200-interleave-probe"
 INTERLEAVED, INTERLEAVED_USER = "2026-12-03-h200-interleaved", "2026-12-03-h200-interleaved-user"
@@ -111,7 +112,7 @@ def interval_section() -> list[str]:
 
     changed, total, widths = [], 0, []
     for run in (INTERLEAVED, INTERLEAVED_USER, FAST):
-        recs = [r for r in analysis_gpu.read_log(_d(run) / "runtime.jsonl") if r.get("block") == "names"]
+        recs = [r for r in RunDir(_d(run)).runtime_log if r.get("block") == "names"]
         base = {r["group_id"]: r for r in recs if r.get("is_baseline")}
         for r in recs:
             if not r.get("name_template") or r.get("is_baseline") or r.get("ratio_vs_baseline") is None:
@@ -134,7 +135,6 @@ def interval_section() -> list[str]:
 
 def defaults_section() -> list[str]:
     """Every default in one run and its re-run: what met the half-width maximum, and what `repro` said."""
-    from ptxprobe.core.store import read_log
     from ptxprobe.reports import repro
 
     goals = {run: analysis_gpu.goal_figures(_d(run))["goals_met"] for run in (DEFAULTS, DEFAULTS_REPRO)}
@@ -142,7 +142,7 @@ def defaults_section() -> list[str]:
              for run in (FAST, DEFAULTS, DEFAULTS_REPRO)}
     rounds_max = max(int(analysis_gpu.groups(_d(run)).rounds.max()) for run in (DEFAULTS, DEFAULTS_REPRO))
     cap = int(json.loads((_d(DEFAULTS) / "manifest.json").read_text())["experiment"]["run"]["timing"]["max_rounds"])
-    rec, new = (read_log(_d(run) / "runtime.jsonl") for run in (DEFAULTS, DEFAULTS_REPRO))
+    rec, new = (RunDir(_d(run)).runtime_log for run in (DEFAULTS, DEFAULTS_REPRO))
     rows = repro.compare_runtime(rec, new)
     said = json.loads((_d(DEFAULTS_REPRO) / "h200-defaults-repro.json").read_text())
     said_div = [r for r in said["runtime_rows"] if r["status"] == repro.DIVERGED]

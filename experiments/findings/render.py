@@ -22,7 +22,7 @@ from experiments.analysis import gpu_runs as analysis_gpu  # noqa: E402
 from experiments.analysis import static_runs as analysis  # noqa: E402
 from experiments.findings import external_kernels, measurement  # noqa: E402
 from experiments.findings.common import calibration_line, pct  # noqa: E402
-from ptxprobe.core.store import read_log  # noqa: E402
+from ptxprobe.core.rundir import RunDir  # noqa: E402
 from ptxprobe.static.verdicts import arch_order  # noqa: E402
 from ptxprobe.toolchain.tools import version_key  # noqa: E402
 
@@ -226,7 +226,7 @@ def sgemm_repeat_line() -> list[str]:
         return []
     rows = {}
     for run in (DESIGN_USER, SWEEP_EXPLAIN):
-        for r in read_log(analysis.results_dir(run) / "runtime.jsonl"):
+        for r in RunDir(analysis.results_dir(run)).runtime_log:
             if "sgemm" in r["group_id"] and r.get("name_template") == "cutlass_{base}" and r.get("block") == "names":
                 rows.setdefault(r["group_id"], {})[run] = r
     parts, same_verdict, throttled, clocks = [], [], 0, set()
