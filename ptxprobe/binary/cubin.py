@@ -134,7 +134,7 @@ class KernelFacts:
     shared_bytes: int
     constant0_bytes: int
     function_attrs: dict = field(default_factory=dict)  # .nv.info records for this symbol: name -> value
-    code_sha256: str = ""  # .text plus .nv.capmerc.text: what "the same code" means for a kernel
+    code_sha256: str = ""  # .text plus .nv.capmerc.text: the instructions (see machine_code_sha256 for "same code")
 
     def attr(self, name: str) -> EiAttr | None:
         return next((a for a in self.attrs if a.name == name), None)
@@ -149,10 +149,25 @@ class KernelFacts:
 
     @property
     def machine_code_sha256(self) -> str:
-        """What the GPU runs under this name, the name left out: the code hash, every per-kernel ``.nv.info``
-        record, shared memory and constant-bank sizes. Two names with the same hash run the same machine code."""
-        attrs = json.dumps(sorted((str(n), repr(v)) for n, v in self.function_attrs.items()))
-        return sha256_bytes(f"{self.code_sha256}|{self.shared_bytes}|{self.constant0_bytes}|{attrs}".encode())
+        """ptxprobe's one definition of "the same machine code": what the GPU runs under this name, the name left
+        out. The instructions (``.text`` and ``.nv.capmerc.text``), the kernel's records in the global ``.nv.info``
+        (registers, frame, stack) and in its own ``.nv.info.<kernel>`` (launch bounds, register cap, parameter
+        bank, exit offsets...), its shared-memory and constant-bank sizes. The static verdict, the GPU runs' skip
+        of identical code, ``diff`` and ``repro`` all decide with it."""
+        own = [(a.name, a.fmt, *_name_free(a)) for a in self.attrs]
+        glob = sorted((str(n), repr(v)) for n, v in self.function_attrs.items())
+        facts = json.dumps([self.code_sha256, self.shared_bytes, self.constant0_bytes, glob, own])
+        return sha256_bytes(facts.encode())
+
+
+_SYMBOL_INDEX_ATTRS = frozenset({"EIATTR_PARAM_CBANK"})  # first word: a symbol's index, the symbol table's order
+
+
+def _name_free(a: EiAttr) -> tuple:
+    """An EIATTR record's value and data without what only says where a symbol sits in the symbol table."""
+    if a.name in _SYMBOL_INDEX_ATTRS:
+        return (None, a.data[4:].hex())
+    return (a.value, a.data.hex())
 
 
 @dataclass(frozen=True)
@@ -283,6 +298,7 @@ def kernel_columns(data: bytes, name: str) -> dict:
     return {
         "text_sha256": k.text_sha256,
         "code_sha256": k.code_sha256,
+        "machine_code_sha256": k.machine_code_sha256,
         "text_bytes": k.text_bytes,
         "capmerc_bytes": k.capmerc_bytes,
         "merc_bytes": k.merc_bytes,

@@ -3,8 +3,10 @@ classes, per-loop scheduling summaries, and cubin-level deltas.
 
 Classes: ``same`` (aligned, identical text), ``changed`` (aligned, same shape but other
 registers or control bits), ``moved`` (the same shape removed in one place and added in
-another), ``added`` / ``removed``. The whole is ``identical``, ``scheduling_only`` (the
-same multiset of instruction shapes in another order or allocation) or ``different_code``.
+another), ``added`` / ``removed``. The whole is ``identical`` (the same machine code, as
+``KernelFacts.machine_code_sha256`` defines it), ``metadata_only`` (the same instructions, other launch
+metadata), ``scheduling_only`` (the same multiset of instruction shapes in another order or allocation) or
+``different_code``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ptxprobe.binary.sass import Instruction, Listing, basic_blocks, highest_reg
 
 SAME, CHANGED, MOVED, ADDED, REMOVED = "same", "changed", "moved", "added", "removed"
 IDENTICAL, SCHEDULING_ONLY, DIFFERENT_CODE = "identical", "scheduling_only", "different_code"
+METADATA_ONLY = "metadata_only"  # the same instructions, other launch metadata (.nv.info records, sizes)
 
 _REG_TOKENS = re.compile(r"\b(?:U?R\d+|U?P\d+|B\d+)\b")
 _LABEL = re.compile(r"\.L_\w+")
@@ -208,6 +211,7 @@ def cubin_deltas(fa: CubinFacts, ka: str, fb: CubinFacts, kb: str) -> dict:
         "capmerc_bytes": [a.capmerc_bytes, b.capmerc_bytes],
         "merc_bytes": [a.merc_bytes, b.merc_bytes],
         "same_text": a.text_sha256 == b.text_sha256,
+        "same_machine_code": a.machine_code_sha256 == b.machine_code_sha256,
         "eiattr_only_a": sorted(f"{n}={v}" for n, v in (attrs_a - attrs_b).elements()),
         "eiattr_only_b": sorted(f"{n}={v}" for n, v in (attrs_b - attrs_a).elements()),
     }
@@ -218,7 +222,9 @@ def diff_listings(a: Listing, b: Listing, facts_a: CubinFacts | None = None, fac
     counts = Counter(r.kind for r in rows)
     sa, sb = summarize_side(a), summarize_side(b)
     if all(r.kind == SAME for r in rows):
-        verdict = IDENTICAL
+        same = not facts_a or not facts_b or (facts_a.kernel(a.kernel).machine_code_sha256
+                                               == facts_b.kernel(b.kernel).machine_code_sha256)
+        verdict = IDENTICAL if same else METADATA_ONLY
     elif Counter(shape(i, a.kernel) for i in a.instructions) == Counter(shape(i, b.kernel) for i in b.instructions):
         verdict = SCHEDULING_ONLY
     else:

@@ -150,11 +150,11 @@ class RunDir:
         from ptxprobe.static.verdicts import derive
 
         if self.has(LOG):
-            return derive(self.variants)
+            return derive(with_machine_code(self.variants))
         if self.schema_version == OLD_LAYOUT and self.has(RESULTS_PARQUET):
-            return _records(self._recorded_static_table())
+            return with_machine_code(_records(self._recorded_static_table()))
         if self.schema_version == OLD_LAYOUT and self.has(RESULTS_JSONL):
-            return self.log(RESULTS_JSONL)
+            return with_machine_code(self.log(RESULTS_JSONL))
         return []
 
     def static_table(self) -> pd.DataFrame:
@@ -202,6 +202,22 @@ class RunDir:
         for name in DERIVED:
             if not (name == RESULTS_PARQUET and not self.has(LOG)):
                 (self.path / name).unlink(missing_ok=True)
+
+
+MACHINE_CODE, RECORDED_CODE = "machine_code_sha256", "code_sha256"
+
+
+def same_code_column(rows: list[dict]) -> str:
+    """The column that meant "the same machine code" when these rows were recorded: runs from before
+    ``machine_code_sha256`` existed judged by ``code_sha256`` (the instructions)."""
+    ok = [r for r in rows if r.get("status") == "ok"]
+    return MACHINE_CODE if all(MACHINE_CODE in r for r in ok) else RECORDED_CODE
+
+
+def with_machine_code(rows: list[dict]) -> list[dict]:
+    """Rows recorded before ``machine_code_sha256`` existed keep their own "same machine code" (``code_sha256``),
+    so their verdicts derive as they were recorded."""
+    return [r if MACHINE_CODE in r or RECORDED_CODE not in r else {**r, MACHINE_CODE: r[RECORDED_CODE]} for r in rows]
 
 
 def run_dirs(root: str | os.PathLike) -> list[RunDir]:

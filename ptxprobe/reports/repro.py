@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import PtxprobeError
-from ptxprobe.core.rundir import RunDir
+from ptxprobe.core.rundir import RunDir, same_code_column
 from ptxprobe.core.schema import problem_label
 from ptxprobe.core.store import MANIFEST
 from ptxprobe.gpu.plan import RunConfig
@@ -118,18 +118,19 @@ def compare(recorded: list[dict], new: list[dict]) -> list[ReproRow]:
         return g
 
     rec, cur = group(recorded), group(new)
+    column = same_code_column(recorded)  # a run recorded before machine_code_sha256 is compared on its own column
     out = []
     for key, rs in sorted(rec.items()):
         kernel, arch, _, _, name = key
         ver = rs[0]["ptxas_version"]
-        ok_rec = Counter(r["code_sha256"] for r in rs if r["status"] == "ok")
+        ok_rec = Counter(r[column] for r in rs if r["status"] == "ok")
         ns = cur.get(key, [])
         if not ns:
             out.append(ReproRow(kernel, arch, ver, name, NOT_RUN, len(ok_rec), 0, "not re-run"))
             continue
         statuses_rec = Counter(r["status"] for r in rs)
         statuses_new = Counter(r["status"] for r in ns)
-        ok_new = Counter(r["code_sha256"] for r in ns if r["status"] == "ok")
+        ok_new = Counter(r[column] for r in ns if r["status"] == "ok")
         if set(statuses_rec) != set(statuses_new):
             out.append(
                 ReproRow(

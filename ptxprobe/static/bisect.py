@@ -16,7 +16,7 @@ from pathlib import Path
 from ptxprobe.core.errors import SpecError, ToolNotFound
 from ptxprobe.static.experiment import experiment_from_dict
 from ptxprobe.static.sweep import run_sweep
-from ptxprobe.static.verdicts import DIFFERS, static_verdict
+from ptxprobe.static.verdicts import DIFFERS, SAME_CODE, static_verdict
 from ptxprobe.toolchain.tools import Tool, discover, install, supports_arch, version_key, version_matches
 
 NVCC_WHEEL_VERSIONS = ("12.0.140", "12.1.105", "12.2.140", "12.3.107", "12.4.131", "12.5.82", "12.6.85", "12.8.93",
@@ -119,8 +119,7 @@ def bisect(
                 statuses = Counter(r["status"] for r in base + var)
                 steps.append(BisectStep(ver, tool.sha256, True, f"ptxas {dict(statuses)}", None, (), ()))
                 continue
-            verdict, conf = static_verdict(Counter(r["code_sha256"] for r in base),
-                                           Counter(r["code_sha256"] for r in var))
+            verdict, conf = static_verdict(Counter(r[SAME_CODE] for r in base), Counter(r[SAME_CODE] for r in var))
             regs_base = tuple(sorted({r["registers"] for r in base}))
             steps.append(BisectStep(ver, tool.sha256, True, verdict, conf, regs_base,
                                     tuple(sorted({r["registers"] for r in var}))))

@@ -78,7 +78,8 @@ def _cubin_columns(art: Artifact, name: str, cache: Cache) -> dict:
     return hit
 
 
-_FACT_COLUMNS = ("text_sha256", "code_sha256", "text_bytes", "capmerc_bytes", "merc_bytes", "n_instructions",
+_FACT_COLUMNS = ("text_sha256", "code_sha256", "machine_code_sha256", "text_bytes", "capmerc_bytes", "merc_bytes",
+                 "n_instructions",
                  "shared_bytes", "eiattr_registers")
 
 

@@ -18,7 +18,7 @@ from ptxprobe.core.errors import PtxprobeError
 from ptxprobe.ptx.rename import apply_template, rename_entry
 from ptxprobe.sources.files import load_ptx
 from ptxprobe.static.experiment import load_experiment
-from ptxprobe.static.verdicts import static_verdict
+from ptxprobe.static.verdicts import SAME_CODE, static_verdict
 from ptxprobe.toolchain.assemble import TRITON_FLAGS, assemble
 from ptxprobe.toolchain.tools import select_ptxas
 
@@ -61,12 +61,12 @@ def noise_aware_ptx_diff(path: str, template: str, arch: str | None, ptxas: str,
                 raise PtxprobeError(art.message) if art.status == "unsupported_ptx" else _failed(art.message)
             data = art.cubin()
             cubins[name].append(data)
-            codes[name][kernel_columns(data, name)["code_sha256"]] += 1
+            codes[name][kernel_columns(data, name)[SAME_CODE]] += 1
     verdict, conf = static_verdict(codes[entry], codes[new])
     common = {}
     for name in texts:
         top = codes[name].most_common(1)[0][0]
-        common[name] = next(c for c in cubins[name] if kernel_columns(c, name)["code_sha256"] == top)
+        common[name] = next(c for c in cubins[name] if kernel_columns(c, name)[SAME_CODE] == top)
     d = diff_cubins(common[entry], common[new], entry, new)
     return NoisyDiff(d, verdict, conf, runs, len(codes[entry]), len(codes[new]))
 

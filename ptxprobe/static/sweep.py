@@ -43,7 +43,7 @@ from ptxprobe.static.adaptive import more_runs
 from ptxprobe.static.executors import Executor, LocalExecutor, variant_row
 from ptxprobe.static.experiment import Experiment
 from ptxprobe.static.plan import Planned, plan_emitted
-from ptxprobe.static.verdicts import derive
+from ptxprobe.static.verdicts import SAME_CODE, derive
 from ptxprobe.toolchain.assemble import cached_artifact, flag_file_digests
 from ptxprobe.toolchain.tools import Tool, discover
 
@@ -124,6 +124,9 @@ def run_sweep(
             check_same_experiment(out, identity)
         drop_torn_tail(log)
         logged = {r["variant_id"]: r for r in read_log(log)}
+        if any(r["status"] == "ok" and SAME_CODE not in r for r in logged.values()):
+            raise SpecError(f"{out} was recorded by an older ptxprobe (its rows have no {SAME_CODE}): "
+                            "re-run with --fresh, or use another -o")
         tools = discover()
         state = _Run(exp, cache, tools, timeout, logged, max_variants)
         try:
@@ -291,7 +294,7 @@ class _Run:
             row = self.logged.get(gid)
             runs[v.name_template] = runs.get(v.name_template, 0) + 1
             if row is not None and row["status"] == "ok":
-                outputs.setdefault(v.name_template, Counter())[row["code_sha256"]] += 1
+                outputs.setdefault(v.name_template, Counter())[row[SAME_CODE]] += 1
         base = outputs.get(baseline, Counter())
         need = more_runs(base, {t: c for t, c in outputs.items() if t != baseline}, runs, baseline,
                          self.exp.confidence, self.exp.max_repeat)

@@ -11,6 +11,7 @@ from collections import Counter, defaultdict
 # "differs_deterministic" or "differs_beyond_noise"), or that were seen once on a side
 DIFFERS = ("differs", "differs_deterministic", "differs_beyond_noise", "differs_unrepeated")
 NOT_APPLICABLE = "option_unsupported"
+SAME_CODE = "machine_code_sha256"  # the row column every "same machine code" decision reads (binary.cubin defines it)
 FAILED_STATUSES = ("failed", "crashed", "timeout", "unsupported_ptx", "bad_cubin", "tool_mismatch", "worker_lost")
 
 
@@ -59,13 +60,13 @@ def derive(rows: list[dict]) -> list[dict]:
             by_name[r["name"]].append(r)
         baseline = members[0]["baseline_name"]
         base_rows = [r for r in by_name.get(baseline, []) if r["status"] == "ok"]
-        base_code = Counter(r["code_sha256"] for r in base_rows)
+        base_code = Counter(r[SAME_CODE] for r in base_rows)
         base_text = {r["text_sha256"] for r in base_rows}
         base_regs = sorted({r["registers"] for r in base_rows if r["registers"] is not None})
         base_cap = sorted({r["capmerc_bytes"] for r in base_rows if r["capmerc_bytes"] is not None})
         for name, rs in by_name.items():
             ok = [r for r in rs if r["status"] == "ok"]
-            code = Counter(r["code_sha256"] for r in ok)
+            code = Counter(r[SAME_CODE] for r in ok)
             verdict, conf = ("baseline", None) if name == baseline else static_verdict(base_code, code)
             if not ok:  # an option this ptxas lacks is not applicable there, not a failure
                 verdict = NOT_APPLICABLE if all(r["status"] == "unsupported_option" for r in rs) else "failed"
@@ -77,7 +78,7 @@ def derive(rows: list[dict]) -> list[dict]:
                 d["baseline_distinct_outputs"] = len(base_code)
                 usable = r["status"] == "ok"
                 d["same_text_as_baseline"] = (r["text_sha256"] in base_text) if usable and base_text else None
-                d["same_code_as_baseline"] = (r["code_sha256"] in base_code) if usable and base_code else None
+                d["same_code_as_baseline"] = (r[SAME_CODE] in base_code) if usable and base_code else None
                 d["verdict"] = verdict
                 d["verdict_confidence"] = conf
                 d["baseline_registers"] = base_regs[0] if len(base_regs) == 1 else None
@@ -104,7 +105,7 @@ def summarize(rows: list[dict]) -> list[dict]:
                 "name_template": rs[0].get("name_template"),
                 "is_baseline": bool(rs[0].get("is_baseline")), "runs": len(rs), "ok": len(ok),
                 "statuses": dict(Counter(r["status"] for r in rs)),
-                "distinct_outputs": len({r["code_sha256"] for r in ok}),
+                "distinct_outputs": len({r[SAME_CODE] for r in ok}),
                 "registers": regs, "baseline_registers": rs[0].get("baseline_registers"),
                 "capmerc_bytes": caps, "baseline_capmerc_bytes": rs[0].get("baseline_capmerc_bytes"),
                 "spill_bytes": spills, "verdict": rs[0].get("verdict", ""),
