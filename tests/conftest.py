@@ -1,12 +1,75 @@
-"""Shared fixtures: an isolated cache per test session, emitted PTX reused across tests."""
+"""Shared fixtures: an isolated cache per test session, emitted PTX reused across tests, no network.
+
+The extra ptxas releases some tests use are installed before the run (``.ci/run`` installs the ones listed in
+``requirements-toolchains.txt`` into ``TEST_TOOLCHAINS``); a test whose release is not there skips and says how to
+install it. Nothing downloads while the tests run: pip is pointed at no index, ``toolchain.install``'s download
+raises :class:`NetworkUsed`, and so does a TCP connection from this process to anything but this machine.
+"""
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import socket
 import stat
 from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_TOOLCHAINS = Path(os.environ.get("PTXPROBE_TEST_TOOLCHAINS")
+                       or Path.home() / ".cache" / "ptxprobe-test-toolchains")
+NO_INDEX = "http://ptxprobe-tests-have-no-network.invalid/simple"
+
+
+class NetworkUsed(AssertionError):
+    """A test reached for the network: what it needs must be installed before the run (see .ci/run)."""
+
+
+def _local(host) -> bool:
+    if host in ("localhost", "") or str(host).endswith(".localhost"):
+        return True
+    try:
+        addr = ipaddress.ip_address(str(host).split("%")[0])
+    except ValueError:
+        return False  # a name to resolve: somewhere else
+    return addr.is_loopback or addr.is_unspecified
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_network():
+    """pip finds no index (children included), ptxprobe's wheel download and outbound TCP from here raise."""
+    from ptxprobe.toolchain import tools
+
+    real_run_tool, real_connect, real_connect_ex = tools.run_tool, socket.socket.connect, socket.socket.connect_ex
+
+    def run_tool(argv, *a, **kw):
+        if "pip" in map(str, argv) and "download" in map(str, argv):
+            raise NetworkUsed(f"a test tried to download {argv[-1]}: install it before the run (.ci/run does)")
+        return real_run_tool(argv, *a, **kw)
+
+    def guard(sock, address):
+        if sock.family in (socket.AF_INET, socket.AF_INET6) and sock.type == socket.SOCK_STREAM \
+                and not _local(address[0]):
+            raise NetworkUsed(f"a test opened a connection to {address[0]}:{address[1]}")
+
+    def connect(sock, address):
+        guard(sock, address)
+        return real_connect(sock, address)
+
+    def connect_ex(sock, address):
+        guard(sock, address)
+        return real_connect_ex(sock, address)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PIP_NO_INDEX", "1")
+        mp.setenv("PIP_INDEX_URL", NO_INDEX)
+        mp.delenv("PIP_EXTRA_INDEX_URL", raising=False)
+        mp.delenv("PIP_FIND_LINKS", raising=False)
+        mp.setattr(tools, "run_tool", run_tool)
+        mp.setattr(socket.socket, "connect", connect)
+        mp.setattr(socket.socket, "connect_ex", connect_ex)
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -74,16 +137,17 @@ echo "ptxas info    : starting" >&2
 
 
 def _installed(version: str):
-    """A release's ptxas from its wheel, kept across test runs (PTXPROBE_TOOLCHAINS points there meanwhile)."""
+    """A release's ptxas, installed before the run into TEST_TOOLCHAINS (PTXPROBE_TOOLCHAINS points there meanwhile);
+    skips, saying how to install it, when it is not there. Never downloads."""
     from ptxprobe.toolchain import tools as toolchain
 
-    keep = Path.home() / ".cache" / "ptxprobe-test-toolchains"
+    dist = toolchain.WHEELS["ptxas"][0 if version.startswith("12.") else 1]
+    if not (TEST_TOOLCHAINS / f"{dist}-{version}" / "installed.json").exists():
+        pytest.skip(f"ptxas {version} is not installed in {TEST_TOOLCHAINS}: run .ci/run, or "
+                    f"PTXPROBE_TOOLCHAINS={TEST_TOOLCHAINS} ptxprobe toolchain install {version}")
     old = os.environ.get("PTXPROBE_TOOLCHAINS")
-    os.environ["PTXPROBE_TOOLCHAINS"] = str(keep)
-    try:
-        rec = toolchain.install(version, ("ptxas",))[0]
-    except Exception as exc:  # no network to PyPI: say so rather than fail obscurely
-        pytest.skip(f"cannot install ptxas {version} from its wheel: {exc}")
+    os.environ["PTXPROBE_TOOLCHAINS"] = str(TEST_TOOLCHAINS)
+    rec = toolchain.install(version, ("ptxas",))[0]  # installed already: read from its record
     yield rec
     if old is None:
         os.environ.pop("PTXPROBE_TOOLCHAINS", None)

@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import write_script
 from tests.test_rename import NVCC_STYLE
 
-MARK = "61.4321"  # a sleep duration no other process uses: how the test finds the fake ptxas' children
+MARK = "61.4321"  # the fake ptxas' sleep: how the test tells its hung ptxas from the sweep's other processes
 
 
 def _cli(*argv, cwd, env=None, **kw):
@@ -33,9 +33,37 @@ exec sleep {MARK}
 """)
 
 
-def _sleepers() -> int:
-    out = subprocess.run(["pgrep", "-f", f"sleep {MARK}"], capture_output=True, text=True).stdout
-    return len(out.split())
+def _stat(pid: int) -> tuple[int, str] | None:
+    """(parent pid, start time) of a live process, None once it is gone (or a zombie)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return None
+    return None if fields[0] == "Z" else (int(fields[1]), fields[19])
+
+
+def _sleepers(root: int) -> set[tuple[int, str]]:
+    """The hung fake ptxas processes (pid, start time) among ``root``'s descendants: this test's own tree only."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and (st := _stat(int(d.name))):
+            children.setdefault(st[0], []).append(int(d.name))
+    found, todo = set(), list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if argv[:2] == [b"sleep", MARK.encode()] and (st := _stat(pid)):
+            found.add((pid, st[1]))
+    return found
+
+
+def _alive(procs: set[tuple[int, str]]) -> set[tuple[int, str]]:
+    """Those of ``procs`` still running (a pid reused by another process since does not count)."""
+    return {(pid, start) for pid, start in procs if (st := _stat(pid)) and st[1] == start}
 
 
 def test_ctrl_c_stops_within_a_second_kills_every_ptxas_and_keeps_what_finished(tmp_path):
@@ -43,14 +71,14 @@ def test_ctrl_c_stops_within_a_second_kills_every_ptxas_and_keeps_what_finished(
     ptx.write_text(NVCC_STYLE)
     fake = _hanging_ptxas(tmp_path)
     env = {"PTXPROBE_CACHE": str(tmp_path / "cache")}
-    before = _sleepers()
     p = _cli("rename-sweep", "-q", "--no-run", "--ptx", str(ptx), "-s", f"ptxas=triton,{fake}", "-s", "repeat=2",
              "-j", "2", "-o", str(tmp_path / "out"), cwd=tmp_path, env=env, start_new_session=True)
     deadline = time.monotonic() + 60
-    while _sleepers() - before < 2 and time.monotonic() < deadline:  # both workers are inside a hung ptxas
+    while len(_sleepers(p.pid)) < 2 and time.monotonic() < deadline:  # both workers are inside a hung ptxas
         time.sleep(0.1)
-    assert _sleepers() - before >= 2, "the fake ptxas never started"
+    assert len(_sleepers(p.pid)) >= 2, "the fake ptxas never started"
     time.sleep(1.0)  # the real ptxas variants finish meanwhile
+    hung = _sleepers(p.pid)  # found through the sweep's process tree: once it is gone, by pid and start time
     t = time.monotonic()
     os.killpg(p.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole foreground group
     out, err = p.communicate(timeout=30)
@@ -58,9 +86,9 @@ def test_ctrl_c_stops_within_a_second_kills_every_ptxas_and_keeps_what_finished(
     assert p.returncode == 130, err
     assert took < 5, f"took {took:.1f}s to stop"
     end = time.monotonic() + 2
-    while _sleepers() > before and time.monotonic() < end:
+    while _alive(hung) and time.monotonic() < end:
         time.sleep(0.05)
-    assert _sleepers() == before, "a ptxas process survived the interrupt"
+    assert not _alive(hung), "a ptxas process survived the interrupt"
     assert "Traceback" not in err
     rows = [json.loads(x) for x in (tmp_path / "out" / "variants.jsonl").read_text().splitlines()]
     assert rows and all(r["ptxas_version"] == "12.8.93" and r["status"] == "ok" for r in rows)
@@ -184,29 +212,84 @@ exec sleep {MARK}
         run_sweep(exp, tmp_path / "out", jobs=1, progress=False, timeout=1.0)
 
 
+def _dependency_closure(requires: list[str]) -> list:
+    """The installed distributions a wheel's ``Requires-Dist`` (extras left out) pulls in, transitively."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    seen: dict[str, metadata.Distribution] = {}
+    todo = list(requires)
+    while todo:
+        req = Requirement(todo.pop())
+        if req.marker and not req.marker.evaluate({"extra": ""}):
+            continue
+        key = req.name.lower().replace("_", "-")
+        if key in seen:
+            continue
+        dist = metadata.distribution(req.name)  # not installed here: PackageNotFoundError, a loud failure
+        assert dist.version in req.specifier, f"{req.name} {dist.version} installed, the wheel needs {req}"
+        seen[key] = dist
+        todo += dist.requires or []
+    return list(seen.values())
+
+
+def _site_of(dists: list, into: Path) -> Path:
+    """A directory holding (as links) just the files of ``dists``: what a fresh install of them would hold."""
+    into.mkdir()
+    for dist in dists:
+        for top in {f.parts[0] for f in dist.files or [] if f.parts[0] != ".."}:
+            src = Path(dist.locate_file(top))
+            if src.exists() and not (into / top).exists():
+                (into / top).symlink_to(src)
+    return into
+
+
 def test_the_wheel_installs_without_torch_and_sweeps_from_anywhere(tmp_path):
-    """pip install of the built wheel into a fresh venv (no torch), then the default command from /tmp."""
-    root = Path(__file__).resolve().parent.parent
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    pip = venv / "bin" / "pip"
-    wheel_dir = tmp_path / "wheel"
-    subprocess.run([str(pip), "wheel", "-q", "--no-deps", "-w", str(wheel_dir), str(root)], check=True, timeout=600)
-    wheel = next(wheel_dir.glob("ptxprobe-*.whl"))
-    subprocess.run([str(pip), "install", "-q", str(wheel)], check=True, timeout=1800)
-    code = "import importlib.util as u; print(u.find_spec('torch'))"
-    probe = subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True, text=True)
-    assert probe.stdout.strip() == "None"  # torch is not a dependency of the static tool
+    """The built wheel, installed into a fresh venv beside only the packages its metadata names (and theirs, taken
+    from this machine's installs instead of the index: nothing is downloaded), runs the default command from a
+    directory outside the checkout; torch is not among them."""
+    import email
+    import shutil
     import zipfile
 
+    root, src = Path(__file__).resolve().parent.parent, tmp_path / "src"  # built from a copy: the build writes there
+    src.mkdir()
+    for f in ("pyproject.toml", "README.md"):
+        shutil.copy2(root / f, src / f)
+    for d in ("ptxprobe", "kernels"):
+        shutil.copytree(root / d, src / d, ignore=shutil.ignore_patterns("__pycache__"))
+    wheel_dir = tmp_path / "wheel"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index",
+                    "-w", str(wheel_dir), str(src)], check=True, timeout=600)
+    wheel = next(wheel_dir.glob("ptxprobe-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
     assert not any(n.startswith("kernels/") for n in names) and any(n.startswith("ptxprobe_kernels/") for n in names)
     assert "ptxprobe/experiments/default.toml" in names
+    meta = email.message_from_bytes(zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA"))))
+    deps = _dependency_closure(meta.get_all("Requires-Dist") or [])
+    assert "torch" not in {d.metadata["Name"].lower() for d in deps}  # torch is not a dependency of the static tool
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps", "--no-index",
+                    str(wheel)], check=True, timeout=600)
+    site = Path(subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    (site / "dependencies.pth").write_text(f"{_site_of(deps, tmp_path / 'deps')}\n")  # a path line: no .pth run
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    code = ("import importlib.util as u, ptxprobe, ptxprobe_kernels; "
+            "print(u.find_spec('torch'), ptxprobe.__file__, ptxprobe_kernels.__file__)")
+    probe = subprocess.run([str(py), "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env)
+    spec, *files = probe.stdout.split()
+    assert spec == "None", probe.stderr  # torch is not importable there
+    assert all(f.startswith(str(venv)) for f in files), files  # the wheel's code, not this checkout's
     work = tmp_path / "anywhere"
     work.mkdir()
     r = subprocess.run([str(venv / "bin" / "ptxprobe"), "rename-sweep", "-q", "-s", "kernels=attention",
                         "-s", "dtypes=fp16", "-s", "causal=false", "-s", "archs=sm_90a"], cwd=work, capture_output=True,
-                       text=True, timeout=900, env={**os.environ, "PTXPROBE_CACHE": str(tmp_path / "cache")})
+                       text=True, timeout=900, env={**env, "PTXPROBE_CACHE": str(tmp_path / "cache")})
     assert r.returncode in (0, 1), r.stderr
     assert "does the name matter?" in r.stdout
     assert (work / "runs" / "default" / "results.parquet").exists()
