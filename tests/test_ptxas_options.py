@@ -29,7 +29,7 @@ def test_an_option_a_ptxas_lacks_is_not_applicable_not_a_failure(tmp_path, insta
     from ptxprobe.static.sweep import run_sweep
 
     # ptxas 12.4 has no --split-compile, Triton's 12.8 has: 12.4's rows are not applicable, 12.8's are assembled
-    exp = override(load_experiment(definition("repro_small")), ["archs=sm_90a", "repeat=1",
+    exp = override(load_experiment(definition("repro_small")), ["archs=sm_90a", "repeat=1", "names={base}",
                                                     f"ptxas=triton,{installed_ptxas_124.path}",
                                                     "flags=-lineinfo;-lineinfo --split-compile=0"])
     res = run_sweep(exp, tmp_path / "out", cache=Cache(tmp_path / "cache"), progress=False)
