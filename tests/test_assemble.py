@@ -15,6 +15,8 @@ from ptxprobe.core.errors import CubinError, ToolNotFound
 from ptxprobe.toolchain import assemble
 from ptxprobe.toolchain import tools as toolchain
 
+pytestmark = pytest.mark.integration
+
 
 def test_real_ptxas_resources_match_cubin(emitted):
     e = emitted("fp16", "sm_90a")

@@ -8,6 +8,10 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
+pytestmark = pytest.mark.e2e
+
 PROGRAM = textwrap.dedent('''
     import sys
     import triton

@@ -20,6 +20,8 @@ from ptxprobe.capture import ab as capture_ab
 from ptxprobe.capture.program import CapturedKernel
 from ptxprobe.capture.swap import SITECUSTOMIZE
 
+pytestmark = pytest.mark.integration
+
 LOADER = textwrap.dedent('''
     import json, sys
     from types import SimpleNamespace

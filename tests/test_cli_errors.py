@@ -14,6 +14,8 @@ import pytest
 
 from tests.test_rename import NVCC_STYLE
 
+pytestmark = pytest.mark.e2e
+
 USAGE, TOOL = 2, 3
 
 

@@ -14,6 +14,8 @@ from ptxprobe.binary import sass
 from ptxprobe.toolchain import assemble
 from ptxprobe.toolchain import tools as toolchain
 
+pytestmark = pytest.mark.integration
+
 TARGETS = ("sm_80", "sm_90a", "sm_100a", "sm_120a")
 
 

@@ -11,6 +11,8 @@ import textwrap
 
 import pytest
 
+pytestmark = pytest.mark.integration
+
 pytest.importorskip("cutlass.cute", reason="nvidia-cutlass-dsl is not installed (pip install '.[test]')")
 
 PROGRAM = textwrap.dedent('''

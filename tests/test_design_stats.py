@@ -12,6 +12,8 @@ from ptxprobe.gpu import graphs
 from ptxprobe.gpu.timing import TimingPlan
 from ptxprobe.stats import paired as stats
 
+pytestmark = pytest.mark.unit
+
 
 def simulate(order: str, effects: dict[str, float], rounds: int, rng: np.random.Generator, carry: float = 0.01,
              carrier: str = "X", drift: float = 2e-4, phi: float = 0.7, round_sd: float = 0.004,

@@ -10,6 +10,8 @@ import pytest
 from ptxprobe.gpu.dispatch import dispatch
 from tests.workers_fake import failing_group, fake_group
 
+pytestmark = pytest.mark.unit
+
 
 def read(path):
     return [json.loads(x) for x in path.read_text().splitlines()]

@@ -11,6 +11,8 @@ from ptxprobe.sources import registry
 from ptxprobe.sources import triton as tsrc
 from tests.conftest import emit_registered
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.mark.parametrize("arch,marker", [("sm_90a", "wgmma"), ("sm_100a", "tcgen05.mma"), ("sm_120a", "mma.sync")])
 def test_emits_each_target_with_its_tensor_core_instructions(emitted, arch, marker):

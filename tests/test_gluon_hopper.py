@@ -14,6 +14,8 @@ from ptxprobe.sources.triton import compile_stages, specialize
 from ptxprobe.toolchain.assemble import assemble
 from ptxprobe.toolchain.tools import triton_ptxas
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.mark.parametrize("dtype", ["fp16", "bf16", "fp8e4nv"])
 @pytest.mark.parametrize("head_dim", [64, 128])

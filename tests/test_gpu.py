@@ -30,6 +30,8 @@ from tests.conftest import make_experiment
 from tests.test_launch import AXPBY, AXPBY_LAUNCH, write_spec
 from tests.test_user_kernels import SCALE_ROWS_SPEC, TRITON_KERNEL
 
+pytestmark = pytest.mark.gpu
+
 
 def _gpu_arch() -> str:
     try:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.gpu
+
 ROOT = Path(__file__).resolve().parents[1]
 RUN = ROOT / "experiments/results/2026-12-02-h200-design-user"
 

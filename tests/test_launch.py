@@ -17,6 +17,8 @@ from ptxprobe.gpu.timing import TimingPlan
 from ptxprobe.sources import launch
 from tests.conftest import make_experiment
 
+pytestmark = pytest.mark.integration
+
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
 AXPBY = """

@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
+
+pytestmark = pytest.mark.study
 
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "naming_effect.ipynb"
 

@@ -14,6 +14,8 @@ import pytest
 from ptxprobe.core.errors import SpecError
 from ptxprobe.sources.offline import complete_signature, constexpr_value, has_gpu, offline_target
 
+pytestmark = pytest.mark.integration
+
 MODULE = textwrap.dedent('''
     import torch
     import triton

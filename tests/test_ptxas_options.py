@@ -13,6 +13,8 @@ from ptxprobe.static.experiment import load_experiment, override
 from ptxprobe.toolchain.assemble import assembly_key, flag_file_digests, resolve_flag_files
 from ptxprobe.toolchain.tools import find_tool, ptxas_options, unsupported_flags
 
+pytestmark = pytest.mark.integration
+
 
 def test_options_come_from_the_binarys_own_help():
     tool = find_tool("ptxas")

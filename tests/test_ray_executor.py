@@ -28,6 +28,8 @@ from ptxprobe.core.cluster import local_cluster  # noqa: E402
 from ptxprobe.static.experiment import load_experiment, override  # noqa: E402
 from ptxprobe.static.sweep import run_sweep  # noqa: E402
 
+pytestmark = pytest.mark.integration
+
 SETS = ["repeat=2", "causal=false,true"]  # 2 archs x 2 causal x 3 names x 2 repeats = 24 assemblies
 
 

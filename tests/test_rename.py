@@ -13,6 +13,8 @@ from ptxprobe.ptx.check import check_rename
 from ptxprobe.sources.files import load_ptx
 from tests.ptx_text import normalize
 
+pytestmark = pytest.mark.integration
+
 ARCHS = ["sm_90a", "sm_100a", "sm_120a"]
 
 

@@ -18,6 +18,8 @@ from ptxprobe.ptx.check import check_rename, parse
 from tests.ptx_text import normalize
 from tests.test_rename import NVCC_STYLE
 
+pytestmark = pytest.mark.integration
+
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
 DEBUG_KERNEL = """

@@ -15,6 +15,8 @@ from ptxprobe.ptx import rename
 from ptxprobe.toolchain import assemble
 from ptxprobe.toolchain import tools as toolchain
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.fixture(scope="module")
 def cubins(emitted):

@@ -11,6 +11,8 @@ from ptxprobe.cli import main
 from ptxprobe.toolchain import scan
 from ptxprobe.toolchain import tools as toolchain
 
+pytestmark = pytest.mark.integration
+
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])  # triton's ptxas and ptxas-blackwell
 def test_cutlass_strstr_site_is_found(arch):

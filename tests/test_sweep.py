@@ -18,6 +18,8 @@ from ptxprobe.static.sweep import run_sweep
 from ptxprobe.static.verdicts import static_verdict
 from tests.conftest import make_experiment
 
+pytestmark = pytest.mark.integration
+
 
 def small_experiment(**kw):
     return make_experiment(**{"name": "small", "repeat": {"default": 2, "sm_100a": 3}, **kw})

@@ -16,6 +16,8 @@ import pytest
 from tests.conftest import write_script
 from tests.test_rename import NVCC_STYLE
 
+pytestmark = pytest.mark.e2e
+
 MARK = "61.4321"  # the fake ptxas' sleep: how the test tells its hung ptxas from the sweep's other processes
 
 

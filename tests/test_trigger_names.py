@@ -7,7 +7,11 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from ptxprobe.ptx.rename import TRIGGER_FREE_NAMES, apply_template
+
+pytestmark = pytest.mark.integration
 
 
 def ptxprobe(*args, cwd=None):

@@ -18,6 +18,8 @@ from ptxprobe.static.sweep import run_sweep
 from tests.conftest import make_experiment
 from tests.ptx_text import normalize
 
+pytestmark = pytest.mark.integration
+
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
 SAXPY = """
