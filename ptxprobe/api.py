@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ptxprobe.core.cache import Cache
-    from ptxprobe.core.rundir import RunDir
     from ptxprobe.gpu.compare import Callables, TimedBlock, Timing
     from ptxprobe.gpu.timing import TimingPlan
+    from ptxprobe.runs.rundir import RunDir
     from ptxprobe.static.experiment import Experiment
     from ptxprobe.static.sweep import SweepOutcome
 
@@ -66,9 +66,9 @@ def sweep(experiment: str | os.PathLike | Experiment | None = "default", out: st
 
 def open_run(path: str | os.PathLike) -> RunDir:
     """A run directory of any age and layout (a static sweep, a GPU run, or both) through one object: its rows
-    (``static_rows()``, ``runtime_rows()``, ``static_table()``...) and files. See ``ptxprobe.core.rundir``.
+    (``static_rows()``, ``runtime_rows()``, ``static_table()``...) and files. See ``ptxprobe.runs.rundir``.
     Raises ``FileNotFoundError`` when ``path`` is no directory."""
-    from ptxprobe.core.rundir import RunDir
+    from ptxprobe.runs.rundir import RunDir
 
     if not os.path.isdir(path):
         raise FileNotFoundError(f"{path}: no such run directory")

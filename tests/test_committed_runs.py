@@ -18,7 +18,7 @@ import pytest
 
 from experiments import RESULTS
 from ptxprobe.core.cache import Cache
-from ptxprobe.core.rundir import RunDir, run_dirs
+from ptxprobe.runs.rundir import RunDir, run_dirs
 
 RUNS = run_dirs(RESULTS)
 SWEEPS = [rd for rd in RUNS if rd.has_static]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from experiments.analysis import superseded
 from ptxprobe.gpu import graphs
 from ptxprobe.gpu.timing import TimingPlan
 from ptxprobe.stats import paired as stats
@@ -22,7 +23,7 @@ def simulate(order: str, effects: dict[str, float], rounds: int, rng: np.random.
     slowly and rounds share an AR(1) disturbance."""
     labels = list(effects)
     orders = (stats.random_orders(labels, rounds, seed=int(rng.integers(1 << 31))) if order == "random"
-              else stats.rotated_orders(labels, rounds))
+              else superseded.rotated_orders(labels, rounds))
     times: dict[str, list[float]] = {label: [] for label in labels}
     ar = 0.0
     for r, o in enumerate(orders):

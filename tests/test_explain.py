@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from ptxprobe.binary.sass import disassemble, loops
-from ptxprobe.core.rundir import RunDir
 from ptxprobe.explain.attribution import (
     UNLISTED,
     KernelProfile,
@@ -25,6 +24,7 @@ from ptxprobe.explain.attribution import (
     parse_source_csv,
 )
 from ptxprobe.explain.run import EXPLAIN_DIR, EXPLAIN_JSON, INDEX, analyze
+from ptxprobe.runs.rundir import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = {"sgemm": ROOT / "experiments/results/2026-12-02-h200-design-user",

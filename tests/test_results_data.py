@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from experiments.analysis import static_runs as analysis
-from ptxprobe.stats import paired as stats
+from experiments.analysis import superseded
 
 RUNTIME = "2026-12-02-h200-runtime-ptxas124"
 
@@ -44,7 +44,7 @@ def test_stored_ratios_recompute_from_raw_times(runtime):
         iv = analysis.recompute(runtime, row.group_id, row.label)
         assert iv.estimate == pytest.approx(row.ratio_vs_baseline, rel=1e-12)
         assert iv.low == pytest.approx(row.ratio_ci_low, rel=1e-9)
-        assert stats.runtime_verdict(iv) == row.runtime_verdict
+        assert superseded.runtime_verdict(iv) == row.runtime_verdict
 
 
 def test_control_name_never_clears_the_noise_floor(runtime):

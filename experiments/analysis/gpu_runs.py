@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ptxprobe.core.rundir import RunDir
 from ptxprobe.core.schema import problem_label
+from ptxprobe.runs.rundir import RunDir
 from ptxprobe.stats import paired as stats
 
 NAME_COLUMNS = ["group_id", "kernel", "problem", "run_ptxas_version", "name_template", "ratio_vs_baseline",

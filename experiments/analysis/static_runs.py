@@ -11,13 +11,13 @@ from pathlib import Path
 import pandas as pd
 
 from experiments import RESULTS
-from ptxprobe.core.rundir import RunDir
+from experiments.analysis import superseded
 from ptxprobe.core.schema import problem_label
 from ptxprobe.core.store import MANIFEST
-from ptxprobe.stats import paired as stats
+from ptxprobe.runs.rundir import RunDir
+from ptxprobe.static.verdicts import DIFFERS
+from ptxprobe.stats.paired import Interval
 from ptxprobe.toolchain.tools import version_key
-
-DIFFERS = ("differs", "differs_deterministic", "differs_beyond_noise")  # beyond ptxas's own spread (old names too)
 
 
 def results_dir(name: str) -> Path:
@@ -30,7 +30,7 @@ def results_dir(name: str) -> Path:
 
 
 def load_static(run_dir: str | Path) -> pd.DataFrame:
-    """Static rows with verdicts (derived from the variant log; see ``ptxprobe.core.rundir``)."""
+    """Static rows with verdicts (derived from the variant log; see ``ptxprobe.runs.rundir``)."""
     return RunDir(run_dir).static_table()
 
 
@@ -126,17 +126,12 @@ def runtime_effects(runtime: pd.DataFrame) -> pd.DataFrame:
     return r[[c for c in cols if c in r.columns]].reset_index(drop=True)
 
 
-def recompute(runtime: pd.DataFrame, group_id: str, label: str, n_boot: int = 4000, seed: int = 0) -> stats.Interval:
+def recompute(runtime: pd.DataFrame, group_id: str, label: str, n_boot: int = 4000, seed: int = 0) -> Interval:
     """The ratio vs baseline of one row, recomputed from the raw times (checks the stored numbers)."""
     g = runtime[runtime.group_id == group_id]
     base = g[g.is_baseline.astype(bool)].iloc[0]
     row = g[g.label == label].iloc[0]
-    return stats.paired_ratio(
-        stats.Measurement("base", tuple(base.times_ms)),
-        stats.Measurement(label, tuple(row.times_ms)),
-        n_boot=n_boot,
-        seed=seed,
-    )
+    return superseded.paired_ratio(base.times_ms, row.times_ms, n_boot=n_boot, seed=seed)
 
 
 def aa_summary(runtime: pd.DataFrame) -> dict:
@@ -146,8 +141,8 @@ def aa_summary(runtime: pd.DataFrame) -> dict:
         "groups": len(aa),
         "median_halfwidth": float(half.median()),
         "p90_halfwidth": float(half.quantile(0.9)),
-        "raw_false_positives": int((aa.runtime_verdict != stats.NO_DIFFERENCE).sum()),
-        "floor_false_positives": int((aa.runtime_verdict_vs_floor != stats.NO_DIFFERENCE).sum())
+        "raw_false_positives": int((aa.runtime_verdict != superseded.NO_DIFFERENCE).sum()),
+        "floor_false_positives": int((aa.runtime_verdict_vs_floor != superseded.NO_DIFFERENCE).sum())
         if "runtime_verdict_vs_floor" in aa
         else None,
     }
@@ -172,11 +167,10 @@ def floor_verdicts(runtime: pd.DataFrame, ptxas_version: str | None = None) -> d
     for _, g in r.groupby("group_id"):
         base = g[g.is_baseline.astype(bool)].iloc[0]
         aa = g[g.label.str.endswith("#AA")].iloc[0]
-        b = stats.Measurement("baseline", tuple(base.times_ms))
-        floor = stats.noise_floor(stats.paired_ratio(b, stats.Measurement("aa", tuple(aa.times_ms))))
+        floor = superseded.noise_floor(superseded.paired_ratio(base.times_ms, aa.times_ms))
         for _, row in g[g.name_template.notna() & ~g.is_baseline.astype(bool)].iterrows():
-            iv = stats.paired_ratio(b, stats.Measurement(row.label, tuple(row.times_ms)))
-            out[(row.kernel, problem_label(row), row.name_template)] = stats.runtime_verdict_vs_floor(iv, floor)
+            iv = superseded.paired_ratio(base.times_ms, row.times_ms)
+            out[(row.kernel, problem_label(row), row.name_template)] = superseded.runtime_verdict(iv, floor)
     return out
 
 

@@ -12,7 +12,7 @@ from experiments.analysis import external_runs as analysis_external
 from experiments.analysis import gpu_runs as analysis_gpu
 from experiments.analysis import static_runs as analysis
 from experiments.findings.common import calibration_line
-from ptxprobe.core.rundir import RunDir
+from ptxprobe.runs.rundir import RunDir
 
 PROBE = "2026-12-03-h200-interleave-probe"
 INTERLEAVED, INTERLEAVED_USER = "2026-12-03-h200-interleaved", "2026-12-03-h200-interleaved-user"

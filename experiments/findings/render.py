@@ -22,7 +22,7 @@ from experiments.analysis import gpu_runs as analysis_gpu  # noqa: E402
 from experiments.analysis import static_runs as analysis  # noqa: E402
 from experiments.findings import external_kernels, measurement  # noqa: E402
 from experiments.findings.common import calibration_line, pct  # noqa: E402
-from ptxprobe.core.rundir import RunDir  # noqa: E402
+from ptxprobe.runs.rundir import RunDir  # noqa: E402
 from ptxprobe.static.verdicts import arch_order  # noqa: E402
 from ptxprobe.toolchain.tools import version_key  # noqa: E402
 

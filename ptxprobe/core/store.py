@@ -1,7 +1,7 @@
 """A run directory: the resumable log, its lock, the manifest and the derived outputs.
 
 The log (``variants.jsonl``, ``runtime.jsonl``) is append-only, one JSON record per
-line, fsynced. A finished run may keep it gzip-compressed (``variants.jsonl.gz``, see ``core.rundir``);
+line, fsynced. A finished run may keep it gzip-compressed (``variants.jsonl.gz``, see ``runs.rundir``);
 appends after that go to a new plain file, read after the compressed part. Only the *last* line may be
 torn (an interruption mid-write); a bad line anywhere else means the file was damaged, and that is an
 error, not something to skip.

@@ -99,15 +99,15 @@ def _target(job: dict) -> None:
     import torch
 
     from ptxprobe.core.cache import Cache
-    from ptxprobe.core.store import MANIFEST, read_run_json
     from ptxprobe.gpu.device import gpu_info
     from ptxprobe.gpu.group import named_kernels
     from ptxprobe.gpu.plan import plan_groups, run_config
     from ptxprobe.gpu.worker import group_workload
+    from ptxprobe.runs.rundir import RunDir
     from ptxprobe.static.experiment import experiment_from_dict, recorded_axes
     from ptxprobe.toolchain.tools import select_ptxas
 
-    exp = experiment_from_dict(recorded_axes(read_run_json(job["run_dir"], MANIFEST)))
+    exp = experiment_from_dict(recorded_axes(RunDir(job["run_dir"]).manifest))
     cfg = run_config(exp.run)
     info = gpu_info(0)
     groups = {g.group_id: g for g in plan_groups(exp, cfg, info["arch"])[0]}

@@ -13,9 +13,9 @@ from pathlib import Path
 from ptxprobe.binary.sass import disassemble
 from ptxprobe.core.cache import atomic_write
 from ptxprobe.core.errors import SpecError
-from ptxprobe.core.rundir import RunDir
 from ptxprobe.core.store import MANIFEST, RUNTIME_LOG
 from ptxprobe.explain.attribution import group_record, parse_details_csv, parse_source_csv
+from ptxprobe.runs.rundir import RunDir
 
 EXPLAIN_DIR = "explain"
 EXPLAIN_JSON = "explain.json"

@@ -18,8 +18,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
-import numpy as np
-
 from ptxprobe.gpu.device import require_gpu
 from ptxprobe.gpu.graphs import Unit, launch_ms
 from ptxprobe.gpu.timing import (
@@ -63,12 +61,12 @@ class Timing:
 
     @property
     def median_ms(self) -> float:
-        return float(np.median(self.times_ms))
+        return stats.median_ms(self.times_ms)
 
     @property
     def spread(self) -> float:
         """Interquartile range over the median: this label's own sample-to-sample noise."""
-        return self.measurement().spread
+        return stats.spread(self.times_ms)
 
     @property
     def throttled_samples(self) -> int:
@@ -77,9 +75,6 @@ class Timing:
     def per_second(self, amount: float) -> float:
         """``amount`` (FLOPs, bytes) per launch over the median launch time, per second."""
         return amount / (self.median_ms * 1e-3)
-
-    def measurement(self) -> stats.Measurement:
-        return stats.Measurement(self.label, self.times_ms)
 
     def sampled(self) -> Sampled:
         """Back to the timing module's record, whose pairing ``paired_estimate`` reads."""

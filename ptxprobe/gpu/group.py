@@ -62,9 +62,8 @@ def comparison(base: Sampled, other: Sampled, plan, seed: int) -> dict:
 
 def _rates(s: Sampled, work: dict, plan, seed: int, peak: float | None, info: dict, dtype: str | None) -> dict:
     out = {}
-    m = s.measurement()
     for key, amount, scale in (("tflops", work.get("flops"), 1.0), ("gbps", work.get("bytes"), 1e3)):
-        iv = stats.throughput_interval(m, amount, n_boot=plan.n_boot, seed=seed) if amount else None
+        iv = stats.throughput_interval(s.times_ms, amount, n_boot=plan.n_boot, seed=seed) if amount else None
         out[key], out[f"{key}_ci_low"], out[f"{key}_ci_high"] = (
             (iv.estimate * scale, iv.low * scale, iv.high * scale) if iv else (None, None, None))
     clocks = [c for c in s.sm_clock_mhz if c]
@@ -72,7 +71,7 @@ def _rates(s: Sampled, work: dict, plan, seed: int, peak: float | None, info: di
     sheet = DATASHEET_PEAK.get(info.get("gpu"), {}).get(dtype or "")
     sheet_at_clock = sheet * clock / DATASHEET_CLOCK_MHZ[info["gpu"]] if sheet and clock else None
     out.update({
-        "median_ms": m.median_ms, "spread": m.spread, "sm_clock_mhz": clock,
+        "median_ms": stats.median_ms(s.times_ms), "spread": stats.spread(s.times_ms), "sm_clock_mhz": clock,
         "throttled_samples": int(sum(s.throttled)), "launches_per_sample": s.launches_per_sample,
         "peak_tflops_cublas": peak, "pct_sol_cublas": 100 * out["tflops"] / peak if peak and out["tflops"] else None,
         "peak_tflops_datasheet_at_clock": sheet_at_clock,

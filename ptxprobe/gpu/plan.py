@@ -50,9 +50,6 @@ class RunConfig:
 
 def run_config(d: dict | None) -> RunConfig:
     d = dict(d or {})
-    if "slow_control" in d:  # the old design's single slowed control: now a calibration in every group
-        d["calibrate"] = bool(d.pop("slow_control"))
-    d.pop("slow_fraction", None)
     try:
         timing = TimingPlan(**d.pop("timing", {}))
         for k in ("seq_lens", "sdpa_backends"):

@@ -64,10 +64,7 @@ class TimingPlan:
     interval: str = "signed-rank"  # the Hodges-Lehmann interval: exact signed-rank, or "bca" (bootstrap)
     n_boot: int = 2000
     seed: int = 0
-    rounds: int | None = None  # the old design's keys, still read from committed experiments: rounds caps max_rounds
-    reps: int | None = None
-    warmup: int | None = None
-    flush_bytes: int | None = None
+    rounds: int | None = None  # a fixed number of rounds (no adaptive stopping): caps max_rounds
 
     def __post_init__(self):
         if self.design not in DESIGNS:
@@ -137,9 +134,6 @@ class Sampled:
         """(this label's, the other's) times as a comparison pairs them round by round."""
         return stats.pair_series(self.label, self.times_ms, self.partners, other.label, other.times_ms,
                                  other.partners)
-
-    def measurement(self) -> stats.Measurement:
-        return stats.Measurement(self.label, tuple(self.times_ms))
 
     def to_json(self) -> dict:
         return {"times_ms": self.times_ms, "positions": self.positions, "predecessors": self.predecessors,

@@ -17,8 +17,8 @@ from ptxprobe.binary.diff import SAME, Diff, diff_files
 from ptxprobe.binary.sass import Listing
 from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import PtxprobeError
-from ptxprobe.core.rundir import RunDir
 from ptxprobe.core.schema import problem_label
+from ptxprobe.runs.rundir import RunDir
 from ptxprobe.static.verdicts import arch_order, pivot, summarize
 
 FOLD_AT = 8  # runs of identical instructions longer than this are folded

@@ -17,10 +17,10 @@ from pathlib import Path
 
 from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import PtxprobeError
-from ptxprobe.core.rundir import RunDir, same_code_column
 from ptxprobe.core.schema import problem_label
 from ptxprobe.core.store import MANIFEST
 from ptxprobe.gpu.plan import RunConfig
+from ptxprobe.runs.rundir import RunDir, same_code_column
 from ptxprobe.sources.registry import kernel_source_hashes
 from ptxprobe.static.experiment import experiment_from_dict, recorded_axes
 from ptxprobe.static.sweep import run_sweep
@@ -66,7 +66,7 @@ def _load(run_dir: Path) -> tuple[dict, list[dict]]:
     rd = RunDir(run_dir)
     if not rd.has(MANIFEST):
         raise PtxprobeError(f"{run_dir}: no {MANIFEST}; not a ptxprobe run directory")
-    manifest = rd.json(MANIFEST)
+    manifest = rd.manifest
     rows = rd.variants or rd.static_rows()
     if not rows:
         raise PtxprobeError(f"{run_dir}: no recorded variants")

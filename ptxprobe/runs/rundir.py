@@ -7,8 +7,8 @@ else is derived and rebuilt on read: the static rows are ``static.verdicts.deriv
 the GPU rows ``gpu.dispatch.with_q_values`` of the runtime log. ``compact`` turns a finished run into
 the committed layout (compressed logs, no derived tables); ``rebuild`` writes the tables again::
 
-    python3 -m ptxprobe.core.rundir compact RUN_DIR...
-    python3 -m ptxprobe.core.rundir rebuild RUN_DIR...
+    python3 -m ptxprobe.runs.rundir compact RUN_DIR...
+    python3 -m ptxprobe.runs.rundir rebuild RUN_DIR...
 
 ``manifest.json``'s ``schema_version`` names the layout; runs without one are the old layout, where some
 directories kept only ``results.parquet`` (then those rows are the record) or ``results.jsonl``.
@@ -104,8 +104,8 @@ class RunDir:
 
     @cached_property
     def manifest(self) -> dict:
-        """manifest.json ({} when the directory has none)."""
-        return self.json(MANIFEST, optional=True) or {}
+        """manifest.json ({} when the directory has none), its recorded experiment in today's spelling."""
+        return upgraded_manifest(self.json(MANIFEST, optional=True) or {})
 
     @property
     def schema_version(self) -> int:
@@ -127,7 +127,8 @@ class RunDir:
     @property
     def groups(self) -> list[dict]:
         """The GPU run's group records (timing plan, A/A, planted controls, orders)."""
-        return self.log(GROUPS_LOG)
+        return [{**g, "timing_plan": _timing(g["timing_plan"])} if "timing_plan" in g else g
+                for g in self.log(GROUPS_LOG)]
 
     @property
     def runtime_log(self) -> list[dict]:
@@ -205,6 +206,26 @@ class RunDir:
 
 
 MACHINE_CODE, RECORDED_CODE = "machine_code_sha256", "code_sha256"
+SUPERSEDED_TIMING_KEYS = ("reps", "warmup", "flush_bytes")  # accepted, never used, by the first GPU design
+
+
+def _timing(plan: dict) -> dict:
+    return {k: v for k, v in plan.items() if k not in SUPERSEDED_TIMING_KEYS}
+
+
+def upgraded_manifest(manifest: dict) -> dict:
+    """A recorded manifest whose experiment reads with today's parser: the first GPU design's single slowed
+    control (``slow_control``, ``slow_fraction``) is today's per-group calibration, and the timing keys it
+    accepted without using are dropped."""
+    run = (manifest.get("experiment") or {}).get("run")
+    if not run:
+        return manifest
+    run = {k: v for k, v in run.items() if k != "slow_fraction"}
+    if "slow_control" in run:
+        run["calibrate"] = bool(run.pop("slow_control"))
+    if "timing" in run:
+        run["timing"] = _timing(run["timing"])
+    return {**manifest, "experiment": {**manifest["experiment"], "run": run}}
 
 
 def same_code_column(rows: list[dict]) -> str:
@@ -256,7 +277,7 @@ def _gzip_in_place(path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) < 2 or args[0] not in ("compact", "rebuild"):
-        print("usage: python3 -m ptxprobe.core.rundir compact|rebuild RUN_DIR...", file=sys.stderr)
+        print("usage: python3 -m ptxprobe.runs.rundir compact|rebuild RUN_DIR...", file=sys.stderr)
         return 2
     for d in args[1:]:
         rd = RunDir(d)

@@ -3,7 +3,7 @@
 Every finished assembly is appended to ``variants.jsonl`` at once, so an interrupted sweep
 loses nothing and a re-run skips what is there (hangs and outside kills are retried).
 ``results.jsonl``/``results.parquet`` are derived from the log rows of *this* plan and
-rewritten at the end, for the user: nothing reads them back (``core.rundir.RunDir`` derives the rows from
+rewritten at the end, for the user: nothing reads them back (``runs.rundir.RunDir`` derives the rows from
 the log, which a finished run may keep compressed). Ctrl-C stops the executor at once: the workers'
 ptxas process groups are killed, and the outputs and manifest are still written for what finished.
 """

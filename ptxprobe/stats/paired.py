@@ -1,8 +1,8 @@
-"""Statistics for runtime comparisons: raw times kept, paired bootstrap of throughput ratios.
+"""Statistics of GPU timings: raw per-launch times, paired per-round log ratios, intervals and verdicts.
 
-Kept apart from the GPU code so it is tested on CPU. Rounds are the unit of pairing: in
-each round every variant runs once (in rotated order), so slow drifts of the clock or the
-card's temperature hit all variants alike and cancel in the per-round comparison.
+Kept apart from the GPU code so it is tested on CPU. The unit of pairing is the round: each compared pair
+runs together in every round (interleaved in one CUDA graph, or back to back), so slow drifts of the clock or
+the card's temperature hit both alike and cancel in the per-round log ratio.
 """
 
 from __future__ import annotations
@@ -12,32 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-FASTER, SLOWER, NO_DIFFERENCE = "faster", "slower", "no_difference"
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """Raw per-round times of one variant (milliseconds), in round order."""
-
-    label: str
-    times_ms: tuple[float, ...]
-
-    @property
-    def n(self) -> int:
-        return len(self.times_ms)
-
-    @property
-    def median_ms(self) -> float:
-        return float(np.median(self.times_ms))
-
-    @property
-    def spread(self) -> float:
-        """Interquartile range over the median: the run-to-run noise of this variant alone."""
-        q1, q3 = np.percentile(self.times_ms, [25, 75])
-        return float((q3 - q1) / np.median(self.times_ms))
-
-    def tflops(self, flops: float) -> float:
-        return flops / (self.median_ms * 1e-3) / 1e12
+FASTER, SLOWER = "faster", "slower"
 
 
 @dataclass(frozen=True)
@@ -48,71 +23,33 @@ class Interval:
     level: float = 0.95
 
 
-def _rng(seed: int) -> np.random.Generator:
-    return np.random.default_rng(seed)
+def median_ms(times_ms) -> float:
+    return float(np.median(np.asarray(times_ms, dtype=float)))
+
+
+def spread(times_ms) -> float:
+    """Interquartile range over the median: one label's own sample-to-sample noise."""
+    q1, q3 = np.percentile(np.asarray(times_ms, dtype=float), [25, 75])
+    return float((q3 - q1) / median_ms(times_ms))
 
 
 def bootstrap_median(times: tuple[float, ...], n_boot: int = 4000, level: float = 0.95, seed: int = 0) -> Interval:
     x = np.asarray(times, dtype=float)
-    idx = _rng(seed).integers(0, len(x), size=(n_boot, len(x)))
+    idx = np.random.default_rng(seed).integers(0, len(x), size=(n_boot, len(x)))
     meds = np.median(x[idx], axis=1)
     a = (1 - level) / 2
     return Interval(float(np.median(x)), float(np.quantile(meds, a)), float(np.quantile(meds, 1 - a)), level)
 
 
-def throughput_interval(m: Measurement, flops: float, **kw) -> Interval:
-    """TFLOPS with a bootstrap interval (from the interval of the median time)."""
-    t = bootstrap_median(m.times_ms, **kw)
-    conv = flops / 1e9  # flops / (ms * 1e-3) / 1e12
+def throughput_interval(times_ms, amount: float, **kw) -> Interval:
+    """``amount`` (FLOPs, bytes) per launch as a rate in units of 1e12 per second, with a bootstrap interval of
+    the median launch time (a label's own rate; comparisons of two labels use the paired log ratios below)."""
+    t = bootstrap_median(tuple(times_ms), **kw)
+    conv = amount / 1e9  # amount / (ms * 1e-3) / 1e12
     return Interval(conv / t.estimate, conv / t.high, conv / t.low, t.level)
 
 
-def paired_ratio(
-    base: Measurement, other: Measurement, n_boot: int = 4000, level: float = 0.95, seed: int = 0
-) -> Interval:
-    """Throughput of ``other`` relative to ``base`` (>1: other is faster), resampling whole rounds."""
-    if base.n != other.n:
-        raise ValueError(f"paired comparison needs equal round counts ({base.n} vs {other.n})")
-    a = np.asarray(base.times_ms, dtype=float)
-    b = np.asarray(other.times_ms, dtype=float)
-    idx = _rng(seed).integers(0, len(a), size=(n_boot, len(a)))
-    ratios = np.median(a[idx], axis=1) / np.median(b[idx], axis=1)
-    q = (1 - level) / 2
-    return Interval(
-        float(np.median(a) / np.median(b)), float(np.quantile(ratios, q)), float(np.quantile(ratios, 1 - q)), level
-    )
-
-
-def runtime_verdict(ratio: Interval) -> str:
-    """faster / slower when the whole interval lies on one side of 1, else no_difference."""
-    if ratio.low > 1.0:
-        return FASTER
-    if ratio.high < 1.0:
-        return SLOWER
-    return NO_DIFFERENCE
-
-
-def noise_floor(aa: Interval) -> float:
-    """How far from 1 a ratio can be with identical code: the A/A control's offset plus its half-width."""
-    return abs(aa.estimate - 1.0) + (aa.high - aa.low) / 2
-
-
-def runtime_verdict_vs_floor(ratio: Interval, floor: float) -> str:
-    """Like runtime_verdict, but the interval must also clear the A/A noise floor around 1."""
-    if ratio.low > 1.0 + floor:
-        return FASTER
-    if ratio.high < 1.0 - floor:
-        return SLOWER
-    return NO_DIFFERENCE
-
-
-def rotated_orders(labels: list[str], rounds: int) -> list[list[str]]:
-    """Round r runs the labels rotated by r, so no variant always goes first."""
-    n = len(labels)
-    return [[labels[(i + r) % n] for i in range(n)] for r in range(rounds)]
-
-
-# --- the randomised, paired design (issue 15): per-round log ratios, HL intervals, TOST, BH --------------
+# --- the paired design: per-round log ratios, Hodges-Lehmann intervals, TOST, Benjamini-Hochberg --------------
 
 EQUIVALENT, INCONCLUSIVE = "equivalent", "inconclusive"
 EQUIVALENCE_MARGIN = 0.005  # the default TOST margin on a throughput ratio (± 0.5 %)
@@ -160,7 +97,7 @@ def signed_rank_bounds(x: np.ndarray, level: float) -> tuple[float, float]:
 def paired_interval(logs, level: float = 0.95, n_boot: int = 2000, seed: int = 0,
                     method: str = "signed-rank") -> Interval:
     """Throughput ratio (exp of the Hodges-Lehmann estimate of the log ratios) with an interval: ``signed-rank``
-    (exact; the default) or ``bca`` (scipy's BCa bootstrap; what runs before 2026-12-03's last ones used). BCa
+    (exact; the default) or ``bca`` (scipy's BCa bootstrap; what the earlier committed runs used). BCa
     covered 92.7 % at 20 rounds in the simulated interleaved design, the signed-rank interval 94.6 %
     (tests/test_design_stats.py)."""
     from scipy.stats import bootstrap
