@@ -36,6 +36,18 @@ def _local(host) -> bool:
     return addr.is_loopback or addr.is_unspecified
 
 
+TIERS = ("unit", "integration", "e2e", "gpu", "study")  # registered in pyproject.toml
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test carries a tier (a module-level ``pytestmark`` is enough): those that do not are named."""
+    untiered = sorted({item.nodeid.split("::")[0] for item in items
+                       if not any(item.get_closest_marker(t) for t in TIERS)})
+    if untiered:
+        config.issue_config_time_warning(pytest.PytestWarning(
+            f"test modules without a tier marker ({', '.join(TIERS)}): {', '.join(untiered)}"), stacklevel=2)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def no_network():
     """pip finds no index (children included), ptxprobe's wheel download and outbound TCP from here raise."""
@@ -106,6 +118,43 @@ def emit_registered(kernel="attention", dtype="fp16", arch="sm_90a", causal=Fals
 
     src = RegisteredSource(kernel, dtype, head_dim, causal, config, seq_len)
     return src.emit(arch, cache or Cache(), name=name) if name else src.emit(arch, cache or Cache())
+
+
+def proc_stat(pid: int) -> tuple[int, str] | None:
+    """(parent pid, start time) of a live process from /proc, None once it is gone (or a zombie)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return None if fields[0] == "Z" else (int(fields[1]), fields[19])
+
+
+def proc_argv(pid: int) -> list[str]:
+    """A process's command line (Ray workers put their title there), [] once it is gone."""
+    try:
+        return [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
+    except OSError:
+        return []
+
+
+def descendants(roots: set[int]) -> set[tuple[int, str]]:
+    """(pid, start time) of every live process below ``roots``: a test's own process tree, not the machine's."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit() and (st := proc_stat(int(d.name))):
+            children.setdefault(st[0], []).append(int(d.name))
+    found, todo = set(), [c for r in roots for c in children.get(r, [])]
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        if st := proc_stat(pid):
+            found.add((pid, st[1]))
+    return found
+
+
+def alive(procs: set[tuple[int, str]]) -> set[tuple[int, str]]:
+    """Those of ``procs`` still running (a pid reused by another process since does not count)."""
+    return {(pid, start) for pid, start in procs if (st := proc_stat(pid)) and st[1] == start}
 
 
 def write_script(path: Path, body: str) -> Path:

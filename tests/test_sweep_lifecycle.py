@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write_script
+from tests.conftest import alive, descendants, proc_argv, write_script
 from tests.test_rename import NVCC_STYLE
 
 pytestmark = pytest.mark.e2e
@@ -35,37 +35,9 @@ exec sleep {MARK}
 """)
 
 
-def _stat(pid: int) -> tuple[int, str] | None:
-    """(parent pid, start time) of a live process, None once it is gone (or a zombie)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return None
-    return None if fields[0] == "Z" else (int(fields[1]), fields[19])
-
-
 def _sleepers(root: int) -> set[tuple[int, str]]:
-    """The hung fake ptxas processes (pid, start time) among ``root``'s descendants: this test's own tree only."""
-    children: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit() and (st := _stat(int(d.name))):
-            children.setdefault(st[0], []).append(int(d.name))
-    found, todo = set(), list(children.get(root, []))
-    while todo:
-        pid = todo.pop()
-        todo += children.get(pid, [])
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        if argv[:2] == [b"sleep", MARK.encode()] and (st := _stat(pid)):
-            found.add((pid, st[1]))
-    return found
-
-
-def _alive(procs: set[tuple[int, str]]) -> set[tuple[int, str]]:
-    """Those of ``procs`` still running (a pid reused by another process since does not count)."""
-    return {(pid, start) for pid, start in procs if (st := _stat(pid)) and st[1] == start}
+    """The hung fake ptxas processes (pid, start time) below ``root``: this test's own tree only."""
+    return {(pid, start) for pid, start in descendants({root}) if proc_argv(pid)[:2] == ["sleep", MARK]}
 
 
 def test_ctrl_c_stops_within_a_second_kills_every_ptxas_and_keeps_what_finished(tmp_path):
@@ -88,9 +60,9 @@ def test_ctrl_c_stops_within_a_second_kills_every_ptxas_and_keeps_what_finished(
     assert p.returncode == 130, err
     assert took < 5, f"took {took:.1f}s to stop"
     end = time.monotonic() + 2
-    while _alive(hung) and time.monotonic() < end:
+    while alive(hung) and time.monotonic() < end:
         time.sleep(0.05)
-    assert not _alive(hung), "a ptxas process survived the interrupt"
+    assert not alive(hung), "a ptxas process survived the interrupt"
     assert "Traceback" not in err
     rows = [json.loads(x) for x in (tmp_path / "out" / "variants.jsonl").read_text().splitlines()]
     assert rows and all(r["ptxas_version"] == "12.8.93" and r["status"] == "ok" for r in rows)
