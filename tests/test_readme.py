@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -14,6 +16,7 @@ def quick_start_commands() -> list[str]:
     return [b.strip() for b in re.findall(r"```bash\n(.*?)```", section, re.S)]
 
 
+@pytest.mark.unit
 def test_two_commands_and_ci_runs_the_test_one():
     cmds = quick_start_commands()
     assert len(cmds) == 2 and all("\n" not in c for c in cmds)
@@ -22,6 +25,7 @@ def test_two_commands_and_ci_runs_the_test_one():
     assert ci[-1].strip() == cmds[1]
 
 
+@pytest.mark.unit
 def test_readme_names_every_cli_command():
     from ptxprobe.cli import build_parser
 
@@ -31,6 +35,7 @@ def test_readme_names_every_cli_command():
         assert f"ptxprobe {name}" in text, name
 
 
+@pytest.mark.study
 def test_findings_are_what_the_committed_data_say(monkeypatch, tmp_path):
     """FINDINGS.md is render.py's output over experiments/results/, and the check fails on a planted change."""
     import importlib.util
@@ -50,6 +55,7 @@ def test_findings_are_what_the_committed_data_say(monkeypatch, tmp_path):
     assert mod.main() == 1
 
 
+@pytest.mark.unit
 def test_findings_name_no_work_items():
     """FINDINGS.md speaks of designs and runs, not of issue numbers or rounds of work."""
     import re
@@ -59,6 +65,7 @@ def test_findings_name_no_work_items():
         assert not re.search(pattern, text, re.I), pattern
 
 
+@pytest.mark.unit
 def test_readme_is_short_and_links_the_docs():
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 200
