@@ -34,10 +34,8 @@ def test_explain_profiles_a_group_and_its_checks_hold(tmp_path):
     from ptxprobe.core.errors import NoGpu
     from ptxprobe.explain.run import EXPLAIN_DIR, analyze, profile_run
 
-    run = tmp_path / "run"
-    run.mkdir()
-    for name in ("runtime.jsonl", "manifest.json", "results.jsonl"):
-        shutil.copy(RUN / name, run / name)
+    run = tmp_path / "run"  # the committed run's records, without its committed profiles
+    shutil.copytree(RUN, run, ignore=shutil.ignore_patterns("explain"))
     try:
         profile_run(run, ["sgemm@m=2048,n=2048,k=2048"], max_groups=1)
     except NoGpu as exc:  # ncu runs but the counters are not readable on this machine
