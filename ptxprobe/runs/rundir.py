@@ -31,6 +31,7 @@ from ptxprobe.core.store import (
     CALIBRATION,
     GPU_INFO,
     GROUPS_LOG,
+    LOCK,
     LOG,
     MANIFEST,
     RESULTS_JSONL,
@@ -104,7 +105,7 @@ class RunDir:
 
     @cached_property
     def manifest(self) -> dict:
-        """manifest.json ({} when the directory has none), its recorded experiment in today's spelling."""
+        """manifest.json ({} when the directory has none), its recorded experiment in the keys the parser reads."""
         return upgraded_manifest(self.json(MANIFEST, optional=True) or {})
 
     @property
@@ -203,6 +204,7 @@ class RunDir:
         for name in DERIVED:
             if not (name == RESULTS_PARQUET and not self.has(LOG)):
                 (self.path / name).unlink(missing_ok=True)
+        (self.path / LOCK).unlink(missing_ok=True)  # a finished run's lock file says nothing
 
 
 MACHINE_CODE, RECORDED_CODE = "machine_code_sha256", "code_sha256"
@@ -214,8 +216,8 @@ def _timing(plan: dict) -> dict:
 
 
 def upgraded_manifest(manifest: dict) -> dict:
-    """A recorded manifest whose experiment reads with today's parser: the first GPU design's single slowed
-    control (``slow_control``, ``slow_fraction``) is today's per-group calibration, and the timing keys it
+    """A recorded manifest whose experiment reads with the experiment parser: the first GPU design's single slowed
+    control (``slow_control``, ``slow_fraction``) becomes per-group calibration (``calibrate``), and the timing keys it
     accepted without using are dropped."""
     run = (manifest.get("experiment") or {}).get("run")
     if not run:
