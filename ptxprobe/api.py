@@ -1,13 +1,13 @@
 """The public Python API: a rename sweep, a run directory, and callables compared on the GPU.
 
-    import ptxprobe
+    from ptxprobe import api
 
-    outcome = ptxprobe.sweep("default", out="runs/mine", archs="sm_90a", repeat=1)
-    run = ptxprobe.open_run(outcome.out_dir)
-    block = ptxprobe.compare({"mine": mine, "theirs": theirs})
+    outcome = api.sweep("default", out="runs/mine", archs="sm_90a", repeat=1)
+    run = api.open_run(outcome.out_dir)
+    block = api.compare({"mine": mine, "theirs": theirs})
 
 Every heavy import (the sweep's toolchain, pandas, torch) happens inside the call that needs it, so that
-``import ptxprobe`` stays cheap for the command line. docs/api.md documents the records and the errors.
+``from ptxprobe import api`` stays cheap. docs/api.md documents the records and the errors.
 """
 
 from __future__ import annotations

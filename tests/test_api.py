@@ -1,4 +1,4 @@
-"""The public API (``ptxprobe.sweep``, ``open_run``, ``compare``, ``time_callable``): on CPU the sweep and the run
+"""The public API (``api.sweep``, ``open_run``, ``compare``, ``time_callable``): on CPU the sweep and the run
 directory for real, the records' shapes, and the comparison's statistics on synthetic rounds (a planted 1 %
 slowdown must come out ``slower``, an A/A pair ``equivalent``); on a GPU (``-m gpu``, skipped without CUDA)
 a matmul compared with itself and with a wider, slower one."""
@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-import ptxprobe
+from ptxprobe import api
 from ptxprobe.core.errors import NoGpu, SpecError
 from ptxprobe.gpu.compare import Comparison, TimedBlock, Timing, judge, labelled
 from ptxprobe.gpu.timing import Sampled, TimingPlan
@@ -44,14 +44,12 @@ PTX = """.version 8.0
 """
 
 
-def test_import_ptxprobe_stays_cheap_and_the_api_is_lazy():
-    code = ("import sys, ptxprobe; fns = [ptxprobe.sweep, ptxprobe.open_run, ptxprobe.compare, "
-            "ptxprobe.time_callable]; "
+def test_importing_the_api_stays_cheap():
+    code = ("import sys; from ptxprobe import api; fns = [api.sweep, api.open_run, api.compare, "
+            "api.time_callable]; "
             "print(sorted(m for m in ('torch', 'pandas', 'triton', 'scipy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
-    with pytest.raises(AttributeError):
-        ptxprobe.no_such_thing  # noqa: B018
 
 
 # --- the sweep and its run directory, for real (a 15-line PTX kernel, one arch, Triton's ptxas) ---------------
@@ -61,15 +59,15 @@ def test_sweep_runs_resumes_and_its_run_directory_reads_back(tmp_path):
     ptx.write_text(PTX)
     axes = {"ptx_files": [str(ptx)], "kernels": [], "archs": "sm_90a", "ptxas": "triton", "repeat": 1,
             "names": ["{base}", "cutlass_{base}"]}
-    outcome = ptxprobe.sweep("default", out=tmp_path / "run", jobs=1, **axes)
+    outcome = api.sweep("default", out=tmp_path / "run", jobs=1, **axes)
     assert outcome.out_dir == tmp_path / "run" and outcome.ran == 2 and outcome.skipped == 0 and not outcome.failed
     assert sorted(r["name"] for r in outcome.rows) == ["cutlass_scale", "scale"]
     assert {r["arch"] for r in outcome.rows} == {"sm_90a"}
 
-    again = ptxprobe.sweep("default", out=tmp_path / "run", jobs=1, **axes)  # resumed: nothing assembled again
+    again = api.sweep("default", out=tmp_path / "run", jobs=1, **axes)  # resumed: nothing assembled again
     assert (again.ran, again.skipped) == (0, 2)
 
-    run = ptxprobe.open_run(outcome.out_dir)
+    run = api.open_run(outcome.out_dir)
     assert run.has_static and not run.has_runtime
     assert {r["variant_id"] for r in run.static_rows()} == {r["variant_id"] for r in outcome.rows}
     assert len(run.static_table()) == 2
@@ -78,14 +76,14 @@ def test_sweep_runs_resumes_and_its_run_directory_reads_back(tmp_path):
 
 def test_sweep_refuses_a_bad_axis_and_open_run_a_missing_directory(tmp_path):
     with pytest.raises(SpecError, match="repeat"):
-        ptxprobe.sweep("default", out=tmp_path / "run", repeat=0)
+        api.sweep("default", out=tmp_path / "run", repeat=0)
     assert not (tmp_path / "run").exists()
     with pytest.raises(FileNotFoundError):
-        ptxprobe.open_run(tmp_path / "nowhere")
+        api.open_run(tmp_path / "nowhere")
 
 
 def test_overrides_are_spelled_as_the_command_line_spells_them():
-    exp = ptxprobe.make_experiment("default", archs=["sm_90a", "sm_100a"], names="{base},cutlass_{base}",
+    exp = api.make_experiment("default", archs=["sm_90a", "sm_100a"], names="{base},cutlass_{base}",
                                    causal=[True, False], repeat=2)
     assert exp.archs == ("sm_90a", "sm_100a") and exp.names == ("{base}", "cutlass_{base}")
     assert exp.causal == (True, False) and exp.repeats("sm_90a") == 2
@@ -177,11 +175,11 @@ def test_without_a_gpu_compare_and_time_callable_raise_no_gpu():
     if torch.cuda.is_available():
         pytest.skip("a CUDA GPU is visible")
     with pytest.raises(NoGpu, match="no CUDA GPU"):
-        ptxprobe.compare({"a": lambda: None, "b": lambda: None})
+        api.compare({"a": lambda: None, "b": lambda: None})
     with pytest.raises(NoGpu):
-        ptxprobe.time_callable(lambda: None)
+        api.time_callable(lambda: None)
     with pytest.raises(ValueError, match="two or more"):
-        ptxprobe.compare({"a": lambda: None})
+        api.compare({"a": lambda: None})
 
 
 # --- on a GPU: python3 -m pytest -q -m gpu tests/test_api.py ----------------------------------------------------
@@ -211,7 +209,7 @@ def test_compare_finds_a_wider_matmul_slower_and_a_matmul_equivalent_to_itself()
     def mm_wide():
         torch.matmul(a, wide, out=c_wide)
 
-    block = ptxprobe.compare({"mm": mm, "mm_again": mm, "mm_wide": mm_wide})
+    block = api.compare({"mm": mm, "mm_again": mm, "mm_wide": mm_wide})
     aa, slower = block.comparison("mm_again"), block.comparison("mm_wide")
     print(json.dumps([aa.to_json(), slower.to_json()], indent=1))
     assert aa.verdict == stats.EQUIVALENT, aa
@@ -221,7 +219,7 @@ def test_compare_finds_a_wider_matmul_slower_and_a_matmul_equivalent_to_itself()
     assert t.launches_per_sample >= 1 and t.n >= 2 * aa.rounds  # the baseline runs in both pairs every round
     assert t.launches_per_sample * t.median_ms >= 0.9 * TimingPlan().min_sample_ms
 
-    one = ptxprobe.time_callable(mm, rounds=5)
+    one = api.time_callable(mm, rounds=5)
     assert one.label == "mm" and one.n == 5 and one.launches_per_sample * one.median_ms >= 0.9 * 10.0
     assert one.median_ms == pytest.approx(t.median_ms, rel=0.1)
     tflops = one.per_second(2.0 * 4096**3) / 1e12

@@ -11,7 +11,7 @@ process with a time limit, so a kernel that hangs costs that group, not the run.
   grid); output poisoned with NaN first, so an unwritten element fails.
 * bench: batch x N = 16k, 32 heads, N 1k..16k (the shape of the reference numbers in
   ``../shared/README.md``); one round per repetition times every label once in a random order,
-  each sample a CUDA-graph replay of k launches lasting >= 10 ms (``ptxprobe.time_callables``);
+  each sample a CUDA-graph replay of k launches lasting >= 10 ms (``ptxprobe.api.time_callables``);
   the median per label is kept with every raw sample. TFLOPS = 4 B H N^2 D (halved for causal) / time.
 
 Writes ``DIR/sota.json`` (environment, every check and sample) and prints a short table.
@@ -182,7 +182,7 @@ def bench_group(dtype: str, quick: bool, only: list[str], rounds: int, seq_lens=
 
 
 def _time_labels(labels: dict, rounds: int, rng, common: dict) -> list[dict]:
-    """Every label once per round in a random order (``ptxprobe.time_callables``); a label that fails to compile
+    """Every label once per round in a random order (``ptxprobe.api.time_callables``); a label that fails to compile
     or launch is a result (its error), not a crash."""
     import torch
 

@@ -14,7 +14,7 @@ kernel up under its own name (each object keeps its kernel handle in its own sta
 
 run (GPU): builds the shim with nvcc into one shared library, loads every copy, checks that the three
 names give bitwise-identical outputs and that the output matches a float64 reference on sampled
-entries, then times them through ``ptxprobe.compare`` (``design="rounds"``, a fixed number of rounds):
+entries, then times them through ``ptxprobe.api.compare`` (``design="rounds"``, a fixed number of rounds):
 every round the three in a fresh random order, each sample a CUDA graph of launches lasting >= 10 ms;
 paired log ratios per round against the baseline, Hodges-Lehmann with its signed-rank interval (the stored
 run of 2026-12-03 used BCa), the ±0.5 % TOST decision.
