@@ -109,9 +109,13 @@ def _cases(d):
 
 
 def test_every_bad_input_gets_its_exit_code_and_one_line(files):
+    from concurrent.futures import ThreadPoolExecutor
+
+    cases = _cases(files)
+    with ThreadPoolExecutor(4) as pool:  # each case still its own process; four at a time (most wait on imports)
+        runs = list(pool.map(lambda case: ptxprobe(*case[0]), cases))
     failures = []
-    for argv, code, words in _cases(files):
-        r = ptxprobe(*argv)
+    for (argv, code, words), r in zip(cases, runs, strict=True):
         err = r.stderr.strip()
         lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("    ")]
         problems = []
