@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# How the round-3 and round-4 H200 runs were made (device tool, one H200): ptxprobe from this checkout, the wheels the
-# image lacks (pyelftools, capstone) carried in .whl/, the third-party sources in external/ (fetched by
-# experiments/external/fetch.py, never committed); results tarred into $OUT.
+# How the H200 runs of kernels nobody here wrote, the Gluon Hopper attention and the interleaved design were made
+# (device tool, one H200): ptxprobe from this checkout, the wheels the image lacks (pyelftools, capstone) carried in
+# .whl/, the third-party sources in external/ (fetched by experiments/external/fetch.py, never committed); results
+# tarred into $OUT.
 #   bash experiments/h200_study.sh sota|capture-tutorial|capture-inductor|names|cute-aot|smoke|probe|interleaved|fast|user-defaults|defaults|repro-defaults|overflow ...
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 2
@@ -16,18 +17,18 @@ keep() {  # name: tar the run directory into $OUT (no ncu reports, no Triton cac
   tar -C /tmp/runs --exclude='*.ncu-rep' --exclude='triton-cache' --exclude='triton-dump' -czf "$OUT/$1.tar.gz" "$1"
 }
 for what in "$@"; do case "$what" in
-  sota)  # issue 19: correctness of every variant, then throughput beside cuDNN/flash SDPA and the Triton kernels
+  sota)  # the Hopper attention: correctness of every variant, then throughput beside cuDNN/flash SDPA and Triton
     timeout 330 python3 experiments/benchmarks/attention_sota.py --out "$OUT/sota" --dtypes fp16,fp8e4nv --head-dims 128 \
       --timeout 170 --rounds 10 2>&1 | tail -24
     timeout 150 python3 experiments/benchmarks/attention_sota.py --out "$OUT/sota-checks" --dtypes bf16,fp16,fp8e4nv \
       --head-dims 64,128 --no-bench --timeout 100 2>&1 | tail -4 ;;
-  fp8)  # issue 19: the fp8 throughput the first call's time limit cut off (checks ran in sota-checks)
+  fp8)  # the Hopper attention's fp8 throughput the first call's time limit cut off (checks ran in sota-checks)
     timeout 110 python3 experiments/benchmarks/attention_sota.py --out "$OUT/sota-fp8" --dtypes fp8e4nv --head-dims 128 \
       --seq-lens 4096,16384 --no-check --timeout 100 --rounds 10 2>&1 | tail -8 ;;
-  cute-aot)  # issue 16: CuTe DSL Hopper GEMM and FMHA, prepared on CPU (experiments/external/cute_aot.py prepare)
+  cute-aot)  # CuTe DSL Hopper GEMM and FMHA, prepared on CPU (experiments/external/cute_aot.py prepare)
     timeout 100 python3 experiments/external/cute_aot.py run --dir aot --out "$OUT/cute_aot.json" --rounds 30 \
       2>&1 | tail -6 ;;
-  capture-tutorial)  # issue 16: Triton's fused-attention tutorial, captured, swept (Triton's ptxas), A/B end to end
+  capture-tutorial)  # Triton's fused-attention tutorial, captured, swept (Triton's ptxas), A/B end to end
     timeout -s INT "${SECONDS_CAPTURE:-300}" python3 -m ptxprobe.cli capture -o /tmp/runs/capture-tutorial -s archs=sm_90a -s ptxas=triton \
       -s repeat=1 --run --rounds "${ROUNDS:-5}" \
       --metric 'kernel_ms=(\S+)' -- python3 experiments/external/triton_tutorial_attention.py \
@@ -41,48 +42,48 @@ for what in "$@"; do case "$what" in
       > "$OUT/capture-inductor.txt" 2>&1
     echo "capture-inductor: exit $?" | tee -a "$OUT/status.txt"; tail -20 "$OUT/capture-inductor.txt"
     keep capture-inductor ;;
-  names)  # issue 19: the name study on the Gluon Hopper attention, calibrated timing
+  names)  # the name study on the Gluon Hopper attention, calibrated timing
     timeout -s INT "${SECONDS_NAMES:-400}" python3 -m ptxprobe.cli rename-sweep -e h200_gluon_hopper --run -j 16 -q \
       -o /tmp/runs/h200-gluon-hopper > "$OUT/h200-gluon-hopper.txt" 2>&1
     echo "h200-gluon-hopper: exit $?" | tee -a "$OUT/status.txt"; tail -30 "$OUT/h200-gluon-hopper.txt"
     keep h200-gluon-hopper ;;
-  smoke)  # issue 15: the GPU tests of the timing and calibration path (the interleaved design's first GPU run)
+  smoke)  # the GPU tests of the timing and calibration path (the interleaved design's first GPU run)
     timeout 240 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -x -k "calibration or registered_kernels or identical" \
       2>&1 | tee "$OUT/gpu-tests.log" | tail -6 ;;
-  probe)  # issue 15: how fast the power-capped clock wanders, and which sample design cancels it
+  probe)  # how fast the power-capped clock wanders, and which sample design cancels it
     timeout 200 python3 experiments/benchmarks/interleave_probe.py "$OUT/interleave-probe" 2>&1 | tail -14 ;;
-  interleaved)  # issue 15: the 48-group name study timed with the interleaved design, calibrated
+  interleaved)  # the 48-group name study timed with the interleaved design, calibrated
     timeout -s INT "${SECONDS_SWEEP:-420}" python3 -m ptxprobe.cli rename-sweep -e h200_interleaved --run -j 16 -q \
       -o /tmp/runs/h200-interleaved > "$OUT/h200-interleaved.txt" 2>&1
     echo "h200-interleaved: exit $?" | tee -a "$OUT/status.txt"; tail -12 "$OUT/h200-interleaved.txt"
     python3 experiments/benchmarks/gpu_noise.py /tmp/runs/h200-interleaved 2>&1 | tail -30
     keep h200-interleaved ;;
-  interleaved-user)  # issue 15: sgemm.cu and the CUDA C++ attention, the interleaved design (nvcc on the device)
+  interleaved-user)  # sgemm.cu and the CUDA C++ attention, the interleaved design (nvcc on the device)
     timeout -s INT "${SECONDS_USER:-200}" python3 -m ptxprobe.cli rename-sweep -e experiments/h200_interleaved_user.toml \
       --run -j 16 -q -o /tmp/runs/h200-interleaved-user > "$OUT/h200-interleaved-user.txt" 2>&1
     echo "h200-interleaved-user: exit $?" | tee -a "$OUT/status.txt"; tail -8 "$OUT/h200-interleaved-user.txt"
     python3 experiments/benchmarks/gpu_noise.py /tmp/runs/h200-interleaved-user 2>&1 | tail -30
     keep h200-interleaved-user ;;
-  fast)  # issue 15: the 48-group study with the defaults that skip identical code and rotate plants (3-minute goal)
+  fast)  # the 48-group study with the defaults that skip identical code and rotate plants (3-minute goal)
     timeout -s INT "${SECONDS_FAST:-420}" python3 -m ptxprobe.cli rename-sweep -e h200_interleaved_fast --run -j 16 -q \
       -o /tmp/runs/h200-interleaved-fast > "$OUT/h200-interleaved-fast.txt" 2>&1
     echo "h200-interleaved-fast: exit $?" | tee -a "$OUT/status.txt"; tail -12 "$OUT/h200-interleaved-fast.txt"
     python3 experiments/benchmarks/gpu_noise.py /tmp/runs/h200-interleaved-fast 2>&1 | tail -30
     keep h200-interleaved-fast ;;
-  user-defaults)  # issue 15: sgemm.cu and the CUDA C++ attention with today's defaults (signed-rank interval)
+  user-defaults)  # sgemm.cu and the CUDA C++ attention with the defaults (identical code skipped, signed-rank interval)
     timeout -s INT "${SECONDS_USER:-200}" python3 -m ptxprobe.cli rename-sweep \
       -e experiments/h200_interleaved_user_defaults.toml --run -j 16 -q -o /tmp/runs/h200-user-defaults \
       > "$OUT/h200-user-defaults.txt" 2>&1
     echo "h200-user-defaults: exit $?" | tee -a "$OUT/status.txt"; tail -8 "$OUT/h200-user-defaults.txt"
     python3 experiments/benchmarks/gpu_noise.py /tmp/runs/h200-user-defaults 2>&1 | tail -30
     keep h200-user-defaults ;;
-  defaults)  # issue 15: the 48-group study with every default (signed-rank, ceiling/overflow stopping)
+  defaults)  # the 48-group study with every default (signed-rank, ceiling/overflow stopping)
     timeout -s INT "${SECONDS_FAST:-420}" python3 -m ptxprobe.cli rename-sweep -e h200_defaults --run -j 16 -q \
       -o /tmp/runs/h200-defaults > "$OUT/h200-defaults.txt" 2>&1
     echo "h200-defaults: exit $?" | tee -a "$OUT/status.txt"; tail -12 "$OUT/h200-defaults.txt"
     python3 experiments/benchmarks/gpu_noise.py /tmp/runs/h200-defaults 2>&1 | tail -30
     keep h200-defaults ;;
-  repro-defaults)  # issue 15: the defaults run re-measured by `ptxprobe repro` (between-run tolerance, same verdict)
+  repro-defaults)  # the defaults run re-measured by `ptxprobe repro` (between-run tolerance, same verdict)
     timeout -s INT "${SECONDS_REPRO:-360}" python3 -m ptxprobe.cli repro --json -j 16 -o /tmp/runs/h200-defaults-repro \
       experiments/results/2026-12-03-h200-defaults > "$OUT/h200-defaults-repro.json" \
       2> "$OUT/h200-defaults-repro.err"
@@ -91,7 +92,7 @@ for what in "$@"; do case "$what" in
 print("static", collections.Counter(r["status"] for r in d["rows"]))
 print("runtime", collections.Counter(r["status"] for r in d["runtime_rows"]))' "$OUT/h200-defaults-repro.json"
     keep h200-defaults-repro ;;
-  overflow)  # issue 15: the ceiling/overflow stopping rule made to act on the H200's noisiest groups
+  overflow)  # the ceiling/overflow stopping rule made to act on the H200's noisiest groups
     timeout -s INT "${SECONDS_OVERFLOW:-200}" python3 -m ptxprobe.cli rename-sweep \
       -e experiments/h200_overflow_check.toml --run -j 16 -q -o /tmp/runs/h200-overflow-check \
       > "$OUT/h200-overflow-check.txt" 2>&1

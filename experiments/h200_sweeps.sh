@@ -34,7 +34,7 @@ case "${1:-smoke}" in
     run h200-design-pairs h200_design "${2:-420}" ;;
   user) run h200-design-user experiments/h200_design_user.toml "${2:-540}" ;;
   long) run h200-design-long h200_design_long "${2:-540}" ;;
-  explain)  # ncu stall samples for the committed sgemm and ptxas-12.4 attention groups (issue 17)
+  explain)  # ncu stall samples for the committed sgemm and ptxas-12.4 attention groups (why a name changes speed)
     mkdir -p /tmp/runs
     for r in design-user design; do
       cp -r "experiments/results/2026-12-02-h200-$r" "/tmp/runs/h200-$r"; rm -rf "/tmp/runs/h200-$r/explain"

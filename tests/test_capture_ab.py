@@ -221,4 +221,4 @@ def test_the_small_sample_rule_keeps_aa_false_positives_at_nominal_where_the_boo
     # nominal 5 %, within two points (the sign-flip test at 8 rounds is exact up to its Monte Carlo p-value)
     assert alone / sims > 0.07  # the fault this rule guards against, seen on this data
     assert both / sims <= 0.07 and both < alone and found / 200 >= 0.95
-    assert exact / sims <= 0.07  # the signed-rank interval (today's default) holds its level on its own
+    assert exact / sims <= 0.07  # the signed-rank interval (the default) holds its level on its own

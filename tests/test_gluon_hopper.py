@@ -1,4 +1,4 @@
-"""The Gluon Hopper attention (issue 19) builds for sm_90a on a machine without a GPU, in every dtype, head dim,
+"""The Gluon Hopper attention builds for sm_90a on a machine without a GPU, in every dtype, head dim,
 mask and schedule, as warp-specialised wgmma code that ptxas assembles without spills. On a GPU it is checked
 against float64 by tests/test_gpu.py and experiments/benchmarks/attention_sota.py."""
 

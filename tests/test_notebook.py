@@ -52,7 +52,7 @@ def test_notebook_executes_with_plots_and_computed_conclusions(tmp_path):
     rows = repro.compare_runtime(rec, new)
     assert f"`repro`: {sum(r.status == repro.REPRODUCED for r in rows)} of {len(rows)} comparisons reproduce" in text
     assert f"between-run SD estimate {repro.between_run_sd(rec, new) * 100:.3f} %" in text
-    # round 3: the Gluon Hopper attention's name statically, and a CuTe DSL kernel under its own name on the H200
+    # the Gluon Hopper attention's name statically, and a CuTe DSL kernel under its own name on the H200
     from experiments.analysis import external_runs as analysis_external
 
     hs = analysis.load_static(analysis.results_dir("2026-12-03-cpu-gluon-hopper-static"))

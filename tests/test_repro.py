@@ -120,23 +120,23 @@ def test_runtime_comparison_on_two_committed_h200_runs():
     from ptxprobe.core.store import read_log
 
     base = COMMITTED.parent
-    v2 = read_log(base / "2026-12-02-h200-runtime-ptxas124" / "runtime.jsonl")
+    original = read_log(base / "2026-12-02-h200-runtime-ptxas124" / "runtime.jsonl")
     rep = read_log(base / "2026-12-02-h200-repeat-ptxas124" / "runtime.jsonl")
     shared = {r["group_id"] for r in rep}
-    rows = repro.compare_runtime([r for r in v2 if r["group_id"] in shared], rep)
+    rows = repro.compare_runtime([r for r in original if r["group_id"] in shared], rep)
     assert len(rows) == 32 and all(r.status in (repro.REPRODUCED, repro.DIVERGED) for r in rows)
     # every divergence is a verdict change or a gap beyond the tolerance, and says so with the numbers
     for r in rows:
         gap, tol = (float(x) for x in re.findall(r"gap ([\d.]+) vs tolerance ([\d.]+)", r.reason)[0])
         assert (r.status == repro.REPRODUCED) == (gap <= tol and not _verdict_changed(r.reason)), r.reason
-    sd = repro.between_run_sd([r for r in v2 if r["group_id"] in shared], rep)
+    sd = repro.between_run_sd([r for r in original if r["group_id"] in shared], rep)
     assert sd is not None and 0 < sd < 0.05
     # a tampered ratio is caught, with the numbers in the reason
     bad = [dict(r) for r in rep]
     for r in bad:
         if r.get("name_template") == "cutlass_{base}":
             r["ratio_vs_baseline"], r["ratio_ci_low"], r["ratio_ci_high"] = 0.5, 0.49, 0.51
-    rows = repro.compare_runtime([r for r in v2 if r["group_id"] in shared], bad)
+    rows = repro.compare_runtime([r for r in original if r["group_id"] in shared], bad)
     cut = [r for r in rows if r.name.startswith("cutlass")]
     assert cut and all(r.status == repro.DIVERGED and "0.5000" in r.reason for r in cut)
 
@@ -219,7 +219,7 @@ def test_an_effect_smaller_than_the_margin_agrees_with_equivalent_but_a_real_one
 def test_the_defaults_run_re_measured_on_the_h200_reproduces():
     """`ptxprobe repro` of 2026-12-03-h200-defaults on the H200 (the -repro run): 48 static groups match; under the
     verdict rule it ran with (verdicts equal) two sub-margin comparisons were called diverged, which is what
-    its stored output says; with the rule of today all 96 comparisons reproduce."""
+    its stored output says; under compare_runtime's rule (verdicts_agree) all 96 comparisons reproduce."""
     from ptxprobe.core.store import read_log
 
     base = COMMITTED.parent

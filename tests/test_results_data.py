@@ -68,9 +68,9 @@ def test_static_analysis_tables():
 
 
 def test_independent_runs_agree_on_verdicts():
-    v1 = analysis.load_runtime(analysis.results_dir("2026-12-02-h200-runtime-d64-d128"))
-    v2 = analysis.load_runtime(analysis.results_dir(RUNTIME))
-    agreement = analysis.verdict_agreement(v1, v2, "12.8.93")
+    d64_d128 = analysis.load_runtime(analysis.results_dir("2026-12-02-h200-runtime-d64-d128"))
+    ptxas124 = analysis.load_runtime(analysis.results_dir(RUNTIME))
+    agreement = analysis.verdict_agreement(d64_d128, ptxas124, "12.8.93")
     assert agreement["shared"] >= 40
     assert agreement["agree"] / agreement["shared"] >= 0.9, agreement["disagreements"]
 
@@ -88,9 +88,9 @@ def test_cuda_kernel_run():
 
 
 def test_ptxas124_speedup_repeats_with_the_same_sign():
-    v2 = analysis.load_runtime(analysis.results_dir(RUNTIME))
+    original = analysis.load_runtime(analysis.results_dir(RUNTIME))
     rep = analysis.load_runtime(analysis.results_dir("2026-12-02-h200-repeat-ptxas124"))
-    agreement = analysis.verdict_agreement(v2, rep, "12.4.131")
+    agreement = analysis.verdict_agreement(original, rep, "12.4.131")
     assert agreement["shared"] == 32
     opposite = [d for d in agreement["disagreements"] if {d[1], d[2]} == {"faster", "slower"}]
     assert not opposite

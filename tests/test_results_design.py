@@ -21,14 +21,15 @@ TIMED = {"2026-12-02-h200-design": ("h200-design", False), "2026-12-02-h200-desi
          "2026-12-02-h200-design-long": ("h200-design-long", False),
          "2026-12-02-h200-design-pairs": ("h200-design", True),  # the same experiment, re-timed with pairs
          "2026-12-02-h200-sweep-explain": ("user", True),  # rename-sweep --cu sgemm.cu --run --explain
-         "2026-12-03-h200-gluon-hopper": ("h200-gluon-hopper", True),  # issue 19: cut short by the device time
-         "2026-12-03-h200-interleaved": ("h200-interleaved", True),  # issue 15: the interleaved design
+         "2026-12-03-h200-gluon-hopper": ("h200-gluon-hopper", True),  # cut short by the device time
+         "2026-12-03-h200-interleaved": ("h200-interleaved", True),  # the interleaved design
          "2026-12-03-h200-interleaved-user": ("h200-interleaved-user", True),
-         # today's defaults; run orders drawn by a coin per round and shared by every group: calibration failed
+         # the fast defaults (identical code not timed, plants in turn); run orders drawn by a coin per round and
+         # shared by every group: calibration failed
          "2026-12-03-h200-interleaved-fast-coin-orders": ("h200-interleaved-fast", True),
          "2026-12-03-h200-interleaved-fast": ("h200-interleaved-fast", True),  # balanced orders, passed
          "2026-12-03-h200-interleaved-user-defaults": ("h200-interleaved-user-defaults", True),  # signed-rank
-         "2026-12-03-h200-defaults": ("h200-defaults", True),  # every default: issue 15's goals in one run
+         "2026-12-03-h200-defaults": ("h200-defaults", True),  # every default: the GPU measurement's goals in one run
          "2026-12-03-h200-defaults-repro": ("h200-defaults", True),  # the same run re-measured by `ptxprobe repro`
          "2026-12-03-h200-overflow-check": ("h200-overflow-check", True)}  # the overflow rule made to act
 RUNS = tuple(TIMED)
@@ -144,7 +145,7 @@ def test_run_orders_recover_from_each_groups_seed_and_show_the_cost_of_running_f
     assert not wrong[wrong.consistent.notna()].consistent.astype(bool).any()
 
 
-def test_issue_15_goals_per_committed_run():
+def test_gpu_measurement_goals_per_committed_run():
     """Which runs meet which goal (recomputed from groups.jsonl): the two runs with every default meet all six;
     the run before them misses only the half-width maximum, the coin-ordered one only the A/A false positives."""
     met = {run: analysis_gpu.goal_figures(analysis.results_dir(run))["goals_met"]

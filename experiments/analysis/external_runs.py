@@ -1,5 +1,6 @@
-"""Tables over the round-3 results: the Hopper attention benchmark, CuTe DSL kernels timed ahead of time, and
-whole programs A/B. Pure functions of committed files; every interval is recomputed from the raw times."""
+"""Tables over the results on kernels nobody here wrote and the Hopper attention: the Hopper attention benchmark,
+CuTe DSL kernels timed ahead of time, and whole programs A/B. Pure functions of committed files; every interval is
+recomputed from the raw times."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def sota_table(paths: list[Path]) -> pd.DataFrame:
 
 
 def sota_goals(t: pd.DataFrame) -> list[tuple[str, bool, str]]:
-    """Issue 19's goals, each (goal, met, the numbers that decide it)."""
+    """The Hopper attention study's goals, each (goal, met, the numbers that decide it)."""
     def rows(**kw):
         m = np.ones(len(t), bool)
         for k, v in kw.items():
@@ -111,7 +112,7 @@ def aot_comparisons(path: Path, seed: int = 0, method: str = "signed-rank") -> p
 
 
 def program_ab(path: Path) -> pd.DataFrame:
-    """A capture --run A/B recomputed from its runs with today's rules (minimum rounds included)."""
+    """A capture --run A/B recomputed from its runs with compare()'s rules (minimum rounds included)."""
     rec = json.loads(Path(path).read_text())
     runs = [Run(**r) for r in rec["runs"]]
     return pd.DataFrame(compare(runs))

@@ -30,12 +30,12 @@ def calibration(run_dir: str | Path) -> dict:
     return RunDir(run_dir).calibration
 
 
-# issue 15's goals beyond what a calibration itself requires (power and A/A false positives: calibrate.CRITERIA)
+# the GPU measurement's goals beyond what a calibration requires (power, A/A false positives: calibrate.CRITERIA)
 GOALS = {"aa_halfwidth_median_max": 0.001, "aa_halfwidth_max_max": 0.0025, "gpu_seconds_per_48_groups_max": 180.0}
 
 
 def goal_figures(run_dir: str | Path) -> dict:
-    """A run's figures against issue 15's goals, recomputed from its groups.jsonl: the calibration summary,
+    """A run's figures against the GPU measurement's goals, recomputed from its groups.jsonl: the calibration summary,
     GPU seconds scaled to 48 groups, and each goal met or not."""
     from ptxprobe.gpu.calibrate import CRITERIA, summarize
 
@@ -180,7 +180,7 @@ def stopping_replay(run_dir: str | Path) -> pd.DataFrame:
         templates = [base, *(label for label, r in labels.items() if r.get("name_template") and label != base)]
         pairs = names_compared(templates, rec.get("identical_code", []))
         logs = [stats.log_ratios(*compared_series(labels[a], labels[b])) for a, b in pairs]
-        # the plan the group recorded; runs before it did so: the experiment's keys over today's defaults
+        # the plan the group recorded; older runs' groups did not: the experiment's keys over TimingPlan's defaults
         plan = TimingPlan(**rec["timing_plan"]) if "timing_plan" in rec else stated
         recorded = len(logs[0])
         stop, why, widths, first = None, "not stopped", [], None
@@ -194,7 +194,7 @@ def stopping_replay(run_dir: str | Path) -> pd.DataFrame:
                      "stopped_by": why, "first_look_max_half_width": first,
                      "max_half_width": max(widths) if widths else None,
                      "overflow_rounds_used": max(0, recorded - plan.max_rounds),
-                     "plan_source": "recorded" if "timing_plan" in rec else "experiment and today's defaults"})
+                     "plan_source": "recorded" if "timing_plan" in rec else "experiment and TimingPlan defaults"})
     return pd.DataFrame(rows)
 
 

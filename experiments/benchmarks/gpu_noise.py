@@ -1,4 +1,4 @@
-"""The GPU measurement's figures for a run directory, against issue 15's goals.
+"""The GPU measurement's figures for a run directory, against its goals (analysis.gpu_runs.GOALS).
 
     python experiments/benchmarks/gpu_noise.py experiments/results/2026-12-02-h200-design [...]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# How the committed round-3 static matrices of kernels nobody here wrote were made (CPU only, after
+# How the committed static matrices of kernels nobody here wrote were made (CPU only, after
 # `ptxprobe toolchain install all` and `python experiments/external/fetch.py`):
 #   bash experiments/external/static_matrix.sh OUT_DIR [CAPTURED_TUTORIAL_DIR [CAPTURED_INDUCTOR_DIR]]
 # CAPTURED_TUTORIAL_DIR: a `ptxprobe capture` of experiments/external/triton_tutorial_attention.py made on a GPU
@@ -32,5 +32,5 @@ TRIG='{base},cutlass_{base},xutlass_{base},cub_{base},sweepKernel_{base},SweepKe
 sweep triggers-external $(for f in "$OUT"/cute-sm90a/ptx/*.ptx; do echo --ptx "$f"; done) \
   $( [ -n "$CAP" ] && for f in "$CAP"/ptx/*.ptx; do echo --ptx "$f"; done) -s archs=sm_90a \
   -s ptxas=12.8,12.9,13.0,13.1,13.2,13.3,13.4,13.5 -s "names=$TRIG" -s repeat=2 -s max_repeat=4
-# the Gluon Hopper attention (issue 19) over 12.4-13.5
+# the Gluon Hopper attention over 12.4-13.5
 sweep gluon-hopper-static -e experiments/gluon_hopper_static.toml
