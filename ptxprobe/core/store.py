@@ -89,11 +89,13 @@ def drop_torn_tail(log: Path) -> None:
         f.truncate(keep)
 
 
-def append_records(f, records: list[dict]) -> None:
-    """Append and fsync: a record in the log survives a crash right after."""
+def append_records(f, records: list[dict], durable: bool = True) -> None:
+    """Append (and fsync when ``durable``: a record that cost work survives a crash right after; one served from
+    the cache is as cheap to make again as to keep, so a warm sweep does not wait on the disk for it)."""
     f.write("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
     f.flush()
-    os.fsync(f.fileno())
+    if durable:
+        os.fsync(f.fileno())
 
 
 def prepare_dir(out: Path) -> Path:
@@ -172,14 +174,17 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
 
 
 def write_parquet(path: Path, rows: list[dict], drop: tuple[str, ...] = ()) -> None:
-    import pandas as pd
+    """Rows as a parquet table, a column per key any row has (in first-seen order), through pyarrow alone (pandas
+    is not imported for it: a warm sweep's start-up)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
     if not rows:
         return
-    df = pd.DataFrame(rows)
-    df = df.drop(columns=[c for c in drop if c in df.columns])
+    keys = [k for k in dict.fromkeys(k for r in rows for k in r) if k not in drop]
+    table = pa.table({k: [r.get(k) for r in rows] for k in keys})  # a column no row fills is of null type
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    df.to_parquet(tmp, index=False)
+    pq.write_table(table, tmp)
     os.replace(tmp, path)
 
 

@@ -308,7 +308,7 @@ class _Run:
         row["run_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         if self.logf is None:  # the log appears with the first result, not before
             self.logf = open(self.log_path, "a")  # noqa: SIM115 (closed in execute)
-        append_records(self.logf, [row])
+        append_records(self.logf, [row], durable=not row["cached"])
         self.logged[row["variant_id"]] = row
         self.ran += 1
         if not row["cached"]:
