@@ -17,31 +17,7 @@ from ptxprobe.core.errors import NoGpu, SpecError
 from ptxprobe.gpu.compare import Comparison, TimedBlock, Timing, judge, labelled
 from ptxprobe.gpu.timing import Sampled, TimingPlan
 from ptxprobe.stats import paired as stats
-
-PTX = """.version 8.0
-.target sm_90a
-.address_size 64
-
-.visible .entry scale(
-	.param .u64 scale_param_0,
-	.param .f32 scale_param_1
-)
-{
-	.reg .b32 	%r<2>;
-	.reg .f32 	%f<3>;
-	.reg .b64 	%rd<4>;
-	ld.param.u64 	%rd1, [scale_param_0];
-	ld.param.f32 	%f1, [scale_param_1];
-	cvta.to.global.u64 	%rd2, %rd1;
-	mov.u32 	%r1, %tid.x;
-	mul.wide.u32 	%rd3, %r1, 4;
-	add.s64 	%rd2, %rd2, %rd3;
-	ld.global.f32 	%f2, [%rd2];
-	mul.rn.f32 	%f2, %f2, %f1;
-	st.global.f32 	[%rd2], %f2;
-	ret;
-}
-"""
+from tests.ptx_text import AXPY_PTX
 
 
 def test_importing_the_api_stays_cheap():
@@ -55,13 +31,13 @@ def test_importing_the_api_stays_cheap():
 # --- the sweep and its run directory, for real (a 15-line PTX kernel, one arch, Triton's ptxas) ---------------
 
 def test_sweep_runs_resumes_and_its_run_directory_reads_back(tmp_path):
-    ptx = tmp_path / "scale.ptx"
-    ptx.write_text(PTX)
+    ptx = tmp_path / "axpy.ptx"
+    ptx.write_text(AXPY_PTX)
     axes = {"ptx_files": [str(ptx)], "kernels": [], "archs": "sm_90a", "ptxas": "triton", "repeat": 1,
             "names": ["{base}", "cutlass_{base}"]}
     outcome = api.sweep("default", out=tmp_path / "run", jobs=1, **axes)
     assert outcome.out_dir == tmp_path / "run" and outcome.ran == 2 and outcome.skipped == 0 and not outcome.failed
-    assert sorted(r["name"] for r in outcome.rows) == ["cutlass_scale", "scale"]
+    assert sorted(r["name"] for r in outcome.rows) == ["axpy", "cutlass_axpy"]
     assert {r["arch"] for r in outcome.rows} == {"sm_90a"}
 
     again = api.sweep("default", out=tmp_path / "run", jobs=1, **axes)  # resumed: nothing assembled again

@@ -17,33 +17,10 @@ import pytest
 
 import ptxprobe
 from ptxprobe.core.stages import STAGES, code_closure, code_fingerprint, stage_key
+from tests.ptx_text import AXPY_PTX as PTX
 
 pytestmark = pytest.mark.integration
 
-PTX = """.version 8.0
-.target sm_90a
-.address_size 64
-
-.visible .entry axpy(
-	.param .u64 axpy_param_0,
-	.param .f32 axpy_param_1
-)
-{
-	.reg .b32 	%r<3>;
-	.reg .f32 	%f<4>;
-	.reg .b64 	%rd<4>;
-	ld.param.u64 	%rd1, [axpy_param_0];
-	ld.param.f32 	%f1, [axpy_param_1];
-	cvta.to.global.u64 	%rd2, %rd1;
-	mov.u32 	%r1, %tid.x;
-	mul.wide.u32 	%rd3, %r1, 4;
-	add.s64 	%rd2, %rd2, %rd3;
-	ld.global.f32 	%f2, [%rd2];
-	fma.rn.f32 	%f3, %f2, %f1, %f2;
-	st.global.f32 	[%rd2], %f3;
-	ret;
-}
-"""
 
 
 def _package_copy(tmp_path: Path) -> Path:

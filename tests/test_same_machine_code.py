@@ -11,7 +11,7 @@ from ptxprobe.ptx.rename import rename_entry
 from ptxprobe.static.verdicts import DIFFERS, SAME_CODE, derive
 from ptxprobe.toolchain.assemble import assemble
 from ptxprobe.toolchain.tools import select_ptxas
-from tests.test_cache_code import PTX
+from tests.ptx_text import AXPY_PTX as PTX
 
 pytestmark = pytest.mark.integration
 
