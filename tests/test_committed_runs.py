@@ -20,6 +20,8 @@ from experiments import RESULTS
 from ptxprobe.core.cache import Cache
 from ptxprobe.runs.rundir import RunDir, run_dirs
 
+pytestmark = pytest.mark.study
+
 RUNS = run_dirs(RESULTS)
 SWEEPS = [rd for rd in RUNS if rd.has_static]
 FULL_REPRO = "2026-12-02-h200-aa-rounds"  # a small timed run: static part re-checked, runtime declined

@@ -26,6 +26,8 @@ from ptxprobe.explain.attribution import (
 from ptxprobe.explain.run import EXPLAIN_DIR, EXPLAIN_JSON, INDEX, analyze
 from ptxprobe.runs.rundir import RunDir
 
+pytestmark = pytest.mark.study
+
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = {"sgemm": ROOT / "experiments/results/2026-12-02-h200-design-user",
         "attention": ROOT / "experiments/results/2026-12-02-h200-design"}

@@ -13,6 +13,8 @@ from ptxprobe.reports import html as report
 from ptxprobe.static.sweep import run_sweep
 from tests.conftest import make_experiment
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.fixture(scope="module")
 def report_dir(tmp_path_factory):

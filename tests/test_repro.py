@@ -15,6 +15,8 @@ from ptxprobe.core.store import compressed
 from ptxprobe.reports import repro
 from ptxprobe.static.bisect import BisectStep, bisect, transitions
 
+pytestmark = pytest.mark.study
+
 COMMITTED = Path(__file__).resolve().parent.parent / "experiments" / "results" / "2026-12-02-cpu-repro-small"
 
 

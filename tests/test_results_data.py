@@ -7,6 +7,8 @@ import pytest
 from experiments.analysis import static_runs as analysis
 from experiments.analysis import superseded
 
+pytestmark = pytest.mark.study
+
 RUNTIME = "2026-12-02-h200-runtime-ptxas124"
 
 

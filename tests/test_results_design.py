@@ -16,6 +16,8 @@ from ptxprobe.gpu.plan import run_config
 from ptxprobe.static.experiment import experiment_from_dict, recorded_axes
 from ptxprobe.stats import paired as stats
 
+pytestmark = pytest.mark.study
+
 # run -> (the experiment it timed, whether it used the paired design)
 TIMED = {"2026-12-02-h200-design": ("h200-design", False), "2026-12-02-h200-design-user": ("h200-design-user", False),
          "2026-12-02-h200-design-long": ("h200-design-long", False),

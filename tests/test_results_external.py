@@ -14,6 +14,8 @@ from experiments.analysis import external_runs as analysis_external
 from experiments.analysis import static_runs as analysis
 from ptxprobe.capture.ab import MIN_ROUNDS, Run, compare
 
+pytestmark = pytest.mark.study
+
 SOTA = analysis.RESULTS / "2026-12-03-h200-attention-sota"
 AOT = analysis.RESULTS / "2026-12-03-h200-cute-dsl-aot" / "cute_aot.json"
 AB = analysis.RESULTS / "2026-12-03-h200-capture-tutorial" / "ab" / "ab.json"
