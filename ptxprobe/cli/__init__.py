@@ -4,9 +4,12 @@ Exit codes, the same for every command:
 
     0    success, and nothing differs
     1    ran, and found differences (a name changes the code) or a divergence (repro, rename check)
-    2    bad usage or bad input (a message says which)
-    3    a tool or an assembly failed (ptxas/nvcc crashed, hung or refused; the message is shown)
-    4    internal error (a bug: run with -v for the traceback)
+    2    bad usage or bad input, in the words of whatever rejected it: a bad option or spec value (the key, the
+         value and what is expected), a kernel of yours that does not compile (the compiler's reason and the
+         source line), an output path that cannot be written (read-only, not a directory, an existing file)
+    3    a tool or the environment failed: ptxas/nvcc crashed, hung or refused, a tool is missing, the disk is
+         full (the path is named; what was written is kept and a re-run resumes)
+    4    internal error: only a ptxprobe bug (run with -v for the traceback)
     130  interrupted (Ctrl-C); what finished is kept
     141  the output pipe was closed early (``| head``)
 """
@@ -17,10 +20,18 @@ import logging
 import os
 import sys
 
-from ptxprobe.core.errors import ClusterError, PtxprobeError, SassParseError, ToolFailed, ToolNotFound
+from ptxprobe.core.errors import (
+    ClusterError,
+    DiskFull,
+    PtxprobeError,
+    SassParseError,
+    ToolFailed,
+    ToolNotFound,
+    output_failure,
+)
 
 OK, FOUND_DIFFERENCES, USAGE, TOOL_FAILED, INTERNAL, INTERRUPTED, PIPE_CLOSED = 0, 1, 2, 3, 4, 130, 141
-_TOOL_ERRORS = (ToolNotFound, ToolFailed, SassParseError, ClusterError)
+_TOOL_ERRORS = (ToolNotFound, ToolFailed, SassParseError, ClusterError, DiskFull)
 
 
 def exit_code_of(exc: BaseException) -> int:
@@ -49,19 +60,70 @@ def _one_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
+def _as_reported(exc: BaseException) -> BaseException:
+    """An OSError that names its file (or a full disk) is the environment or the input, not a bug: said as such."""
+    import errno
+
+    if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError) and (
+            exc.filename or exc.errno in (errno.ENOSPC, errno.EDQUOT)):
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return output_failure(exc.filename or "the output", exc)
+        return PtxprobeError(f"{exc.filename}: {exc.strerror or exc}")
+    return exc
+
+
+def _fail(message: str, code: int, kind: str, as_json: bool) -> int:
+    """One line on stderr; under --json also the one JSON document on stdout that says the same."""
+    print(f"ptxprobe: {message}", file=sys.stderr)
+    if as_json:
+        import json
+
+        print(json.dumps({"error": message, "exit_code": code, "kind": kind}), flush=True)
+    return code
+
+
+def _parse(parser, argv: list[str] | None):
+    """The parsed arguments, or the exit code of --help (0) or a usage error (2; one JSON document under --json)."""
+    import contextlib
+    import io
+
+    words = sys.argv[1:] if argv is None else argv
+    if "--json" not in words:
+        try:
+            return parser.parse_args(argv), None
+        except SystemExit as exc:
+            return None, int(exc.code or 0)
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            return parser.parse_args(argv), None
+    except SystemExit as exc:
+        text = err.getvalue().strip()
+        if not exc.code:
+            sys.stderr.write(err.getvalue())
+            return None, 0
+        why = text.splitlines()[-1] if text else "bad usage"
+        return None, _fail(why.removeprefix("ptxprobe").lstrip(), USAGE, "UsageError", True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse: --help (0) or a usage error (2)
-        return int(exc.code or 0)
+    args, code = _parse(parser, argv)
+    if args is None:
+        return code
     _setup_logging(getattr(args, "verbose", 0) - getattr(args, "quiet_level", 0))
     log = logging.getLogger("ptxprobe")
+    as_json = bool(getattr(args, "json", False))
     try:
-        return args.func(args)
+        try:
+            return args.func(args)
+        except OSError as exc:
+            reported = _as_reported(exc)
+            if reported is exc:
+                raise
+            raise reported from exc
     except KeyboardInterrupt:
-        print("ptxprobe: interrupted", file=sys.stderr)
-        return INTERRUPTED
+        return _fail("interrupted", INTERRUPTED, "KeyboardInterrupt", as_json)
     except BrokenPipeError:
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
@@ -70,15 +132,15 @@ def main(argv: list[str] | None = None) -> int:
             pass
         return PIPE_CLOSED
     except PtxprobeError as exc:
-        print(f"ptxprobe: {type(exc).__name__}: {_one_line(exc)}", file=sys.stderr)
+        log.debug("traceback", exc_info=True)  # -vv shows where it was raised
+        code = _fail(f"{type(exc).__name__}: {_one_line(exc)}", exit_code_of(exc), type(exc).__name__, as_json)
         for more in str(exc).strip().splitlines()[1:6]:
             print(f"  {more}", file=sys.stderr)
-        return exit_code_of(exc)
+        return code
     except Exception as exc:  # a bug: one line, the traceback with -v
         log.info("traceback", exc_info=True)  # -v shows it
-        print(f"ptxprobe: internal error: {type(exc).__name__}: {_one_line(exc)} (run with -v for the traceback)",
-              file=sys.stderr)
-        return INTERNAL
+        return _fail(f"internal error: {type(exc).__name__}: {_one_line(exc)} (run with -v for the traceback)",
+                     INTERNAL, type(exc).__name__, as_json)
 
 
 if __name__ == "__main__":

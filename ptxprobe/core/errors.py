@@ -57,3 +57,26 @@ class ToolMismatch(ToolNotFound):
 
 class ClusterError(PtxprobeError):
     """The distributed executor cannot run: Ray missing, the cluster unreachable, or every worker for a job lost."""
+
+
+class KernelCompileError(SpecError):
+    """A user's kernel did not compile: the compiler's own reason and the offending source line (bad input)."""
+
+
+class OutputUnwritable(SpecError):
+    """An output path that cannot be written: read-only, not a directory, an existing file, no permission."""
+
+
+class DiskFull(PtxprobeError):
+    """The file system filled up while writing (the environment, not the input)."""
+
+
+def output_failure(path, exc: OSError, what: str = "") -> PtxprobeError:
+    """An OSError met while writing ``path`` (``what`` names it: "output directory ") as the error a user can act
+    on: the path and the reason; a full disk is the environment (exit 3), any other refusal the output asked for."""
+    import errno
+
+    where = exc.filename or path
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DiskFull(f"cannot write {what}{where}: no space left on the device (free some, then run again)")
+    return OutputUnwritable(f"cannot write {what}{where}: {exc.strerror or exc}")

@@ -10,6 +10,7 @@ A directory holds one experiment and one writer at a time (``flock`` on ``.lock`
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import gzip
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from ptxprobe import __version__
 from ptxprobe.core.cache import atomic_write, sha256_file
-from ptxprobe.core.errors import DamagedLog, RunDirBusy, SpecError
+from ptxprobe.core.errors import DamagedLog, RunDirBusy, SpecError, output_failure
 
 LOG, RESULTS_JSONL, RESULTS_PARQUET, MANIFEST = "variants.jsonl", "results.jsonl", "results.parquet", "manifest.json"
 RUNTIME_LOG, RUNTIME_PARQUET = "runtime.jsonl", "runtime.parquet"
@@ -108,8 +109,27 @@ def prepare_dir(out: Path) -> Path:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
-        raise SpecError(f"cannot write to output directory {out}: {exc.strerror or exc}") from exc
+        raise output_failure(out, exc, "output directory ") from None
     return out
+
+
+@contextlib.contextmanager
+def writing_to(out: Path):
+    """Within: a full disk or a file system gone read-only under ``out`` is said with the path (what was appended
+    to the log is kept, a torn last line is dropped on resume, and the result files are replaced whole or not)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            raise
+        raise output_failure(out, exc) from None
+
+
+def remove_if_unused(out: Path) -> None:
+    """A directory this command created and wrote nothing into (bad input found before any work) goes again."""
+    with contextlib.suppress(OSError):
+        (out / LOCK).unlink(missing_ok=True)
+        out.rmdir()
 
 
 @dataclass
@@ -184,8 +204,12 @@ def write_parquet(path: Path, rows: list[dict], drop: tuple[str, ...] = ()) -> N
     keys = [k for k in dict.fromkeys(k for r in rows for k in r) if k not in drop]
     table = pa.table({k: [r.get(k) for r in rows] for k in keys})  # a column no row fills is of null type
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    pq.write_table(table, tmp)
-    os.replace(tmp, path)
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    except BaseException:  # nothing half-written is left beside the table
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def package_version(dist: str) -> str | None:

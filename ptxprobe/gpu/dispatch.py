@@ -135,10 +135,11 @@ def runtime_sweep(
         lock = mp.get_context("spawn").Lock()
         dispatch(groups, devices, _run_one, templates, cfg, str(log), str(cache.root), lock)
     else:
+        from rich.console import Console
         from rich.progress import track
 
         try:
-            for g in track(groups, description="GPU runs", disable=not progress):
+            for g in track(groups, description="GPU runs", disable=not progress, console=Console(stderr=True)):
                 _run_one(devices[0], g, templates, cfg, str(log), str(cache.root))
         except KeyboardInterrupt:  # the finished groups still get their table and calibration, then it stops
             _finish(out, log, gpu_info(0))

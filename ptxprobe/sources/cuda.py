@@ -6,12 +6,13 @@ them), the flags and the nvcc binary's sha256, so an edited header re-compiles.
 
 from __future__ import annotations
 
+import re
 import tempfile
 from pathlib import Path
 
 from ptxprobe.core.cache import Cache, sha256_file
-from ptxprobe.core.errors import MalformedPtx, SpecError, ToolFailed
-from ptxprobe.core.proc import run_tool
+from ptxprobe.core.errors import KernelCompileError, MalformedPtx, SpecError, ToolFailed
+from ptxprobe.core.proc import FAILED, run_tool
 from ptxprobe.core.stages import stage_key
 from ptxprobe.ptx.text import entries_of, source_identifier
 from ptxprobe.sources.base import Emitted
@@ -24,13 +25,28 @@ def nvcc_arch(arch: str) -> str:
     return f"compute_{n}{'a' if arch.endswith('a') else ''}"
 
 
+_DIAGNOSTIC = re.compile(r"^[^\s(][^(]*\(\d+\): (?:catastrophic )?error\b"  # EDG: syn.cu(2): error: ...
+                         r"|^[^:\s]+:\d+:\d+: fatal error\b")  # the preprocessor: a.cu:1:10: fatal error: ...
+
+
+def nvcc_refused(run, src: Path, arch: str) -> Exception:
+    """nvcc's verdict on a user's source: its first error lines (``syn.cu(2): error: expected a ";"``) as bad input,
+    or, when it reports no error in the source (a crash, a hang, a broken install), a tool failure."""
+    errors = [ln.strip() for ln in run.stderr.splitlines() if _DIAGNOSTIC.match(ln.strip())]
+    if run.status == FAILED and errors:
+        more = f" (and {len(errors) - 2} more errors)" if len(errors) > 2 else ""
+        lines = [re.sub(r"^.*/", "", e) for e in errors[:2]]
+        return KernelCompileError(f"nvcc cannot compile {src.name} for {arch}: {'; '.join(lines)}{more}")
+    return ToolFailed(f"nvcc could not compile {src.name} for {arch}: {run.describe()}")
+
+
 def _dependencies(nvcc: str, flags: list[str], src: Path, timeout: float) -> list[Path]:
     """The source and every header it includes, as nvcc's preprocessor sees them."""
     dep_flags = [f for f in flags if f.startswith("-D") or f.startswith("-std")]
     run = run_tool([nvcc, "-M", f"-arch={flags[1].split('=', 1)[1]}", *dep_flags, f"-I{src.parent}", str(src)],
                    timeout=timeout)
     if not run.ok:
-        raise ToolFailed(f"nvcc -M could not read {src.name}: {run.describe()}")
+        raise nvcc_refused(run, src, flags[1].split("=", 1)[1])
     text = run.stdout.replace("\\\n", " ")
     _, _, deps = text.partition(":")
     return sorted({Path(d) for d in deps.split() if d.strip()})
@@ -92,7 +108,7 @@ def emit_cuda(
             out = Path(d) / "k.ptx"
             run = run_tool([nvcc.path, *flags, f"-I{src.parent}", str(src), "-o", str(out)], timeout=timeout)
             if not run.ok:
-                raise ToolFailed(f"nvcc could not compile {src.name} for {arch}: {run.describe()}")
+                raise nvcc_refused(run, src, arch)
             ptx = out.read_text()
         rec = {"ptx": ptx, "metadata": {"nvcc": nvcc.version, "nvcc_flags": flags, "inputs": inputs}}
         cache.put_json("emit-cuda", key, rec)

@@ -187,10 +187,15 @@ class TritonFunctionSource(_FileSource):
         return str(load_kernel_spec(self.spec_path).get("name", self.path)) if self.spec_path else self.path
 
     def emit(self, arch: str, cache: Cache, only_cached: bool = False) -> Emitted | None:
-        from ptxprobe.sources.triton import emitted_from, triton_ptx
+        from triton.compiler.errors import CompilationError
+
+        from ptxprobe.sources.triton import compile_failure, emitted_from, triton_ptx
 
         fn, sp, options = self.loaded(arch)
-        rec = triton_ptx(fn, sp, arch, options, cache, only_cached=only_cached)
+        try:
+            rec = triton_ptx(fn, sp, arch, options, cache, only_cached=only_cached)
+        except CompilationError as exc:  # the user's kernel: Triton's own reason and the line, as bad input
+            raise compile_failure(fn, exc) from None
         if rec is None:
             return None
         e = emitted_from(rec, self.label)

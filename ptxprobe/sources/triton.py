@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ptxprobe.core.cache import Cache, sha256_file, sha256_text
-from ptxprobe.core.errors import SpecError
+from ptxprobe.core.errors import KernelCompileError, SpecError
 from ptxprobe.core.stages import stage_key
 from ptxprobe.ptx.text import entry_of
 from ptxprobe.sources.base import Emitted
@@ -234,6 +234,26 @@ def triton_ptx(
     return rec
 
 
+def compile_failure(fn, exc: Exception) -> KernelCompileError:
+    """Triton's CompilationError as one line in the user's terms: ``file.py:LINE: <source line>: <Triton's reason>``."""
+    import inspect
+
+    node = getattr(exc, "node", None)
+    reason = getattr(exc, "error_message", None) or (str(exc.__cause__) if exc.__cause__ else "")
+    reason = " ".join((reason or str(exc).strip().splitlines()[-1]).split())
+    lineno = getattr(node, "lineno", None)
+    where = getattr(fn, "__name__", "kernel")
+    try:
+        lines, first = inspect.getsourcelines(fn.fn)
+        defs = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("def "))  # Triton's lines count from it
+        if lineno is not None:
+            path = Path(inspect.getsourcefile(fn.fn) or "?")
+            where = f"{path.name}:{first + defs + lineno - 1}: {lines[defs + lineno - 1].strip()}"
+    except (OSError, TypeError, StopIteration, IndexError):
+        pass
+    return KernelCompileError(f"{where}: Triton cannot compile it: {reason}")
+
+
 def emitted_from(rec: dict, label: str) -> Emitted:
     ptx = rec["ptx"]
     return Emitted(label, "", entry_of(ptx), ptx, "triton", rec["metadata"], rec["stages"])
@@ -289,23 +309,70 @@ def user_specialization(target: str, spec_path: str | Path, arch: str = "sm_90a"
     if "signature" not in spec:
         raise SpecError(f"{spec_path}: a Triton function's spec needs a 'signature' (parameter -> type)")
     params = [p.name for p in fn.params]
-    sig = dict(spec["signature"])
+    sig = _table(spec, "signature", spec_path, 'a table of parameter = "type", e.g. {x_ptr = "*fp32", n = "i32"}')
     if list(sig) != params:
         raise SpecError(f"{spec_path}: signature names {list(sig)} do not match {fn.__name__}'s parameters {params}")
+    for name, ty in sig.items():
+        check_type(name, ty, spec_path)
     sig = complete_signature(fn, sig, is_gluon(fn))
-    constexprs = {k: constexpr_value(k, v) for k, v in spec.get("constexprs", {}).items()}
+    constexprs = {k: constexpr_value(k, v) for k, v in _table(spec, "constexprs", spec_path,
+                                                               "a table of parameter = value").items()}
     missing = [n for n, t in sig.items() if t == "constexpr" and n not in constexprs]
     if missing:
         raise SpecError(f"{spec_path}: no value for constexpr parameter(s) {missing}")
     div = spec.get("divisible_by_16", [])
+    if not isinstance(div, list) or not all(isinstance(n, str) for n in div):
+        raise SpecError(f"{spec_path}: divisible_by_16 = {div!r}: expected a list of parameter names, e.g. [\"x_ptr\"]")
     bad = [n for n in div if n not in params]
     if bad:
         raise SpecError(f"{spec_path}: divisible_by_16 names unknown parameters {bad}")
+    if "name" in spec and not isinstance(spec["name"], str):
+        raise SpecError(f"{spec_path}: name = {spec['name']!r}: expected a string (the kernel's label)")
     attrs = {(params.index(n),): [["tt.divisibility", 16]] for n in div}
-    options = {"num_warps": int(spec.get("num_warps", 4)), "num_stages": int(spec.get("num_stages", 3))}
+    options = {"num_warps": _option(spec, "num_warps", 4, spec_path), "num_stages": _option(spec, "num_stages", 3,
+                                                                                            spec_path)}
     if "maxnreg" in spec:  # warp-specialised kernels: the register budget setmaxnreg divides
-        options["maxnreg"] = int(spec["maxnreg"])
+        options["maxnreg"] = _option(spec, "maxnreg", None, spec_path)
     return fn, Specialization(sig, constexprs, attrs), options
+
+
+_OPTIONS = {  # spec key -> (what is expected, the check)
+    "num_warps": ("a power of 2 from 1 to 32", lambda n: 1 <= n <= 32 and n & (n - 1) == 0),
+    "num_stages": ("an integer from 0 to 16", lambda n: 0 <= n <= 16),
+    "maxnreg": ("an integer from 24 to 256", lambda n: 24 <= n <= 256),
+}
+
+
+def _option(spec: dict, key: str, default, spec_path) -> int:
+    """A compile option of the spec, refused with the key, the value and what is expected."""
+    value = spec.get(key, default)
+    expected, ok = _OPTIONS[key]
+    if isinstance(value, bool) or not isinstance(value, int) or not ok(value):
+        raise SpecError(f"{spec_path}: {key} = {value!r}: expected {expected}")
+    return value
+
+
+def _table(spec: dict, key: str, spec_path, expected: str) -> dict:
+    value = spec.get(key, {})
+    if not isinstance(value, dict):
+        raise SpecError(f"{spec_path}: {key} = {value!r}: expected {expected}")
+    return dict(value)
+
+
+def check_type(param: str, ty, spec_path) -> None:
+    """A signature type as Triton spells it (``*fp32``, ``i32``, ``fp16``, ``constexpr``, ``tensordesc<...>``)."""
+    from triton.compiler.code_generator import str_to_ty
+
+    expected = ('a Triton type such as "*fp32", "*fp16", "i32", "i64", "fp32" or "constexpr" '
+                '(Triton spells int32 "i32", float32 "fp32")')
+    if not isinstance(ty, str):
+        raise SpecError(f"{spec_path}: signature {param} = {ty!r}: expected {expected}")
+    if ty == "constexpr" or ty.startswith("tensordesc"):
+        return
+    try:
+        str_to_ty(ty, None)
+    except Exception:  # Triton's parser answers an unknown name with a KeyError (or worse)
+        raise SpecError(f"{spec_path}: signature {param} = {ty!r}: expected {expected}") from None
 
 
 def runtime_params(fn, sp: Specialization) -> list[str]:

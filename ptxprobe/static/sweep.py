@@ -33,9 +33,11 @@ from ptxprobe.core.store import (
     lock_dir,
     prepare_dir,
     read_log,
+    remove_if_unused,
     write_jsonl,
     write_manifest,
     write_parquet,
+    writing_to,
 )
 from ptxprobe.sources import Emitted, KernelSource, sources_of
 from ptxprobe.sources.registry import kernel_source_hashes
@@ -114,8 +116,9 @@ def run_sweep(
     cache = cache or Cache()
     sources = sources_of(exp)  # a bad input fails here, before any work
     identity = experiment_identity(exp, sources)
+    created = not Path(out_dir).exists()
     out = prepare_dir(Path(out_dir))
-    with lock_dir(out):
+    with writing_to(out), lock_dir(out):
         log = out / LOG
         if fresh:
             for path in (log, compressed(log), out / RESULTS_JSONL, out / RESULTS_PARQUET):
@@ -134,6 +137,8 @@ def run_sweep(
             state.execute(sources, log, pool, progress)
         except BaseException:
             if not state.ran:  # bad input found before any work: nothing to keep, the directory is untouched
+                if created:
+                    remove_if_unused(out)
                 raise
             _write_outputs(out, exp, identity, tools, argv, started, state, sources, logged)
             raise
@@ -188,6 +193,7 @@ class _Run:
         self.executor: dict = {}
 
     def execute(self, sources: list[KernelSource], log: Path, pool: Executor, progress: bool) -> None:
+        from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
@@ -195,7 +201,8 @@ class _Run:
         self.pool = pool
         self.log_path, self.logf = log, None
         try:
-            with Progress(*cols, disable=not progress, transient=False, redirect_stdout=False) as bar:
+            with Progress(*cols, disable=not progress, transient=False, redirect_stdout=False,
+                          console=Console(stderr=True)) as bar:  # stdout holds the answer (or the JSON) alone
                 self.bar = bar
                 self.t_emit = bar.add_task("emit PTX", total=len(jobs_list))
                 self.t_asm = bar.add_task("ptxas", total=None)
