@@ -49,7 +49,17 @@ class RunConfig:
 
 
 def run_config(d: dict | None) -> RunConfig:
+    """The ``[run]`` table, every key known (a typo is named with the keys there are) and every value checked."""
+    from dataclasses import fields
+
     d = dict(d or {})
+    for where, table, cls in (("[run]", d, RunConfig), ("[run.timing]", d.get("timing", {}), TimingPlan)):
+        if not isinstance(table, dict):
+            raise SpecError(f"{where}: expected a table, got {table!r}")
+        known = {f.name for f in fields(cls)} - ({"timing"} if cls is TimingPlan else set())
+        unknown = sorted(set(table) - known)
+        if unknown:
+            raise SpecError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
     try:
         timing = TimingPlan(**d.pop("timing", {}))
         for k in ("seq_lens", "sdpa_backends"):

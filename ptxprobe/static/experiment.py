@@ -63,6 +63,7 @@ class Experiment:
 _LIST_AXES = ("kernels", "dtypes", "head_dims", "causal", "configs", "archs", "ptxas", "names", "ptx_files",
               "cu_files", "cubin_files", "triton_functions", "file_archs")
 _USER_AXES = ("ptx_files", "cu_files", "cubin_files", "triton_functions")
+_TABLES = ("experiment", "sweep", "run")
 
 
 def shipped() -> dict[str, Path]:
@@ -107,7 +108,17 @@ def load_experiment(path: str | os.PathLike | None) -> Experiment:
         raise SpecError(f"{p}: not valid TOML: {exc}") from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"{p}: cannot read ({exc})") from exc
+    unknown = sorted(set(data) - set(_TABLES))
+    if unknown:
+        raise SpecError(f"{p}: unknown table(s) {', '.join(f'[{t}]' for t in unknown)}; an experiment has "
+                        f"{', '.join(f'[{t}]' for t in _TABLES)}")
+    for table in _TABLES:
+        if not isinstance(data.get(table, {}), dict):
+            raise SpecError(f"{p}: {table} = {data[table]!r}: expected a table [{table}]")
     meta = data.get("experiment", {})
+    extra = sorted(set(meta) - {"name", "description"})
+    if extra:
+        raise SpecError(f"{p}: [experiment] has unknown keys {', '.join(extra)} (known: name, description)")
     sweep = dict(data.get("sweep", {}))
     for axis in _USER_AXES:
         if axis in sweep:
@@ -191,7 +202,14 @@ def experiment_from_dict(d: dict) -> Experiment:
     for k in ("archs", "file_archs"):
         if k in kw:
             kw[k] = tuple(check_arch(str(a)) for a in kw[k])
+    for k in _LIST_AXES:
+        twice = sorted({str(v) for v in kw.get(k, ()) if list(kw[k]).count(v) > 1})
+        if twice and k != "names":
+            raise SpecError(f"{k}: {', '.join(twice)} given twice (each value once)")
     exp = Experiment(**kw)
+    if exp.max_repeat and exp.max_repeat < max(exp.repeat.values(), default=1):
+        raise SpecError(f"max_repeat: {exp.max_repeat} is below repeat ({max(exp.repeat.values())}): a difference is "
+                        "assembled at least repeat times; give max_repeat >= repeat, or 0 (exactly repeat)")
     if not exp.names:
         raise SpecError("names: at least the baseline template is needed")
     if len(set(exp.names)) != len(exp.names):
@@ -231,7 +249,15 @@ def parse_assignment(a: str) -> tuple[str, object]:
 def override(exp: Experiment, assignments: list[str]) -> Experiment:
     """Apply ``axis=v1,v2`` overrides from the command line."""
     base = {f.name: getattr(exp, f.name) for f in fields(Experiment)}
+    given = set()
     for a in assignments:
         key, vals = parse_assignment(a)
         base[key] = vals
+        given.add(key)
+    if "repeat" in given and "max_repeat" not in given and exp.max_repeat:
+        try:  # -s repeat=N above the file's max_repeat: exactly N runs, as asked (both given: checked as given)
+            if int(str(base["repeat"])) > exp.max_repeat:
+                base["max_repeat"] = 0
+        except ValueError:
+            pass  # not a number: experiment_from_dict says so
     return experiment_from_dict(base)
