@@ -98,12 +98,15 @@ def _parse(parser, argv: list[str] | None):
         with contextlib.redirect_stderr(err):
             return parser.parse_args(argv), None
     except SystemExit as exc:
-        text = err.getvalue().strip()
+        sys.stderr.write(err.getvalue())
         if not exc.code:
-            sys.stderr.write(err.getvalue())
             return None, 0
-        why = text.splitlines()[-1] if text else "bad usage"
-        return None, _fail(why.removeprefix("ptxprobe").lstrip(), USAGE, "UsageError", True)
+        import json
+
+        text = err.getvalue().strip()
+        print(json.dumps({"error": text.splitlines()[-1] if text else "bad usage", "exit_code": USAGE,
+                          "kind": "UsageError"}), flush=True)
+        return None, USAGE
 
 
 def main(argv: list[str] | None = None) -> int:

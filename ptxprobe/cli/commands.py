@@ -261,7 +261,12 @@ def cmd_diff(args) -> int:
     from ptxprobe.static.ptxdiff import noise_aware_ptx_diff
 
     if args.ptx:
-        res = noise_aware_ptx_diff(args.ptx, args.rename, _arch(args.arch), args.ptxas, args.repeat or None)
+        if args.a or args.b:
+            raise SpecError("diff takes two cubins (A B) or --ptx FILE, not both")
+        if args.kernel_b:
+            raise SpecError("with --ptx, --kernel-a picks the entry; --kernel-b goes with two cubins")
+        res = noise_aware_ptx_diff(args.ptx, args.rename, _arch(args.arch), args.ptxas, args.repeat or None,
+                                   args.kernel_a)
         d = res.diff
     else:
         if not (args.a and args.b):

@@ -43,8 +43,9 @@ def default_repeats(arch: str) -> int:
     return load_experiment(None).repeats(arch)
 
 
-def noise_aware_ptx_diff(path: str, template: str, arch: str | None, ptxas: str, repeat: int | None) -> NoisyDiff:
-    src = load_ptx(path)
+def noise_aware_ptx_diff(path: str, template: str, arch: str | None, ptxas: str, repeat: int | None,
+                         entry: str | None = None) -> NoisyDiff:
+    src = load_ptx(path, entry)
     entry = src.entry
     arch = arch or src.arch
     new = apply_template(template, entry) if "{base}" in template else template

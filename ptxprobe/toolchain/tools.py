@@ -1,7 +1,8 @@
 """Find, identify and pin NVIDIA's ptxas / nvdisasm / cuobjdump / nvcc.
 
 Sources, in order: triton's bundled tools, ptxprobe's own installs (pip wheels unpacked
-into the cache), pip-installed ``nvidia-cuda-*`` wheels, ``CUDA_HOME``, ``PATH``.
+into the cache), pip-installed ``nvidia-cuda-*`` wheels, ``$CUDA_HOME/bin``, ``$CUDA_PATH/bin``, ``PATH``,
+and ``/usr/local/cuda/bin`` (where the CUDA installer puts it).
 Wrapper shell scripts are followed to the real binary, and every tool is identified by
 version *and* sha256, because the cache and the manifest must name exact binaries.
 """
@@ -34,7 +35,7 @@ class Tool:
     kind: str  # ptxas | nvdisasm | cuobjdump | nvcc
     path: str  # the real binary (wrappers followed)
     invoked: str  # what was found (may be a wrapper script)
-    origin: str  # triton | triton-blackwell | pip:<dist> | ptxprobe-cache | CUDA_HOME | PATH
+    origin: str  # triton | triton-blackwell | pip:<dist> | ptxprobe-cache | CUDA_HOME | CUDA_PATH | PATH | DEFAULT_CUDA
     version: str  # e.g. 12.8.93
     sha256: str
 
@@ -143,14 +144,19 @@ def _candidates() -> list[tuple[str, str, Path]]:
         for kind in KINDS:
             for p in nv.glob(f"*/bin/{kind}"):
                 found.append((kind, f"pip:{p.parent.parent.name}", p))
-    cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    if cuda_home:
-        found += [(kind, "CUDA_HOME", Path(cuda_home) / "bin" / kind) for kind in KINDS]
+    for var in CUDA_ROOT_VARS:
+        if os.environ.get(var):
+            found += [(kind, var, Path(os.environ[var]) / "bin" / kind) for kind in KINDS]
     for kind in KINDS:
         w = shutil.which(kind)
         if w:
             found.append((kind, "PATH", Path(w)))
+    found += [(kind, DEFAULT_CUDA, Path(DEFAULT_CUDA) / "bin" / kind) for kind in KINDS]  # where CUDA installs
     return found
+
+
+CUDA_ROOT_VARS = ("CUDA_HOME", "CUDA_PATH")
+DEFAULT_CUDA = "/usr/local/cuda"
 
 
 def discover(kinds: tuple[str, ...] = KINDS) -> list[Tool]:
@@ -210,7 +216,9 @@ def find_tool(kind: str, prefer_version: str | None = None, tools: list[Tool] | 
     """A tool of this kind, the closest to ``prefer_version`` (else the newest)."""
     tools = [t for t in (tools if tools is not None else discover((kind,))) if t.kind == kind]
     if not tools:
-        raise ToolNotFound(f"no {kind} found (triton's bundled tools, pip wheels, CUDA_HOME, PATH)")
+        raise ToolNotFound(f"no {kind} found (looked in Triton's bundled tools, pip wheels, $CUDA_HOME/bin, "
+                           f"$CUDA_PATH/bin, PATH and {DEFAULT_CUDA}/bin): install the CUDA toolkit, or point at one "
+                           f"with CUDA_HOME=/path/to/cuda (its bin/ holds {kind})")
     if prefer_version:
         same = [t for t in tools if t.release == tuple(int(x) for x in prefer_version.split(".")[:2])]
         if same:
