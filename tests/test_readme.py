@@ -55,6 +55,37 @@ def test_findings_are_what_the_committed_data_say(monkeypatch, tmp_path):
     assert mod.main() == 1
 
 
+@pytest.mark.study
+def test_findings_figures_are_what_the_committed_data_draw(monkeypatch, tmp_path):
+    """docs/figures/*.svg (one per FINDINGS.md question) are render.py's drawings, byte for byte, and the check
+    fails on a planted change in one of them."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("findings_render", ROOT / "experiments" / "findings" / "render.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    figs = mod.render_figures()
+    assert len(figs) == 4 and figs == mod.render_figures(), "the figures are not deterministic"
+    text = (ROOT / "FINDINGS.md").read_text()
+    for name, svg in figs.items():
+        assert (ROOT / "docs" / "figures" / name).read_bytes() == svg.encode(), f"docs/figures/{name} is stale"
+        assert f"](docs/figures/{name})" in text
+        assert len(svg.encode()) < 150_000
+    (tmp_path / "FINDINGS.md").write_text(text)
+    for name, svg in figs.items():
+        (tmp_path / name).write_bytes(svg.encode())
+    monkeypatch.setattr(mod, "FINDINGS", tmp_path / "FINDINGS.md")
+    monkeypatch.setattr(mod, "FIGURES", tmp_path)
+    monkeypatch.setattr(mod, "render", lambda: text)
+    monkeypatch.setattr(mod, "render_figures", lambda: figs)
+    monkeypatch.setattr("sys.argv", ["render.py", "--check"])
+    assert mod.main() == 0
+    svg = (tmp_path / "speed.svg").read_text()
+    assert "±0.5 %" in svg
+    (tmp_path / "speed.svg").write_text(svg.replace("±0.5 %", "±0.6 %"))
+    assert mod.main() == 1
+
+
 @pytest.mark.unit
 def test_findings_name_no_work_items():
     """FINDINGS.md speaks of designs and runs, not of issue numbers or rounds of work."""

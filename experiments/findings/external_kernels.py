@@ -93,7 +93,7 @@ def hopper_runtime_section() -> list[str]:
            + calibration_line(NAMES) + ". `cutlass_` and the control against the baseline name:", "",
            "| dtype | mask | N | ptxas | `cutlass_` | verdict | control `xutlass_` | verdict |",
            "|---|---|---|---|---|---|---|---|"]
-    e = analysis_external.with_spec_columns(eff[eff.name_template.isin(["cutlass_{base}", "xutlass_{base}"])])
+    e = hopper_effects(eff)
     for (dt, causal, n, ver), g in e.groupby(["dtype", "causal", "seq_len", "run_ptxas_version"]):
         cells = []
         for t in ("cutlass_{base}", "xutlass_{base}"):
@@ -110,6 +110,37 @@ def hopper_runtime_section() -> list[str]:
             f"{n['draws']} input draws. The fp16 groups ran power-capped (NVML throttle reasons on most samples, "
             "SM clock 1.2–1.5 GHz), which is why their A/A intervals are wide.", ""]
     return out
+
+
+def hopper_effects(eff: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The Gluon Hopper attention's `cutlass_` and control names against its baseline name on the H200."""
+    if eff is None:
+        eff = analysis_gpu.name_effects(analysis_gpu.load(_d(NAMES)))
+    return analysis_external.with_spec_columns(eff[eff.name_template.isin(["cutlass_{base}", "xutlass_{base}"])])
+
+
+def cute_aot() -> pd.DataFrame:
+    """CuTe DSL on the H200: the DSL's own name and the control against the trigger-free name, per kernel."""
+    return analysis_external.aot_comparisons(_d(AOT) / "cute_aot.json")
+
+
+def figure() -> str:
+    """The figure for this question: the CuTe DSL kernels' and the Gluon Hopper attention's name ratios."""
+    from experiments.findings import figures
+    from ptxprobe.stats.paired import EQUIVALENCE_MARGIN
+
+    cute = cute_aot().assign(label=lambda t: t.case.str.replace("_", " ") + " · " + t.role.map(
+        {"trigger": "cutlass", "control": "zutlass"}))
+    h = hopper_effects()
+    h = h.sort_values(["dtype", "causal", "run_ptxas_version", "seq_len", "name_template"],
+                      key=lambda c: c.map(version_key) if c.name == "run_ptxas_version" else c)
+    hopper = pd.DataFrame({
+        "label": [f"{r.dtype} {'causal' if r.causal else 'full'} N={r.seq_len // 1024}k · ptxas {r.run_ptxas_version}"
+                  f" · {r.name_template.split('{')[0]}" for r in h.itertuples()],
+        "role": ["trigger" if t == "cutlass_{base}" else "control" for t in h.name_template],
+        "ratio": h.ratio_vs_baseline.to_numpy(), "low": h.ratio_ci_low.to_numpy(), "high": h.ratio_ci_high.to_numpy()})
+    aa = analysis_gpu.calibration(_d(NAMES))["aa_halfwidth_median"]
+    return figures.other_kernels(cute, hopper, EQUIVALENCE_MARGIN, aa, (AOT, NAMES))
 
 
 def _segments(names: tuple[str, ...], template: str) -> pd.DataFrame:
@@ -131,7 +162,7 @@ def external_section() -> list[str]:
             f"{len(ctl)} cells. The name as the DSL gives it, by release:", "",
             "| kernel | arch | releases | the DSL's own (`cutlass`) name by release |", "|---|---|---|---|"]
     out += [f"| {_short(r.kernel)} | {r.arch} | {r.releases} | {r.segments} |" for r in seg.itertuples()]
-    aot = analysis_external.aot_comparisons(_d(AOT) / "cute_aot.json")
+    aot = cute_aot()
     out += ["", f"*CuTe DSL on the H200* (`{AOT}`: compiled ahead of time on a CPU, exported with `export_to_c`, "
             "run through a generated shim that loads ptxprobe's cubin under each name; one ptxas, "
             f"{json.loads((_d(AOT) / 'cute_aot.json').read_text())['manifest']['ptxas']['version']}, for all three "

@@ -55,8 +55,9 @@ def _figures(run: str) -> dict:
     return analysis_gpu.goal_figures(_d(run))
 
 
-def design_section() -> list[str]:
-    rows = [("paired (10 ms samples back to back)", PAIRS), ("interleaved, Triton attention", INTERLEAVED),
+def interleaved_runs() -> list[tuple[str, str]]:
+    """The committed runs of the interleaved design, (title, run) in the order they were made."""
+    rows = [("interleaved, Triton attention", INTERLEAVED),
             ("interleaved, CUDA C++ attention and sgemm", INTERLEAVED_USER)]
     if (analysis.RESULTS / FAST).is_dir():
         rows.append(("interleaved, Triton attention, the defaults (identical code not timed, one plant per "
@@ -67,6 +68,11 @@ def design_section() -> list[str]:
     if (analysis.RESULTS / DEFAULTS).is_dir():
         rows += [("every default (`experiments/h200_defaults.toml`)", DEFAULTS),
                  ("the same, re-measured by `ptxprobe repro` on the H200", DEFAULTS_REPRO)]
+    return rows
+
+
+def design_section() -> list[str]:
+    rows = [("paired (10 ms samples back to back)", PAIRS), *interleaved_runs()]
     out = ["**The interleaved design against its goals** (each compared pair one CUDA graph of A B B A "
            "units of ≥ 1 ms, timing events recorded inside the graph, ≥ 10 ms per label per sample; warm back to "
            "back L2; the first three runs every name and all three plants in every group with 0.2 s warm-up per "
@@ -202,6 +208,32 @@ def overflow_sentences() -> list[str]:
             "above it. Replayed look by look from the raw rounds through the timing's own rule "
             f"(`analysis_gpu.stopping_replay`), {agree} of {total} names blocks of `{DEFAULTS}`, "
             f"`{DEFAULTS_REPRO}` and `{OVERFLOW}` stop exactly where they were recorded to stop."]
+
+
+def speed_figure() -> str:
+    """The figure for the speed question: every `cutlass_` comparison of the run with every default."""
+    from experiments.findings import figures
+    from ptxprobe.stats.paired import EQUIVALENCE_MARGIN, IDENTICAL_CODE
+
+    e = analysis_gpu.name_effects(analysis_gpu.load(_d(DEFAULTS)))
+    e = e[e.name_template == "cutlass_{base}"]
+    parts = e.kernel.str.split("/")
+    rows = pd.DataFrame({
+        "label": (parts.str[0] + " " + parts.str[1] + " " + parts.str[3] + " " + e.problem + " · ptxas "
+                  + e.run_ptxas_version).to_numpy(),
+        "ptxas": e.run_ptxas_version.to_numpy(), "ratio": e.ratio_vs_baseline.to_numpy(),
+        "low": e.ratio_ci_low.to_numpy(), "high": e.ratio_ci_high.to_numpy(),
+        "identical_code": (e.runtime_verdict == IDENTICAL_CODE).to_numpy()})
+    aa = analysis_gpu.goal_figures(_d(DEFAULTS))["aa_halfwidth_median"]
+    return figures.speed(rows, EQUIVALENCE_MARGIN, aa, DEFAULTS)
+
+
+def measurement_figure() -> str:
+    """The figure for the measurement question: A/A half-widths and planted sizes over the interleaved runs."""
+    from experiments.findings import figures
+
+    runs = {run: analysis_gpu.groups(_d(run)) for _, run in interleaved_runs()}
+    return figures.measurement(runs, analysis_gpu.GOALS)
 
 
 def cutlass_two_runs() -> list[str]:

@@ -1,7 +1,8 @@
-"""Generate FINDINGS.md from the committed results (no number in it is typed by hand), organised by question.
+"""Generate FINDINGS.md from the committed results (no number in it is typed by hand), organised by question, each
+question with a figure (docs/figures/*.svg, drawn by figures.py from the same data and compared byte for byte).
 
     python experiments/findings/render.py           # rewrite FINDINGS.md
-    python experiments/findings/render.py --check   # exit 1 if FINDINGS.md differs from what the data says
+    python experiments/findings/render.py --check   # exit 1 if FINDINGS.md or a figure differs from what the data says
 
 tests/test_readme.py runs the check. Every section ends with the run directories it read.
 """
@@ -20,13 +21,14 @@ sys.path.insert(0, str(ROOT))
 
 from experiments.analysis import gpu_runs as analysis_gpu  # noqa: E402
 from experiments.analysis import static_runs as analysis  # noqa: E402
-from experiments.findings import external_kernels, measurement  # noqa: E402
+from experiments.findings import external_kernels, figures, measurement  # noqa: E402
 from experiments.findings.common import calibration_line, pct  # noqa: E402
 from ptxprobe.runs.rundir import RunDir  # noqa: E402
 from ptxprobe.static.verdicts import arch_order  # noqa: E402
 from ptxprobe.toolchain.tools import version_key  # noqa: E402
 
 FINDINGS = ROOT / "FINDINGS.md"
+FIGURES = ROOT / "docs" / "figures"
 DESIGN, DESIGN_USER = "2026-12-02-h200-design", "2026-12-02-h200-design-user"
 LONG = "2026-12-02-h200-design-long"
 PAIRS = "2026-12-02-h200-design-pairs"
@@ -56,14 +58,31 @@ def static_section() -> list[str]:
 MATRIX = ("2026-12-02-cpu-ptxas-all", "2026-12-02-cpu-ptxas-all-sm80")
 
 
-def matrix_section() -> list[str]:
-    """Every ptxas release: per kernel and arch, the runs of releases with one outcome of the cutlass_ name."""
+def _matrix_static():
+    """The every-release runs that are committed, and their static rows together."""
     import pandas as pd
 
     runs = [analysis.RESULTS / m for m in MATRIX if (analysis.RESULTS / m).is_dir()]
+    return runs, (pd.concat([analysis.load_static(d) for d in runs], ignore_index=True) if runs else None)
+
+
+def machine_code_figure() -> str:
+    """The share of kernels whose code `cutlass_` (and the control `xutlass_`) changes, per arch and release."""
+    runs, static = _matrix_static()
+    archs = sorted(set(static.arch), key=arch_order)
+    versions = sorted(set(static.ptxas_version), key=version_key)
+    cut, ctl = (analysis.change_matrix(static, t).reindex(index=archs, columns=versions)
+                for t in ("cutlass_{base}", "xutlass_{base}"))
+    r = analysis.renamed(static)
+    kernels = r[r.name_template == "cutlass_{base}"].groupby("arch").kernel.nunique()
+    return figures.machine_code(cut, ctl, {a: int(kernels[a]) for a in archs}, [d.name for d in runs])
+
+
+def matrix_section() -> list[str]:
+    """Every ptxas release: per kernel and arch, the runs of releases with one outcome of the cutlass_ name."""
+    runs, static = _matrix_static()
     if not runs:
         return []
-    static = pd.concat([analysis.load_static(d) for d in runs], ignore_index=True)
     seg = analysis.release_segments(static)
     ctrl = analysis.renamed(static)
     ctrl = ctrl[ctrl.name_template == "xutlass_{base}"]
@@ -372,11 +391,33 @@ HEAD = ["# Findings", "",
         "section ends with the run directories it read.", ""]
 
 
-def section(title: str, intro: str, lines: list[str]) -> list[str]:
-    """A question's section: its lines, then the run directories they name."""
+# one figure per question: file under docs/figures/, its alt text, the function that draws it (SVG text)
+FIGURE_LIST = {
+    "machine-code": ("machine-code.svg", "Share of kernels whose machine code the cutlass_ name (and the control "
+                     "xutlass_) changes, per arch and ptxas release", machine_code_figure),
+    "speed": ("speed.svg", "cutlass_ throughput ratios with their intervals per kernel, problem and ptxas in the run "
+              "with every default, with the equivalence margin and the A/A band", measurement.speed_figure),
+    "external": ("other-kernels.svg", "CuTe DSL kernels under their own name and the Gluon Hopper attention under "
+                 "cutlass_, each beside its control, with intervals", external_kernels.figure),
+    "measurement": ("measurement.svg", "A/A half-widths per group, median and maximum against the goals, and planted "
+                    "slowdowns as measured, across the runs of the interleaved design", measurement.measurement_figure),
+}
+
+
+def render_figures() -> dict[str, str]:
+    """File name under docs/figures/ -> SVG text, one per question."""
+    return {name: draw() for name, _, draw in FIGURE_LIST.values()}
+
+
+def section(title: str, intro: str, lines: list[str], figure: str | None = None) -> list[str]:
+    """A question's section: its figure, its lines, then the run directories they name."""
     runs = sorted(set(RUN.findall("\n".join(lines))))
     tail = ["", "Run directories: " + ", ".join(f"`{r}`" for r in runs) + "."] if runs else []
-    return [f"## {title}", "", intro, "", *lines, *tail, ""]
+    fig = []
+    if figure:
+        name, alt, _ = FIGURE_LIST[figure]
+        fig = [f"![{alt}](docs/figures/{name})", ""]
+    return [f"## {title}", "", intro, "", *fig, *lines, *tail, ""]
 
 
 def findings() -> str:
@@ -384,23 +425,24 @@ def findings() -> str:
         "Does the name change the machine code?",
         "Static results, no GPU: each kernel assembled under the baseline name, `cutlass_` and a same-length "
         "control, by arch and by ptxas release, repeated until ptxas's own run-to-run spread is known.",
-        [*matrix_section(), *triggers_section(), *static_section(), "", *options_section()])]
+        [*matrix_section(), *triggers_section(), *static_section(), "", *options_section()], "machine-code")]
     out += section(
         "Does it change speed? (H200)",
         "Calibrated GPU runs on an H200 (the interleaved design with its defaults unless said otherwise), and what "
         "ncu's stall samples say about the differences.",
         [*measurement.cutlass_two_runs(), "", *measurement.interleaved_effects(), *sgemm_repeat_line(),
-         *explain_section()])
+         *explain_section()], "speed")
     out += section(
         "Other people's kernels",
         "Kernels nobody here wrote (CuTe DSL, Triton's fused-attention tutorial and Gluon example, Inductor's "
         "kernels of a torch.compile'd block), and a Gluon Hopper attention written to match the state of the art.",
-        [*external_kernels.external_section(), "", *measurement.programs_section(), *external_kernels.gluon_hopper()])
+        [*external_kernels.external_section(), "", *measurement.programs_section(), *external_kernels.gluon_hopper()],
+        "external")
     out += section(
         "How good is the measurement?",
         "The timing design against its goals (A/A half-widths, A/A false positives, planted slowdowns found, GPU "
         "time), where the noise comes from, `repro` of a whole study, and what a sweep costs.",
-        [*measurement.timing_design(), *noise_section(), *bench_section(), *ray_bench_section()])
+        [*measurement.timing_design(), *noise_section(), *bench_section(), *ray_bench_section()], "measurement")
     out += section(
         "Appendix: superseded designs",
         "Runs with the earlier full-round and paired designs, kept because later choices rest on them.",
@@ -415,12 +457,27 @@ def render() -> str:
 
 def main() -> int:
     new = render()
+    figs = render_figures()
     if "--check" in sys.argv:
-        if not FINDINGS.exists() or FINDINGS.read_text() != new:
-            print("FINDINGS.md differs from the committed results: run python experiments/findings/render.py")
+        stale = [] if FINDINGS.exists() and FINDINGS.read_text() == new else [FINDINGS.name]
+        stale += [f"docs/figures/{n}" for n, svg in figs.items()
+                  if not (FIGURES / n).exists() or (FIGURES / n).read_bytes() != svg.encode()]
+        stale += [f"docs/figures/{p.name} (drawn by nothing)" for p in sorted(FIGURES.glob("*.svg"))
+                  if p.name not in figs]
+        if stale:
+            import matplotlib
+
+            print(f"differs from the committed results: {', '.join(stale)}; run python experiments/findings/render.py"
+                  f" (figures are compared byte for byte; drawn here with matplotlib {matplotlib.__version__})")
             return 1
         return 0
     FINDINGS.write_text(new)
+    FIGURES.mkdir(parents=True, exist_ok=True)
+    for p in FIGURES.glob("*.svg"):
+        if p.name not in figs:
+            p.unlink()
+    for n, svg in figs.items():
+        (FIGURES / n).write_bytes(svg.encode())
     return 0
 
 
