@@ -8,7 +8,55 @@ from ptxprobe import __version__
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    pass
+    """Each default said once: by the help text where it says it in words, else as ``(default: X)``; nothing for
+    an option whose absence is the default (None, off, an empty list)."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, [], argparse.SUPPRESS):
+            return text
+        return super()._get_help_string(action)
+
+
+class _Parser(argparse.ArgumentParser):
+    """A usage error in one line, the way every other error is said (``--help`` gives the whole usage)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _seconds(text: str) -> float:
+    """A time limit: a positive number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
+
+
+def _at_least(low: int):
+    """An integer option's type: refused below ``low``, with the value and the bound."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    parse.__name__ = f"integer >= {low}"
+    return parse
+
+
+def _comma_list(text: str) -> list[str]:
+    """``strstr,strcmp`` -> the names (an option that takes one word cannot swallow the paths after it)."""
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected a comma list of names, got {text!r}")
+    return names
 
 
 EPILOG = """exit codes: 0 success and nothing differs, 1 differences or divergence found, 2 bad usage or input,
@@ -17,8 +65,9 @@ EPILOG = """exit codes: 0 success and nothing differs, 1 differences or divergen
 
 def _executor_args(s) -> None:
     """Where the ptxas work runs: this host's process pool, or a Ray cluster."""
-    s.add_argument("--jobs", "-j", type=int, help="parallel ptxas processes (default: all cores; with --executor "
-                                                   "ray and no address: the local Ray instance's CPUs)")
+    s.add_argument("--jobs", "-j", type=_at_least(1),
+                   help="parallel ptxas processes (default: all cores; with --executor ray and no address: the local "
+                        "Ray instance's CPUs)")
     s.add_argument("--executor", choices=("local", "ray"), default="local",
                    help="run ptxas jobs in a local process pool (default) or as Ray tasks (pip install "
                         "'ptxprobe[ray]')")
@@ -53,7 +102,7 @@ def _sub(sub, name: str, help_text: str, func_name: str) -> argparse.ArgumentPar
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ptxprobe", formatter_class=_Formatter, epilog=EPILOG,
+    p = _Parser(prog="ptxprobe", formatter_class=_Formatter, epilog=EPILOG,
                                 description="What does ptxas do differently depending on a kernel's entry name?")
     p.add_argument("--version", action="version", version=f"ptxprobe {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -77,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", "-o", help="output dir (default: runs/<experiment>, or runs/user-<files> for your own "
                                        "kernels); re-running resumes it")
     _executor_args(s)
-    s.add_argument("--timeout", type=float, default=600.0, help="seconds before a ptxas run counts as hung")
+    s.add_argument("--timeout", type=_seconds, default=600.0, help="seconds before a ptxas run counts as hung")
     s.add_argument("--fresh", action="store_true", help="discard what the output dir holds and start over")
     s.add_argument("--no-cache", action="store_true", help="do not read or write the content-addressed cache")
     s.add_argument("--details", action="store_true", help="also print the per-variant table")
@@ -136,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--arch", help="target (default: the PTX's .target)")
     s.add_argument("--ptxas", default="triton", help="triton | newest | VERSION | PATH")
     s.add_argument("--flags", help="ptxas flags (default: Triton's -lineinfo)")
-    s.add_argument("--timeout", type=float, default=600.0, help="seconds before ptxas counts as hung")
+    s.add_argument("--timeout", type=_seconds, default=600.0, help="seconds before ptxas counts as hung")
     s.add_argument("--output", "-o", help="write the cubin here")
     _common(s, None)
 
@@ -148,14 +197,15 @@ def build_parser() -> argparse.ArgumentParser:
     s = _sub(sub, "diff", "how two cubins' SASS differs (exit 1 if not identical)", "cmd_diff")
     s.add_argument("a", nargs="?", help="cubin A (baseline)")
     s.add_argument("b", nargs="?", help="cubin B")
-    s.add_argument("--kernel-a", help="kernel in A (default: its only kernel)")
+    s.add_argument("--kernel-a", help="kernel in A (default: its only kernel); with --ptx: the PTX entry to take "
+                                      "(default: its first)")
     s.add_argument("--kernel-b", help="kernel in B (default: its only kernel)")
-    s.add_argument("--ptx", help="instead of cubins: assemble this PTX under its name and under --rename")
+    s.add_argument("--ptx", help="instead of cubins A B: assemble this PTX under its name and under --rename")
     s.add_argument("--rename", default="cutlass_{base}", help="with --ptx: the other name (template)")
     s.add_argument("--arch", help="with --ptx: target (default: the PTX's .target)")
     s.add_argument("--ptxas", default="triton", help="with --ptx: triton | newest | VERSION | PATH")
-    s.add_argument("--repeat", type=int, default=0,
-                   help="with --ptx: assemble each name this many times (default: as the sweep would for the arch)")
+    s.add_argument("--repeat", type=_at_least(0), default=0,
+                   help="with --ptx: assemble each name this many times (default: 0, as the sweep would for the arch)")
     s.add_argument("--rows", action="store_true", help="with --json: include the per-instruction alignment")
     _common(s)
 
@@ -163,13 +213,16 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("run_dir", help="a rename-sweep output directory")
     s.add_argument("--out", "-o", help="where the report goes (default: RUN_DIR/report)")
     s.add_argument("--notebook", help="link to an HTML export of the analysis notebook")
+    s.add_argument("--sass", action="store_true", help="also disassemble every variant whose machine code differs "
+                                                       "and write its side-by-side SASS diff page (slow)")
     _common(s)
 
     s = _sub(sub, "ptxas-scan", "find string-compare calls with literal arguments inside ptxas", "cmd_ptxas_scan")
     s.add_argument("paths", nargs="*", help="ptxas binaries (default: every ptxas the toolchain knows)")
     s.add_argument("--version", action="append", help="scan the ptxas of this version (repeatable)")
-    s.add_argument("--functions", nargs="+", default=["strstr", "strcmp", "strncmp", "strcasecmp", "memcmp"],
-                   help="compare functions to report")
+    s.add_argument("--functions", type=_comma_list, default=["strstr", "strcmp", "strncmp", "strcasecmp", "memcmp"],
+                   metavar="F1,F2", help="compare functions to report, a comma list (default: strstr, strcmp, "
+                                         "strncmp, strcasecmp, memcmp)")
     s.add_argument("--all", action="store_true", help="every compare function, not just --functions")
     _common(s)
 
@@ -184,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     _kernel_args(s, "fp8e5")
     s.add_argument("--versions", help="comma list (default: every ptxas installed)")
     s.add_argument("--fetch", action="store_true", help="first install the releases from their pip wheels")
-    s.add_argument("--repeat", type=int, default=3, help="assemblies per name and version")
+    s.add_argument("--repeat", type=_at_least(1), default=3, help="assemblies per name and version")
     _executor_args(s)
     _common(s)
 
@@ -195,13 +248,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", "-o", default="runs/capture", help="where the captured PTX and the sweep go")
     s.add_argument("--experiment", "-e", default="default", help="names, archs and repeats to sweep with")
     s.add_argument("--set", "-s", action="append", metavar="AXIS=V1,V2", default=[], help="override an axis")
-    s.add_argument("--program-timeout", type=float, default=1800.0, help="seconds the program may run")
+    s.add_argument("--program-timeout", type=_seconds, default=1800.0, help="seconds the program may run")
     s.add_argument("--fresh", action="store_true", help="discard the sweep directory's earlier results")
     s.add_argument("--no-cache", action="store_true", help="do not read or write the content-addressed cache")
     s.add_argument("--run", action="store_true",
                    help="then re-run the program (GPU) with every kernel renamed, A/B: baseline, triggered and "
                         "control names and an A/A copy, each arm assembled by one ptxas (ab.json)")
-    s.add_argument("--rounds", type=int, default=10,
+    s.add_argument("--rounds", type=_at_least(1), default=10,
                    help="with --run: rounds (every arm once each, random order); verdicts need at least 6")
     s.add_argument("--metric", metavar="REGEX",
                    help="with --run: measure a number the program prints (one group, smaller is better) instead "
@@ -222,10 +275,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--group", action="append", default=[], metavar="TEXT",
                    help="profile the groups whose id contains TEXT (repeatable: all must match); default: the "
                         "groups where a name changes the code")
-    s.add_argument("--max-groups", type=int, default=4, help="at most this many groups")
+    s.add_argument("--max-groups", type=_at_least(1), default=4, help="at most this many groups")
     s.add_argument("--analyze-only", action="store_true",
                    help="no GPU: redo explain.json from the profiles already in RUN_DIR/explain")
-    s.add_argument("--timeout", type=float, default=600.0, help="seconds for each ncu run")
+    s.add_argument("--timeout", type=_seconds, default=600.0, help="seconds for each ncu run")
     _common(s, "print explain.json on stdout")
 
     s = _sub(sub, "cubin", "facts of a cubin: sections, EIATTR records, registers, capmerc", "cmd_cubin")

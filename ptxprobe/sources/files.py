@@ -22,6 +22,11 @@ def choose_entries(names: list[str], entry: str | None, where: str) -> tuple[str
 
 
 def ptx_text(ptx: str, where: str, entry: str | None, label: str, frontend: str, metadata: dict) -> Emitted:
+    if ptx.startswith("\ufeff"):
+        raise MalformedPtx(f"{where}: starts with a UTF-8 byte order mark (BOM), which ptxas does not accept: "
+                           "save the file without it")
+    if not ptx.strip():
+        raise MalformedPtx(f"{where}: the file is empty")
     if not has_version(ptx):
         raise MalformedPtx(f"{where}: no .version directive: not PTX?")
     try:
