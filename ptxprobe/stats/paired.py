@@ -172,8 +172,8 @@ def random_pair_orders(pairs: list[tuple[str, str]], rounds: int, seed: int = 0)
     """Per round, every compared pair back to back: the pairs in a fresh random order, each pair's two labels in
     a random order too. Who runs first is *balanced*, not just random: over the ``rounds`` each label of a pair
     goes first in half of them (in a random sequence), so a penalty of running first cancels exactly. On the
-    H200 the label first in a graph replay measures slower (experiments/analysis/gpu_runs.first_in_replay;
-    FINDINGS.md gives by how much); a coin per round that happened to put one A/A copy first in 15 of 20 rounds, shared by every
+    H200 the label first in a graph replay measures slower (the study's gpu_runs.first_in_replay; FINDINGS.md
+    gives by how much); a coin per round that happened to put one A/A copy first in 15 of 20 rounds, shared by every
     group of a sweep, failed the calibration (experiments/results/2026-12-03-h200-interleaved-fast-coin-orders)."""
     rng = np.random.default_rng(seed)
     first = []
