@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from ptxprobe.ptx.rename import TRIGGER_FREE_NAMES, apply_template
+from ptxprobe.ptx.rename import MIXED_TRIGGER_NAMES, TRIGGER_FREE_NAMES, apply_template
+from tests.ptx_text import AXPY_PTX
 
 pytestmark = pytest.mark.integration
 
@@ -52,13 +53,27 @@ def test_a_triggered_baseline_is_compared_with_its_trigger_free_name(tmp_path):
     assert {x["name"] for x in _rows(tmp_path / "asked")} == {"cutlass_attention", "cutlass_cutlass_attention"}
 
 
-def test_mixed_inputs_keep_the_names_and_say_which_kernels_hold_the_trigger(tmp_path):
-    a, b = tmp_path / "cutlass_attention.ptx", tmp_path / "attention.ptx"
-    for path, name in ((a, "cutlass_attention"), (b, "plain_attention")):
-        r = ptxprobe("emit", "--kernel", "attention", "--dtype", "fp16", "--arch", "sm_90a", "--name", name,
-                     "-o", str(path))
-        assert r.returncode == 0, r.stderr
+def test_mixed_templates_give_each_kernel_the_names_it_gets_alone():
+    assert [apply_template(t, "cutlass_gluon_attention") for t in MIXED_TRIGGER_NAMES] == [
+        apply_template(t, "cutlass_gluon_attention") for t in TRIGGER_FREE_NAMES]
+    assert [apply_template(t, "plain") for t in MIXED_TRIGGER_NAMES] == ["plain", "cutlass_plain", "xutlass_plain"]
+
+
+def test_a_triggered_kernel_in_a_file_with_others_is_compared_as_it_is_alone(tmp_path):
+    """One PTX file with cutlass_attention and a plain axpy: cutlass_attention is compared with xutlass_attention
+    (its code differs: "YES", as when it is alone), axpy with cutlass_axpy; never cutlass_ twice."""
+    ptx = tmp_path / "cutlass_attention.ptx"
+    r = ptxprobe("emit", "--kernel", "attention", "--dtype", "fp8e5", "--arch", "sm_90a", "--name",
+                 "cutlass_attention", "-o", str(ptx))
+    assert r.returncode == 0, r.stderr
+    mixed = tmp_path / "mixed.ptx"
+    mixed.write_text(ptx.read_text() + "\n" + AXPY_PTX.split(".address_size 64")[1])
     out = tmp_path / "out"
-    r = ptxprobe("rename-sweep", "--ptx", str(a), "--ptx", str(b), "-s", "repeat=1", "--no-run", "-o", str(out))
+    r = ptxprobe("rename-sweep", "--ptx", str(mixed), "-s", "repeat=2", "--no-run", "--json", "-o", str(out))
     assert "already contain 'cutlass'" in r.stderr and "cutlass_attention" in r.stderr
-    assert {x["name_template"] for x in _rows(out)} == {"{base}", "cutlass_{base}", "xutlass_{base}"}
+    assert r.returncode == 1, r.stderr
+    names = {(x["kernel"].split(":")[-1], x["name"]) for x in _rows(out) if x["repeat"] == 0}
+    assert names == {("cutlass_attention", n) for n in ("xutlass_attention", "cutlass_attention", "zutlass_attention")
+                     } | {("axpy", n) for n in ("axpy", "cutlass_axpy", "xutlass_axpy")}
+    by = {p["kernel"].split(":")[-1]: p for p in json.loads(r.stdout)["pivot"]}
+    assert by["cutlass_attention"]["answer"] == "YES" and by["axpy"]["answer"] == "no"

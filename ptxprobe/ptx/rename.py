@@ -56,6 +56,9 @@ def validate_name(name: str) -> str:
 TRIGGER = "cutlass"  # the substring ptxas's strstr looks for (the only one of its literals that changes code here)
 # for a kernel whose own name already holds the trigger: the name without it (baseline), as given, and a control
 TRIGGER_FREE_NAMES = ("{base_untriggered}", "{base}", "{base_control}")
+# for kernels of which only some hold the trigger (one PTX file with several entries): each gets the names it would
+# get alone: x -> x, cutlass_x, xutlass_x; cutlass_y -> xutlass_y, cutlass_y (as given), zutlass_y
+MIXED_TRIGGER_NAMES = ("{base_untriggered}", "{base_triggered}", "{base_triggered_control}")
 
 
 def untriggered(ident: str, replacement: str = "xutlass") -> str:
@@ -68,14 +71,20 @@ def apply_template(template: str, entry: str) -> str:
 
     ``{base_untriggered}`` is the identifier with ``cutlass`` spelled ``xutlass``, ``{base_control}`` with
     ``zutlass``: for kernels whose own name holds the trigger (``cutlass_gluon_attention``, CuTe DSL's).
+    ``{base_triggered}`` is the identifier as given when it holds the trigger, else ``cutlass_`` before it, and
+    ``{base_triggered_control}`` that name with the trigger spelled ``zutlass`` (``xutlass`` for an identifier
+    without it, whose baseline is itself): ``MIXED_TRIGGER_NAMES``.
     """
     base = source_identifier(entry)
+    holds = TRIGGER in base
+    triggered = base if holds else f"{TRIGGER}_{base}"
     try:
         new_ident = template.format(base=base, base_untriggered=untriggered(base),
-                                    base_control=untriggered(base, "zutlass"))
+                                    base_control=untriggered(base, "zutlass"), base_triggered=triggered,
+                                    base_triggered_control=untriggered(triggered, "zutlass" if holds else "xutlass"))
     except (KeyError, IndexError, ValueError) as exc:
-        raise InvalidName(f"bad name template {template!r}: only {{base}}, {{base_untriggered}} and "
-                          f"{{base_control}} may be used ({exc})") from exc
+        raise InvalidName(f"bad name template {template!r}: only {{base}}, {{base_untriggered}}, {{base_control}}, "
+                          f"{{base_triggered}} and {{base_triggered_control}} may be used ({exc})") from exc
     new = with_identifier(entry, new_ident)  # a mangled entry keeps its parameter encoding
     return validate_name(new)
 

@@ -129,7 +129,8 @@ def _one(values: list) -> object:
 
 def pivot(summary: list[dict], templates: list[str]) -> list[dict]:
     """The answer first: one record per (kernel, arch, ptxas, flags) with each renamed template's verdict,
-    its register delta and capmerc ratio against the baseline."""
+    its register delta and capmerc ratio against the baseline, whether it was compared (and if not, why), and
+    the row's ``answer`` (``ANSWERS``)."""
     cells: dict[tuple, dict] = {}
     for s in summary:
         key = (s["kernel"], s["arch"], s["ptxas_version"], s["ptxas_flags"])
@@ -137,6 +138,7 @@ def pivot(summary: list[dict], templates: list[str]) -> list[dict]:
                                      "ptxas_flags": s["ptxas_flags"], "names": {}})
         if s["is_baseline"]:
             rec["baseline_name"] = s["name"]
+            rec["baseline_statuses"] = s["statuses"]
             continue
         regs, base_regs = _one(s["registers"]), s["baseline_registers"]
         cap, base_cap = _one(s["capmerc_bytes"]), s["baseline_capmerc_bytes"]
@@ -146,11 +148,60 @@ def pivot(summary: list[dict], templates: list[str]) -> list[dict]:
             "confidence": s["verdict_confidence"],
             "delta_registers": (regs - base_regs) if regs is not None and base_regs is not None else None,
             "capmerc_ratio": (cap / base_cap) if cap and base_cap else None,
+            "statuses": s["statuses"],
         }
     out = list(cells.values())
     for rec in out:
+        for cell in rec["names"].values():
+            cell["not_compared"] = why_not_compared(cell.pop("statuses"), cell["verdict"],
+                                                    rec.get("baseline_statuses", {}))
+        rec.pop("baseline_statuses", None)
         rec["name_matters"] = any(v["verdict"] in DIFFERS for v in rec["names"].values())
+        rec["answer"], rec["not_compared"] = row_answer(rec, len(templates))
     return sorted(out, key=lambda r: (r["kernel"], arch_order(r["arch"]), r["ptxas_version"], r["ptxas_flags"]))
+
+
+# a row's answer to "does the name matter?": a row (or cell) that was not compared never reads "no"
+YES, NO, NOT_COMPARED, PARTLY = "YES", "no", "not compared", "partly compared"
+ANSWERS = (YES, NO, NOT_COMPARED, PARTLY)
+ONLY_ONE_NAME = "only one name"
+
+
+def _status_words(statuses: dict) -> str:
+    bad = [s for s in statuses if s != "ok"]
+    if "timeout" in bad:
+        return "ptxas timed out"
+    if bad == ["unsupported_option"]:
+        return "option not supported"
+    return "ptxas failed" if bad == ["failed"] or not bad else f"ptxas {bad[0].replace('_', ' ')}"
+
+
+def why_not_compared(statuses: dict, verdict: str, baseline_statuses: dict) -> str | None:
+    """Why a renamed name was not compared with the baseline (None when it was): its own assembly, the
+    baseline's, or an option this ptxas lacks."""
+    if verdict == NOT_APPLICABLE:
+        return "option not supported"
+    if verdict == "failed":
+        return _status_words(statuses)
+    if not baseline_statuses.get("ok"):
+        return "baseline: " + _status_words(baseline_statuses) if baseline_statuses else "no baseline"
+    if not verdict:
+        return "not assembled"
+    return None
+
+
+def row_answer(rec: dict, n_templates: int) -> tuple[str, str | None]:
+    """(answer, why not compared): YES when a name changes the code beyond ptxas's spread, "no" only when every
+    renamed name was compared and none does."""
+    cells = list(rec["names"].values())
+    if rec["name_matters"]:
+        return YES, None
+    if n_templates < 2 or not cells:
+        return NOT_COMPARED, ONLY_ONE_NAME
+    missing = [c["not_compared"] for c in cells if c["not_compared"]]
+    if not missing:
+        return NO, None
+    return (NOT_COMPARED if len(missing) == len(cells) else PARTLY), missing[0]
 
 
 def arch_order(arch: str) -> tuple:
