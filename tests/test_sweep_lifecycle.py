@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -59,6 +60,11 @@ def test_ctrl_c_stops_within_a_second_kills_every_ptxas_and_keeps_what_finished(
     took = time.monotonic() - t
     assert p.returncode == 130, err
     assert took < 5, f"took {took:.1f}s to stop"
+    said = " ".join(out.split())
+    done = re.search(r"interrupted: (\d+) of (\d+) done.*; run again to resume", said)
+    assert done and 0 < int(done[1]) < int(done[2]), out  # what finished, of how much, and what to do
+    named = re.findall(r"(/\S+/(?:results\.parquet|variants\.jsonl|manifest\.json))", said)
+    assert all(Path(f).exists() for f in named), named  # only files that exist are named
     end = time.monotonic() + 2
     while alive(hung) and time.monotonic() < end:
         time.sleep(0.05)

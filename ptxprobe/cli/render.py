@@ -8,18 +8,32 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from ptxprobe.static.verdicts import NO, YES
+
 log = logging.getLogger("ptxprobe")
 
-WIDTH = 120
+PIPE_WIDTH = 120  # stdout that is not a terminal, unless COLUMNS says otherwise
+MIN_WIDTH = 80  # the narrowest terminal the one-screen answer is laid out for
+KERNEL_MIN = 24  # the kernel column's least width: other columns wrap before it shrinks further
+
+
+def width() -> int:
+    """The terminal's width (COLUMNS first, as rich reads it); ``PIPE_WIDTH`` for a pipe or file."""
+    cols = os.environ.get("COLUMNS", "")
+    if cols.isdigit() and int(cols) > 0:
+        return int(cols)
+    return Console().width if sys.stdout.isatty() else PIPE_WIDTH
 
 
 def stdout() -> Console:
-    return Console(width=WIDTH) if not sys.stdout.isatty() else Console()
+    return Console(width=width())
 
 
 def stderr() -> Console:
@@ -39,9 +53,9 @@ def show(t: Table) -> None:
     stdout().print(t)
 
 
-def say(text: str) -> None:
-    """A line of the command's answer (stdout, text mode)."""
-    stdout().print(text, highlight=False, soft_wrap=True)
+def say(text: str, wrap: bool = False) -> None:
+    """A line of the command's answer (stdout, text mode); ``wrap``: at the terminal's width."""
+    stdout().print(text, highlight=False, soft_wrap=not wrap)
 
 
 def emit_json(doc) -> None:
@@ -64,10 +78,18 @@ _SHORT = {
     "failed": "FAILED",
 }
 
+LEGEND = ("legend: +28r registers, cap×2.1 .nv.capmerc size, vs the baseline name; noise: within ptxas's own "
+          "run-to-run spread; DIFFERS: machine code differs beyond it")
+STATIC = "static: this compares machine code, not speed"
+_LABELS = {"{base}": "as given", "{base_control}": "control (zutlass)", "{base_untriggered}": "xutlass",
+           "{base_triggered}": "with cutlass", "{base_triggered_control}": "control"}
+
 
 def verdict_cell(v: dict | None) -> str:
     if v is None:
         return "-"
+    if v.get("not_compared"):
+        return f"not compared: {v['not_compared']}"
     text = _SHORT.get(v["verdict"], v["verdict"] or "-")
     bits = []
     if v.get("delta_registers"):
@@ -77,19 +99,95 @@ def verdict_cell(v: dict | None) -> str:
     return text + (f" {' '.join(bits)}" if bits else "")
 
 
-def pivot_table(title: str, pivot: list[dict], templates: list[str]) -> Table:
-    """kernel × arch × ptxas, one column per renamed template: the answer at a glance (fits 120 columns)."""
+def answer_cell(p: dict) -> str:
+    """The "matters?" column: YES / no / why it was not (fully) compared."""
+    if p["answer"] in (YES, NO):
+        return p["answer"]
+    return f"{p['answer']}: {p['not_compared']}" if not p["names"] else p["answer"]
+
+
+def short_names(labels, width: int) -> dict[str, str]:
+    """Kernel labels shortened to ``width`` the same way in every table: first the ``/`` parts that tell no two
+    labels apart (from the end: the config, then the head dim ...), then the middle elided."""
+    labels = list(dict.fromkeys(labels))
+    parts = {label: label.split("/") for label in labels}
+
+    def shown(label: str, dropped: set[int]) -> str:
+        return "/".join(p for i, p in enumerate(parts[label]) if i not in dropped)
+
+    dropped: set[int] = set()
+    for i in range(max((len(p) for p in parts.values()), default=0) - 1, 0, -1):
+        if all(len(shown(label, dropped)) <= width for label in labels):
+            break
+        if len({shown(label, dropped | {i}) for label in labels}) == len(labels):
+            dropped.add(i)
+    out = {}
+    for label in labels:
+        head, _, rest = shown(label, dropped).partition("/")
+        room = width - len(rest) - 1 if rest else width
+        if len(head) > room >= 5:  # the family's name elided in its middle: its start and end tell them apart
+            head = _elide(head, room)
+        out[label] = _elide(head + ("/" + rest if rest else ""), width)
+    return out
+
+
+def _elide(text: str, width: int) -> str:
+    if len(text) <= width:
+        return text
+    tail = max(1, (width - 1) // 2)
+    return text[: width - 1 - tail] + "…" + text[-tail:]
+
+
+def template_label(template: str) -> str:
+    return _LABELS.get(template, template.replace("{base}", "…"))
+
+
+def answer_table(title: str, pivot: list[dict], templates: list[str], cols: int) -> Table:
+    """kernel × target (arch, ptxas), one column per renamed template, and "matters?": laid out for ``cols``
+    columns (80 and up), the verdict column never cut: kernel names are shortened and cells wrap first."""
     renamed = templates[1:]
-    t = Table(title=title, title_justify="left", show_lines=False, width=min(WIDTH, 120))
-    t.add_column("kernel", overflow="ellipsis", no_wrap=True, ratio=3)
-    t.add_column("arch", no_wrap=True, min_width=7)
-    t.add_column("ptxas", no_wrap=True, min_width=7)
-    labels = {"{base}": "as given", "{base_control}": "control (zutlass)", "{base_untriggered}": "xutlass"}
-    for name in renamed:
-        t.add_column(labels.get(name, name.replace("{base}", "…")), no_wrap=True, overflow="ellipsis", ratio=2)
-    t.add_column("matters?", no_wrap=True, min_width=8)
-    for p in pivot:  # ordered by kernel, then SM number (static.verdicts.pivot)
-        flags = "" if p["ptxas_flags"] in ("-lineinfo", "") else f" {p['ptxas_flags']}"
-        t.add_row(p["kernel"], p["arch"], p["ptxas_version"] + flags,
-                  *(verdict_cell(p["names"].get(n)) for n in renamed), "YES" if p["name_matters"] else "no")
+    rows = [[f"{p['arch']} {p['ptxas_version']}" + ("" if p["ptxas_flags"] in ("-lineinfo", "") else
+                                                     f" {p['ptxas_flags']}"),
+             *(verdict_cell(p["names"].get(n)) for n in renamed), answer_cell(p)] for p in pivot]
+    heads = ["target", *(template_label(n) for n in renamed), "matters?"]
+    cells = [[h, *(r[i] for r in rows)] for i, h in enumerate(heads)]
+    natural = [max(len(c) for c in col) for col in cells]
+    least = [max(len(w) for c in col for w in c.split()) for col in cells]  # a cell wraps at its spaces
+    overhead = 2 * (len(heads) + 1) + 1  # one space of padding and one of border per column, and the edges
+    longest = max([len("kernel")] + [len(p["kernel"]) for p in pivot])
+    kernel_w = max(min(longest, cols - overhead - sum(natural)), min(longest, KERNEL_MIN))
+    kernel_w = min(kernel_w, max(len("kernel"), cols - overhead - sum(least)))
+    short = short_names([p["kernel"] for p in pivot], kernel_w)
+    widths = _fit(natural[:-1], least[:-1], cols - overhead - kernel_w - natural[-1])
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_lines=False, pad_edge=False,
+              padding=(0, 1, 0, 0))
+    t.add_column("kernel", no_wrap=True, width=kernel_w)
+    for head, w in zip(heads[:-1], widths, strict=True):
+        t.add_column(head, overflow="fold", width=w)
+    t.add_column("matters?", no_wrap=True, width=natural[-1])
+    for p, r in zip(pivot, rows, strict=True):
+        t.add_row(short[p["kernel"]], *r)
     return t
+
+
+def _fit(natural: list[int], least: list[int], room: int) -> list[int]:
+    """Column widths within ``room``: each its natural width if all fit, else the widest shrunk first (never
+    below the longest word)."""
+    widths = list(natural)
+    while sum(widths) > room:
+        i = max(range(len(widths)), key=lambda j: widths[j] - least[j])
+        if widths[i] <= least[i]:
+            break
+        widths[i] -= 1
+    return widths
+
+
+def show_answer(title: str, pivot: list[dict], templates: list[str], next_steps: str,
+                console: Console | None = None) -> None:
+    """The one-screen answer (``rename-sweep`` and ``report`` both print it): the table, its legend, the
+    statement that it is static, and what to do next; no line wider than the console."""
+    con = console or stdout()
+    cols = max(con.width, MIN_WIDTH) if console is None else con.width
+    con.print(answer_table(title, pivot, templates, cols), width=cols)
+    for line in (LEGEND, STATIC, "next: " + next_steps):
+        con.print(line, highlight=False, width=cols)

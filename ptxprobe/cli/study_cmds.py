@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from ptxprobe.cli import FOUND_DIFFERENCES, OK
-from ptxprobe.cli.render import emit_json, say, show, table
+from ptxprobe.cli.render import emit_json, say, show, show_answer, table
 from ptxprobe.core.cluster import session_for
 from ptxprobe.core.errors import SpecError
 
@@ -18,19 +18,33 @@ def _run_dir(path: str) -> Path:
     return p
 
 
+def _report_target(run: Path, out: str | None) -> None:
+    """Before anything is written: RUN is a run directory (its manifest readable), and the report's directory
+    can be made (not an existing file, not on a read-only file system)."""
+    from ptxprobe.core.store import prepare_dir
+    from ptxprobe.runs.rundir import RunDir
+
+    rd = RunDir(run)
+    if not rd.has_static:
+        raise SpecError(f"{run}: no static results (no variant log); is this a ptxprobe run directory?")
+    rd.manifest  # noqa: B018 (a damaged manifest.json is said here)
+    prepare_dir(Path(out) if out else run / "report")
+
+
 def cmd_report(args) -> int:
     from ptxprobe.reports.html import build_report
 
-    res = build_report(_run_dir(args.run_dir), args.out, notebook_html=args.notebook)
+    run = _run_dir(args.run_dir)
+    _report_target(run, args.out)
+    res = build_report(run, args.out, notebook_html=args.notebook, sass=args.sass)
     recs = res["records"]
     if args.json:
-        emit_json({"out_dir": str(res["out_dir"]), "records": recs})
+        emit_json({"out_dir": str(res["out_dir"]), "records": recs, "pivot": res["answer"]})
         return OK
-    show(table(f"report -> {res['out_dir']}/index.html",
-               ["kernel", "arch", "name", "static verdict", "SASS", "regs", "capmerc"],
-               [[r["kernel"], r["arch"], r["name"], r["verdict"], r.get("sass_verdict") or r.get("note"),
-                 f"{r['baseline_registers']}->{r['registers']}",
-                 f"{r['baseline_capmerc_bytes']}->{r['capmerc_bytes']}"] for r in recs]))
+    index = Path(res["out_dir"]) / "index.html"
+    show_answer(f"does the name matter? {run}", res["answer"], res["templates"],
+                f"open {index}" + ("" if args.sass else f"; ptxprobe report {run} --sass adds the SASS diffs"))
+    say(f"report: {index}", wrap=True)
     return OK
 
 

@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 
 from ptxprobe.cli import FOUND_DIFFERENCES, INTERRUPTED, OK, TOOL_FAILED
-from ptxprobe.cli.render import emit_json, fmt_set, pivot_table, say, show, table
+from ptxprobe.cli.render import emit_json, fmt_set, say, short_names, show, show_answer, table
 from ptxprobe.core.cluster import session_for
 from ptxprobe.core.errors import NoGpu, SpecError
+from ptxprobe.static.verdicts import NO, YES
 
 log = logging.getLogger("ptxprobe")
 
@@ -61,7 +62,7 @@ def names_for_triggered_entries(exp):
     would compare two triggered names and read as "no effect". Compare instead the name without the trigger
     (baseline), the name as given, and a second trigger-free spelling (control), and say so."""
     from ptxprobe.core.cache import Cache
-    from ptxprobe.ptx.rename import TRIGGER, TRIGGER_FREE_NAMES
+    from ptxprobe.ptx.rename import MIXED_TRIGGER_NAMES, TRIGGER, TRIGGER_FREE_NAMES
     from ptxprobe.sources import sources_of
     from ptxprobe.static.experiment import override
 
@@ -75,10 +76,11 @@ def names_for_triggered_entries(exp):
     with_trigger = [e for e in entries if TRIGGER in e]
     if not entries or not with_trigger:
         return exp
-    if len(with_trigger) < len(entries):
-        log.warning("these kernels' own names already contain %r, so their %s variants hold it twice: %s",
-                    TRIGGER, exp.names[1] if len(exp.names) > 1 else "renamed", ", ".join(with_trigger))
-        return exp
+    if len(with_trigger) < len(entries):  # each kernel compared as it would be alone: one template set for both
+        log.warning("these kernels' own names already contain %r: each is compared with the trigger removed "
+                    "(cutlass -> xutlass), as given, and a control (cutlass -> zutlass); the other kernels with "
+                    "cutlass_ and xutlass_ before their names: %s", TRIGGER, ", ".join(with_trigger))
+        return override(exp, ["names=" + ",".join(MIXED_TRIGGER_NAMES)])
     log.warning("every kernel's own name contains %r: comparing it with the trigger removed (baseline, "
                 "cutlass -> xutlass), as given, and a control (cutlass -> zutlass)", TRIGGER)
     return override(exp, ["names=" + ",".join(TRIGGER_FREE_NAMES)])
@@ -102,6 +104,9 @@ def cmd_rename_sweep(args) -> int:
     from ptxprobe.static.sweep import default_out_dir
 
     exp = experiment_from_args(args)
+    if len(exp.names) < 2:  # one name is the baseline alone: an answer of "no" would claim a comparison never made
+        raise SpecError(f"names: {exp.names[0] if exp.names else 'none'} alone is only the baseline, with nothing "
+                        "to compare it with; give two or more, e.g. -s names={base},cutlass_{base}")
     out = Path(args.out) if args.out else default_out_dir(exp)
     if args.jobs is not None and args.jobs < 1:
         raise SpecError(f"--jobs must be at least 1, got {args.jobs}")
@@ -133,12 +138,7 @@ def _sweep_and_time(exp, out: Path, args) -> int:
            "failures": _failure_records(failed), "emit_errors": outcome.emit_errors,
            "interrupted": outcome.interrupted}
     if not args.json:
-        show(pivot_table(f"does the name matter? '{exp.name}' -> {out}", answer, list(exp.names)))
-        if args.details:
-            show(_details_table(summary))
-        say(f"{outcome.ran} assembled, {outcome.skipped} already done, {outcome.wall_seconds:.1f}s wall, "
-            f"{outcome.ptxas_seconds:.1f}s ptxas; results in {out}/results.parquet"
-            + (" [interrupted: re-run to resume]" if outcome.interrupted else ""))
+        _say_answer(exp, out, outcome, answer, args.details and summary)
     _report_failures(failed, outcome.emit_errors)
     if not args.json:
         na = sorted({(r["ptxas_version"], r["error"]) for r in outcome.rows if r["status"] == "unsupported_option"})
@@ -149,7 +149,8 @@ def _sweep_and_time(exp, out: Path, args) -> int:
             emit_json(doc)
         return INTERRUPTED
     differs = any(p["name_matters"] for p in answer)
-    rc = TOOL_FAILED if failed or outcome.emit_errors else (FOUND_DIFFERENCES if differs else OK)
+    compared = any(p["answer"] in (YES, NO) for p in answer)  # 0 says "nothing differs" only of what was compared
+    rc = TOOL_FAILED if failed or outcome.emit_errors or not compared else (FOUND_DIFFERENCES if differs else OK)
     if args.run is not False:
         runtime = _runtime(exp, out, args)
         if runtime is not None:
@@ -165,6 +166,23 @@ def _sweep_and_time(exp, out: Path, args) -> int:
     if args.json:
         emit_json(doc)
     return rc
+
+
+def _say_answer(exp, out: Path, outcome, answer: list[dict], details: list[dict] | None) -> None:
+    """The one-screen answer, then what was done and which files hold it (only files that exist)."""
+    if answer:
+        show_answer(f"does the name matter? '{exp.name}' -> {out}", answer, list(exp.names),
+                    f"--details (every variant), ptxprobe report {out} (HTML), --run on a GPU (speed)")
+    if details:
+        show(_details_table(details))
+    files = [str(out / f) for f in ("results.parquet", "variants.jsonl") if (out / f).exists()][:1]
+    where = f"; results in {files[0]}" if files else ""
+    if outcome.interrupted:
+        todo = "" if outcome.emitted_all else f" planned so far ({outcome.to_emit} kernel builds not started)"
+        say(f"interrupted: {len(outcome.rows)} of {outcome.planned} done{todo}; run again to resume{where}", wrap=True)
+        return
+    say(f"{outcome.ran} assembled, {outcome.skipped} already done, {outcome.wall_seconds:.1f}s wall, "
+        f"{outcome.ptxas_seconds:.1f}s ptxas{where}", wrap=True)
 
 
 def _failure_records(failed: list[dict]) -> list[dict]:
@@ -193,7 +211,9 @@ def _report_failures(failed: list[dict], emit_errors: list[str]) -> None:
 
 
 def _details_table(summary: list[dict]):
-    rows = [[s["kernel"], s["arch"], s["ptxas_version"], s["name"], f"{s['ok']}/{s['runs']}", s["distinct_outputs"],
+    short = short_names([s["kernel"] for s in summary], 40)
+    rows = [[short[s["kernel"]], s["arch"], s["ptxas_version"], s["name"], f"{s['ok']}/{s['runs']}",
+             s["distinct_outputs"],
              fmt_set(s["registers"]), fmt_set(s["capmerc_bytes"]), fmt_set(s["spill_bytes"]), s["verdict"],
              "" if s["verdict_confidence"] is None else f"{s['verdict_confidence']:.3f}"] for s in summary]
     return table("variants", ["kernel", "arch", "ptxas", "name", "ok", "outputs", "regs", "capmerc", "spill B",

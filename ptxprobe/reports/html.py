@@ -1,8 +1,9 @@
 """Reports over a sweep's run directory: a self-contained HTML report (jinja2, inline CSS/JS,
 no network), the same data as JSON, and records for a terminal summary.
 
-For every renamed variant the repeat-0 cubins of variant and baseline are disassembled and
-diffed; cubins come from the content-addressed cache by their sha256.
+With ``sass=True``, for every renamed variant whose machine code is not the baseline's, the repeat-0 cubins of
+variant and baseline are disassembled and diffed (one nvdisasm per cubin: the slow part of a report); cubins come
+from the content-addressed cache by their sha256.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import PtxprobeError
 from ptxprobe.core.schema import problem_label
 from ptxprobe.runs.rundir import RunDir
-from ptxprobe.static.verdicts import arch_order, pivot, summarize
+from ptxprobe.static.verdicts import SAME_CODE, arch_order, pivot, summarize
 
 FOLD_AT = 8  # runs of identical instructions longer than this are folded
 
@@ -91,10 +92,15 @@ def side_by_side(d: Diff, la: Listing, lb: Listing) -> list[dict]:
     return chunks
 
 
+SASS_NOT_BUILT = "SASS not compared (report --sass)"
+
+
 def build_report(
-    run_dir: str | Path, out_dir: str | Path | None = None, cache: Cache | None = None, notebook_html: str | None = None
+    run_dir: str | Path, out_dir: str | Path | None = None, cache: Cache | None = None,
+    notebook_html: str | None = None, sass: bool = True,
 ) -> dict:
-    """Write index.html, one diff page per differing variant, and report.json; return the records."""
+    """Write index.html, report.json and (``sass``) one SASS diff page per variant whose machine code differs;
+    return the records, the answer (``static.verdicts.pivot``) and its name templates."""
     run = Path(run_dir)
     out = Path(out_dir) if out_dir else run / "report"
     out.mkdir(parents=True, exist_ok=True)
@@ -108,9 +114,12 @@ def build_report(
         if r["repeat"] == 0:
             first[(r["kernel"], r["arch"], r["ptxas_sha256"], r["ptxas_flags"], r["name"])] = r
     records = []
-    listings = _disassemble_all(
-        [cubin_path(cache, r.get("cubin_sha256")) for r in first.values() if r["status"] == "ok"]
-    )
+    # same machine code as the baseline is identical SASS: disassembled only where the code differs
+    to_diff = {key for key, r in first.items() if sass and not r.get("is_baseline") and r["status"] == "ok"
+               and r.get(SAME_CODE) != (first.get(key[:4] + (r["baseline_name"],)) or {}).get(SAME_CODE)}
+    listings = _disassemble_all([cubin_path(cache, first[k].get("cubin_sha256")) for k in to_diff] +
+                                [cubin_path(cache, (first.get(k[:4] + (first[k]["baseline_name"],)) or {})
+                                            .get("cubin_sha256")) for k in to_diff])
     for key, r in sorted(first.items()):
         if r.get("is_baseline"):
             continue
@@ -137,6 +146,10 @@ def build_report(
         pb = cubin_path(cache, r.get("cubin_sha256"))
         if r["status"] != "ok" or not base or base["status"] != "ok":
             rec["note"] = f"ptxas {r['status']}"
+        elif r.get(SAME_CODE) and r.get(SAME_CODE) == base.get(SAME_CODE):
+            rec["sass_verdict"] = "identical"  # the baseline's machine code: nothing to disassemble
+        elif key not in to_diff:
+            rec["note"] = SASS_NOT_BUILT
         elif pa is None or pb is None:
             rec["note"] = "cubin not in cache (re-run the sweep to rebuild)"
         else:
@@ -176,7 +189,7 @@ def build_report(
     (out / "report.json").write_text(json.dumps(records, indent=1, default=str))
     if timed:
         (out / "runtime.json").write_text(json.dumps(timed, indent=1, default=str))
-    return {"out_dir": str(out), "records": records, "runtime": timed}
+    return {"out_dir": str(out), "records": records, "runtime": timed, "answer": answer, "templates": templates}
 
 
 def explain_view(run: Path | RunDir, reasons_shown: int = 6, loops_shown: int = 3) -> list[dict]:

@@ -73,6 +73,12 @@ class SweepOutcome:
     ptxas_seconds: float
     interrupted: bool = False
     emit_errors: list[str] = field(default_factory=list)
+    planned: int = 0  # variants planned (an interrupted sweep may not have planned every kernel yet)
+    to_emit: int = 0  # kernel builds (source × arch) not finished when it stopped
+
+    @property
+    def emitted_all(self) -> bool:
+        return self.to_emit == 0
 
     @property
     def failed(self) -> list[dict]:
@@ -144,7 +150,7 @@ def run_sweep(
             raise
         _write_outputs(out, exp, identity, tools, argv, started, state, sources, logged)
     return SweepOutcome(out, state.derived, state.ran, state.skipped, time.time() - started, state.ptxas_seconds,
-                        state.interrupted, state.emit_errors)
+                        state.interrupted, state.emit_errors, len(state.planned_ids), state.to_emit)
 
 
 def _write_outputs(out: Path, exp, identity: dict, tools, argv, started: float, state, sources, logged: dict) -> None:
@@ -191,6 +197,7 @@ class _Run:
         self.group_of: dict[str, tuple] = {}
         self.derived: list[dict] = []
         self.executor: dict = {}
+        self.to_emit = 0
 
     def execute(self, sources: list[KernelSource], log: Path, pool: Executor, progress: bool) -> None:
         from rich.console import Console
@@ -198,6 +205,7 @@ class _Run:
 
         cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
         jobs_list = [(s, a) for s in sources for a in s.build_archs(self.exp.archs)]
+        self.to_emit = len(jobs_list)
         self.pool = pool
         self.log_path, self.logf = log, None
         try:
@@ -210,6 +218,7 @@ class _Run:
                     hit = self._cached_emit(src, arch)
                     if hit is not None:
                         bar.advance(self.t_emit)
+                        self.to_emit -= 1
                         self._submit_variants(pool, src, hit)
                     else:
                         self.pending[pool.emit(src, arch, self.cache)] = (src, arch)
@@ -221,6 +230,7 @@ class _Run:
                             self._record(pool.row_of(f, self.cache))
                             continue
                         bar.advance(self.t_emit)
+                        self.to_emit -= 1
                         try:
                             emitted = f.result()
                         except (ToolFailed, ToolNotFound) as exc:  # the compiler failed: say so, go on

@@ -1,0 +1,152 @@
+"""The one-screen answer (``rename-sweep`` and ``report`` print it): it fits 80, 100 and 120 columns with the
+verdict visible, it carries its legend, says it is static and what to do next, and a name that was not compared
+never reads "no"."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from ptxprobe.cli import TOOL_FAILED, USAGE, main
+from ptxprobe.cli.render import LEGEND, STATIC, short_names, show_answer
+from ptxprobe.reports.html import SASS_NOT_BUILT
+from ptxprobe.runs.rundir import RunDir
+from ptxprobe.static.verdicts import NO, NOT_COMPARED, ONLY_ONE_NAME, PARTLY, YES, pivot, summarize
+from tests.ptx_text import AXPY_PTX
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMITTED = ROOT / "experiments" / "results" / "2026-12-02-cpu-default"
+TEMPLATES = ["{base}", "cutlass_{base}", "xutlass_{base}"]
+WIDTHS = (80, 100, 120)
+
+
+def _committed_answer() -> list[dict]:
+    return pivot(summarize(RunDir(COMMITTED).static_rows()), TEMPLATES)
+
+
+def _rendered(answer: list[dict], templates: list[str], width: int) -> list[str]:
+    con = Console(width=width, record=True, color_system=None)
+    show_answer("does the name matter? 'default' -> runs/default", answer, templates, "--details", console=con)
+    return con.export_text().splitlines()
+
+
+def _legend_words(lines: list[str]) -> str:
+    return " ".join(" ".join(lines).split())
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_answer_fits_the_terminal_with_its_verdict_and_legend(width):
+    answer = _committed_answer()
+    lines = _rendered(answer, TEMPLATES, width)
+    too_wide = [ln for ln in lines if len(ln) > width]
+    assert not too_wide, f"{len(too_wide)} lines wider than {width}: {too_wide[0]!r}"
+    header = next(ln for ln in lines if "kernel" in ln)
+    assert "matters?" in header and "cutlass_" in header and "xutlass_" in header
+    rule = next(i for i, ln in enumerate(lines) if "───" in ln)
+    end = next(i for i in range(rule + 1, len(lines)) if not lines[i].strip())
+    body = lines[rule + 1: end]
+    rows = [ln for ln in body if ln[1:2].strip()]  # a row's first line starts with its kernel
+    assert len(rows) == len(answer)  # one line per row starts with its kernel: none lost
+    assert all(ln.rstrip().endswith((f" {YES}", f" {NO}")) for ln in rows)  # the verdict, never cut
+    text = _legend_words(lines)
+    assert " ".join(LEGEND.split()) in text and STATIC in text and "next: --details" in text
+
+
+def test_kernel_names_are_shortened_the_same_way_and_stay_apart():
+    labels = sorted({p["kernel"] for p in _committed_answer()})
+    for width in (20, 24, 30):
+        short = short_names(labels, width)
+        assert all(len(s) <= width for s in short.values())
+        assert len(set(short.values())) == len(labels), short  # two kernels never share a short name
+    assert short_names(labels, 200) == {k: k for k in labels}
+
+
+def _summary(name: str, template: str, statuses: dict, verdict: str, baseline: bool = False) -> dict:
+    return {"kernel": "k.ptx", "arch": "sm_90a", "ptxas_version": "12.8.93", "ptxas_flags": "-lineinfo",
+            "name": name, "name_template": template, "is_baseline": baseline, "statuses": statuses,
+            "registers": [40], "baseline_registers": 40, "capmerc_bytes": [], "baseline_capmerc_bytes": None,
+            "verdict": verdict, "verdict_confidence": None}
+
+
+@pytest.mark.parametrize(("cells", "answer", "why"), [
+    ([("failed", {"failed": 2}), ("failed", {"failed": 2})], NOT_COMPARED, "ptxas failed"),
+    ([("failed", {"timeout": 2}), ("failed", {"timeout": 2})], NOT_COMPARED, "ptxas timed out"),
+    ([("identical", {"ok": 2}), ("failed", {"crashed": 2})], PARTLY, "ptxas crashed"),
+    ([("option_unsupported", {"unsupported_option": 2})] * 2, NOT_COMPARED, "option not supported"),
+    ([("identical", {"ok": 2}), ("differs_within_noise", {"ok": 2})], NO, None),
+    ([("differs", {"ok": 2}), ("failed", {"failed": 2})], YES, None),
+])
+def test_a_name_not_compared_says_why_and_never_reads_no(cells, answer, why):
+    summary = [_summary("k", "{base}", {"ok": 2}, "baseline", baseline=True)]
+    summary += [_summary(t.replace("{base}", "k"), t, st, v) for t, (v, st) in zip(TEMPLATES[1:], cells, strict=True)]
+    (p,) = pivot(summary, TEMPLATES)
+    assert (p["answer"], p["not_compared"]) == (answer, why)
+    row = next(ln for ln in _rendered([p], TEMPLATES, 80) if ln.startswith(" k.ptx"))
+    if why:
+        assert "not compared" in row and not row.rstrip().endswith(f" {NO}")
+
+
+def test_a_failed_baseline_leaves_its_names_not_compared():
+    summary = [_summary("k", "{base}", {"failed": 2}, "failed", baseline=True),
+               _summary("cutlass_k", "cutlass_{base}", {"ok": 2}, "")]
+    (p,) = pivot(summary, TEMPLATES[:2])
+    assert p["answer"] == NOT_COMPARED and p["names"]["cutlass_{base}"]["not_compared"] == "baseline: ptxas failed"
+
+
+def test_one_template_alone_is_not_an_answer():
+    (p,) = pivot([_summary("k", "{base}", {"ok": 2}, "baseline", baseline=True)], ["{base}"])
+    assert (p["answer"], p["not_compared"]) == (NOT_COMPARED, ONLY_ONE_NAME)
+    assert any(f"{NOT_COMPARED}: {ONLY_ONE_NAME}" in ln for ln in _rendered([p], ["{base}"], 80))
+
+
+@pytest.fixture
+def axpy(tmp_path, monkeypatch):
+    monkeypatch.setenv("PTXPROBE_CACHE", str(tmp_path / "cache"))
+    ptx = tmp_path / "axpy.ptx"
+    ptx.write_text(AXPY_PTX)
+    return ptx
+
+
+@pytest.mark.parametrize("names", ["{base}", "cutlass_{base}"])
+def test_a_sweep_of_one_name_is_refused_as_bad_input(axpy, tmp_path, capsys, names):
+    rc = main(["rename-sweep", "--no-run", "--ptx", str(axpy), "-s", f"names={names}", "-o", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == USAGE and "nothing to compare it with" in err and f"{names} alone" in err
+
+
+def test_a_sweep_whose_every_assembly_timed_out_answers_not_compared(axpy, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    rc = main(["rename-sweep", "--no-run", "--no-cache", "--ptx", str(axpy), "-s", "archs=sm_90a", "-s", "repeat=1",
+               "--timeout", "0.001", "-o", str(tmp_path / "o")])
+    out = capsys.readouterr().out
+    assert rc == TOOL_FAILED
+    row = next(ln for ln in out.splitlines() if ln.startswith(" axpy.ptx"))
+    assert "not compared:" in row and row.rstrip().endswith(NOT_COMPARED)
+    assert out.count("ptxas timed out") == 2  # each renamed name says why
+    assert max(len(ln) for ln in out.splitlines()) <= 80
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_report_prints_its_path_and_the_same_answer_quickly(tmp_path, capsys, monkeypatch, width):
+    import time
+
+    monkeypatch.setenv("COLUMNS", str(width))
+    t = time.monotonic()
+    assert main(["report", str(COMMITTED), "-o", str(tmp_path / "rep")]) == 0
+    took = time.monotonic() - t
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(ln) for ln in lines) <= width
+    assert (tmp_path / "rep" / "index.html").is_file()
+    assert f"report:{tmp_path / 'rep' / 'index.html'}" in "".join(lines).replace(" ", "")  # wrapped or not
+    text = _legend_words(lines)
+    assert "matters?" in text and " ".join(LEGEND.split()) in text and STATIC in text
+    assert len(lines) < 2 * len(_committed_answer()) + 15  # a row in one or two lines: not every variant
+    assert took < 20, f"report took {took:.1f}s"
+    recs = json.loads((tmp_path / "rep" / "report.json").read_text())
+    differing = [r for r in recs if r["verdict"] == "differs"]
+    assert differing and all(r.get("note") == SASS_NOT_BUILT for r in differing)  # no nvdisasm without --sass
