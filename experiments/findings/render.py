@@ -32,6 +32,7 @@ FIGURES = ROOT / "docs" / "figures"
 DESIGN, DESIGN_USER = "2026-12-02-h200-design", "2026-12-02-h200-design-user"
 LONG = "2026-12-02-h200-design-long"
 PAIRS = "2026-12-02-h200-design-pairs"
+REMOVED_RUNS_COMMIT = "7801c8c"  # the last commit with the superseded run directories in the tree
 BENCH = ROOT / "experiments" / "results" / "2026-12-02-cpu-bench" / "bench.json"
 RAY_BENCH = ROOT / "experiments" / "results" / "2026-12-02-cpu-ray-bench" / "bench.json"
 
@@ -445,7 +446,10 @@ def findings() -> str:
         [*measurement.timing_design(), *noise_section(), *bench_section(), *ray_bench_section()], "measurement")
     out += section(
         "Appendix: superseded designs",
-        "Runs with the earlier full-round and paired designs, kept because later choices rest on them.",
+        "Runs with the earlier full-round and paired designs, kept because later choices rest on them. Runs "
+        "that nothing here rests on left the tree; git keeps them: the first two GPU test logs "
+        "(`2026-12-02-h200-gpu-tests`, `-v2`, superseded by what is now `2026-12-02-h200-gpu-tests`) are at "
+        f"commit `{REMOVED_RUNS_COMMIT}`.",
         [*runtime_section(), *design_comparison()])
     text = "\n".join(out)
     return re.sub(r"\n{3,}", "\n\n", text).rstrip() + "\n"
