@@ -40,12 +40,11 @@ TIERS = ("unit", "integration", "e2e", "gpu", "study")  # registered in pyprojec
 
 
 def pytest_collection_modifyitems(config, items):
-    """Every test carries a tier (a module-level ``pytestmark`` is enough): those that do not are named."""
+    """Every test carries a tier (a module-level ``pytestmark`` is enough): a module without one stops the run."""
     untiered = sorted({item.nodeid.split("::")[0] for item in items
                        if not any(item.get_closest_marker(t) for t in TIERS)})
     if untiered:
-        config.issue_config_time_warning(pytest.PytestWarning(
-            f"test modules without a tier marker ({', '.join(TIERS)}): {', '.join(untiered)}"), stacklevel=2)
+        raise pytest.UsageError(f"test modules without a tier marker ({', '.join(TIERS)}): {', '.join(untiered)}")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -19,6 +19,8 @@ from ptxprobe.gpu.timing import Sampled, TimingPlan
 from ptxprobe.stats import paired as stats
 from tests.ptx_text import AXPY_PTX
 
+pytestmark = pytest.mark.integration  # the sweep runs ptxas; the GPU comparison is marked gpu as well
+
 
 def test_importing_the_api_stays_cheap():
     code = ("import sys; from ptxprobe import api; fns = [api.sweep, api.open_run, api.compare, "

@@ -62,7 +62,7 @@ def test_the_table_and_goals_follow_from_the_rows():
     assert dict((g, m) for g, m, _ in analysis_external.sota_goals(lifted))["fp8 at least 1.0 PFLOPS at N = 16k"]
 
 
-def test_cute_aot_intervals_recompute_from_the_raw_times_and_a_planted_slowdown_moves_them():
+def test_cute_aot_intervals_recompute_from_the_raw_times_and_a_planted_slowdown_moves_them(tmp_path):
     rec = json.loads(AOT.read_text())
     again = analysis_external.aot_comparisons(AOT, method="bca")  # as stored (before the signed-rank default)
     for r in again.itertuples():
@@ -74,12 +74,9 @@ def test_cute_aot_intervals_recompute_from_the_raw_times_and_a_planted_slowdown_
     planted = json.loads(AOT.read_text())
     t = planted["cases"]["hopper_gemm_fp16"]["times_ms"]
     t["control"] = [x * 1.02 for x in t["control"]]  # the control 2 % slower, round by round
-    p = AOT.parent.parent / "planted.json"
-    try:
-        p.write_text(json.dumps(planted))
-        moved = analysis_external.aot_comparisons(p, method="bca")
-    finally:
-        p.unlink()
+    p = tmp_path / "planted.json"
+    p.write_text(json.dumps(planted))
+    moved = analysis_external.aot_comparisons(p, method="bca")
     m = moved[(moved.case == "hopper_gemm_fp16") & (moved.role == "control")].iloc[0]
     base = again[(again.case == "hopper_gemm_fp16") & (again.role == "control")].iloc[0]
     assert m.ratio == pytest.approx(base.ratio / 1.02, rel=1e-9) and m.verdict == "slower"
