@@ -10,6 +10,7 @@ import pytest
 
 from ptxprobe.cli import main
 from ptxprobe.core.cache import Cache
+from ptxprobe.core.errors import KernelCompileError
 from ptxprobe.sources import RegisteredSource, TritonFunctionSource, registry
 from ptxprobe.sources import triton as tsrc
 from ptxprobe.sources.cuda import emit_cuda
@@ -94,8 +95,8 @@ def test_cu_errors(tmp_path, capsys):
     assert "no kernel 'nope'" in " ".join(capsys.readouterr().err.split())
     bad = tmp_path / "bad.cu"
     bad.write_text("__global__ void k( { this is not C++ }")
-    with pytest.raises(Exception, match="nvcc could not compile bad.cu"):
-        emit_cuda(bad, "sm_90a")
+    with pytest.raises(KernelCompileError, match=r"nvcc cannot compile bad.cu for sm_90a: bad.cu\(1\): error: "):
+        emit_cuda(bad, "sm_90a")  # the user's source: bad input, with nvcc's own first error lines
     with pytest.raises(Exception, match="no kernel 'nope'"):
         emit_cuda(cu, "sm_90a", "nope")
     # a C++ (mangled) kernel is found by its source name
