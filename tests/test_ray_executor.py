@@ -25,10 +25,10 @@ ray = pytest.importorskip("ray")
 
 from experiments import definition  # noqa: E402
 from ptxprobe.core.cache import Cache  # noqa: E402
-from ptxprobe.core.cluster import local_cluster  # noqa: E402
 from ptxprobe.static.experiment import load_experiment, override  # noqa: E402
 from ptxprobe.static.sweep import run_sweep  # noqa: E402
 from tests.conftest import alive, descendants, proc_argv  # noqa: E402
+from tests.ray_cluster import local_cluster  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
