@@ -175,3 +175,15 @@ def test_cli_check_rename_exit_codes(tmp_path, capsys):
 
     doc = json.loads(capsys.readouterr().out)
     assert doc["equal"] is False and "bar" in doc["detail"]
+
+
+def test_a_kernel_named_like_an_instruction_is_renamed_and_checked():
+    """``add`` is also the start of ``add.s64``: neither the renamer nor the check may take the mnemonic for it."""
+    from tests.ptx_text import AXPY_PTX
+
+    ptx = AXPY_PTX.replace("axpy", "add")
+    assert "add.s64" in ptx
+    renamed = rename.rename_entry(ptx, "add", "cutlass_add")
+    assert "add.s64" in renamed.ptx and "cutlass_add.s64" not in renamed.ptx
+    res = check_rename(ptx, renamed.ptx, "add", "cutlass_add")
+    assert res.equal, res.detail

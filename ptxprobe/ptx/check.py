@@ -26,7 +26,7 @@ _TOKEN_RE = re.compile(
     r"|0[fFdD][0-9a-fA-F]+"  # float bit patterns
     r"|0[xX][0-9a-fA-F]+U?"
     r"|\d+(?:\.\d+)?(?:[eE][-+]?\d+)?U?"
-    r"|[A-Za-z_$%][\w$]*"
+    r"|[A-Za-z_$%][\w$]*(?:\.[\w$]+)*"  # a dotted compound (add.s64, %tid.x) is one token: no symbol has a dot
     r"|\S"
 )
 _COMMENT_RE = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
