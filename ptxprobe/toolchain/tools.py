@@ -190,12 +190,24 @@ def triton_ptxas(arch: str, tools: list[Tool] | None = None) -> Tool:
     raise ToolNotFound(f"triton's bundled ptxas for {arch} ({want}) not found: is triton installed?")
 
 
+def nvcc_ptxas() -> Tool:
+    """The ptxas of the CUDA toolkit whose nvcc compiles ``.cu`` sources: the PTX it emits is that ptxas's own."""
+    nvcc = find_tool("nvcc")
+    path = Path(nvcc.path).parent / "ptxas"
+    if not path.exists():
+        raise ToolNotFound(f"no ptxas beside {nvcc.path} (CUDA {nvcc.version}): name one with -s ptxas=VERSION|PATH")
+    return identify(path, "ptxas", "nvcc")
+
+
 def select_ptxas(arch: str, spec: str, tools: list[Tool] | None = None) -> list[Tool]:
-    """Resolve one ``--ptxas`` entry: ``triton``, ``all``, ``newest``, a version prefix or a path."""
+    """Resolve one ``--ptxas`` entry: ``triton``, ``nvcc`` (the toolkit that compiles ``.cu`` files), ``all``,
+    ``newest``, a version prefix or a path."""
     tools = tools if tools is not None else discover(("ptxas",))
     ptxases = [t for t in tools if t.kind == "ptxas"]
     if spec == "triton":
         return [triton_ptxas(arch, tools)]
+    if spec == "nvcc":
+        return [nvcc_ptxas()]
     if spec == "all":
         return [t for t in ptxases if supports_arch(t, arch)]
     if spec == "newest":
