@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 from dataclasses import replace
 
 from ptxprobe.core.errors import SpecError
@@ -18,7 +19,9 @@ from ptxprobe.sources.kinds import (
     require_arch,
     split_spec,
 )
-from ptxprobe.sources.registry import family
+from ptxprobe.sources.registry import family, unavailable
+
+log = logging.getLogger(__name__)
 
 USER_AXES = ("ptx_files", "cubin_files", "cu_files", "triton_functions")
 
@@ -43,11 +46,19 @@ def registered_sources(exp) -> list[RegisteredSource]:
     """One source per (kernel, dtype, head dim, causal, config) that some requested arch can build.
 
     With several kernels in one experiment, combinations a kernel does not support (fp8 for the
-    CUDA kernel, sm_90a for the Blackwell-only Gluon kernel) are skipped; asking for nothing a
-    kernel can build is an error.
+    CUDA kernel, sm_90a for the Blackwell-only Gluon kernel) are skipped, and so are kernels the installed
+    Triton cannot build (said in a warning); asking for nothing a kernel can build is an error.
     """
+    refused = unavailable()
+    left_out = [k for k in exp.kernels if k in refused] if len(exp.kernels) > 1 else []
+    if left_out and len(left_out) == len(exp.kernels):
+        family(left_out[0])  # nothing left to run: refused as for one kernel
+    for k in left_out:
+        log.warning("%s left out: %s", k, refused[k])
     out = []
     for k in exp.kernels:
+        if k in left_out:
+            continue
         fam = family(k)
         mine = 0
         for dt, d, c, cfg in itertools.product(exp.dtypes, exp.head_dims, exp.causal, exp.configs):

@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import Any
 
 from ptxprobe.core.cache import sha256_file
-from ptxprobe.core.errors import SpecError
+from ptxprobe.core.errors import SpecError, ToolNotFound
 
 
 @dataclass(frozen=True)
@@ -151,27 +151,88 @@ def kernel_source_hashes() -> dict:
     }
 
 
+@dataclass(frozen=True)
+class KernelModule:
+    """A shipped kernel module, the families it registers, and the Triton releases it is known to build with.
+
+    Gluon is experimental and its API moves between releases (3.5 has no ``get_tmem_reg_layout`` yet, 3.7 dropped
+    ``gl.thread_barrier``, 3.8 ``get_tmem_reg_layout`` again): outside ``triton`` the module is not imported, and
+    its families are refused with the reason (experiments/results/2026-12-03-cpu-triton-range has the evidence).
+    ``triton`` is (lowest, first excluded) as (major, minor); None: every release pyproject.toml admits.
+    """
+
+    module: str
+    names: tuple[str, ...]
+    triton: tuple[tuple[int, int], tuple[int, int]] | None = None
+
+    def needs(self) -> str:
+        lo, hi = self.triton or ((0, 0), (99, 0))
+        return f"Triton >={lo[0]}.{lo[1]},<{hi[0]}.{hi[1]}"
+
+
+GLUON_TRITON = ((3, 6), (3, 7))
 _MODULES = (
-    "ptxprobe_kernels.triton_attention",
-    "ptxprobe_kernels.cuda_attention",
-    "ptxprobe_kernels.gluon_attention",
-    "ptxprobe_kernels.gluon_attention_ws",
-    "ptxprobe_kernels.gluon_attention_hopper",
+    KernelModule("ptxprobe_kernels.triton_attention", ("attention", "attention_persistent")),
+    KernelModule("ptxprobe_kernels.cuda_attention", ("attention_cuda",)),
+    KernelModule("ptxprobe_kernels.gluon_attention", ("attention_gluon",), GLUON_TRITON),
+    KernelModule("ptxprobe_kernels.gluon_attention_ws", ("attention_gluon_ws",), GLUON_TRITON),
+    KernelModule("ptxprobe_kernels.gluon_attention_hopper", ("attention_gluon_hopper",), GLUON_TRITON),
 )
 
 
-def families() -> dict[str, KernelFamily]:
+class KernelUnavailable(ToolNotFound):
+    """A registered family the installed Triton cannot build (its Gluon API moved): the environment, exit 3."""
+
+
+def installed_triton() -> str | None:
+    """The installed Triton's version, or None when it is not installed."""
+    import importlib.metadata as md
+
+    try:
+        return md.version("triton")
+    except md.PackageNotFoundError:
+        return None
+
+
+def _load() -> tuple[dict[str, KernelFamily], dict[str, str]]:
     out: dict[str, KernelFamily] = {}
+    refused: dict[str, str] = {}
     kernels_package()
-    for modname in _MODULES:
-        mod = importlib.import_module(modname)
+    version = installed_triton()
+    m = re.match(r"(\d+)\.(\d+)", version or "")
+    here = (int(m.group(1)), int(m.group(2))) if m else None
+    for km in _MODULES:
+        if km.triton and here is not None and not km.triton[0] <= here < km.triton[1]:
+            for name in km.names:
+                refused[name] = f"{name} needs {km.needs()} (its Gluon API); Triton {version} is installed"
+            continue
+        try:
+            mod = importlib.import_module(km.module)
+        except ImportError as exc:
+            if km.triton is None or not (exc.name or "triton").startswith("triton"):
+                raise
+            for name in km.names:
+                refused[name] = f"{name} needs {km.needs()}; with Triton {version} it cannot be imported: {exc}"
+            continue
         for fam in mod.FAMILIES:
             out[fam.name] = fam
-    return out
+    return out, refused
+
+
+def families() -> dict[str, KernelFamily]:
+    """The families the installed Triton can build (see :func:`unavailable` for the others)."""
+    return _load()[0]
+
+
+def unavailable() -> dict[str, str]:
+    """Registered families the installed Triton cannot build -> the one-line reason (naming what they need)."""
+    return _load()[1]
 
 
 def family(name: str) -> KernelFamily:
-    fams = families()
+    fams, refused = _load()
+    if name in refused:
+        raise KernelUnavailable(refused[name])
     if name not in fams:
         raise SpecError(f"unknown kernel {name!r} (have: {', '.join(sorted(fams))})")
     return fams[name]

@@ -47,8 +47,16 @@ class Specialization:
 
 def specialize(fn, args: list) -> Specialization:
     """Mirror Triton's launch-time binder on (possibly stand-in) arguments."""
-    from triton._C.libtriton import native_specialize_impl
     from triton.backends.compiler import BaseBackend
+
+    try:
+        from triton._C.libtriton import native_specialize_impl
+    except ImportError:  # Triton 3.5: the binder is Python
+        from triton.runtime.jit import create_specialize_impl
+
+        def native_specialize_impl(_backend, arg, is_const, specialize_value, align,
+                                   _impl=create_specialize_impl(BaseBackend.get_arg_specialization)):
+            return _impl(arg, is_const, specialize_value, align)
 
     params = fn.params
     if len(args) != len(params):

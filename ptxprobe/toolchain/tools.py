@@ -181,12 +181,14 @@ def arch_number(arch: str) -> int:
 
 
 def triton_ptxas(arch: str, tools: list[Tool] | None = None) -> Tool:
-    """The ptxas Triton itself would use for this arch (``ptxas-blackwell`` from sm_100 on)."""
+    """The ptxas Triton itself would use for this arch (``ptxas-blackwell`` from sm_100 on; Triton 3.5 and older
+    ship one ptxas for every arch)."""
     tools = tools if tools is not None else discover(("ptxas",))
     want = "triton-blackwell" if arch_number(arch) >= 100 else "triton"
-    for t in tools:
-        if t.kind == "ptxas" and t.origin == want:
-            return t
+    for origin in dict.fromkeys((want, "triton")):
+        for t in tools:
+            if t.kind == "ptxas" and t.origin == origin:
+                return t
     raise ToolNotFound(f"triton's bundled ptxas for {arch} ({want}) not found: is triton installed?")
 
 
