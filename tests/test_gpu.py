@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -50,7 +51,7 @@ SCALE_LAUNCH = {
     "numerics_sizes": {"n": 5000},
     "grid": ["cdiv(n, 1024)"],
     "bytes": "8 * n",
-    "reference": "tests/test_gpu.py:double_it",
+    "reference": f"{Path(__file__).resolve()}:double_it",  # a spec's paths are relative to it
     "tolerance": 0.0,
     "args": [
         {"name": "X", "dtype": "float32", "shape": ["n"]},

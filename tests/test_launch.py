@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -34,7 +35,7 @@ AXPBY_LAUNCH = {
     "grid": ["cdiv(n, 128)"],
     "block": [128],
     "bytes": "16 * n",
-    "reference": "tests/test_launch.py:axpby_reference",
+    "reference": f"{Path(__file__).resolve()}:axpby_reference",
     "tolerance": 1e-6,
     "args": [
         {"name": "a", "value": 1.5},
@@ -260,3 +261,32 @@ def test_entry_params_read_pointer_attributes_and_by_value_structs():
 
     with pytest.raises(MalformedPtx, match="no .entry missing"):
         launch.entry_params(ptx, "missing")
+
+
+def test_a_reference_path_is_relative_to_the_spec_file_not_the_working_directory(tmp_path, monkeypatch):
+    spec_dir = tmp_path / "specs"
+    spec_dir.mkdir()
+    (spec_dir / "ref.py").write_text("def axpby(a, x, b, y, **_):\n    return a * x + b * y\n")
+    (spec_dir / "pkg").mkdir()
+    (spec_dir / "pkg" / "refs.py").write_text("def f(**_):\n    return 0\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # the spec is used from another directory
+    spec = launch.load_launch(write_spec(spec_dir, {**AXPBY_LAUNCH, "reference": "ref.py:axpby"}))
+    assert spec.reference == f"{(spec_dir / 'ref.py').resolve()}:axpby"
+    from ptxprobe.gpu.workload import load_reference
+
+    assert load_reference(spec.reference)(2.0, 1.0, 1.0, 3.0) == 5.0
+    module_form = launch.load_launch(write_spec(spec_dir, {**AXPBY_LAUNCH, "reference": "pkg.refs:f"}, "m.toml"))
+    assert module_form.reference == f"{(spec_dir / 'pkg' / 'refs.py').resolve()}:f"
+    (elsewhere / "ref2.py").write_text("def g(**_):\n    return 0\n")  # beside the cwd, not the spec: not found
+    with pytest.raises(SpecError, match=r"no file .*specs/ref2\.py \(paths in a spec are relative to the spec file"):
+        launch.load_launch(write_spec(spec_dir, {**AXPBY_LAUNCH, "reference": "ref2.py:g"}, "r2.toml"))
+
+
+def test_a_spec_with_a_todo_left_is_refused_with_every_unfilled_key(tmp_path):
+    table = {**AXPBY_LAUNCH, "args": [{**a, "value": "TODO"} if a["name"] == "b" else a for a in AXPBY_LAUNCH["args"]]}
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps({"signature": {"x": "TODO"}, "launch": table}))
+    with pytest.raises(SpecError, match=r'still "TODO" .*: signature\.x, launch\.args\[b\]\.value'):
+        launch.load_kernel_spec(p)

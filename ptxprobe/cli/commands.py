@@ -69,6 +69,25 @@ def cmd_cache(args) -> int:
     return OK
 
 
+def cmd_spec(args) -> int:
+    """``spec init TARGET``: a commented spec from the kernel's own parameters, on stdout or in ``-o FILE``."""
+    from ptxprobe.sources.spec_init import spec_for, write_spec
+
+    text = spec_for(args.target, _arch(args.arch))
+    written = write_spec(text, args.output, args.force)
+    if written is None:
+        sys.stdout.write(text)
+    else:
+        import tomllib
+
+        from ptxprobe.sources.launch import unfilled
+
+        todo = len(unfilled(tomllib.loads(text)))
+        say(f"wrote {written}" + (f": fill in its {todo} \"TODO\" value(s) and check the guesses" if todo else
+                                  ": check the values marked guess"))
+    return OK
+
+
 def cmd_toolchain(args) -> int:
     from ptxprobe.toolchain.tools import discover, install, max_ptx_isa
 

@@ -62,6 +62,12 @@ def _comma_list(text: str) -> list[str]:
 EPILOG = """exit codes: 0 success and nothing differs, 1 differences or divergence found, 2 bad usage or input,
 3 a tool or an assembly failed, 4 internal error, 130 interrupted, 141 output pipe closed"""
 
+SWEEP_EPILOG = """your own kernel: ptxprobe spec init k.py:fn -o k.toml (or k.cu[:entry]) writes a commented spec to
+fill in, then ptxprobe rename-sweep --triton k.py:fn --spec k.toml; the spec format (signature, constexprs,
+[launch]) is in docs/spec.md, and paths inside a spec are relative to the spec file
+
+""" + EPILOG
+
 
 def _executor_args(s) -> None:
     """Where the ptxas work runs: this host's process pool, or a Ray cluster."""
@@ -93,10 +99,10 @@ def _kernel_args(s: argparse.ArgumentParser, dtype: str) -> None:
     s.add_argument("--arch", default="sm_90a", help="target arch")
 
 
-def _sub(sub, name: str, help_text: str, func_name: str) -> argparse.ArgumentParser:
+def _sub(sub, name: str, help_text: str, func_name: str, epilog: str = EPILOG) -> argparse.ArgumentParser:
     from ptxprobe.cli import commands
 
-    s = sub.add_parser(name, help=help_text, description=help_text, formatter_class=_Formatter, epilog=EPILOG)
+    s = sub.add_parser(name, help=help_text, description=help_text, formatter_class=_Formatter, epilog=epilog)
     s.set_defaults(func=getattr(commands, func_name))
     return s
 
@@ -107,7 +113,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"ptxprobe {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    s = _sub(sub, "rename-sweep", "compile, rename, assemble and compare (no GPU needed)", "cmd_rename_sweep")
+    s = _sub(sub, "rename-sweep", "compile, rename, assemble and compare (no GPU needed)", "cmd_rename_sweep",
+             epilog=SWEEP_EPILOG)
     s.add_argument("--experiment", "-e", default="default",
                    help="experiment: a TOML file, or the name of one shipped with ptxprobe")
     s.add_argument("--set", "-s", action="append", metavar="AXIS=V1,V2", default=[],
@@ -119,10 +126,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="CUDA C++ source, compiled by nvcc for each arch")
     s.add_argument("--entry", help="with --ptx/--cubin/--cu: the kernel to take (name or symbol; 'all' for every "
                                    "one); without it, every kernel in the file")
-    s.add_argument("--triton", metavar="MODULE:FUNCTION", help="a triton.jit or gluon.jit function (needs --spec)")
+    s.add_argument("--triton", metavar="FILE.py:FUNCTION",
+                   help="a triton.jit or gluon.jit function: path/to/file.py:function (a path, relative to here) or "
+                        "package.module:function; needs --spec")
     s.add_argument("--spec", help="JSON/TOML for the user kernel(s) given: a [launch] table (arguments, grid, sizes, "
                                   "reference) to run them with --run; for --triton also signature, constexprs, "
-                                  "divisible_by_16, num_warps")
+                                  "divisible_by_16, num_warps. `ptxprobe spec init FILE.py:FUNCTION` writes one; the "
+                                  "format is in docs/spec.md; paths inside a spec are relative to the spec file")
     s.add_argument("--out", "-o", help="output dir (default: runs/<experiment>, or runs/user-<files> for your own "
                                        "kernels); re-running resumes it")
     _executor_args(s)
@@ -153,6 +163,18 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--stage", action="append", metavar="NAME",
                    help="with clear: only this stage's entries (repeatable; `ptxprobe cache` lists them)")
     _common(s)
+
+    s = _sub(sub, "spec", "write a commented kernel spec from a kernel's own parameters (spec init)", "cmd_spec")
+    s.add_argument("action", choices=["init"], help="init: write a spec to fill in (what could not be inferred is "
+                                                    "\"TODO\"; the format is in docs/spec.md)")
+    s.add_argument("target", metavar="TARGET",
+                   help="file.py:function or module:function (a triton.jit/gluon.jit function), or file.cu[:entry] "
+                        "/ file.ptx[:entry]")
+    s.add_argument("--output", "-o", help="write the spec here (default: stdout)")
+    s.add_argument("--force", action="store_true", help="replace --output if it exists")
+    s.add_argument("--arch", default="sm_90a", help="the target a .cu is compiled for to read its PTX parameters "
+                                                    "(and a Triton module's import-time device questions see)")
+    _common(s, None)
 
     s = _sub(sub, "kernels", "list the registered kernel families", "cmd_kernels")
     _common(s)

@@ -219,8 +219,9 @@ def _arg(d: dict, where: str) -> ArgSpec:
     return ArgSpec(d["name"], value=d["value"])
 
 
-def parse_launch(table: dict, source: str = "") -> LaunchSpec:
-    """The ``launch`` table of a spec file, validated (sizes and expressions checked by evaluating them)."""
+def parse_launch(table: dict, source: str = "", base: Path | None = None) -> LaunchSpec:
+    """The ``launch`` table of a spec file, validated (sizes and expressions checked by evaluating them);
+    with ``base`` (the spec file's folder) a ``reference`` file path is taken relative to it."""
     where = f"{source}: [launch]" if source else "[launch]"
     if not isinstance(table, dict):
         raise SpecError(f"{where} must be a table")
@@ -249,7 +250,8 @@ def parse_launch(table: dict, source: str = "") -> LaunchSpec:
         shared_bytes=table.get("shared_bytes", 0),
         flops=table.get("flops"),
         bytes=table.get("bytes"),
-        reference=table.get("reference"),
+        reference=spec_relative(table["reference"], base, f"{where} reference")
+        if base is not None and isinstance(table.get("reference"), str) else table.get("reference"),
         tolerance=float(table["tolerance"]) if "tolerance" in table else None,
         source=source,
     )
@@ -260,6 +262,39 @@ def parse_launch(table: dict, source: str = "") -> LaunchSpec:
     for s in [*spec.size_sets(), spec.numerics_size_set()]:
         resolve(spec, s)  # every expression must evaluate for every size set
     return spec
+
+
+def spec_relative(target: str, base: Path, what: str) -> str:
+    """``ref.py:fn`` (or ``pkg.ref:fn`` with ``pkg/ref.py`` beside the spec) -> that file's path under ``base``,
+    the spec file's folder: paths inside a spec never depend on the working directory. A module that is not a
+    file beside the spec is left to the import system (an installed package)."""
+    module, sep, attr = target.rpartition(":")
+    if not sep or not module:
+        return target
+    if module.endswith(".py"):
+        path = Path(module).expanduser()
+        path = path if path.is_absolute() else base / path
+        if not path.is_file():
+            raise SpecError(f"{what}: no file {path} (paths in a spec are relative to the spec file's folder, "
+                            f"{base})")
+        return f"{path}:{attr}"
+    beside = base / (module.replace(".", "/") + ".py")
+    return f"{beside}:{attr}" if beside.is_file() else target
+
+
+def unfilled(spec, where: str = "") -> list[str]:
+    """The keys still holding ``"TODO"`` (what ``ptxprobe spec init`` could not infer), as dotted paths."""
+    if isinstance(spec, str):
+        return [where] if spec.strip().upper() == "TODO" else []
+    if isinstance(spec, dict):
+        return [k for key, v in spec.items() for k in unfilled(v, f"{where}.{key}" if where else str(key))]
+    if isinstance(spec, list):
+        out = []
+        for i, v in enumerate(spec):
+            label = v.get("name", i) if isinstance(v, dict) else i
+            out += unfilled(v, f"{where}[{label}]")
+        return out
+    return []
 
 
 SPEC_KEYS = {"signature", "constexprs", "divisible_by_16", "num_warps", "num_stages", "maxnreg", "name", "launch"}
@@ -284,6 +319,10 @@ def load_kernel_spec(path: str | Path) -> dict:
     unknown = set(spec) - SPEC_KEYS
     if unknown:
         raise SpecError(f"{p}: unknown keys {sorted(unknown)}; a spec may have {sorted(SPEC_KEYS)}")
+    todo = unfilled(spec)
+    if todo:
+        raise SpecError(f"{p}: still \"TODO\" (spec init could not infer them; docs/spec.md says what each "
+                        f"takes): {', '.join(todo)}")
     return spec
 
 
@@ -292,7 +331,7 @@ def load_launch(spec_path: str | Path) -> LaunchSpec | None:
     d = load_kernel_spec(spec_path)
     if "launch" not in d:
         return None
-    return parse_launch(d["launch"], str(spec_path))
+    return parse_launch(d["launch"], str(spec_path), base=Path(spec_path).resolve().parent)
 
 
 @dataclass(frozen=True)

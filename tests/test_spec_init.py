@@ -1,0 +1,131 @@
+"""``ptxprobe spec init``: a spec a person can start from, written from the kernel's own parameters; what it could
+not infer is "TODO" (refused by key until filled); filled in the way a user would, it sweeps."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import tomllib
+
+from ptxprobe.cli import main
+from ptxprobe.cli.parser import build_parser
+from ptxprobe.sources.spec_init import usage_of
+
+pytestmark = pytest.mark.integration
+
+KERNEL = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scaled_add(x_ptr, y_ptr, out_ptr, n_elements, alpha, mystery, BLOCK_SIZE: tl.constexpr, ACT: tl.constexpr):
+    pid = tl.program_id(axis=0)
+    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offs < n_elements
+    x = tl.load(x_ptr + offs, mask=mask)
+    y = tl.load(y_ptr + offs, mask=mask)
+    tl.store(out_ptr + offs, (x * alpha + y + mystery).to(tl.float16), mask=mask)
+'''
+
+# what a user does with the TODOs spec init leaves: a string replace each
+FILLS = {'mystery = "TODO"': 'mystery = "fp32"', 'ACT = "TODO"': "ACT = 1",
+         '{name = "mystery", value = "TODO"}': '{name = "mystery", value = 0.5}'}
+
+
+def fill(text: str) -> str:
+    for todo, value in FILLS.items():
+        assert todo in text, todo
+        text = text.replace(todo, value)
+    return text
+
+
+def test_the_written_spec_infers_what_it_can_marks_the_rest_and_sweeps_once_filled(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "k.py").write_text(KERNEL)
+    assert main(["spec", "init", "k.py:scaled_add"]) == 0
+    text = capsys.readouterr().out
+    spec = tomllib.loads(text)
+    assert spec["signature"] == {"x_ptr": "*fp16", "y_ptr": "*fp16", "out_ptr": "*fp16", "n_elements": "i32",
+                                 "alpha": "fp32", "mystery": "TODO", "BLOCK_SIZE": "constexpr", "ACT": "constexpr"}
+    assert spec["constexprs"] == {"BLOCK_SIZE": 64, "ACT": "TODO"}
+    assert spec["divisible_by_16"] == ["x_ptr", "y_ptr", "out_ptr"]
+    launch = spec["launch"]
+    assert [a["name"] for a in launch["args"]] == ["x_ptr", "y_ptr", "out_ptr", "n_elements", "alpha", "mystery"]
+    assert [a["name"] for a in launch["args"] if a.get("output")] == ["out_ptr"]  # the one tl.store writes
+    assert launch["grid"] == ["cdiv(n_elements, 64)"] and launch["sizes"] == [{"n_elements": 1048576}]
+    assert "# TODO: type" in text and "docs/spec.md" in text and "guess" in text
+    # written with -o, it is refused until filled, naming every key still TODO
+    assert main(["spec", "init", "k.py:scaled_add", "-o", "k.toml"]) == 0
+    assert "fill in its 3 \"TODO\"" in capsys.readouterr().out
+    assert main(["rename-sweep", "--triton", "k.py:scaled_add", "--spec", "k.toml", "-s", "archs=sm_90a"]) == 2
+    err = capsys.readouterr().err
+    assert 'still "TODO"' in err and "signature.mystery, constexprs.ACT, launch.args[mystery].value" in err
+    (tmp_path / "k.toml").write_text(fill((tmp_path / "k.toml").read_text()))
+    assert main(["rename-sweep", "--triton", "k.py:scaled_add", "--spec", "k.toml", "-s", "archs=sm_90a",
+                 "-o", "run", "-q"]) == 0
+    assert "scaled_add" in capsys.readouterr().out and (tmp_path / "run" / "results.parquet").is_file()
+
+
+def test_spec_init_does_not_overwrite_without_force(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "k.py").write_text(KERNEL)
+    (tmp_path / "k.toml").write_text("# mine\n")
+    assert main(["spec", "init", "k.py:scaled_add", "-o", "k.toml"]) == 2
+    assert "exists" in capsys.readouterr().err and (tmp_path / "k.toml").read_text() == "# mine\n"
+    assert main(["spec", "init", "k.py:scaled_add", "-o", "k.toml", "--force"]) == 0
+    assert "[signature]" in (tmp_path / "k.toml").read_text()
+    assert main(["spec", "init", "k.py:no_such_fn"]) == 2
+    assert "no_such_fn" in capsys.readouterr().err
+    assert main(["spec", "init", "missing.py:f"]) == 2
+
+
+def test_the_body_says_which_parameters_are_pointers_outputs_and_integers():
+    u = usage_of('''
+def k(A, B, C, M, N, K, BLOCK_K: tl.constexpr):
+    pid = tl.program_id(1)
+    a_ptrs = A + tl.arange(0, 16)
+    a = tl.load(a_ptrs)
+    b = tl.load(B + tl.arange(0, 16)[:, None] * N)
+    for k0 in range(0, K, BLOCK_K):
+        pass
+    tl.store(C + pid * N, (a + b).to(tl.bfloat16))
+''')
+    assert u.loaded == {"A", "B"} and u.stored == {"C": "bf16"} and u.grid_dims == 2
+    assert {"N", "K"} <= u.integers and not {"A", "B", "C"} & u.integers
+
+
+CU = r"""
+extern "C" __global__ void __launch_bounds__(128) axpy(float a, const float* __restrict__ x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+__global__ void other(int* p) { p[threadIdx.x] = 1; }
+"""
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_a_cu_entry_gets_its_launch_from_the_ptx_and_the_source_signature(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "axpy.cu").write_text(CU)
+    assert main(["spec", "init", "axpy.cu"]) == 2  # two kernels: a spec is for one
+    assert "axpy.cu:axpy" in capsys.readouterr().err
+    assert main(["spec", "init", "axpy.cu:axpy", "-o", "axpy.toml"]) == 0
+    launch = tomllib.loads((tmp_path / "axpy.toml").read_text())["launch"]
+    assert launch["block"] == [128] and launch["grid"] == ["cdiv(n, 128)"]  # __launch_bounds__
+    assert launch["args"] == [{"name": "a", "value": 1.0}, {"name": "x", "dtype": "float32", "shape": ["n"]},
+                              {"name": "y", "dtype": "float32", "shape": ["n"], "output": True},
+                              {"name": "n", "value": "n"}]
+    capsys.readouterr()
+    assert main(["rename-sweep", "--cu", "axpy.cu", "--entry", "axpy", "--spec", "axpy.toml", "-s", "archs=sm_90a",
+                 "-o", "run", "-q", "--no-run"]) == 0  # the sweep checks the spec against the entry's PTX
+
+
+def test_help_says_where_the_spec_format_is_and_that_triton_takes_a_path(capsys):
+    p = build_parser()
+    sub = next(a for a in p._actions if a.dest == "command").choices["rename-sweep"]
+    helps = {a.dest: a.help for a in sub._actions}
+    assert "file.py:function" in helps["triton"] and "docs/spec.md" in helps["spec"]
+    assert "spec init" in helps["spec"] and "relative to the spec file" in helps["spec"]
+    assert "spec init" in sub.epilog and "docs/spec.md" in sub.epilog
