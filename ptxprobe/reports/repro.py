@@ -20,6 +20,7 @@ from ptxprobe.core.errors import PtxprobeError
 from ptxprobe.core.schema import problem_label
 from ptxprobe.core.store import MANIFEST
 from ptxprobe.gpu.plan import RunConfig
+from ptxprobe.runs.inputs import INPUTS, Staged, stage
 from ptxprobe.runs.rundir import RunDir, same_code_column
 from ptxprobe.sources.registry import kernel_source_hashes
 from ptxprobe.static.experiment import experiment_from_dict, recorded_axes
@@ -275,6 +276,11 @@ def repro(
     exp_d = recorded_axes(manifest)
     new_rows: list[dict] = []
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="ptxprobe-repro-"))
+    staged = stage(run, manifest, out / INPUTS)  # the inputs the run kept, laid out again (None: an older run)
+    relabel = {}
+    if staged is not None:
+        exp_d = {**exp_d, **staged.axes}
+        relabel = _recorded_labels(exp_d, staged)
     with tempfile.TemporaryDirectory(prefix="ptxprobe-repro-cache-") as cache_dir:
         cache = Cache(cache_dir)  # nothing reused: every ptxas run happens again
         for arch in exp_d["archs"]:
@@ -285,10 +291,11 @@ def repro(
             res = run_sweep(sub, out / arch, jobs=jobs, cache=cache, progress=progress, argv=["ptxprobe", "repro"],
                             executor=executor, ray_address=ray_address)
             new_rows.extend(res.rows)
-    rows = compare(recorded, new_rows)
+    rows = compare(recorded, _as_recorded(new_rows, relabel))
     # an edit to kernels/ is reported, not fatal: whether the re-run matches is decided by the outputs
     edited = changed_sources(manifest)
     notes = [f"kernel sources changed since the recorded run: {', '.join(edited)}"] if edited else []
+    notes += staged.notes if staged else []
     note, runtime_rows = "", []
     if RunDir(run).has_runtime:
         from ptxprobe.core.errors import NoGpu
@@ -299,7 +306,20 @@ def repro(
             new_rt = runtime_sweep(sub, out / "runtime", progress=progress, executor=executor)
             between = float(exp_d.get("run", {}).get("between_run_sd", BETWEEN_RUN_SD))
             margin = float(exp_d.get("run", {}).get("timing", {}).get("margin", stats.EQUIVALENCE_MARGIN))
-            runtime_rows = compare_runtime(RunDir(run).runtime_log, new_rt, between, margin)
+            runtime_rows = compare_runtime(RunDir(run).runtime_log, _as_recorded(new_rt, relabel), between, margin)
         except NoGpu as exc:
             note = f"runtime results recorded but not re-checked: {exc}"
     return ReproOutcome(rows, problems, runtime_note=note, runtime_rows=runtime_rows, notes=notes)
+
+
+def _recorded_labels(exp_d: dict, staged: Staged) -> dict[str, str]:
+    """The label each source re-run from a kept copy gets -> the label the recorded run gave it."""
+    from ptxprobe.sources import sources_of
+
+    return {s.label: staged.labels[s.path] for s in sources_of(experiment_from_dict(exp_d))
+            if getattr(s, "path", None) in staged.labels}
+
+
+def _as_recorded(rows: list[dict], relabel: dict[str, str]) -> list[dict]:
+    """Rows of sources re-run from kept copies, under the labels the recorded run gave them."""
+    return [{**r, "kernel": relabel.get(r["kernel"], r["kernel"])} for r in rows] if relabel else rows

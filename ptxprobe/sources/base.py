@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from ptxprobe.core.cache import Cache, sha256_text
@@ -69,3 +70,8 @@ class KernelSource(ABC):
     def identity(self) -> dict:
         """What makes two sources the same input (beyond the PTX they emit, which keys the variants)."""
         return {"kind": self.kind, "label": self.label}
+
+    def input_files(self, archs: tuple[str, ...], cache: Cache) -> list[Path]:
+        """The user's files it is built from (kept in the run directory); none for a registered family, whose
+        sources the manifest identifies by ``kernel_sources``."""
+        return []

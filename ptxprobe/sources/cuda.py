@@ -68,6 +68,46 @@ def _known_inputs(cache: Cache, src_sha: str, flags: list[str], nvcc_sha: str) -
     return rec
 
 
+def _included(src: Path, src_sha: str, flags: list[str], nvcc, cache: Cache, timeout: float) -> dict:
+    """The source and every header it includes -> sha256 (nvcc -M, remembered while none of them changes)."""
+    inputs = _known_inputs(cache, src_sha, flags, nvcc.sha256)
+    if inputs is None:  # first sight of this source (or a header changed): ask nvcc what it includes
+        deps = _dependencies(nvcc.path, flags, src, timeout)
+        inputs = {str(p): sha256_file(p) for p in deps if p.is_file()}
+        cache.put_json("cuda-deps", _deps_key(src_sha, flags, nvcc.sha256), inputs)
+    return inputs
+
+
+def _flags(arch: str, defines: dict | None) -> list[str]:
+    return [
+        "-ptx",
+        f"-arch={nvcc_arch(arch)}",
+        "-std=c++17",
+        "-O3",
+        "-lineinfo",
+        *(f"-D{k}={v}" for k, v in sorted((defines or {}).items())),
+    ]
+
+
+def user_headers(source: str | Path, arch: str, cache: Cache, timeout: float = 600.0) -> list[Path]:
+    """The headers a CUDA file includes that are the user's: every one outside the CUDA toolkit and the system's
+    include folders (what a copy of the file needs beside it to compile the same elsewhere)."""
+    src = Path(source)
+    nvcc = find_tool("nvcc")
+    toolkit = Path(nvcc.path).resolve().parent.parent
+    system = (toolkit, *SYSTEM_INCLUDES)
+    found = _included(src, sha256_file(src), _flags(arch, None), nvcc, cache, timeout)
+    out = []
+    for name in found:
+        p = Path(name).resolve()
+        if p != src.resolve() and not any(p.is_relative_to(d) for d in system):
+            out.append(p)
+    return sorted(out)
+
+
+SYSTEM_INCLUDES = (Path("/usr/include"), Path("/usr/lib"), Path("/usr/lib64"), Path("/usr/local/include"))
+
+
 def emit_cuda(
     source: str | Path,
     arch: str,
@@ -85,20 +125,9 @@ def emit_cuda(
         raise SpecError(f"{src}: no such CUDA source file")
     cache = cache or Cache()
     nvcc = find_tool("nvcc")
-    flags = [
-        "-ptx",
-        f"-arch={nvcc_arch(arch)}",
-        "-std=c++17",
-        "-O3",
-        "-lineinfo",
-        *(f"-D{k}={v}" for k, v in sorted((defines or {}).items())),
-    ]
+    flags = _flags(arch, defines)
     src_sha = sha256_file(src)
-    inputs = _known_inputs(cache, src_sha, flags, nvcc.sha256)
-    if inputs is None:  # first sight of this source (or a header changed): ask nvcc what it includes
-        deps = _dependencies(nvcc.path, flags, src, timeout)
-        inputs = {str(p): sha256_file(p) for p in deps if p.is_file()}
-        cache.put_json("cuda-deps", _deps_key(src_sha, flags, nvcc.sha256), inputs)
+    inputs = _included(src, src_sha, flags, nvcc, cache, timeout)
     key = stage_key("emit-cuda", src=src_sha, deps=inputs, flags=flags, nvcc=nvcc.sha256)
     rec = cache.get_json("emit-cuda", key)
     if rec is None and only_cached:

@@ -102,6 +102,9 @@ class _FileSource(KernelSource):
     def identity(self) -> dict:
         return {**super().identity(), "spec": self.spec_path}
 
+    def input_files(self, archs: tuple[str, ...], cache: Cache) -> list[Path]:
+        return [Path(self.path), *spec_files(self.spec_path)]
+
 
 @dataclass(frozen=True)
 class PtxFileSource(_FileSource):
@@ -157,6 +160,19 @@ class CudaFileSource(_FileSource):
             return None
         return Emitted(self.label, arch, e.entry, e.ptx, e.frontend, e.metadata, {}, e.entries)
 
+    def input_files(self, archs: tuple[str, ...], cache: Cache) -> list[Path]:
+        """The file, the headers of its own it includes (for any of ``archs``) and the spec."""
+        from ptxprobe.core.errors import PtxprobeError
+        from ptxprobe.sources.cuda import user_headers
+
+        headers: set[Path] = set()
+        for arch in self.build_archs(archs):
+            try:
+                headers.update(user_headers(self.path, arch, cache))
+            except PtxprobeError:  # it does not compile: the sweep says so; the file alone is kept
+                break
+        return [*super().input_files(archs, cache), *sorted(headers)]
+
 
 @dataclass(frozen=True)
 class TritonFunctionSource(_FileSource):
@@ -179,6 +195,10 @@ class TritonFunctionSource(_FileSource):
 
         return {**super().identity(), "spec_sha256": file_hash(self.spec_path) if self.spec_path else None,
                 "module_sha256": file_hash(self.path.rpartition(":")[0])}
+
+    def input_files(self, archs: tuple[str, ...], cache: Cache) -> list[Path]:
+        """The module file, the modules it imports from its own folder, and the spec."""
+        return [*module_files(self.path.rpartition(":")[0]), *spec_files(self.spec_path)]
 
     @property
     def label(self) -> str:
@@ -248,3 +268,63 @@ def exists_or_refuse(src: KernelSource) -> None:
     """A missing input file is a clear error before any work."""
     if isinstance(src, (_FileSource,)) and not isinstance(src, TritonFunctionSource) and not Path(src.path).exists():
         raise SpecError(f"{src.path}: no such file")
+
+
+def spec_files(spec_path: str | None) -> list[Path]:
+    """A spec file and the reference module its ``[launch]`` names by path (``reference = "ref.py:fn"``, beside the
+    spec or from the working directory), when there is one."""
+    if not spec_path or not Path(spec_path).is_file():
+        return []
+    from ptxprobe.sources.triton import load_kernel_spec
+
+    out = [Path(spec_path)]
+    try:
+        launch = load_kernel_spec(spec_path).get("launch")
+        ref = str((launch.get("reference") if isinstance(launch, dict) else None) or "").rpartition(":")[0]
+    except SpecError:
+        return out
+    if ref.endswith(".py"):
+        found = [p for p in (Path(spec_path).parent / ref, Path(ref)) if p.is_file()]
+        out += found[:1]
+    return out
+
+
+def module_files(module: str) -> list[Path]:
+    """A Python module's file (``file.py`` or an importable ``package.module``) and, transitively, the modules it
+    imports from its own folder (by name, read with ``ast``: nothing is run)."""
+    import ast
+    import importlib.util
+
+    if module.endswith(".py"):
+        first = Path(module)
+    else:
+        try:
+            found = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            return []
+        if found is None or not found.origin or not found.origin.endswith(".py"):
+            return []
+        first = Path(found.origin)
+    if not first.is_file():
+        return []
+    folder, seen, todo = first.parent, [first], [first]
+    while todo:
+        try:
+            tree = ast.parse(todo.pop().read_bytes())
+        except (SyntaxError, ValueError, OSError):
+            continue
+        names = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                if node.module:
+                    names.add(node.module.split(".")[0])
+                if node.level:  # from . import helper
+                    names.update(a.name for a in node.names)
+        for name in sorted(names):
+            p = folder / f"{name}.py"
+            if p.is_file() and p not in seen:
+                seen.append(p)
+                todo.append(p)
+    return seen

@@ -11,6 +11,7 @@ ptxas process groups are killed, and the outputs and manifest are still written 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 import time
@@ -39,6 +40,7 @@ from ptxprobe.core.store import (
     write_parquet,
     writing_to,
 )
+from ptxprobe.runs.inputs import INPUTS, keep_inputs
 from ptxprobe.sources import Emitted, KernelSource, sources_of
 from ptxprobe.sources.registry import kernel_source_hashes
 from ptxprobe.static.adaptive import more_runs
@@ -138,22 +140,26 @@ def run_sweep(
                             "re-run with --fresh, or use another -o")
         tools = discover()
         state = _Run(exp, cache, tools, timeout, logged, max_variants)
+        kept: dict = {}
         try:
+            kept = keep_inputs(out, sources, exp.archs, cache)  # before any work: an interrupted run has them too
             pool = make_executor(executor, jobs or os.cpu_count() or 1, ray_address)
             state.execute(sources, log, pool, progress)
         except BaseException:
             if not state.ran:  # bad input found before any work: nothing to keep, the directory is untouched
                 if created:
+                    shutil.rmtree(out / INPUTS, ignore_errors=True)
                     remove_if_unused(out)
                 raise
-            _write_outputs(out, exp, identity, tools, argv, started, state, sources, logged)
+            _write_outputs(out, exp, identity, tools, argv, started, state, sources, logged, kept)
             raise
-        _write_outputs(out, exp, identity, tools, argv, started, state, sources, logged)
+        _write_outputs(out, exp, identity, tools, argv, started, state, sources, logged, kept)
     return SweepOutcome(out, state.derived, state.ran, state.skipped, time.time() - started, state.ptxas_seconds,
                         state.interrupted, state.emit_errors, len(state.planned_ids), state.to_emit)
 
 
-def _write_outputs(out: Path, exp, identity: dict, tools, argv, started: float, state, sources, logged: dict) -> None:
+def _write_outputs(out: Path, exp, identity: dict, tools, argv, started: float, state, sources, logged: dict,
+                   kept: dict) -> None:
     """results.jsonl/.parquet and the manifest, for the rows of this plan that are in the log."""
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C cannot cut the write-out
     try:
@@ -169,7 +175,7 @@ def _write_outputs(out: Path, exp, identity: dict, tools, argv, started: float, 
             "emit_errors": state.emit_errors,
             "executor": state.executor,
         }
-        inputs = {s.label: s.identity() for s in sources}
+        inputs = {s.label: {**s.identity(), **kept.get(s.label, {})} for s in sources}  # files: runs.inputs
         files = {p: d for flags in exp.flags for p, d in flag_file_digests(flags).items()}
         if files:  # control files (--apply-controls) are opaque inputs: recorded by content
             inputs["ptxas_flag_files"] = files

@@ -1,0 +1,119 @@
+"""A run directory keeps the user's inputs it used (by content): repro and report work from any directory and from a
+copy of the run directory alone. Narrowing the default experiment runs what supports the narrowing and says
+what was left out."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ptxprobe.cli import main
+from tests.ptx_text import AXPY_PTX
+
+pytestmark = pytest.mark.integration
+
+HEADER = "#pragma once\n#define SCALE 2.0f\n"
+CUDA = ('#include "scale.h"\n'
+        "__global__ void axpy(float *x, float *y, float a) { int i = threadIdx.x; y[i] = SCALE * a * x[i] + y[i]; }\n")
+SWEEP = ["-s", "archs=sm_90a", "-s", "names={base},cutlass_{base}", "-s", "repeat=1", "-s", "max_repeat=0", "-q"]
+
+
+def _sweep(tmp_path: Path, monkeypatch) -> Path:
+    """A user's PTX (and the same bytes under another name) and a .cu with a header of its own, swept from a working
+    directory beside them by relative paths, as a user does: the run directory, as an absolute path."""
+    mine, work = tmp_path / "mine", tmp_path / "work"
+    mine.mkdir()
+    work.mkdir()
+    (mine / "axpy.ptx").write_text(AXPY_PTX)
+    (mine / "same.ptx").write_text(AXPY_PTX)
+    (mine / "scale.h").write_text(HEADER)
+    (mine / "k.cu").write_text(CUDA)
+    monkeypatch.chdir(work)
+    rc = main(["rename-sweep", "--ptx", "../mine/axpy.ptx", "--ptx", "../mine/same.ptx", "--cu", "../mine/k.cu",
+               *SWEEP, "-o", "run"])
+    assert rc in (0, 1)
+    return work / "run"
+
+
+def test_the_run_keeps_its_inputs_by_content(tmp_path, monkeypatch):
+    run = _sweep(tmp_path, monkeypatch)
+    inputs = json.loads((run / "manifest.json").read_text())["inputs"]
+    files = {Path(f["path"]).name: f for rec in inputs.values() for f in rec.get("files", [])}
+    assert set(files) == {"axpy.ptx", "same.ptx", "k.cu", "scale.h"}  # the header of its own; none of CUDA's
+    assert files["scale.h"]["role"] == "include" and files["k.cu"]["role"] == "source"
+    for name, f in files.items():
+        assert Path(f["path"]) == (tmp_path / "mine" / name)  # where it was, whatever the working directory
+        kept = run / f["kept"]
+        assert kept.parent.name == f["sha256"] == hashlib.sha256(kept.read_bytes()).hexdigest()
+    assert files["axpy.ptx"]["kept"] == files["same.ptx"]["kept"]  # one copy per content
+    assert len([p for p in (run / "inputs").rglob("*") if p.is_file()]) == 3
+
+
+def test_repro_and_report_from_another_directory_use_the_kept_inputs(tmp_path, monkeypatch, capsys):
+    run = _sweep(tmp_path, monkeypatch)
+    shutil.move(tmp_path / "mine", tmp_path / "moved")
+    (tmp_path / "mine").mkdir()  # the header's path now holds other content; the other files are gone
+    (tmp_path / "mine" / "scale.h").write_text("#pragma once\n#define SCALE 3.0f\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    capsys.readouterr()
+    assert main(["repro", str(run), "-q"]) == 0
+    cap = capsys.readouterr()
+    err = " ".join(cap.err.split())
+    assert f"{tmp_path / 'mine' / 'scale.h'} now has other content than the run used" in err
+    assert f"{tmp_path / 'mine' / 'axpy.ptx'} is no longer there" in err
+    assert "reproduced: 6 variant groups" in " ".join(cap.out.split())
+    assert main(["report", str(run), "-o", "page"]) == 0
+    assert (elsewhere / "page" / "index.html").is_file()
+
+
+def test_a_copy_of_the_run_directory_alone_reproduces(tmp_path, monkeypatch):
+    run = _sweep(tmp_path, monkeypatch)
+    machine = tmp_path / "other-machine"
+    shutil.copytree(run, machine / "run")
+    shutil.rmtree(tmp_path / "mine")
+    shutil.rmtree(tmp_path / "work")
+    res = subprocess.run([sys.executable, "-m", "ptxprobe", "repro", "run", "--json"], cwd=machine,
+                         capture_output=True, text=True, timeout=300)
+    doc = json.loads(res.stdout)
+    assert res.returncode == 0 and doc["ok"], res.stderr
+    assert {r["kernel"] for r in doc["rows"]} == {"axpy.ptx", "same.ptx", "k.cu"}
+    assert all(r["status"] == "match" for r in doc["rows"])
+
+
+def test_a_run_made_before_inputs_were_kept_reruns_from_its_recorded_paths(tmp_path, monkeypatch, capsys):
+    run = _sweep(tmp_path, monkeypatch)
+    manifest = json.loads((run / "manifest.json").read_text())
+    for rec in manifest["inputs"].values():
+        for key in ("files", "entry"):
+            rec.pop(key, None)
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    shutil.rmtree(run / "inputs")
+    assert main(["repro", "run", "-q"]) == 0  # from where it was made: its relative paths still hold
+    (tmp_path / "mine" / "k.cu").unlink()
+    assert main(["repro", "run", "-q"]) == 2  # as before: the recorded path is all it has
+    assert "k.cu: no such file" in capsys.readouterr().err
+
+
+def test_a_triton_module_is_kept_with_what_it_imports_from_its_folder(tmp_path):
+    from ptxprobe.core.cache import Cache
+    from ptxprobe.sources import TritonFunctionSource
+
+    (tmp_path / "kern.py").write_text("import triton\nimport helper\nfrom . import tiles\n\n@triton.jit\ndef k(x):\n"
+                                      "    pass\n")
+    (tmp_path / "helper.py").write_text("import os\nfrom consts import N\n")
+    (tmp_path / "consts.py").write_text("N = 4\n")
+    (tmp_path / "tiles.py").write_text("")
+    (tmp_path / "unused.py").write_text("")
+    (tmp_path / "ref.py").write_text("def fn(x):\n    return x\n")
+    (tmp_path / "k.toml").write_text('signature = {x = "*fp32"}\n[launch]\nreference = "ref.py:fn"\n')
+    src = TritonFunctionSource(f"{tmp_path / 'kern.py'}:k", None, str(tmp_path / "k.toml"))
+    names = [p.name for p in src.input_files(("sm_90a",), Cache())]
+    assert names == ["kern.py", "helper.py", "tiles.py", "consts.py", "k.toml", "ref.py"]
