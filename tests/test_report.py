@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import struct
 import subprocess
 
 import pytest
@@ -39,54 +41,30 @@ def test_report_files_and_json(report_dir):
     # the answer comes first: the pivot, then the verdict heatmap, then the variant table
     assert index.index("Does the name matter?") < index.index('id="heatmap"') < index.index('id="variants"')
     assert 'class="h-differs' in index  # the cutlass_ name changes code on both targets of the test sweep
+    assert 'id="speed"' not in index and 'id="forest"' not in index  # a static-only run: the static answer first
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium not installed (.ci/run installs it)")
+CHROMIUM = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
+needs_chromium = pytest.mark.skipif(shutil.which("chromium") is None,
+                                    reason="chromium not installed (.ci/run installs it)")
+
+
+@needs_chromium
 def test_report_renders_in_headless_chromium(report_dir, tmp_path):
     recs = json.loads((report_dir / "report.json").read_text())
     page = next(r["page"] for r in recs if r.get("page"))
     for name, must in (("index.html", ["cutlass_attention", "differs"]), (page, ["Side by side", "Loops"])):
-        out = subprocess.run(
-            [
-                "chromium",
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                f"--user-data-dir={tmp_path / 'profile'}",
-                "--dump-dom",
-                (report_dir / name).as_uri(),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        out = subprocess.run([*CHROMIUM, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
+                              (report_dir / name).as_uri()], capture_output=True, text=True, timeout=120)
         assert out.returncode == 0, out.stderr[-2000:]
         dom = out.stdout
         for m in must:
             assert m in dom, (name, m)
         assert "<table" in dom
     shot = tmp_path / "index.png"
-    subprocess.run(
-        [
-            "chromium",
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--no-first-run",
-            "--disable-background-networking",
-            f"--user-data-dir={tmp_path / 'profile2'}",
-            f"--screenshot={shot}",
-            "--window-size=1400,900",
-            (report_dir / "index.html").as_uri(),
-        ],
-        capture_output=True,
-        timeout=120,
-    )
+    subprocess.run([*CHROMIUM, f"--user-data-dir={tmp_path / 'profile2'}", f"--screenshot={shot}",
+                    "--window-size=1400,900", (report_dir / "index.html").as_uri()], capture_output=True, timeout=120)
     assert shot.exists() and shot.stat().st_size > 10_000
 
 
@@ -123,3 +101,67 @@ def test_report_of_a_run_with_untimed_identical_code_names(tmp_path):
     assert index.count("not timed: the baseline&#39;s machine code") + index.count(
         "not timed: the baseline's machine code") == len(untimed)
     assert 'class="r-identical-code"' in index
+
+
+GPU_RUN = "2026-12-03-h200-defaults"  # 48 groups: cutlass_/xutlass_ vs the baseline name, A/A pairs, planted slowdowns
+PAGE_WIDTH = 1400
+
+
+@pytest.fixture(scope="module")
+def gpu_report(tmp_path_factory):
+    from experiments.analysis import static_runs as analysis
+    from ptxprobe.runs.rundir import RunDir
+
+    rd = RunDir(analysis.results_dir(GPU_RUN))
+    out = tmp_path_factory.mktemp("gpu") / "report"
+    report.build_report(rd.path, out, sass=False)
+    renamed = rd.manifest["experiment"]["names"][1:]
+    compared = [r for r in rd.runtime_rows() if r["label"] in renamed]  # one mark each, timed or identical code
+    return out / "index.html", compared
+
+
+def _sections(html: str) -> list[str]:
+    return re.findall(r'<section id="([^"]+)"', html)
+
+
+def _forest_marks(html: str) -> list[str]:
+    svg = re.search(r'<svg id="forest".*?</svg>', html, re.S)
+    return re.findall(r'<g class="mark f-([a-z_-]+)"', svg.group(0)) if svg else []
+
+
+def test_report_of_a_gpu_run_answers_the_speed_question_first(gpu_report):
+    index_path, compared = gpu_report
+    html = index_path.read_text()
+    assert _sections(html)[:3] == ["speed", "static", "variants-section"]
+    marks = _forest_marks(html)
+    assert len(compared) == 96 and len(marks) == len(compared)
+    assert sorted(marks) == sorted(r["runtime_verdict"] for r in compared)
+    assert html.count('class="aa-band"') == 48 and html.count('class="eq-band"') == 1  # A/A per group, ±margin once
+    calibration = re.search(r'<div id="calibration">(.*?)</div>', html, re.S).group(1)
+    assert "{" not in calibration and "0.0208333" not in calibration and "0.005'" not in calibration
+    assert "A/A false positives 1 of 48 (2.1 %; at most 5 % allowed)" in calibration
+    assert "0.5 % slower found in 16 of 16 groups (at least 95 % required)" in calibration
+    assert "bitwise equal to the baseline in 48 of 48" in html  # the numerics beside the plot
+    # a committed run has no cubins: said once, no empty SASS columns
+    assert html.count("No SASS listings") == 1 and "<th>SASS</th>" not in html
+
+
+@needs_chromium
+def test_gpu_report_in_headless_chromium_at_1400px(gpu_report, tmp_path):
+    index_path, compared = gpu_report
+    probe = index_path.with_name("probe.html")  # the page plus a line that writes its layout width into the DOM
+    probe.write_text(index_path.read_text().replace(
+        "</body>", '<script>document.body.dataset.scrollWidth = document.documentElement.scrollWidth;</script></body>'))
+    window = f"--window-size={PAGE_WIDTH},900"
+    dom = subprocess.run([*CHROMIUM, f"--user-data-dir={tmp_path / 'p1'}", window, "--dump-dom", probe.as_uri()],
+                         capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    width = int(re.search(r'data-scroll-width="(\d+)"', dom.stdout).group(1))
+    assert width <= PAGE_WIDTH, f"the page is {width} px wide at {PAGE_WIDTH} px: it scrolls sideways"
+    assert _sections(dom.stdout)[0] == "speed" and len(_forest_marks(dom.stdout)) == len(compared)
+    shot = tmp_path / "gpu-report.png"
+    subprocess.run([*CHROMIUM, f"--user-data-dir={tmp_path / 'p2'}", window, f"--screenshot={shot}",
+                    index_path.as_uri()], capture_output=True, timeout=120)
+    png = shot.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
+    assert struct.unpack(">II", png[16:24]) == (PAGE_WIDTH, 900)

@@ -13,21 +13,30 @@ import time
 from pathlib import Path
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup, escape
 
 from ptxprobe.binary.diff import SAME, Diff, diff_files
 from ptxprobe.binary.sass import Listing
 from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import PtxprobeError
 from ptxprobe.core.schema import problem_label
+from ptxprobe.reports.gpu_section import speed_answer
 from ptxprobe.runs.rundir import RunDir
 from ptxprobe.static.verdicts import SAME_CODE, arch_order, pivot, summarize
 
 FOLD_AT = 8  # runs of identical instructions longer than this are folded
 
 
+def breakable(label: str) -> Markup:
+    """A kernel label that may wrap after each ``/`` (its parts never split)."""
+    return Markup("/<wbr>").join(escape(part) for part in str(label).split("/"))
+
+
 def _env() -> Environment:
     loader = PackageLoader("ptxprobe.reports", "templates")
-    return Environment(loader=loader, autoescape=select_autoescape(["html", "j2"]))
+    env = Environment(loader=loader, autoescape=select_autoescape(["html", "j2"]))
+    env.filters["breakable"] = breakable
+    return env
 
 
 def cubin_path(cache: Cache, sha: str | None) -> Path | None:
@@ -93,6 +102,20 @@ def side_by_side(d: Diff, la: Listing, lb: Listing) -> list[dict]:
 
 
 SASS_NOT_BUILT = "SASS not compared (report --sass)"
+CUBINS_MISSING = "cubin not in cache (re-run the sweep to rebuild)"
+
+
+def sass_absent(differing: int, cubins_cached: int, sass: bool) -> str | None:
+    """Why the report holds no SASS listing (said once above the variants table), or None when it has them or
+    nothing differs from its baseline (nothing to disassemble)."""
+    if not differing or (sass and cubins_cached):
+        return None
+    if not cubins_cached:
+        return (f"No SASS listings: the cubins of the {differing} variants whose machine code differs are not in this "
+                "machine's cache (a committed run keeps their hashes, not the cubins); re-run its sweep to rebuild "
+                "them, then report with --sass.")
+    return (f"No SASS listings: this report was built without --sass (ptxprobe report RUN --sass disassembles the "
+            f"{differing} variants whose machine code differs).")
 
 
 def build_report(
@@ -115,8 +138,10 @@ def build_report(
             first[(r["kernel"], r["arch"], r["ptxas_sha256"], r["ptxas_flags"], r["name"])] = r
     records = []
     # same machine code as the baseline is identical SASS: disassembled only where the code differs
-    to_diff = {key for key, r in first.items() if sass and not r.get("is_baseline") and r["status"] == "ok"
+    differs = {key for key, r in first.items() if not r.get("is_baseline") and r["status"] == "ok"
                and r.get(SAME_CODE) != (first.get(key[:4] + (r["baseline_name"],)) or {}).get(SAME_CODE)}
+    cached = sum(1 for k in differs if cubin_path(cache, first[k].get("cubin_sha256")))
+    to_diff = differs if sass else set()
     listings = _disassemble_all([cubin_path(cache, first[k].get("cubin_sha256")) for k in to_diff] +
                                 [cubin_path(cache, (first.get(k[:4] + (first[k]["baseline_name"],)) or {})
                                             .get("cubin_sha256")) for k in to_diff])
@@ -151,7 +176,7 @@ def build_report(
         elif key not in to_diff:
             rec["note"] = SASS_NOT_BUILT
         elif pa is None or pb is None:
-            rec["note"] = "cubin not in cache (re-run the sweep to rebuild)"
+            rec["note"] = CUBINS_MISSING
         else:
             d = diff_files(pa, pb, r["baseline_name"], r["name"], listings)
             rec.update(sass_verdict=d.verdict, counts=d.counts, diff=d.to_json())
@@ -170,12 +195,12 @@ def build_report(
     timed = runtime_records(rd.runtime_log)
     templates = list(manifest.get("experiment", {}).get("names") or ["{base}", "cutlass_{base}"])
     answer = pivot(summarize(rows), templates)
-    calibration = rd.calibration
     index = env.get_template("index.html.j2").render(
         answer=answer,
         templates=templates,
         heat=heatmap(answer, templates[1] if len(templates) > 1 else None),
-        calibration=calibration,
+        speed=speed_answer(rd, templates),
+        sass_absent=sass_absent(len(differs), cached, sass),
         title=manifest.get("experiment", {}).get("name", run.name),
         rows=records,
         runtime=timed,
