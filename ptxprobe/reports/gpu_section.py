@@ -12,9 +12,10 @@ from ptxprobe.gpu.calibrate import CRITERIA
 from ptxprobe.runs.rundir import RunDir
 from ptxprobe.stats import paired as stats
 
-ROW_LABEL_WIDTH = 34  # characters of a kernel label in the plot (shortened as in the terminal answer)
-PLOT_X0, PLOT_W = 400, 500  # where the ratio axis starts and how wide it is (px)
-NAME_COL_W = 175  # the numerics column of each name, right of the axis
+ROW_LABEL_WIDTH = 48  # characters of a kernel label in the plot (shortened as in the terminal answer)
+CHAR_W = 7.4  # px per character of an 11.5 px label, generously: label columns are sized from their longest text
+PLOT_W = 500  # the ratio axis (px)
+NAME_COL_W = 200  # the verdict and numerics of each name, right of the axis
 LANE_H, ROW_PAD, HEAD_H, AXIS_H = 9, 6, 48, 34
 SHAPES = ("circle", "square", "triangle", "diamond")
 TICK_STEPS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
@@ -33,6 +34,15 @@ def is_aa(row: dict) -> bool:
 
 def verdict_of(row: dict) -> str:
     return row.get("runtime_verdict") or row.get("runtime_verdict_vs_floor") or "unknown"
+
+
+def said(verdict: str) -> str:
+    """A verdict as words: ``no_difference`` -> 'no difference' (the first GPU design's verdicts)."""
+    return verdict.replace("_", " ")
+
+
+def groups_word(n) -> str:
+    return f"{n} group" if n == 1 else f"{n} groups"
 
 
 def margin_of(rd: RunDir) -> float:
@@ -105,11 +115,19 @@ def forest(rows: list[dict], templates: list[str], margin: float) -> dict:
     lo, hi = min(values) - pad, max(values) + pad
 
     def x(v: float) -> float:
-        return round(PLOT_X0 + PLOT_W * (v - lo) / (hi - lo), 1)
+        return round(x0 + PLOT_W * (v - lo) / (hi - lo), 1)
 
+    ordered = sorted(groups, key=order)
+    labels = [(shown[groups[g][0]["kernel"]], problem_label(groups[g][0]), groups[g][0].get("run_ptxas_version") or "")
+              for g in ordered]
+    cols = [4.0]
+    for i, head in enumerate(("kernel", "problem")):
+        cols.append(round(cols[-1] + CHAR_W * max(len(head), *(len(lb[i]) for lb in labels)) + 12, 1))
+    x0 = round(cols[-1] + CHAR_W * max(5, *(len(lb[2]) for lb in labels)) + 20, 1)
+    right = x0 + PLOT_W + 16
     row_h = ROW_PAD + LANE_H * len(names)
     out_rows, marks, y, last_kernel = [], [], HEAD_H, None
-    for gid in sorted(groups, key=order):
+    for gid in ordered:
         first = groups[gid][0]
         band = aa.get(gid, (None, None))
         out_rows.append({
@@ -137,16 +155,16 @@ def forest(rows: list[dict], templates: list[str], margin: float) -> dict:
                 "x": x(r["ratio_vs_baseline"]) if timed else x(1.0), "timed": timed,
                 "x0": x(r["ratio_ci_low"]) if timed else None, "x1": x(r["ratio_ci_high"]) if timed else None,
                 "tip": tip, "numerics": numerics_text(r),
-                "said": f"{signed_pct(r['ratio_vs_baseline'])} {verdict}" if timed else "identical code",
-                "col": PLOT_X0 + PLOT_W + 16 + NAME_COL_W * lane,
+                "said": f"{signed_pct(r['ratio_vs_baseline'])} {said(verdict)}" if timed else "identical code",
+                "col": right + NAME_COL_W * lane,
                 "bitwise": r.get("bitwise_equal_to_baseline"),
             })
         y += row_h
     return {
-        "names": [{"template": n, "shape": SHAPES[i % len(SHAPES)], "col": PLOT_X0 + PLOT_W + 16 + NAME_COL_W * i}
+        "names": [{"template": n, "shape": SHAPES[i % len(SHAPES)], "col": right + NAME_COL_W * i}
                   for i, n in enumerate(names)],
         "rows": out_rows, "marks": marks, "top": HEAD_H, "bottom": y, "height": y + AXIS_H,
-        "width": PLOT_X0 + PLOT_W + 16 + NAME_COL_W * len(names), "x0": PLOT_X0, "x1": PLOT_X0 + PLOT_W,
+        "width": right + NAME_COL_W * len(names), "x0": x0, "x1": x0 + PLOT_W, "cols": cols,
         "one": x(1.0), "band": {"x": x(1 - margin), "w": x(1 + margin) - x(1 - margin)},
         "ticks": [{"x": x(t), "label": signed_pct(t, None)} for t in _ticks(lo, hi)], "margin": pct(margin),
     }
@@ -161,7 +179,7 @@ def name_tallies(rows: list[dict], templates: list[str]) -> list[dict]:
             continue
         counts: dict[str, int] = {}
         for r in mine:
-            counts[verdict_of(r)] = counts.get(verdict_of(r), 0) + 1
+            counts[said(verdict_of(r))] = counts.get(said(verdict_of(r)), 0) + 1
         timed = [r["ratio_vs_baseline"] for r in mine if r.get("ratio_vs_baseline") is not None]
         unequal = [r for r in mine if r.get("bitwise_equal_to_baseline") is False]
         checked = [r for r in mine if r.get("bitwise_equal_to_baseline") is not None]
@@ -193,7 +211,7 @@ def calibration_words(calibration: dict | None, groups: list[dict]) -> dict | No
         n = (calibration.get("planted_in_groups") or {}).get(f) or 0
         need = crit["power_min"].get(f)
         measured = (calibration.get("planted_measured_fraction_median") or {}).get(f)
-        planted.append(f"{pct(float(f))} slower found in {round(power * n)} of {n} groups"
+        planted.append(f"{pct(float(f))} slower found in {round(power * n)} of {groups_word(n)}"
                        + (f" (at least {pct(need, 0)} required)" if need is not None else "")
                        + (f", measured as {pct(measured, 2)}" if measured is not None else ""))
     if planted:
@@ -205,7 +223,7 @@ def calibration_words(calibration: dict | None, groups: list[dict]) -> dict | No
     return {
         "passed": bool(calibration.get("passed")),
         "head": f"GPU calibration {'passed' if calibration.get('passed') else 'FAILED'} over "
-                f"{calibration.get('groups')} groups" + (f" ({seconds:.0f} GPU-seconds)" if seconds else ""),
+                f"{groups_word(calibration.get('groups'))}" + (f" ({seconds:.0f} GPU-seconds)" if seconds else ""),
         "parts": parts,
         "failures": list(calibration.get("failures") or []),
     }
