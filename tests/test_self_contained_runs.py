@@ -117,3 +117,46 @@ def test_a_triton_module_is_kept_with_what_it_imports_from_its_folder(tmp_path):
     src = TritonFunctionSource(f"{tmp_path / 'kern.py'}:k", None, str(tmp_path / "k.toml"))
     names = [p.name for p in src.input_files(("sm_90a",), Cache())]
     assert names == ["kern.py", "helper.py", "tiles.py", "consts.py", "k.toml", "ref.py"]
+
+
+# --- narrowing the default experiment ---------------------------------------------------------
+
+
+def test_narrowing_leaves_out_what_does_not_support_it_and_says_why():
+    from ptxprobe.sources import left_out_text, narrowed
+    from ptxprobe.static.experiment import load_experiment, override
+
+    sources, left = narrowed(override(load_experiment("default"), ["archs=sm_90a"]))
+    assert {s.family_name for s in sources} == {"attention", "attention_cuda"}
+    assert {s.dtype for s in sources if s.family_name == "attention_cuda"} == {"fp16"}
+    assert {(r["kernel"], r["axis"], tuple(r["values"])) for r in left} == {
+        ("attention_gluon", None, ()), ("attention_gluon_ws", None, ()), ("attention_cuda", "dtypes", ("fp8e5",))}
+    assert left_out_text(left) == ("attention_cuda on fp8e5 (dtypes fp16, bf16), attention_gluon (targets sm_100a), "
+                                   "attention_gluon_ws (targets sm_100a)")
+
+
+def test_the_default_experiment_narrowed_to_sm_90a_runs_and_names_what_it_left_out(tmp_path, capsys):
+    out = tmp_path / "run"
+    rc = main(["rename-sweep", "-s", "archs=sm_90a", "-s", "dtypes=fp16", "-s", "causal=false", *SWEEP[2:],
+               "-o", str(out), "--json"])
+    cap = capsys.readouterr()
+    assert rc in (0, 1), cap.err
+    line = ("left out (not supported by the kernel): attention_gluon (targets sm_100a), "
+            "attention_gluon_ws (targets sm_100a)")
+    assert [ln for ln in cap.err.splitlines() if "left out" in ln] == [f"ptxprobe: {line}"]
+    doc = json.loads(cap.out)
+    assert {p["kernel"].split("/")[0] for p in doc["pivot"]} == {"attention", "attention_cuda"}
+    expected = [{"kernel": k, "axis": None, "values": [], "why": "targets sm_100a"}
+                for k in ("attention_gluon", "attention_gluon_ws")]
+    assert doc["left_out"] == expected
+    assert json.loads((out / "manifest.json").read_text())["left_out"] == expected
+
+
+@pytest.mark.parametrize("narrowing, why", [
+    ("head_dims=96", "nothing left to sweep: attention (head dims 64, 128), attention_cuda (head dims 64, 128)"),
+    ("archs=sm_42", "arch 'sm_42' is not a target ptxprobe knows"),
+])
+def test_narrowing_to_nothing_is_bad_input(tmp_path, capsys, narrowing, why):
+    assert main(["rename-sweep", "-s", narrowing, "-o", str(tmp_path / "run"), "-q"]) == 2
+    assert why in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()

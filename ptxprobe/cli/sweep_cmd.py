@@ -130,9 +130,13 @@ def cmd_rename_sweep(args) -> int:
 def _sweep_and_time(exp, out: Path, args) -> int:
     """The static sweep, its answer, and (with a GPU) the timed runs: one Ray session around both."""
     from ptxprobe.core.cache import Cache
+    from ptxprobe.sources import left_out, left_out_text
     from ptxprobe.static.sweep import run_sweep
     from ptxprobe.static.verdicts import pivot, summarize
 
+    left = left_out(exp)
+    if left:  # a narrowed experiment runs what supports it: what it leaves out is said first, on stderr
+        print(f"ptxprobe: left out (not supported by the kernel): {left_out_text(left)}", file=sys.stderr)
     outcome = run_sweep(exp, out, jobs=args.jobs, cache=Cache(enabled=not args.no_cache), timeout=args.timeout,
                         progress=not args.quiet_level and not args.json and sys.stderr.isatty(), argv=sys.argv,
                         fresh=args.fresh, executor=args.executor, ray_address=args.ray_address)
@@ -141,7 +145,7 @@ def _sweep_and_time(exp, out: Path, args) -> int:
     failed = outcome.failed
     doc = {"experiment": exp.name, "out_dir": str(out), "pivot": answer, "summary": summary,
            "failures": _failure_records(failed), "emit_errors": outcome.emit_errors,
-           "interrupted": outcome.interrupted}
+           "interrupted": outcome.interrupted, "left_out": outcome.left_out}
     if not args.json:
         _say_answer(exp, out, outcome, answer, args.details and summary)
     _report_failures(failed, outcome.emit_errors)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import logging
 from dataclasses import replace
 
 from ptxprobe.core.errors import SpecError
@@ -21,8 +20,6 @@ from ptxprobe.sources.kinds import (
 )
 from ptxprobe.sources.registry import family, unavailable
 
-log = logging.getLogger(__name__)
-
 USER_AXES = ("ptx_files", "cubin_files", "cu_files", "triton_functions")
 
 __all__ = [
@@ -35,6 +32,9 @@ __all__ = [
     "RegisteredSource",
     "TritonFunctionSource",
     "file_source",
+    "left_out",
+    "left_out_text",
+    "narrowed",
     "registered_sources",
     "require_arch",
     "sources_of",
@@ -43,37 +43,65 @@ __all__ = [
 
 
 def registered_sources(exp) -> list[RegisteredSource]:
-    """One source per (kernel, dtype, head dim, causal, config) that some requested arch can build.
+    """One source per (kernel, dtype, head dim, causal, config) that some requested arch can build (``narrowed``)."""
+    return narrowed(exp)[0]
 
-    With several kernels in one experiment, combinations a kernel does not support (fp8 for the
-    CUDA kernel, sm_90a for the Blackwell-only Gluon kernel) are skipped, and so are kernels the installed
-    Triton cannot build (said in a warning); asking for nothing a kernel can build is an error.
+
+def left_out(exp) -> list[dict]:
+    """What the experiment's kernels cannot build of its axes, and why (``narrowed``)."""
+    return narrowed(exp)[1]
+
+
+_SUPPORTED = (("archs", "archs", "targets"), ("dtypes", "dtypes", "dtypes"), ("head_dims", "head_dims", "head dims"))
+
+
+def narrowed(exp) -> tuple[list[RegisteredSource], list[dict]]:
+    """The registered sources an experiment's axes leave, and what is left out: ``{"kernel", "axis", "values",
+    "why"}`` per kernel and axis whose values it does not support (``axis`` None: the whole kernel, which supports
+    none of an axis's values, or which the installed Triton cannot build). Narrowing the default experiment by
+    any axis (``-s archs=sm_90a``) runs what supports it; only when nothing is left is the experiment refused.
     """
     refused = unavailable()
-    left_out = [k for k in exp.kernels if k in refused] if len(exp.kernels) > 1 else []
-    if left_out and len(left_out) == len(exp.kernels):
-        family(left_out[0])  # nothing left to run: refused as for one kernel
-    for k in left_out:
-        log.warning("%s left out: %s", k, refused[k])
-    out = []
+    out: list[RegisteredSource] = []
+    left: list[dict] = []
     for k in exp.kernels:
-        if k in left_out:
+        if k in refused:
+            left.append({"kernel": k, "axis": None, "values": [], "why": refused[k]})
             continue
         fam = family(k)
-        mine = 0
-        for dt, d, c, cfg in itertools.product(exp.dtypes, exp.head_dims, exp.causal, exp.configs):
-            if len(exp.kernels) > 1:
-                if not any(fam.supports(dt, d, a) for a in exp.archs):
-                    continue
-            else:
-                for a in exp.archs:
-                    require_arch(fam, a)
+        unsupported = {}
+        for axis, attr, what in _SUPPORTED:
+            have = getattr(fam, attr)
+            values = [v for v in getattr(exp, axis) if have and v not in have]
+            if values:
+                unsupported[axis] = (values, f"{what} {', '.join(map(str, have))}")
+        whole = [why for axis, (values, why) in unsupported.items() if len(values) == len(getattr(exp, axis))]
+        if whole:
+            left.append({"kernel": k, "axis": None, "values": [], "why": "; ".join(whole)})
+            continue
+        left += [{"kernel": k, "axis": axis, "values": values, "why": why}
+                 for axis, (values, why) in unsupported.items()]
+        dtypes = [dt for dt in exp.dtypes if dt in fam.dtypes]
+        head_dims = [d for d in exp.head_dims if d in fam.head_dims]
+        for dt, d, c, cfg in itertools.product(dtypes, head_dims, exp.causal, exp.configs):
             spec = fam.spec(dt, d, c, cfg)  # validates the axes before any work
             out.append(RegisteredSource(k, dt, d, c, spec.config.label, exp.seq_len))
-            mine += 1
-        if not mine:
-            raise SpecError(f"{k}: none of the experiment's dtypes/head dims/archs are supported by it")
-    return out
+    if exp.kernels and not out and not exp.has_user_kernels:
+        if all(r["kernel"] in refused for r in left):
+            family(left[0]["kernel"])  # the installed Triton builds none of them: the environment, said as such
+        raise SpecError(f"nothing left to sweep: {left_out_text(left)}")
+    return out, left
+
+
+def left_out_text(left: list[dict]) -> str:
+    """``attention_gluon (targets sm_100a), attention_cuda on fp8e5 (dtypes fp16, bf16)``: what, and why."""
+    def one(r: dict) -> str:
+        if r["why"].startswith(r["kernel"]):  # the installed Triton's reason names the kernel itself
+            return r["why"]
+        where = f" on {', '.join(map(str, r['values']))}" if r["axis"] else ""
+        return f"{r['kernel']}{where} ({r['why']})"
+
+    return ", ".join(one(r) for r in left)
 
 
 def sources_of(exp) -> list[KernelSource]:

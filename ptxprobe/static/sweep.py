@@ -41,7 +41,7 @@ from ptxprobe.core.store import (
     writing_to,
 )
 from ptxprobe.runs.inputs import INPUTS, keep_inputs
-from ptxprobe.sources import Emitted, KernelSource, sources_of
+from ptxprobe.sources import Emitted, KernelSource, left_out, sources_of
 from ptxprobe.sources.registry import kernel_source_hashes
 from ptxprobe.static.adaptive import more_runs
 from ptxprobe.static.executors import Executor, LocalExecutor, variant_row
@@ -77,6 +77,7 @@ class SweepOutcome:
     emit_errors: list[str] = field(default_factory=list)
     planned: int = 0  # variants planned (an interrupted sweep may not have planned every kernel yet)
     to_emit: int = 0  # kernel builds (source × arch) not finished when it stopped
+    left_out: list[dict] = field(default_factory=list)  # what the kernels do not support of the axes (narrowed)
 
     @property
     def emitted_all(self) -> bool:
@@ -123,6 +124,7 @@ def run_sweep(
     started = time.time()
     cache = cache or Cache()
     sources = sources_of(exp)  # a bad input fails here, before any work
+    left = left_out(exp)
     identity = experiment_identity(exp, sources)
     created = not Path(out_dir).exists()
     out = prepare_dir(Path(out_dir))
@@ -151,15 +153,15 @@ def run_sweep(
                     shutil.rmtree(out / INPUTS, ignore_errors=True)
                     remove_if_unused(out)
                 raise
-            _write_outputs(out, exp, identity, tools, argv, started, state, sources, logged, kept)
+            _write_outputs(out, exp, identity, tools, argv, started, state, sources, logged, kept, left)
             raise
-        _write_outputs(out, exp, identity, tools, argv, started, state, sources, logged, kept)
+        _write_outputs(out, exp, identity, tools, argv, started, state, sources, logged, kept, left)
     return SweepOutcome(out, state.derived, state.ran, state.skipped, time.time() - started, state.ptxas_seconds,
-                        state.interrupted, state.emit_errors, len(state.planned_ids), state.to_emit)
+                        state.interrupted, state.emit_errors, len(state.planned_ids), state.to_emit, left)
 
 
 def _write_outputs(out: Path, exp, identity: dict, tools, argv, started: float, state, sources, logged: dict,
-                   kept: dict) -> None:
+                   kept: dict, left: list[dict]) -> None:
     """results.jsonl/.parquet and the manifest, for the rows of this plan that are in the log."""
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C cannot cut the write-out
     try:
@@ -179,8 +181,9 @@ def _write_outputs(out: Path, exp, identity: dict, tools, argv, started: float, 
         files = {p: d for flags in exp.flags for p, d in flag_file_digests(flags).items()}
         if files:  # control files (--apply-controls) are opaque inputs: recorded by content
             inputs["ptxas_flag_files"] = files
-        write_manifest(out, build_manifest(exp, identity, tools, argv or sys.argv, started, counts, inputs,
-                                           kernel_sources=kernel_source_hashes()))
+        manifest = build_manifest(exp, identity, tools, argv or sys.argv, started, counts, inputs,
+                                  kernel_sources=kernel_source_hashes())
+        write_manifest(out, {**manifest, "left_out": left})
         state.derived = derived
     finally:
         signal.signal(signal.SIGINT, previous)
