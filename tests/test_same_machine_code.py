@@ -1,12 +1,17 @@
-"""One definition of "the same machine code" (``KernelFacts.machine_code_sha256``): launch metadata counts, the name
-does not, and ``diff`` and the static verdict decide with it."""
+"""One definition of "the same machine code" (``KernelFacts.machine_code_sha256``): launch metadata, constant-bank
+contents and the callees' code count, the name does not, and ``diff`` and the static verdict decide with it."""
 
 from __future__ import annotations
 
+import io
+import json
+
 import pytest
+from elftools.elf.elffile import ELFFile
 
 from ptxprobe.binary.cubin import read_cubin
 from ptxprobe.binary.diff import IDENTICAL, METADATA_ONLY, diff_cubins
+from ptxprobe.core.cache import sha256_bytes
 from ptxprobe.ptx.rename import rename_entry
 from ptxprobe.static.verdicts import DIFFERS, SAME_CODE, derive
 from ptxprobe.toolchain.assemble import assemble
@@ -54,3 +59,147 @@ def test_the_static_verdict_reads_the_same_definition(cubins):
     rows = {r["name"]: r for r in derive([row("axpy", "plain"), row("bounded", "bounded"), row("x", "renamed")])}
     assert rows["bounded"]["same_code_as_baseline"] is False and rows["bounded"]["verdict"] in DIFFERS
     assert rows["x"]["same_code_as_baseline"] is True and rows["x"]["verdict"] not in DIFFERS
+
+
+# A .const array the kernel reads (ptxas puts it in the module's constant bank 3: the instructions read
+# c[0x3][...], so only the bank's contents tell two initialisers apart), and a device function it calls.
+HEAD = """.version 8.0
+.target sm_90a
+.address_size 64
+
+.const .align 4 .b32 coeffs[4] = {COEFFS};
+
+.func (.reg .f32 out) scale(.reg .f32 x)
+{
+	.reg .f32 %f<3>;
+	mul.rn.f32 %f1, x, SCALE;
+	ld.const.f32 %f2, [coeffs+4];
+	add.rn.f32 out, %f1, %f2;
+	ret;
+}
+"""
+ENTRY = """
+.visible .entry NAME(
+	.param .u64 NAME_param_0,
+	.param .f32 NAME_param_1
+)
+{
+	.reg .b32 	%r<3>;
+	.reg .f32 	%f<6>;
+	.reg .b64 	%rd<4>;
+	ld.param.u64 	%rd1, [NAME_param_0];
+	ld.param.f32 	%f1, [NAME_param_1];
+	cvta.to.global.u64 	%rd2, %rd1;
+	mov.u32 	%r1, %tid.x;
+	mul.wide.u32 	%rd3, %r1, 4;
+	add.s64 	%rd2, %rd2, %rd3;
+	ld.global.f32 	%f2, [%rd2];
+	call.uni (%f4), scale, (%f2);
+	ld.const.f32 	%f5, [coeffs+8];
+	fma.rn.f32 	%f3, %f4, %f1, %f5;
+	st.global.f32 	[%rd2], %f3;
+	ret;
+}
+"""
+OTHER = """
+.visible .entry bxpy(
+	.param .u64 bxpy_param_0
+)
+{
+	.reg .b32 	%r<2>;
+	.reg .f32 	%f<3>;
+	.reg .b64 	%rd<4>;
+	ld.param.u64 	%rd1, [bxpy_param_0];
+	cvta.to.global.u64 	%rd2, %rd1;
+	mov.u32 	%r1, %tid.x;
+	mul.wide.u32 	%rd3, %r1, 4;
+	add.s64 	%rd2, %rd2, %rd3;
+	ld.global.f32 	%f1, [%rd2];
+	ld.const.f32 	%f2, [coeffs];
+	mul.rn.f32 	%f1, %f1, %f2;
+	st.global.f32 	[%rd2], %f1;
+	ret;
+}
+"""
+
+
+def calling_ptx(coeffs: str = "10, 20, 30, 40", scale: str = "0f40000000", other: bool = False) -> str:
+    text = HEAD.replace("COEFFS", coeffs).replace("SCALE", scale) + ENTRY.replace("NAME", "axpy")
+    return text + OTHER if other else text
+
+
+RELOCATABLE = ("-lineinfo", "-c")  # -c: each function its own .text, called through a relocation
+
+
+@pytest.fixture(scope="module")
+def calling():
+    """name -> KernelFacts of axpy (or xutlass_axpy) under each variant; whole-program and relocatable (-c)."""
+    tool = select_ptxas("sm_90a", "triton")[0]
+    variants = {
+        "plain": calling_ptx(),
+        "constant": calling_ptx(coeffs="10, 20, 31, 40"),
+        "callee": calling_ptx(scale="0f40400000"),
+        "renamed": rename_entry(calling_ptx(), "axpy", "xutlass_axpy").ptx,
+    }
+    out = {}
+    for flags in (("-lineinfo",), RELOCATABLE):
+        for label, text in variants.items():
+            art = assemble(text, "sm_90a", tool, flags)
+            assert art.ok, art.message
+            facts = read_cubin(art.cubin())
+            out[label, flags] = facts.kernel("xutlass_axpy" if label == "renamed" else "axpy")
+    return out
+
+
+@pytest.mark.parametrize("flags", [("-lineinfo",), RELOCATABLE], ids=["whole-program", "relocatable"])
+def test_a_constant_alone_changes_the_machine_code(calling, flags):
+    plain, changed = calling["plain", flags], calling["constant", flags]
+    assert plain.code_sha256 == changed.code_sha256, "the same instructions: only constant bank 3's bytes differ"
+    assert plain.machine_code_sha256 != changed.machine_code_sha256
+
+
+@pytest.mark.parametrize("flags", [("-lineinfo",), RELOCATABLE], ids=["whole-program", "relocatable"])
+def test_a_callee_alone_changes_the_machine_code(calling, flags):
+    plain, changed = calling["plain", flags], calling["callee", flags]
+    assert plain.machine_code_sha256 != changed.machine_code_sha256
+
+
+def test_a_relocatable_callee_is_reached_through_the_entrys_relocations(calling):
+    """With -c the callee is its own .text.scale: the entry's own bytes are the same, only the walk sees it."""
+    plain, changed = calling["plain", RELOCATABLE], calling["callee", RELOCATABLE]
+    assert plain.code_sha256 == changed.code_sha256
+    assert [f["function"] for f in json.loads(plain.reach)["functions"]] == ["<entry>", "<callee 1>"]
+
+
+@pytest.mark.parametrize("flags", [("-lineinfo",), RELOCATABLE], ids=["whole-program", "relocatable"])
+def test_a_rename_of_a_calling_kernel_leaves_the_machine_code_the_same(calling, flags):
+    assert calling["plain", flags].machine_code_sha256 == calling["renamed", flags].machine_code_sha256
+    assert "axpy" not in calling["plain", flags].reach
+
+
+@pytest.mark.parametrize("flags", [("-lineinfo",), RELOCATABLE], ids=["whole-program", "relocatable"])
+def test_renaming_one_kernel_of_two_leaves_the_other_alone(flags):
+    tool = select_ptxas("sm_90a", "triton")[0]
+    two = calling_ptx(other=True)
+    facts = {}
+    for label, text in {"plain": two, "renamed": rename_entry(two, "axpy", "xutlass_axpy").ptx}.items():
+        art = assemble(text, "sm_90a", tool, flags)
+        assert art.ok, art.message
+        facts[label] = read_cubin(art.cubin())
+    plain, renamed = facts["plain"], facts["renamed"]
+    assert set(renamed.kernels) >= {"xutlass_axpy", "bxpy"}
+    assert plain.kernel("bxpy").machine_code_sha256 == renamed.kernel("bxpy").machine_code_sha256
+    assert plain.kernel("axpy").machine_code_sha256 == renamed.kernel("xutlass_axpy").machine_code_sha256
+    assert plain.kernel("axpy").machine_code_sha256 != plain.kernel("bxpy").machine_code_sha256
+
+
+def test_the_code_hash_covers_capmerc():
+    """From sm_100 on a kernel's code is .text plus .nv.capmerc.text: code_sha256 hashes both, read here apart."""
+    tool = select_ptxas("sm_100a", "triton")[0]
+    art = assemble(PTX.replace("sm_90a", "sm_100a").replace(".version 8.0", ".version 8.7"), "sm_100a", tool)
+    assert art.ok, art.message
+    k = read_cubin(art.cubin()).kernel("axpy")
+    elf = ELFFile(io.BytesIO(art.cubin()))
+    text, cap = elf.get_section_by_name(".text.axpy").data(), elf.get_section_by_name(".nv.capmerc.text.axpy").data()
+    assert k.capmerc_bytes == len(cap) > 0
+    assert k.code_sha256 == sha256_bytes(text + cap) != k.text_sha256

@@ -1,6 +1,7 @@
 """Facts about a cubin, read with pyelftools: per-kernel code, capmerc, EIATTR records, tool info.
 
-Layout is kept apart from meaning: ``read_cubin`` returns records, nothing here formats text.
+Layout is kept apart from meaning: ``read_cubin`` returns records, nothing here formats text. The records'
+decoding is ``binary.eiattr``'s; what a kernel reaches (callees, constant banks, relocations) ``binary.reach``'s.
 """
 
 from __future__ import annotations
@@ -13,113 +14,14 @@ from dataclasses import dataclass, field
 from elftools.common.exceptions import ELFError
 from elftools.elf.elffile import ELFFile
 
+from ptxprobe.binary.eiattr import EIATTR_NAMES, EiAttr, parse_eiattrs
+from ptxprobe.binary.reach import Layout, code_sha256, local_bytes, reach_facts
 from ptxprobe.core.cache import sha256_bytes
 from ptxprobe.core.errors import CubinError
 
-# EIATTR attribute codes, as named by cuobjdump -elf (checked against it in the tests).
-EIATTR_NAMES = {
-    0x01: "EIATTR_PAD",
-    0x02: "EIATTR_IMAGE_SLOT",
-    0x03: "EIATTR_JUMPTABLE_RELOCS",
-    0x04: "EIATTR_CTAIDZ_USED",
-    0x05: "EIATTR_MAX_THREADS",
-    0x06: "EIATTR_IMAGE_OFFSET",
-    0x07: "EIATTR_IMAGE_SIZE",
-    0x08: "EIATTR_TEXTURE_NORMALIZED",
-    0x09: "EIATTR_SAMPLER_INIT",
-    0x0A: "EIATTR_PARAM_CBANK",
-    0x0B: "EIATTR_SMEM_PARAM_OFFSETS",
-    0x0C: "EIATTR_CBANK_PARAM_OFFSETS",
-    0x0D: "EIATTR_SYNC_STACK",
-    0x0E: "EIATTR_TEXID_SAMPID_MAP",
-    0x0F: "EIATTR_EXTERNS",
-    0x10: "EIATTR_REQNTID",
-    0x11: "EIATTR_FRAME_SIZE",
-    0x12: "EIATTR_MIN_STACK_SIZE",
-    0x13: "EIATTR_SAMPLER_FORCE_UNNORMALIZED",
-    0x14: "EIATTR_BINDLESS_IMAGE_OFFSETS",
-    0x15: "EIATTR_BINDLESS_TEXTURE_BANK",
-    0x16: "EIATTR_BINDLESS_SURFACE_BANK",
-    0x17: "EIATTR_KPARAM_INFO",
-    0x18: "EIATTR_SMEM_PARAM_SIZE",
-    0x19: "EIATTR_CBANK_PARAM_SIZE",
-    0x1A: "EIATTR_QUERY_NUMATTRIB",
-    0x1B: "EIATTR_MAXREG_COUNT",
-    0x1C: "EIATTR_EXIT_INSTR_OFFSETS",
-    0x1D: "EIATTR_S2RCTAID_INSTR_OFFSETS",
-    0x1E: "EIATTR_CRS_STACK_SIZE",
-    0x1F: "EIATTR_NEED_CNP_WRAPPER",
-    0x20: "EIATTR_NEED_CNP_PATCH",
-    0x21: "EIATTR_EXPLICIT_CACHING",
-    0x22: "EIATTR_ISTYPEP_USED",
-    0x23: "EIATTR_MAX_STACK_SIZE",
-    0x24: "EIATTR_SUQ_USED",
-    0x25: "EIATTR_LD_CACHEMOD_INSTR_OFFSETS",
-    0x26: "EIATTR_LOAD_CACHE_REQUEST",
-    0x27: "EIATTR_ATOM_SYS_INSTR_OFFSETS",
-    0x28: "EIATTR_COOP_GROUP_INSTR_OFFSETS",
-    0x29: "EIATTR_COOP_GROUP_MASK_REGIDS",
-    0x2A: "EIATTR_SW1850030_WAR",
-    0x2B: "EIATTR_WMMA_USED",
-    0x2C: "EIATTR_HAS_PRE_V10_OBJECT",
-    0x2D: "EIATTR_ATOMF16_EMUL_INSTR_OFFSETS",
-    0x2E: "EIATTR_ATOM16_EMUL_INSTR_REG_MAP",
-    0x2F: "EIATTR_REGCOUNT",
-    0x30: "EIATTR_SW2393858_WAR",
-    0x31: "EIATTR_INT_WARP_WIDE_INSTR_OFFSETS",
-    0x32: "EIATTR_SHARED_SCRATCH",
-    0x33: "EIATTR_STATISTICS",
-    0x34: "EIATTR_INDIRECT_BRANCH_TARGETS",
-    0x35: "EIATTR_SW2861232_WAR",
-    0x36: "EIATTR_SW_WAR",
-    0x37: "EIATTR_CUDA_API_VERSION",
-    0x38: "EIATTR_NUM_MBARRIERS",
-    0x39: "EIATTR_MBARRIER_INSTR_OFFSETS",
-    0x3A: "EIATTR_COROUTINE_RESUME_OFFSETS",
-    0x3B: "EIATTR_SAM_REGION_STACK_SIZE",
-    0x3C: "EIATTR_PER_REG_TARGET_PERF_STATS",
-    0x3D: "EIATTR_CTA_PER_CLUSTER",
-    0x3E: "EIATTR_EXPLICIT_CLUSTER",
-    0x3F: "EIATTR_MAX_CLUSTER_RANK",
-    0x40: "EIATTR_INSTR_REG_MAP",
-    0x41: "EIATTR_RESERVED_SMEM_USED",
-    0x42: "EIATTR_RESERVED_SMEM_0_SIZE",
-    0x43: "EIATTR_UCODE_SECTION_DATA",
-    0x44: "EIATTR_UNUSED_LOAD_BYTE_OFFSET",
-    0x45: "EIATTR_KPARAM_INFO_V2",
-    0x46: "EIATTR_SYSCALL_OFFSETS",
-    0x47: "EIATTR_SW_WAR_MEMBAR_SYS_INSTR_OFFSETS",
-    0x48: "EIATTR_GRAPHICS_GLOBAL_CBANK",
-    0x49: "EIATTR_SHADER_TYPE",
-    0x4A: "EIATTR_VRC_CTA_INIT_COUNT",
-    0x4B: "EIATTR_TOOLS_PATCH_FUNC",
-    0x4C: "EIATTR_NUM_BARRIERS",
-    0x4D: "EIATTR_TEXMODE_INDEPENDENT",
-    0x4E: "EIATTR_PERF_STATISTICS",
-    0x4F: "EIATTR_AT_ENTRY_FRAGMENTS",
-    0x50: "EIATTR_SPARSE_MMA_MASK",
-    0x51: "EIATTR_TCGEN05_1CTA_USED",
-    0x52: "EIATTR_TCGEN05_2CTA_USED",
-    0x53: "EIATTR_GEN_ERRBAR_AT_EXIT",
-    0x54: "EIATTR_REG_RECONFIG",
-    0x55: "EIATTR_ANNOTATIONS",
-}
-EIFMT_NVAL, EIFMT_BVAL, EIFMT_HVAL, EIFMT_SVAL = 1, 2, 3, 4
+__all__ = ["EIATTR_NAMES", "CubinFacts", "EiAttr", "KernelFacts", "kernel_columns", "parse_eiattrs", "read_cubin"]
+
 INSTRUCTION_BYTES = 16  # Volta and later: one 128-bit word per instruction
-
-
-@dataclass(frozen=True)
-class EiAttr:
-    code: int
-    name: str
-    fmt: int
-    value: int | None  # HVAL/BVAL inline value, or the first u32 of SVAL data (e.g. REGCOUNT's)
-    data: bytes = b""
-
-    @property
-    def words(self) -> tuple[int, ...]:
-        n = len(self.data) // 4
-        return struct.unpack(f"<{n}I", self.data[: n * 4])
 
 
 @dataclass(frozen=True)
@@ -135,6 +37,8 @@ class KernelFacts:
     constant0_bytes: int
     function_attrs: dict = field(default_factory=dict)  # .nv.info records for this symbol: name -> value
     code_sha256: str = ""  # .text plus .nv.capmerc.text: the instructions (see machine_code_sha256 for "same code")
+    local_bytes: int = 0  # .nv.local.<k>
+    reach: str = ""  # binary.reach.reach_facts: callees, records, constant banks, relocations, module data; no names
 
     def attr(self, name: str) -> EiAttr | None:
         return next((a for a in self.attrs if a.name == name), None)
@@ -149,25 +53,17 @@ class KernelFacts:
 
     @property
     def machine_code_sha256(self) -> str:
-        """ptxprobe's one definition of "the same machine code": what the GPU runs under this name, the name left
-        out. The instructions (``.text`` and ``.nv.capmerc.text``), the kernel's records in the global ``.nv.info``
-        (registers, frame, stack) and in its own ``.nv.info.<kernel>`` (launch bounds, register cap, parameter
-        bank, exit offsets...), its shared-memory and constant-bank sizes. The static verdict, the GPU runs' skip
-        of identical code, ``diff`` and ``repro`` all decide with it."""
-        own = [(a.name, a.fmt, *_name_free(a)) for a in self.attrs]
+        """ptxprobe's one definition of "the same machine code": everything the GPU runs under this name, the name
+        left out (``binary.reach`` says how). The entry's instructions (``.text`` and ``.nv.capmerc.text``), its
+        records in the global ``.nv.info`` (registers, frame, stack) and its own ``.nv.info.<kernel>`` (launch
+        bounds, register cap, parameter bank, exit offsets...), its shared, local and constant-bank sizes and the
+        banks' contents, its relocations by target, every function it calls with the same facts of its own, and
+        the module's constant banks and initialised globals. The static verdict, the GPU runs' skip of identical
+        code, ``diff`` and ``repro`` all decide with it."""
         glob = sorted((str(n), repr(v)) for n, v in self.function_attrs.items())
-        facts = json.dumps([self.code_sha256, self.shared_bytes, self.constant0_bytes, glob, own])
+        facts = json.dumps([self.code_sha256, self.shared_bytes, self.constant0_bytes, self.local_bytes, glob,
+                            self.reach])
         return sha256_bytes(facts.encode())
-
-
-_SYMBOL_INDEX_ATTRS = frozenset({"EIATTR_PARAM_CBANK"})  # first word: a symbol's index, the symbol table's order
-
-
-def _name_free(a: EiAttr) -> tuple:
-    """An EIATTR record's value and data without what only says where a symbol sits in the symbol table."""
-    if a.name in _SYMBOL_INDEX_ATTRS:
-        return (None, a.data[4:].hex())
-    return (a.value, a.data.hex())
 
 
 @dataclass(frozen=True)
@@ -186,30 +82,6 @@ class CubinFacts:
         if name not in self.kernels:
             raise CubinError(f"no kernel {name!r} in cubin (have: {', '.join(sorted(self.kernels)) or 'none'})")
         return self.kernels[name]
-
-
-def parse_eiattrs(data: bytes) -> tuple[EiAttr, ...]:
-    """Decode a .nv.info section: u8 format, u8 attribute, u16 size-or-value, [data]."""
-    out = []
-    i = 0
-    while i + 4 <= len(data):
-        fmt, code, word = struct.unpack_from("<BBH", data, i)
-        i += 4
-        name = EIATTR_NAMES.get(code, f"EIATTR_0x{code:02x}")
-        if fmt == EIFMT_SVAL:
-            if i + word > len(data):
-                raise CubinError(f"truncated {name} record in .nv.info")
-            payload = bytes(data[i : i + word])
-            i += word
-            value = struct.unpack_from("<I", payload)[0] if len(payload) >= 4 else None
-            out.append(EiAttr(code, name, fmt, value, payload))
-        elif fmt in (EIFMT_HVAL, EIFMT_BVAL):
-            out.append(EiAttr(code, name, fmt, word))
-        elif fmt == EIFMT_NVAL:
-            out.append(EiAttr(code, name, fmt, None))
-        else:
-            raise CubinError(f"unknown EIATTR format {fmt:#x} at offset {i - 4} in .nv.info")
-    return tuple(out)
 
 
 def parse_tkinfo(data: bytes) -> dict:
@@ -237,30 +109,19 @@ def _arch_from_header(flags: int, osabi) -> str | None:
     return f"sm_{sm}" if sm else None
 
 
-def _per_symbol(glob: tuple[EiAttr, ...]) -> dict[int, dict]:
-    """Global .nv.info records are (symbol index, value) pairs: group them by symbol."""
-    out: dict[int, dict] = {}
-    for a in glob:
-        if len(a.words) >= 2:
-            out.setdefault(a.words[0], {})[a.name] = a.words[1]
-    return out
-
-
 def read_cubin(data: bytes) -> CubinFacts:
     """Per-kernel facts of a cubin given as bytes."""
     if data[:4] != b"\x7fELF":
         raise CubinError("not an ELF file (a cubin starts with \\x7fELF)")
     try:
         elf = ELFFile(io.BytesIO(data))
-        sections = {s.name: s for s in elf.iter_sections()}
+        layout = Layout(elf)
+        sections = layout.by_name
         sizes = {name: s["sh_size"] for name, s in sections.items() if name}
         kernels = {}
         merc = sum(sz for n, sz in sizes.items() if n.startswith(".nv.merc."))
         glob = sections.get(".nv.info")
         glob_attrs = parse_eiattrs(glob.data()) if glob is not None else ()
-        per_symbol = _per_symbol(glob_attrs)
-        symtab = sections.get(".symtab")
-        sym_index = {sym.name: i for i, sym in enumerate(symtab.iter_symbols())} if symtab is not None else {}
         for name, sec in sections.items():
             if not name.startswith(".text."):
                 continue
@@ -268,8 +129,7 @@ def read_cubin(data: bytes) -> CubinFacts:
             text = sec.data()
             info = sections.get(f".nv.info.{k}")
             attrs = parse_eiattrs(info.data()) if info is not None else ()
-            cap = sections.get(f".nv.capmerc.text.{k}")
-            code = sha256_bytes(text + (cap.data() if cap is not None else b""))
+            sym = layout.symbol_index(k)
             kernels[k] = KernelFacts(
                 name=k,
                 text_bytes=len(text),
@@ -280,8 +140,10 @@ def read_cubin(data: bytes) -> CubinFacts:
                 attrs=attrs,
                 shared_bytes=sizes.get(f".nv.shared.{k}", 0),
                 constant0_bytes=sizes.get(f".nv.constant0.{k}", 0),
-                code_sha256=code,
-                function_attrs=per_symbol.get(sym_index.get(k, -1), {}),
+                code_sha256=code_sha256(layout, k),
+                function_attrs=layout.function_records.get(sym, {}) if sym is not None else {},
+                local_bytes=local_bytes(layout, k),
+                reach=reach_facts(layout, k),
             )
         tk = sections.get(".note.nv.tkinfo")
         arch = _arch_from_header(elf.header["e_flags"], elf.header["e_ident"]["EI_OSABI"])

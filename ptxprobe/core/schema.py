@@ -67,7 +67,7 @@ stack_bytes | int | ptxas -v stack frame
 barriers | int | ptxas -v named barriers
 text_sha256 | str | sha256 of the entry's .text
 code_sha256 | str | sha256 of .text and .nv.capmerc: the instructions
-machine_code_sha256 | str | "the same machine code", name left out: instructions, .nv.info records, sizes
+machine_code_sha256 | str | "the same machine code", name left out: code, records, sizes, const banks, relocs, callees
 text_bytes | int | size of .text
 capmerc_bytes | int | size of .nv.capmerc.text.<entry> (sm_100+)
 merc_bytes | int | size of the .nv.merc.* family

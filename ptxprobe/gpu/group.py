@@ -129,8 +129,8 @@ def draw_numerics(w: Workload, kernels: dict, templates: list[str], gen, draws: 
 
 
 def identical_code(facts: dict[str, dict], templates: list[str]) -> list[str]:
-    """The names whose machine code (``.text``, capmerc, every per-kernel ``.nv.info`` record, shared memory) is
-    the baseline's: the GPU runs the same instructions under them, so timing them is an A/A run."""
+    """The names whose machine code (``KernelFacts.machine_code_sha256``: code, records, constant banks, relocations,
+    sizes, callees) is the baseline's: the GPU runs the same code under them, so timing them is an A/A run."""
     base = facts[templates[0]].get("machine_code_sha256")
     return [t for t in templates[1:] if base and facts[t].get("machine_code_sha256") == base]
 
