@@ -187,3 +187,17 @@ def test_a_kernel_named_like_an_instruction_is_renamed_and_checked():
     assert "add.s64" in renamed.ptx and "cutlass_add.s64" not in renamed.ptx
     res = check_rename(ptx, renamed.ptx, "add", "cutlass_add")
     assert res.equal, res.detail
+
+
+def test_a_truncated_or_lengthened_variant_is_rejected():
+    """Token by token the variant agrees with the base as far as it goes: only the count tells a cut-off text."""
+    from tests.ptx_text import AXPY_PTX
+
+    renamed = rename.rename_entry(AXPY_PTX, "axpy", "cutlass_axpy").ptx
+    assert check_rename(AXPY_PTX, renamed, "axpy", "cutlass_axpy").equal
+    cut = renamed[: renamed.index("\tst.global.f32")]  # the store, the ret and the closing brace gone
+    res = check_rename(AXPY_PTX, cut, "axpy", "cutlass_axpy")
+    assert not res.equal and "base line" in res.detail
+    longer = renamed + "\n.visible .entry extra()\n{\n\tret;\n}\n"
+    res = check_rename(AXPY_PTX, longer, "axpy", "cutlass_axpy")
+    assert not res.equal and "variant line" in res.detail
