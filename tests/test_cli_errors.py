@@ -61,7 +61,7 @@ def _cases(d):
         ([*sweep, "--ptx", k, "-j", "-1"], USAGE, "--jobs"),
         ([*sweep, "--ptx", k, "--entry", "nope"], USAGE, "no entry 'nope'"),
         ([*sweep, "--ptx", str(d / "missing.ptx")], USAGE, "no such file"),
-        ([*sweep, "--cu", str(d / "a_dir")], USAGE, "no such"),
+        ([*sweep, "--cu", str(d / "a_dir")], USAGE, "a directory"),
         ([*sweep, "--ptx", k, "-o", str(d / "a_file")], USAGE, "not a directory"),
         ([*sweep, "--ptx", k, "-o", str(d / "a_file" / "sub")], USAGE, "output"),
         ([*sweep, "--ptx", k, "-o", "/proc/ptxprobe-cannot-write"], USAGE, "cannot write"),

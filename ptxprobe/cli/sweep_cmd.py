@@ -42,11 +42,8 @@ def experiment_from_args(args):
     if any(user.values()):
         if not any(s.startswith("kernels=") for s in sets):
             sets.append("kernels=")  # only the user's kernels
-        if args.cu and not any(s.startswith("ptxas=") for s in sets):
+        if _cu_default_ptxas(args):
             sets.append("ptxas=nvcc")  # the PTX nvcc emits is its own toolkit's to assemble
-            logging.getLogger("ptxprobe").warning(
-                "--cu: assembling with the ptxas of the CUDA toolkit whose nvcc compiles it; "
-                "-s ptxas=triton,newest,VERSION for others")
         archs = next((s for s in reversed(sets) if s.startswith("archs=")), None)
         if archs and (args.ptx or args.cubin):
             sets.append("file_archs=" + archs.partition("=")[2])  # re-target the PTX files too
@@ -60,6 +57,11 @@ def experiment_from_args(args):
     if (args.ptx or args.cubin or args.triton) and not any(s.startswith("names=") for s in sets):
         exp = names_for_triggered_entries(exp)
     return exp
+
+
+def _cu_default_ptxas(args) -> bool:
+    """--cu without a ptxas asked for: the toolkit whose nvcc compiles the file assembles it too."""
+    return bool(args.cu) and not any(s.startswith("ptxas=") for s in args.set or [])
 
 
 def names_for_triggered_entries(exp):
@@ -153,6 +155,9 @@ def _sweep_and_time(exp, out: Path, args) -> int:
         na = sorted({(r["ptxas_version"], r["error"]) for r in outcome.rows if r["status"] == "unsupported_option"})
         for _, why in na:  # not a failure: this release lacks an option another release of the sweep has
             say(f"not applicable: {why}")
+        if _cu_default_ptxas(args):
+            say("note: --cu files are assembled by the ptxas of the CUDA toolkit whose nvcc compiles them; "
+                "-s ptxas=triton,newest,VERSION for others")
         for note in sorted({r["note"] for r in outcome.rows if r.get("note")}):  # e.g. a lowered PTX .version
             say(f"note: {note}")
     if outcome.interrupted:

@@ -43,6 +43,20 @@ def keep_inputs(out: Path, sources: list, archs: tuple[str, ...], cache: Cache) 
     return kept
 
 
+def kept_contents(out: Path) -> set[str]:
+    """The contents ``out/inputs`` holds now (their sha256 folders)."""
+    folder = out / INPUTS
+    return {p.name for p in folder.iterdir()} if folder.is_dir() else set()
+
+
+def drop_kept_since(out: Path, had: set[str]) -> None:
+    """Remove what ``keep_inputs`` added since ``had`` (a sweep refused before any work leaves its run as it was)."""
+    for name in kept_contents(out) - had:
+        shutil.rmtree(out / INPUTS / name, ignore_errors=True)
+    if not had and (out / INPUTS).is_dir() and not any((out / INPUTS).iterdir()):
+        (out / INPUTS).rmdir()
+
+
 def _keep(out: Path, path: Path, sha: str) -> str:
     """``inputs/<sha256>/<name>``: a content already kept (under any name) is not copied again."""
     folder = out / INPUTS / sha

@@ -11,7 +11,6 @@ ptxas process groups are killed, and the outputs and manifest are still written 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import sys
 import time
@@ -40,7 +39,7 @@ from ptxprobe.core.store import (
     write_parquet,
     writing_to,
 )
-from ptxprobe.runs.inputs import INPUTS, keep_inputs
+from ptxprobe.runs.inputs import drop_kept_since, keep_inputs, kept_contents
 from ptxprobe.sources import Emitted, KernelSource, left_out, sources_of
 from ptxprobe.sources.registry import kernel_source_hashes
 from ptxprobe.static.adaptive import more_runs
@@ -143,14 +142,15 @@ def run_sweep(
         tools = discover()
         state = _Run(exp, cache, tools, timeout, logged, max_variants)
         kept: dict = {}
+        had = kept_contents(out)
         try:
             kept = keep_inputs(out, sources, exp.archs, cache)  # before any work: an interrupted run has them too
             pool = make_executor(executor, jobs or os.cpu_count() or 1, ray_address)
             state.execute(sources, log, pool, progress)
         except BaseException:
-            if not state.ran:  # bad input found before any work: nothing to keep, the directory is untouched
+            if not state.ran:  # bad input found before any work: nothing to keep, the directory is as it was
+                drop_kept_since(out, had)
                 if created:
-                    shutil.rmtree(out / INPUTS, ignore_errors=True)
                     remove_if_unused(out)
                 raise
             _write_outputs(out, exp, identity, tools, argv, started, state, sources, logged, kept, left)
