@@ -294,7 +294,7 @@ def test_interleaving_within_the_sample_narrows_the_interval_a_fast_wandering_cl
 def test_interleaved_design_finds_and_sizes_a_planted_half_percent():
     effects = {**NAMES, "slow": 1.005}
     ivs = _unit_intervals("interleaved", 100, effects=effects, pair=("base", "slow"))
-    assert np.mean([stats.decide(iv) == stats.SLOWER for iv in ivs]) >= 0.95
+    assert np.mean([iv.high < 1.0 for iv in ivs]) >= 0.95  # found slower (slower, or negligible inside the margin)
     assert abs(np.mean([iv.estimate for iv in ivs]) - 1 / 1.005) < 0.0005
 
 
@@ -450,7 +450,7 @@ def _aa_false_positives(orders_of, sims: int = 200, first: float = 0.006) -> flo
     for k in range(sims):
         s = simulate_units("interleaved", NAMES, PAIRS, 20, rng, first=first, orders=orders_of(k))
         fp += stats.decide(stats.paired_interval(stats.log_ratios(*s[("AA1", "AA2")]), n_boot=300, seed=k)) in (
-            stats.FASTER, stats.SLOWER)
+            stats.SIGNIFICANT)  # negligible is a false positive too
     return fp / sims
 
 

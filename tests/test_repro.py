@@ -130,7 +130,7 @@ def test_runtime_comparison_on_two_committed_h200_runs():
     # every divergence is a verdict change or a gap beyond the tolerance, and says so with the numbers
     for r in rows:
         gap, tol = (float(x) for x in re.findall(r"gap ([\d.]+) vs tolerance ([\d.]+)", r.reason)[0])
-        assert (r.status == repro.REPRODUCED) == (gap <= tol and not _verdict_changed(r.reason)), r.reason
+        assert (r.status == repro.REPRODUCED) == (gap <= tol and "opposite sign" not in r.reason), r.reason
     sd = repro.between_run_sd([r for r in original if r["group_id"] in shared], rep)
     assert sd is not None and 0 < sd < 0.05
     # a tampered ratio is caught, with the numbers in the reason
@@ -172,50 +172,39 @@ def test_user_kernels_measured_on_the_gpu_reproduce_statically_here(installed_pt
     )  # without a GPU the runtime half is skipped, said so
 
 
-def _verdict_changed(reason: str) -> bool:
-    """Written out from the reason's numbers: a verdict stands for itself, a faster/slower interval inside
-    1 ± 0.5 % also for equivalent, and the old design's no_difference for equivalent or inconclusive."""
-    sides = re.findall(r"([\d.]+) \[([\d.]+), ([\d.]+)\] (\w+)", reason)[:2]
-
-    def stands_for(ratio, low, high, verdict):
-        out = {verdict}
-        if verdict in ("faster", "slower") and 0.995 <= float(low) and float(high) <= 1.005:
-            out.add("equivalent")
-        return out | ({"equivalent", "inconclusive"} if verdict == "no_difference" else set())
-
-    new, rec = (stands_for(*side) for side in sides)
-    return not new & rec
-
-
 def _row(ratio, low, high, verdict, label="cutlass_{base}"):
     return {"group_id": "g", "label": label, "name_template": label, "is_baseline": False, "kernel": "k",
             "arch": "sm_90a", "name": "cutlass_k", "ratio_vs_baseline": ratio, "ratio_ci_low": low,
             "ratio_ci_high": high, "runtime_verdict": verdict, "block": "names", "sizes": "n=1"}
 
 
-def test_a_reproduced_effect_is_not_diverged_but_a_changed_verdict_is():
-    """The issue's case: 1.0438 [1.0408, 1.0474] recorded, 1.0520 re-measured: the effect reproduced."""
+def test_a_reproduced_effect_is_judged_by_the_between_run_model():
+    """The earlier issue's case: 1.0438 [1.0408, 1.0474] recorded, 1.0520 re-measured. A gap of 0.78 % against a
+    run effect of 4 % of a 4.5 % effect (the measured model): z = 2.2, diverged at 95 %; a stated flat 0.5 %
+    between-run SD lets it pass, the within-run intervals alone do not."""
     rec = [_row(1.0438, 1.0408, 1.0474, "faster")]
     again = [_row(1.0520, 1.0490, 1.0551, "faster")]
-    assert repro.compare_runtime(rec, again)[0].status == repro.REPRODUCED
-    assert repro.compare_runtime(rec, again, between_sd=0.0)[0].status == repro.DIVERGED  # within-run CIs alone
+    assert repro.compare_runtime(rec, again)[0].status == repro.DIVERGED
+    assert repro.compare_runtime(rec, again, between=0.005)[0].status == repro.REPRODUCED
+    assert repro.compare_runtime(rec, again, between=0.0)[0].status == repro.DIVERGED  # within-run CIs alone
+    assert repro.compare_runtime(rec, [_row(1.0470, 1.0440, 1.0500, "faster")])[0].status == repro.REPRODUCED
     gone = [_row(1.0004, 0.9990, 1.0020, "equivalent")]
     assert repro.compare_runtime(rec, gone)[0].status == repro.DIVERGED
     old_design = [_row(1.001, 0.995, 1.007, "no_difference")]
     assert repro.compare_runtime(old_design, [_row(1.0, 0.998, 1.002, "equivalent")])[0].status == repro.REPRODUCED
 
 
-def test_an_effect_smaller_than_the_margin_agrees_with_equivalent_but_a_real_one_does_not():
+def test_a_sub_margin_effect_against_equivalent_reproduces_a_real_one_does_not_and_a_flip_never_does():
     sub_slower = [_row(0.9997, 0.9995, 1.0000, "slower")]  # significant, but inside 1 ± 0.5 %
     equivalent = [_row(0.9999, 0.9997, 1.0008, "equivalent")]
     assert repro.compare_runtime(sub_slower, equivalent)[0].status == repro.REPRODUCED
-    assert repro.compare_runtime(equivalent, [_row(1.0003, 1.0000, 1.0005, "faster")])[0].status == repro.REPRODUCED
-    # an interval that reaches past the margin claims more than equivalence: the verdicts disagree
-    real = [_row(0.9960, 0.9940, 0.9985, "slower")]
+    assert repro.compare_runtime(equivalent, [_row(1.0003, 1.0000, 1.0005, "negligible")])[0].status == repro.REPRODUCED
+    real = [_row(0.9900, 0.9880, 0.9920, "slower")]
     assert repro.compare_runtime(real, [_row(0.9990, 0.9970, 1.0010, "equivalent")])[0].status == repro.DIVERGED
-    # with a margin of 0.01 % the sub-margin case is a real effect, and the disagreement is one
-    assert repro.compare_runtime(sub_slower, equivalent, margin=0.0001)[0].status == repro.DIVERGED
-    assert repro.compare_runtime(real, [_row(0.9962, 0.9950, 0.9975, "slower")])[0].status == repro.REPRODUCED
+    assert repro.compare_runtime(real, [_row(0.9915, 0.9895, 0.9935, "slower")])[0].status == repro.REPRODUCED
+    # significant both times, of opposite sign: diverged even where the gap is inside the tolerance
+    flip = repro.compare_runtime(sub_slower, [_row(1.0002, 1.0000, 1.0004, "negligible")], between=0.01)[0]
+    assert flip.gap < flip.tolerance and flip.status == repro.DIVERGED and "opposite sign" in flip.reason
 
 
 def test_the_defaults_run_re_measured_on_the_h200_reproduces():
@@ -233,10 +222,13 @@ def test_the_defaults_run_re_measured_on_the_h200_reproduces():
     said = [r for r in stored["runtime_rows"] if r["status"] == repro.DIVERGED]
     assert len(said) == 2 and all(re.search(r"gap 0\.000\d", r["reason"]) for r in said)
     rows = repro.compare_runtime(rec, new)
-    assert len(rows) == 96 and all(r.status == repro.REPRODUCED for r in rows)
+    assert len(rows) == 96
     timed = [r for r in rows if r.gap is not None]
     assert len(timed) == 36 and all(f"gap {r.gap:.4f} vs tolerance {r.tolerance:.4f}" in r.reason for r in timed)
+    # under the between-run model (fitted on this pair) two of 36 land outside the 95 % tolerance, both large
+    # effects (cutlass_attention_persistent at 12.4.131, +2.1 % and +2.8 %); 1.8 are expected by chance
+    out = [r for r in rows if r.status == repro.DIVERGED]
+    assert len(out) == 2 and all(r.name.startswith("cutlass_attention_persistent") for r in out)
+    assert not any("opposite sign" in r.reason for r in rows)
     sd = repro.between_run_sd(rec, new)
-    assert sd is not None and 0 < sd < 0.002  # far below the stated default the tolerance uses
-    # yet one comparison moved by half a percent: the estimate from one pair of runs is not a tolerance
-    assert 0.004 < max(r.gap for r in timed) < repro.BETWEEN_RUN_SD * 1.96
+    assert sd is not None and 0 < sd < 0.001  # a flat tau: 0.055 %, 9x below the 0.5 % the runs stated

@@ -75,7 +75,8 @@ def test_stored_comparisons_recompute_from_the_raw_samples(run):
                                    method=r.get("ci_method", "bca"))  # runs before the signed-rank default
         assert (iv.estimate, iv.low, iv.high) == pytest.approx(
             (r["ratio_vs_baseline"], r["ratio_ci_low"], r["ratio_ci_high"]), rel=1e-12)
-        assert stats.decide(iv) == r["runtime_verdict"]
+        assert stats.recorded_decision({**r, "ratio_vs_baseline": iv.estimate, "ratio_ci_low": iv.low,
+                                        "ratio_ci_high": iv.high}) == r["runtime_verdict"]
         assert len(r["samples"]["positions"]) == r["rounds"] == len(logs)
         checked += 1
         if checked >= 20:

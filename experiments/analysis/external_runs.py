@@ -105,7 +105,8 @@ def aot_comparisons(path: Path, seed: int = 0, method: str = "signed-rank") -> p
             logs = stats.log_ratios(t["baseline"], t[role])
             iv = stats.paired_interval(logs, seed=seed, method=method)
             out.append({"case": case, "role": role, "rounds": len(logs), "ratio": iv.estimate, "low": iv.low,
-                        "high": iv.high, "verdict": stats.decide(iv), "baseline_ms": float(np.median(t["baseline"])),
+                        "high": iv.high, "verdict": stats.decide_by_interval(iv),
+                        "baseline_ms": float(np.median(t["baseline"])),
                         "bitwise": c["bitwise_equal_to_baseline"][role], "rel_error": max(c["rel_error"].values()),
                         "name": rec["manifest"]["cases"][case]["variants"][role]["name"]})
     return pd.DataFrame(out)

@@ -150,7 +150,7 @@ def resequenced(run_dir: str | Path, min_rounds: int = 20, batch: int = 10,
         level = stats.sequential_level(len(logs), min_rounds, batch)
         iv = stats.paired_interval(logs, level=level, n_boot=2000, seed=0, method="bca")  # as those runs
         rows.append({"group_id": r["group_id"], "name_template": r["name_template"], "level": level,
-                     "verdict_plain": r["runtime_verdict"], "verdict_sequential": stats.decide(iv, margin)})
+                     "verdict_plain": r["runtime_verdict"], "verdict_sequential": stats.decide_by_interval(iv, margin)})
     return pd.DataFrame(rows)
 
 

@@ -101,7 +101,8 @@ def cmd_repro(args) -> int:
                 if r.status not in ("match", "within_recorded_set", "within_ci", "reproduced")]
     if args.json:
         emit_json({"ok": res.ok, "problems": res.problems, "notes": res.notes, "runtime_note": res.runtime_note,
-                   "rows": [r.__dict__ for r in res.rows], "runtime_rows": [r.__dict__ for r in res.runtime_rows]})
+                   "rows": [r.__dict__ for r in res.rows], "runtime_rows": [r.__dict__ for r in res.runtime_rows],
+                   "between_run": res.between_run})
         return OK if res.ok else FOUND_DIFFERENCES
     for p in res.problems:
         print(f"ptxprobe: environment: {p}", file=sys.stderr)

@@ -101,7 +101,9 @@ median_ms | float | median time per launch (null when not timed)
 ratio_vs_baseline | float | baseline time / this time (> 1: faster); null when not timed (identical code)
 ratio_ci_low | float | 95 % interval
 ratio_ci_high | float | 95 % interval
-runtime_verdict | str! | faster, slower, equivalent, inconclusive; identical-code (not timed); no_difference (old)
+ratio_of_means | float | mean baseline time / mean time over the paired rounds (beside the Hodges-Lehmann ratio)
+runtime_verdict | str! | faster, slower, negligible, equivalent, inconclusive; identical-code; no_difference (old)
+verdict_rule | str | interval+bh: significant = interval excludes 1 and q <= 1 - ci_level; absent: interval alone
 rounds | int! | timing rounds (0: not timed)
 """)
 

@@ -91,7 +91,7 @@ def calibration_block(base: Unit, plan: TimingPlan, seed: int, nvml: Nvml | None
         out["planted"][f"{p.fraction:g}"] = {
             "label": label, "cycles": p.cycles, "ratio": iv.estimate, "ratio_ci_low": iv.low,
             "ratio_ci_high": iv.high, "measured_fraction": measured, "verdict": stats.decide(iv, plan.margin),
-            "detected": stats.decide(iv, plan.margin) == stats.SLOWER,
+            "detected": iv.high < 1.0,  # found slower, whatever its size (slower or negligible)
             "verified": abs(measured - p.fraction) <= tolerance, "rounds": len(logs), "ci_method": plan.interval,
         }
     out["samples"] = {label: s.to_json() for label, s in samples.items()}
@@ -105,7 +105,7 @@ def summarize(groups: list[dict], criteria: dict | None = None) -> dict:
     """calibration.json: A/A false-positive rate, power per planted size, half-widths, pass or fail and why."""
     crit = {**CRITERIA, **(criteria or {})}
     aa = [g["aa"] for g in groups if g.get("aa")]
-    fp = [a["runtime_verdict"] in (stats.FASTER, stats.SLOWER) for a in aa]
+    fp = [a["runtime_verdict"] in stats.SIGNIFICANT for a in aa]
     hws = [a["half_width"] for a in aa]
     power, measured, unverified = {}, {}, []
     planted_in = {}

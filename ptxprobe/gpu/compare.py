@@ -105,6 +105,8 @@ class Comparison:
     margin: float
     interval: str
     stopped_by: str | None
+    q_value: float | None = None  # Benjamini-Hochberg over this call's comparisons (the verdict is gated by it)
+    ratio_of_means: float | None = None  # mean baseline time / mean other time over the paired rounds
 
     @property
     def half_width(self) -> float:
@@ -138,17 +140,20 @@ class TimedBlock:
 
 def judge(timings: Mapping[str, Timing], baseline: str, plan: TimingPlan) -> tuple[Comparison, ...]:
     """Every other label against ``baseline`` from raw samples alone (pure): the paired log ratios and
-    interval of ``timing.paired_estimate``, ``stats.decide``, and the stopping rule's reason at these rounds."""
+    interval of ``timing.paired_estimate``, the signed-rank p-value, Benjamini-Hochberg over this call's
+    comparisons (the block), ``stats.decide`` with that q, and the stopping rule's reason at these rounds."""
     base = timings[baseline].sampled()
     others = [label for label in timings if label != baseline]
     estimates = [paired_estimate(base, timings[o].sampled(), plan, plan.seed) for o in others]
     done = min((len(logs) for logs, _ in estimates), default=0)
     stopped = (stop_reason(done, look_halfwidths([logs for logs, _ in estimates], done, plan, plan.seed), plan)
                if done in look_rounds(plan) else None)
-    return tuple(Comparison(baseline, o, iv.estimate, iv.low, iv.high, iv.level, stats.decide(iv, plan.margin),
-                            len(logs), stats.sign_flip_pvalue(logs, seed=plan.seed), plan.margin, plan.interval,
-                            stopped)
-                 for o, (logs, iv) in zip(others, estimates, strict=True))
+    p = [stats.signed_rank_pvalue(logs) for logs, _ in estimates]
+    q = stats.bh_qvalues(p)
+    return tuple(Comparison(baseline, o, iv.estimate, iv.low, iv.high, iv.level, stats.decide(iv, plan.margin, qo),
+                            len(logs), po, plan.margin, plan.interval, stopped, qo,
+                            stats.ratio_of_means(*base.paired_with(timings[o].sampled())))
+                 for o, (logs, iv), po, qo in zip(others, estimates, p, q, strict=True))
 
 
 Callables = Mapping[str, Callable[[], object]] | Sequence[Callable[[], object]]

@@ -55,9 +55,11 @@ def comparison(base: Sampled, other: Sampled, plan, seed: int) -> dict:
     """The paired comparison of two labels of one block: ratio (> 1: ``other`` faster), interval, p, verdict."""
     logs, iv = paired_estimate(base, other, plan, seed)
     return {"ratio_vs_baseline": iv.estimate, "ratio_ci_low": iv.low, "ratio_ci_high": iv.high,
-            "half_width": stats.half_width(iv), "p_value": stats.sign_flip_pvalue(logs, seed=seed),
-            "runtime_verdict": stats.decide(iv, plan.margin), "rounds": len(logs), "ci_level": iv.level,
-            "ci_method": plan.interval}
+            "ratio_of_means": stats.ratio_of_means(*base.paired_with(other)),
+            "half_width": stats.half_width(iv), "p_value": stats.signed_rank_pvalue(logs),
+            # a name row's verdict is judged again with its q-value over the run (dispatch.with_q_values)
+            "runtime_verdict": stats.decide(iv, plan.margin), "verdict_rule": stats.VERDICT_RULE,
+            "margin": plan.margin, "rounds": len(logs), "ci_level": iv.level, "ci_method": plan.interval}
 
 
 def _rates(s: Sampled, work: dict, plan, seed: int, peak: float | None, info: dict, dtype: str | None) -> dict:
@@ -85,7 +87,8 @@ def untimed_row(w: Workload, info: dict, template: str, name: str, baseline_name
     """The row of a name not timed because its machine code is the baseline's: facts and numerics, no ratio."""
     return {**w.common, "arch": info["arch"], "block": "names", "label": template, "name_template": template,
             "name": name, "baseline_name": baseline_name, "is_baseline": False, "timed": False,
-            "runtime_verdict": stats.IDENTICAL_CODE, "ratio_vs_baseline": None, "ratio_ci_low": None,
+            "runtime_verdict": stats.IDENTICAL_CODE, "verdict_rule": stats.VERDICT_RULE, "ratio_vs_baseline": None,
+            "ratio_of_means": None, "ratio_ci_low": None,
             "ratio_ci_high": None, "half_width": None, "p_value": None, "rounds": 0, "median_ms": None,
             "gpu": info.get("gpu"),
             "driver": info.get("driver"), "run_ptxas_version": tool.version, "run_ptxas_sha256": tool.sha256,

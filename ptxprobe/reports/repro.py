@@ -25,6 +25,7 @@ from ptxprobe.runs.rundir import RunDir, same_code_column
 from ptxprobe.sources.registry import kernel_source_hashes
 from ptxprobe.static.experiment import experiment_from_dict, recorded_axes
 from ptxprobe.static.sweep import run_sweep
+from ptxprobe.stats import meta
 from ptxprobe.stats import paired as stats
 from ptxprobe.toolchain.tools import Tool, discover
 
@@ -55,6 +56,7 @@ class ReproOutcome:
     notes: list[str] = field(default_factory=list)  # differences worth knowing that do not decide the outcome
 
     runtime_rows: list[ReproRow] = field(default_factory=list)
+    between_run: dict = field(default_factory=dict)  # the model used, and the one re-fitted from this pair
 
     @property
     def ok(self) -> bool:
@@ -162,61 +164,73 @@ def compare(recorded: list[dict], new: list[dict]) -> list[ReproRow]:
     return out
 
 
-BETWEEN_RUN_SD = RunConfig.between_run_sd  # the stated between-run SD when the run names none ([run] between_run_sd)
-_SAME = {"no_difference": {"equivalent", "inconclusive", "no_difference"}}
+BETWEEN_RUN_SD = RunConfig.between_run_sd  # the flat SD the runs before the between-run model stated (0.5 %)
+REPRO_LEVEL = 0.95  # two runs of one comparison diverge when their difference is significant at this level
+# The between-run model (stats.meta) fitted by REML on the committed pair 2026-12-03-h200-defaults and its re-run
+# 2026-12-03-h200-defaults-repro (36 timed name comparisons, each measured twice): the run effect grows with the
+# effect (4.0 % of it; the likelihood-ratio test wants the slope, 2 x delta loglik = 27) and has no measurable
+# floor (tau0 ~ 0); with a flat tau REML gives 0.055 %, DerSimonian-Laird 0.041 %.
+# tests/test_between_run.py re-estimates it from those runs and pins these numbers.
+MEASURED_BETWEEN_RUN = meta.BetweenRun(tau0=0.0, slope=0.040, method="REML", comparisons=36, runs=2,
+                                       source="2026-12-03-h200-defaults + 2026-12-03-h200-defaults-repro",
+                                       tau0_dl=0.00041)
 
 
-def _same_verdict(recorded: str | None, new: str | None) -> bool:
-    """Verdicts agree; the old design's ``no_difference`` matches ``equivalent`` and ``inconclusive``."""
-    if recorded is None or new is None:
-        return True
-    return new == recorded or new in _SAME.get(recorded, set()) or recorded in _SAME.get(new, set())
+def between_run_model(value: meta.BetweenRun | dict | float | None) -> meta.BetweenRun:
+    """The model a comparison of runs uses: a fitted one, a stated flat SD, or (None) the measured one."""
+    if value is None:
+        return MEASURED_BETWEEN_RUN
+    if isinstance(value, meta.BetweenRun):
+        return value
+    if isinstance(value, dict):
+        return meta.BetweenRun.of(value)
+    return meta.BetweenRun(float(value), 0.0, "stated")
 
 
-def supported_verdicts(row: dict, margin: float) -> set[str]:
-    """Every verdict a row's interval supports: its own, and ``equivalent`` too when a faster/slower interval
-    lies inside 1 ± margin (TOST holds; only the sign of an effect smaller than the margin is claimed)."""
-    verdict = row.get("runtime_verdict")
-    out = {verdict}
-    lo, hi = row.get("ratio_ci_low"), row.get("ratio_ci_high")
-    if verdict in (stats.FASTER, stats.SLOWER) and lo is not None and 1 - margin <= lo and hi <= 1 + margin:
-        out.add(stats.EQUIVALENT)
-    return out
+def log_ratio_and_se(row: dict) -> tuple[float, float]:
+    """A row's log ratio and its standard error from its interval at that interval's own level."""
+    se = meta.standard_error(row["ratio_ci_low"], row["ratio_ci_high"], row.get("ci_level") or 0.95)
+    return math.log(row["ratio_vs_baseline"]), se
 
 
-def verdicts_agree(recorded: dict, new: dict, margin: float) -> bool:
-    """Two runs agree on a comparison when some verdict is supported by both; a sub-margin effect found
-    significant in one run and equivalent in the other agrees, a real effect against equivalence does not."""
-    rec, cur = supported_verdicts(recorded, margin), supported_verdicts(new, margin)
-    return any(_same_verdict(a, b) for a in rec for b in cur)
+def direction(row: dict) -> int:
+    """+1 / -1 when the row claims an effect (a significant verdict under its own rule), 0 when it does not."""
+    if row.get("runtime_verdict") not in stats.SIGNIFICANT or row.get("ratio_vs_baseline") is None:
+        return 0
+    return 1 if row["ratio_vs_baseline"] > 1.0 else -1
 
 
-def runtime_tolerance(rec: dict, new: dict, between_sd: float) -> float:
-    """How far apart (in log ratio) two independent runs of one comparison may land: both runs' within-run
-    uncertainty and the between-run SD, at 95 %."""
-    def se(r):
-        return (math.log(r["ratio_ci_high"]) - math.log(r["ratio_ci_low"])) / (2 * 1.96)
+def opposite_directions(recorded: dict, new: dict) -> bool:
+    """Both runs claim an effect, of opposite signs: never a reproduction, whatever the gap and its tolerance."""
+    return direction(recorded) * direction(new) < 0
 
-    return 1.96 * math.sqrt(se(rec) ** 2 + se(new) ** 2 + between_sd**2)
+
+def runtime_tolerance(rec: dict, new: dict, between: meta.BetweenRun | float | None = None,
+                      level: float = REPRO_LEVEL) -> float:
+    """How far apart (in log ratio) two runs of one comparison may land at ``level``: z x sqrt(s1^2 + s2^2 +
+    2 tau^2), each run with its own run effect, tau at the two runs' mean effect."""
+    (y1, s1), (y2, s2) = log_ratio_and_se(rec), log_ratio_and_se(new)
+    _, se = meta.divergence_z(y1, s1, y2, s2, between_run_model(between))
+    return meta.z_critical(level) * se
+
+
+def name_comparisons(rows: list[dict]) -> dict[tuple, dict]:
+    """The timed name comparisons of a run's rows, by (group_id, label)."""
+    return {(r["group_id"], r["label"]): r for r in rows if r.get("name_template") and not r.get("is_baseline")
+            and r.get("block", "names") == "names" and _timed(r)}
+
+
+def estimate_from_runs(runs: list[list[dict]], source: str = "") -> meta.BetweenRun | None:
+    """The between-run model fitted (REML, ``stats.meta``) on two or more runs of the same comparisons."""
+    return meta.estimate_between_run([{k: log_ratio_and_se(r) for k, r in name_comparisons(rows).items()}
+                                      for rows in runs], source)
 
 
 def between_run_sd(run_a: list[dict], run_b: list[dict]) -> float | None:
-    """The between-run SD of log ratios, estimated from two runs of the same comparisons: the spread of their
-    differences beyond what the two within-run intervals explain (method of moments)."""
-    b = {(r["group_id"], r["label"]): r for r in run_b}
-    diffs, within = [], []
-    for r in run_a:
-        other = b.get((r["group_id"], r["label"]))
-        if other is None or not r.get("name_template") or r.get("is_baseline") or not _timed(r) or not _timed(other):
-            continue
-        diffs.append(math.log(r["ratio_vs_baseline"]) - math.log(other["ratio_vs_baseline"]))
-        se2 = [((math.log(x["ratio_ci_high"]) - math.log(x["ratio_ci_low"])) / 3.92) ** 2 for x in (r, other)]
-        within.append(sum(se2))
-    if len(diffs) < 3:
-        return None
-    mean = sum(diffs) / len(diffs)
-    var = sum((d - mean) ** 2 for d in diffs) / (len(diffs) - 1)
-    return math.sqrt(max(0.0, var - sum(within) / len(within)) / 2)
+    """A flat between-run SD of log ratios from two runs of the same comparisons (REML, no slope)."""
+    runs = [{k: log_ratio_and_se(r) for k, r in name_comparisons(rows).items()} for rows in (run_a, run_b)]
+    fit = meta.estimate_between_run(runs, allow_slope=False)
+    return None if fit is None else fit.tau0
 
 
 def _timed(r: dict) -> bool:
@@ -224,14 +238,29 @@ def _timed(r: dict) -> bool:
     return r.get("ratio_vs_baseline") is not None
 
 
-def compare_runtime(recorded: list[dict], new: list[dict], between_sd: float = BETWEEN_RUN_SD,
-                    margin: float = stats.EQUIVALENCE_MARGIN) -> list[ReproRow]:
-    """A re-measured comparison reproduces when the two runs agree on its verdict (``verdicts_agree``) and its
-    ratio lies within the tolerance of two independent runs (within-run intervals and the between-run SD)."""
+def judged(rows: list[dict]) -> list[dict]:
+    """Rows as the run's final table has them: a run's log holds its rows before Benjamini-Hochberg over the
+    run gated their verdicts (rows of the earlier rule, or already judged, come back as they were)."""
+    if not any(r.get("verdict_rule") == stats.VERDICT_RULE and "q_value" not in r for r in rows):
+        return rows
+    from ptxprobe.gpu.dispatch import with_q_values
+
+    return with_q_values(rows)
+
+
+def compare_runtime(recorded: list[dict], new: list[dict], between: meta.BetweenRun | float | None = None,
+                    margin: float = stats.EQUIVALENCE_MARGIN, level: float = REPRO_LEVEL) -> list[ReproRow]:
+    """A re-measured comparison reproduces when the two log ratios differ by no more than two runs of it
+    may at ``level`` (``runtime_tolerance``: both within-run errors and each run's own run effect, from the
+    between-run model) and the runs do not claim effects of opposite sign. ``margin`` is kept for callers; the
+    verdicts come as each run recorded them."""
+    del margin
 
     def key(r):
         return (r["group_id"], r["label"])
 
+    model = between_run_model(between)
+    recorded, new = judged(recorded), judged(new)
     cur = {key(r): r for r in new}
     out = []
     for r in sorted(recorded, key=key):
@@ -250,12 +279,13 @@ def compare_runtime(recorded: list[dict], new: list[dict], between_sd: float = B
                                 f"{nv} vs recorded {rv}"))
             continue
         gap = abs(math.log(n["ratio_vs_baseline"]) - math.log(r["ratio_vs_baseline"]))
-        tol = runtime_tolerance(r, n, between_sd)
+        tol = runtime_tolerance(r, n, model, level)
         rv, nv = r.get("runtime_verdict"), n.get("runtime_verdict")
+        flipped = opposite_directions(r, n)
         why = (f"ratio {n['ratio_vs_baseline']:.4f} [{n['ratio_ci_low']:.4f}, {n['ratio_ci_high']:.4f}] {nv} vs "
                f"recorded {r['ratio_vs_baseline']:.4f} [{r['ratio_ci_low']:.4f}, {r['ratio_ci_high']:.4f}] {rv}; "
-               f"gap {gap:.4f} vs tolerance {tol:.4f}")
-        ok = gap <= tol and verdicts_agree(r, n, margin)
+               f"gap {gap:.4f} vs tolerance {tol:.4f}" + ("; significant effects of opposite sign" if flipped else ""))
+        ok = gap <= tol and not flipped
         out.append(ReproRow(r["kernel"], r["arch"], ver, label, REPRODUCED if ok else DIVERGED, 1, 1, why, gap, tol))
     return out
 
@@ -296,7 +326,7 @@ def repro(
     edited = changed_sources(manifest)
     notes = [f"kernel sources changed since the recorded run: {', '.join(edited)}"] if edited else []
     notes += staged.notes if staged else []
-    note, runtime_rows = "", []
+    note, runtime_rows, between_run = "", [], {}
     if RunDir(run).has_runtime:
         from ptxprobe.core.errors import NoGpu
         from ptxprobe.gpu import runtime_sweep
@@ -304,12 +334,15 @@ def repro(
         sub = experiment_from_dict(exp_d)
         try:
             new_rt = runtime_sweep(sub, out / "runtime", progress=progress, executor=executor)
-            between = float(exp_d.get("run", {}).get("between_run_sd", BETWEEN_RUN_SD))
+            between = between_run_model(exp_d.get("run", {}).get("between_run"))  # the measured model by default
             margin = float(exp_d.get("run", {}).get("timing", {}).get("margin", stats.EQUIVALENCE_MARGIN))
             runtime_rows = compare_runtime(RunDir(run).runtime_log, _as_recorded(new_rt, relabel), between, margin)
+            fit = estimate_from_runs([RunDir(run).runtime_log, new_rt], f"{run.name} + its repro")
+            between_run = {"used": between.to_json(), "this_pair": fit.to_json() if fit else None}
         except NoGpu as exc:
             note = f"runtime results recorded but not re-checked: {exc}"
-    return ReproOutcome(rows, problems, runtime_note=note, runtime_rows=runtime_rows, notes=notes)
+    return ReproOutcome(rows, problems, runtime_note=note, runtime_rows=runtime_rows, notes=notes,
+                        between_run=between_run)
 
 
 def _recorded_labels(exp_d: dict, staged: Staged) -> dict[str, str]:

@@ -52,7 +52,10 @@ def throughput_interval(times_ms, amount: float, **kw) -> Interval:
 # --- the paired design: per-round log ratios, Hodges-Lehmann intervals, TOST, Benjamini-Hochberg --------------
 
 EQUIVALENT, INCONCLUSIVE = "equivalent", "inconclusive"
-EQUIVALENCE_MARGIN = 0.005  # the default TOST margin on a throughput ratio (± 0.5 %)
+NEGLIGIBLE = "negligible"  # significant, and the whole interval inside 1 +- margin
+SIGNIFICANT = (FASTER, SLOWER, NEGLIGIBLE)  # the verdicts that claim an effect (an A/A false positive is one)
+VERDICT_RULE = "interval+bh"  # rows judged by ``decide`` with their q-value record this in ``verdict_rule``
+EQUIVALENCE_MARGIN = 0.005  # the default TOST margin on a throughput ratio (± 0.5 %); docs/gpu-method.md says why
 IDENTICAL_CODE = "identical-code"  # not timed: the name's machine code is the baseline's
 
 
@@ -132,9 +135,29 @@ def sign_flip_pvalue(logs, n_perm: int = 4000, seed: int = 0) -> float:
     return float((1 + np.sum(null >= obs - 1e-15)) / (n_perm + 1))
 
 
-def decide(iv: Interval, margin: float = EQUIVALENCE_MARGIN) -> str:
-    """faster / slower when the interval excludes 1; equivalent when it lies inside 1 ± margin (TOST);
-    inconclusive otherwise."""
+def decide(iv: Interval, margin: float = EQUIVALENCE_MARGIN, q_value: float | None = None) -> str:
+    """The verdict on one comparison (the rule ``VERDICT_RULE`` names).
+
+    *Significant* means the interval excludes 1 and, when the comparison is one of several (``q_value`` given),
+    the multiplicity-adjusted test rejects at the interval's own level: Benjamini-Hochberg q <= 1 - level, the
+    q over the run's name comparisons (``gpu.dispatch.with_q_values``) or over one ``compare`` call's. Then
+    ``negligible`` when the interval also lies inside 1 +- margin (an effect found, smaller than the margin:
+    its sign does not reproduce across runs), else faster / slower. Not significant: ``equivalent`` when the
+    interval lies inside 1 +- margin (TOST), else ``inconclusive``. Without ``q_value`` the test is the
+    interval's own (one comparison: the signed-rank test it inverts)."""
+    inside = iv.low >= 1.0 - margin and iv.high <= 1.0 + margin
+    excludes = iv.low > 1.0 or iv.high < 1.0
+    if excludes and (q_value is None or q_value <= 1.0 - iv.level + 1e-12):
+        if inside:
+            return NEGLIGIBLE
+        return FASTER if iv.low > 1.0 else SLOWER
+    return EQUIVALENT if inside else INCONCLUSIVE
+
+
+def decide_by_interval(iv: Interval, margin: float = EQUIVALENCE_MARGIN) -> str:
+    """The rule the runs recorded before ``VERDICT_RULE`` (rows without ``verdict_rule``): faster / slower when
+    the interval excludes 1, whatever its size and q; equivalent inside 1 +- margin; inconclusive otherwise.
+    Kept to recompute committed verdicts, never to judge a new run."""
     if iv.low > 1.0:
         return FASTER
     if iv.high < 1.0:
@@ -142,6 +165,36 @@ def decide(iv: Interval, margin: float = EQUIVALENCE_MARGIN) -> str:
     if iv.low >= 1.0 - margin and iv.high <= 1.0 + margin:
         return EQUIVALENT
     return INCONCLUSIVE
+
+
+def recorded_decision(row: dict, margin: float = EQUIVALENCE_MARGIN) -> str:
+    """A stored row's verdict recomputed from its stored interval under the rule it was recorded with."""
+    iv = Interval(row["ratio_vs_baseline"], row["ratio_ci_low"], row["ratio_ci_high"], row.get("ci_level", 0.95))
+    if row.get("verdict_rule") == VERDICT_RULE:
+        return decide(iv, margin, row.get("q_value"))
+    return decide_by_interval(iv, margin)
+
+
+def signed_rank_pvalue(logs) -> float:
+    """The exact two-sided Wilcoxon signed-rank p-value of 'no difference', counted on the Walsh averages as
+    ``signed_rank_bounds`` counts them: p <= 1 - level exactly when that interval excludes 0, so the test the
+    q-values adjust and the interval the verdict reads are one procedure."""
+    x = np.asarray(logs, dtype=float)
+    if x.size == 0 or np.all(x == 0):
+        return 1.0
+    i, j = np.triu_indices(x.size)
+    walsh = (x[i] + x[j]) / 2.0
+    below = int(np.sum(walsh < 0)) + int(np.sum(walsh == 0)) // 2
+    tail = min(below, walsh.size - below)
+    return float(min(1.0, 2.0 * _signed_rank_cdf(x.size)[tail]))
+
+
+def ratio_of_means(base_ms, other_ms) -> float:
+    """Mean time of the baseline over mean time of the other, over the paired rounds (> 1: other faster):
+    the ratio of expected times, the estimand a throughput claim is about, reported beside the Hodges-Lehmann
+    ratio (the pseudo-median of per-round log ratios; the two differ when the per-round ratios are skewed)."""
+    a, b = np.asarray(base_ms, dtype=float), np.asarray(other_ms, dtype=float)
+    return float(np.mean(a) / np.mean(b))
 
 
 def half_width(iv: Interval) -> float:
