@@ -178,10 +178,18 @@ def _dims(value, where: str) -> tuple:
     return dims
 
 
-def is_torch_dtype(name: str) -> bool:
-    import torch
+# torch's dtype names, spelled out so a static sweep checks a spec without importing torch (a GPU run resolves them)
+TORCH_DTYPES = frozenset({
+    "float16", "half", "bfloat16", "float32", "float", "float64", "double", "complex64", "cfloat", "complex128",
+    "cdouble", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "short", "int32", "int", "int64", "long",
+    "bool", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu",
+    "float4_e2m1fn_x2",
+})
 
-    return isinstance(getattr(torch, name, None), torch.dtype)
+
+def is_torch_dtype(name: str) -> bool:
+    """A dtype name torch knows; decided without importing torch (the static path never does)."""
+    return name in TORCH_DTYPES
 
 
 def _arg(d: dict, where: str) -> ArgSpec:
