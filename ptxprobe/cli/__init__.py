@@ -146,5 +146,20 @@ def main(argv: list[str] | None = None) -> int:
                      INTERNAL, type(exc).__name__, as_json)
 
 
+def run() -> int:
+    """The ``ptxprobe`` command: ``main``, then what is still buffered written out while the pipe is known to be
+    open or closed (a reader that stops early, ``| head``, makes it 141, not the exit code of the answer)."""
+    code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for stream in (sys.stdout, sys.stderr):
+            os.dup2(devnull, stream.fileno())
+        return PIPE_CLOSED
+    return code
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

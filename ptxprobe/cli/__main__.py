@@ -2,6 +2,6 @@
 
 import sys
 
-from ptxprobe.cli import main
+from ptxprobe.cli import run
 
-sys.exit(main())
+sys.exit(run())

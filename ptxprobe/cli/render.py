@@ -6,6 +6,7 @@ through ``logging``, so ``--json`` output can be piped straight into ``jq``.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -24,6 +25,15 @@ MIN_WIDTH = 80  # the narrowest terminal the one-screen answer is laid out for
 KERNEL_MIN = 24  # the kernel column's least width: other columns wrap before it shrinks further
 
 
+class _Console(Console):
+    """rich's console, except that a reader who closes the pipe (``| head``) ends the command with exit 141 through
+    ``ptxprobe.cli.main``, not with rich's own ``SystemExit(1)``, which would read as "found differences"."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, "the reader closed the pipe")
+
+
 def width() -> int:
     """The terminal's width (COLUMNS first, as rich reads it); ``PIPE_WIDTH`` for a pipe or file."""
     cols = os.environ.get("COLUMNS", "")
@@ -33,11 +43,11 @@ def width() -> int:
 
 
 def stdout() -> Console:
-    return Console(width=width())
+    return _Console(width=width())
 
 
 def stderr() -> Console:
-    return Console(stderr=True, width=200) if not sys.stderr.isatty() else Console(stderr=True)
+    return _Console(stderr=True, width=200) if not sys.stderr.isatty() else _Console(stderr=True)
 
 
 def table(title: str, columns: list[str], rows: list[list], fold: bool = True) -> Table:
