@@ -273,3 +273,19 @@ def test_the_wheel_installs_without_torch_and_sweeps_from_anywhere(tmp_path):
     assert r.returncode in (0, 1), r.stderr
     assert "does the name matter?" in r.stdout
     assert (work / "runs" / "default" / "results.parquet").exists()
+
+
+def test_a_narrower_rerun_into_a_run_directory_is_refused_and_a_wider_one_grows_it(tmp_path):
+    """Results and manifest describe the sweep that ran; a re-run that drops values would describe fewer variants
+    than the run's log holds, so it is refused (and changes nothing); more values resume and grow it."""
+    from ptxprobe.cli import main
+    from tests.ptx_text import AXPY_PTX
+
+    ptx, out = tmp_path / "axpy.ptx", tmp_path / "run"
+    ptx.write_text(AXPY_PTX)
+    sweep = ["rename-sweep", "-q", "--no-run", "--ptx", str(ptx), "-s", "repeat=1", "-o", str(out)]
+    assert main([*sweep, "-s", "archs=sm_90a,sm_100a"]) in (0, 1)
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert main([*sweep, "-s", "archs=sm_90a"]) == 2
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
+    assert main([*sweep, "-s", "archs=sm_90a,sm_100a,sm_120a"]) in (0, 1)

@@ -60,7 +60,7 @@ class Experiment:
         return any((self.ptx_files, self.cu_files, self.cubin_files, self.triton_functions))
 
 
-_LIST_AXES = ("kernels", "dtypes", "head_dims", "causal", "configs", "archs", "ptxas", "names", "ptx_files",
+LIST_AXES = ("kernels", "dtypes", "head_dims", "causal", "configs", "archs", "ptxas", "names", "ptx_files",
               "cu_files", "cubin_files", "triton_functions", "file_archs")
 _USER_AXES = ("ptx_files", "cu_files", "cubin_files", "triton_functions")
 _TABLES = ("experiment", "sweep", "run")
@@ -173,7 +173,7 @@ def experiment_from_dict(d: dict) -> Experiment:
     if unknown:
         raise SpecError(f"unknown sweep keys: {', '.join(sorted(unknown))} (known: {', '.join(sorted(known))})")
     kw = dict(d)
-    for k in _LIST_AXES:
+    for k in LIST_AXES:
         if k in kw:
             v = kw[k]
             kw[k] = tuple(v) if isinstance(v, (list, tuple)) else (v,)
@@ -202,7 +202,7 @@ def experiment_from_dict(d: dict) -> Experiment:
     for k in ("archs", "file_archs"):
         if k in kw:
             kw[k] = tuple(check_arch(str(a)) for a in kw[k])
-    for k in _LIST_AXES:
+    for k in LIST_AXES:
         twice = sorted({str(v) for v in kw.get(k, ()) if list(kw[k]).count(v) > 1})
         if twice and k != "names":
             raise SpecError(f"{k}: {', '.join(twice)} given twice (each value once)")

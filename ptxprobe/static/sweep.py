@@ -10,6 +10,7 @@ ptxas process groups are killed, and the outputs and manifest are still written 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -23,6 +24,7 @@ from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import SpecError, ToolFailed, ToolNotFound
 from ptxprobe.core.store import (
     LOG,
+    MANIFEST,
     RESULTS_JSONL,
     RESULTS_PARQUET,
     append_records,
@@ -44,7 +46,7 @@ from ptxprobe.sources import Emitted, KernelSource, left_out, sources_of
 from ptxprobe.sources.registry import kernel_source_hashes
 from ptxprobe.static.adaptive import more_runs
 from ptxprobe.static.executors import Executor, LocalExecutor, variant_row
-from ptxprobe.static.experiment import Experiment
+from ptxprobe.static.experiment import LIST_AXES, Experiment
 from ptxprobe.static.plan import Planned, plan_emitted
 from ptxprobe.static.verdicts import SAME_CODE, derive
 from ptxprobe.toolchain.assemble import cached_artifact, flag_file_digests
@@ -62,6 +64,23 @@ def experiment_identity(exp: Experiment, sources: list[KernelSource]) -> dict:
         "name": exp.name,
         "user_sources": sorted(s.label for s in sources if s.kind != "registered"),
     }
+
+
+def check_not_narrower(out: Path, exp: Experiment) -> None:
+    """A re-run into a run directory may grow its axes, not drop values: its results and manifest would then
+    describe fewer variants than its log holds."""
+    try:
+        recorded = json.loads((out / MANIFEST).read_text()).get("experiment") or {}
+    except (OSError, json.JSONDecodeError):
+        return
+    now = exp.to_json()
+    dropped = {axis: sorted(map(str, set(map(str, recorded[axis])) - set(map(str, now.get(axis) or ()))))
+               for axis in LIST_AXES if isinstance(recorded.get(axis), list)}
+    dropped = {axis: vals for axis, vals in dropped.items() if vals}
+    if dropped:
+        said = "; ".join(f"{axis} {', '.join(vals)}" for axis, vals in sorted(dropped.items()))
+        raise SpecError(f"{out} holds a wider sweep of this experiment (this one drops {said}): "
+                        "use another -o, or --fresh to replace it")
 
 
 @dataclass
@@ -134,6 +153,7 @@ def run_sweep(
                 path.unlink(missing_ok=True)
         else:
             check_same_experiment(out, identity)
+            check_not_narrower(out, exp)
         drop_torn_tail(log)
         logged = {r["variant_id"]: r for r in read_log(log)}
         if any(r["status"] == "ok" and SAME_CODE not in r for r in logged.values()):
