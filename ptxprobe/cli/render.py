@@ -16,6 +16,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from ptxprobe.core.schema import short_names
 from ptxprobe.static.verdicts import NO, YES
 
 log = logging.getLogger("ptxprobe")
@@ -114,38 +115,6 @@ def answer_cell(p: dict) -> str:
     if p["answer"] in (YES, NO):
         return p["answer"]
     return f"{p['answer']}: {p['not_compared']}" if not p["names"] else p["answer"]
-
-
-def short_names(labels, width: int) -> dict[str, str]:
-    """Kernel labels shortened to ``width`` the same way in every table: first the ``/`` parts that tell no two
-    labels apart (from the end: the config, then the head dim ...), then the middle elided."""
-    labels = list(dict.fromkeys(labels))
-    parts = {label: label.split("/") for label in labels}
-
-    def shown(label: str, dropped: set[int]) -> str:
-        return "/".join(p for i, p in enumerate(parts[label]) if i not in dropped)
-
-    dropped: set[int] = set()
-    for i in range(max((len(p) for p in parts.values()), default=0) - 1, 0, -1):
-        if all(len(shown(label, dropped)) <= width for label in labels):
-            break
-        if len({shown(label, dropped | {i}) for label in labels}) == len(labels):
-            dropped.add(i)
-    out = {}
-    for label in labels:
-        head, _, rest = shown(label, dropped).partition("/")
-        room = width - len(rest) - 1 if rest else width
-        if len(head) > room >= 5:  # the family's name elided in its middle: its start and end tell them apart
-            head = _elide(head, room)
-        out[label] = _elide(head + ("/" + rest if rest else ""), width)
-    return out
-
-
-def _elide(text: str, width: int) -> str:
-    if len(text) <= width:
-        return text
-    tail = max(1, (width - 1) // 2)
-    return text[: width - 1 - tail] + "…" + text[-tail:]
 
 
 def template_label(template: str) -> str:

@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 
 from ptxprobe.cli import FOUND_DIFFERENCES, INTERRUPTED, OK, TOOL_FAILED
-from ptxprobe.cli.render import emit_json, fmt_set, say, short_names, show, show_answer, table
+from ptxprobe.cli.render import emit_json, fmt_set, say, show, show_answer, table
 from ptxprobe.core.cluster import session_for
 from ptxprobe.core.errors import NoGpu, SpecError
+from ptxprobe.core.schema import short_names
 from ptxprobe.static.verdicts import NO, YES
 
 log = logging.getLogger("ptxprobe")

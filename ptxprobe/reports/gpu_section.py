@@ -6,8 +6,7 @@ words with the bounds it was judged by.
 
 from __future__ import annotations
 
-from ptxprobe.cli.render import short_names
-from ptxprobe.core.schema import problem_label
+from ptxprobe.core.schema import problem_label, short_names
 from ptxprobe.gpu.calibrate import CRITERIA
 from ptxprobe.runs.rundir import RunDir
 from ptxprobe.stats import paired as stats

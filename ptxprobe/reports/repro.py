@@ -17,10 +17,10 @@ from pathlib import Path
 
 from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import PtxprobeError
+from ptxprobe.core.inputs import INPUTS, Staged, stage
 from ptxprobe.core.schema import problem_label
 from ptxprobe.core.store import MANIFEST
 from ptxprobe.gpu.plan import RunConfig
-from ptxprobe.runs.inputs import INPUTS, Staged, stage
 from ptxprobe.runs.rundir import RunDir, same_code_column
 from ptxprobe.sources.registry import kernel_source_hashes
 from ptxprobe.static.experiment import experiment_from_dict, recorded_axes

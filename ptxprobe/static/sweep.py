@@ -22,6 +22,7 @@ from pathlib import Path
 
 from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import SpecError, ToolFailed, ToolNotFound
+from ptxprobe.core.inputs import drop_kept_since, keep_inputs, kept_contents
 from ptxprobe.core.store import (
     LOG,
     MANIFEST,
@@ -41,7 +42,6 @@ from ptxprobe.core.store import (
     write_parquet,
     writing_to,
 )
-from ptxprobe.runs.inputs import drop_kept_since, keep_inputs, kept_contents
 from ptxprobe.sources import Emitted, KernelSource, left_out, sources_of
 from ptxprobe.sources.registry import kernel_source_hashes
 from ptxprobe.static.adaptive import more_runs
@@ -197,7 +197,7 @@ def _write_outputs(out: Path, exp, identity: dict, tools, argv, started: float, 
             "emit_errors": state.emit_errors,
             "executor": state.executor,
         }
-        inputs = {s.label: {**s.identity(), **kept.get(s.label, {})} for s in sources}  # files: runs.inputs
+        inputs = {s.label: {**s.identity(), **kept.get(s.label, {})} for s in sources}  # files: core.inputs
         files = {p: d for flags in exp.flags for p, d in flag_file_digests(flags).items()}
         if files:  # control files (--apply-controls) are opaque inputs: recorded by content
             inputs["ptxas_flag_files"] = files
