@@ -197,7 +197,7 @@ def small_sample_verdict(iv: stats.Interval, p_value: float, margin: float = sta
     rounds a whole program allows, the bootstrap interval alone calls A/A differences far above its nominal 5 %
     (seen at 6-12 rounds in tests/test_capture_ab.py); the sign-flip test is exact at any number of rounds."""
     verdict = stats.decide(iv, margin)
-    if verdict in (stats.FASTER, stats.SLOWER) and p_value > alpha:
+    if verdict in stats.SIGNIFICANT and p_value > alpha:  # a claimed effect, beyond the margin or inside it
         return stats.INCONCLUSIVE
     return verdict
 
@@ -205,7 +205,7 @@ def small_sample_verdict(iv: stats.Interval, p_value: float, margin: float = sta
 def calibration_failed(rows: list[dict]) -> bool:
     """The A/A arm must not come out faster or slower than the baseline it copies."""
     aa = next((r for r in rows if r["arm"] == "aa"), None)
-    return aa is None or aa["verdict"] in (stats.FASTER, stats.SLOWER, "too_few_runs")
+    return aa is None or aa["verdict"] in (*stats.SIGNIFICANT, "too_few_runs")
 
 
 def write_ab(out: Path, argv: list[str], arms: list[Arm], runs: list[Run], rows: list[dict], meta: dict) -> dict:
