@@ -124,6 +124,8 @@ def _cases(d: Path) -> list[tuple[list[str], int, str]]:
     return [
         # a user's Triton kernel that does not compile: Triton's reason and the source line
         (triton("k1000.py", "block1000"), USAGE, "arange's range must be a power of 2"),
+        # Triton builds sm_90a for compute capability 9.0: sm_90 is refused with the target it does build
+        ([*triton("k1000.py", "good"), "-s", "archs=sm_90"], USAGE, "ask for -s archs=sm_90a"),
         (triton("k1000.py", "block1000"), USAGE, "k1000.py:7: offs = tl.program_id(0) * BLOCK_N"),
         (triton("undef.py", "good"), USAGE, "undef.py:8: m = offs < nope"),
         (triton("undef.py", "good"), USAGE, "nope is not defined"),

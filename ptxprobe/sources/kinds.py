@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import SpecError
-from ptxprobe.ptx.text import retargeted
+from ptxprobe.ptx.text import retargeted, target_of
 from ptxprobe.sources.base import Emitted, KernelSource
 from ptxprobe.sources.registry import KernelFamily, KernelSpec, Problem, family
 
@@ -219,6 +219,10 @@ class TritonFunctionSource(_FileSource):
         if rec is None:
             return None
         e = emitted_from(rec, self.label)
+        target = target_of(e.ptx)
+        if target and target != arch:  # Triton builds sm_90a for compute capability 9.0: ptxas refuses it for sm_90
+            raise SpecError(f"Triton compiles {self.path} for {target} (its PTX .target), not {arch}: "
+                            f"ask for -s archs={target}")
         return Emitted(e.kernel, arch, e.entry, e.ptx, e.frontend, e.metadata, e.stages)
 
 

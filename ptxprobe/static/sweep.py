@@ -42,6 +42,7 @@ from ptxprobe.core.store import (
     write_parquet,
     writing_to,
 )
+from ptxprobe.ptx.rename import apply_template
 from ptxprobe.sources import Emitted, KernelSource, left_out, sources_of
 from ptxprobe.sources.registry import kernel_source_hashes
 from ptxprobe.static.adaptive import more_runs
@@ -142,6 +143,8 @@ def run_sweep(
     started = time.time()
     cache = cache or Cache()
     sources = sources_of(exp)  # a bad input fails here, before any work
+    for template in exp.names:  # so does a name template that cannot make a PTX identifier
+        apply_template(template, "kernel")
     left = left_out(exp)
     identity = experiment_identity(exp, sources)
     created = not Path(out_dir).exists()
