@@ -10,7 +10,6 @@ ptxas process groups are killed, and the outputs and manifest are still written 
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys
@@ -25,7 +24,6 @@ from ptxprobe.core.errors import SpecError, ToolFailed, ToolNotFound
 from ptxprobe.core.inputs import drop_kept_since, keep_inputs, kept_contents
 from ptxprobe.core.store import (
     LOG,
-    MANIFEST,
     RESULTS_JSONL,
     RESULTS_PARQUET,
     append_records,
@@ -47,7 +45,7 @@ from ptxprobe.sources import Emitted, KernelSource, left_out, sources_of
 from ptxprobe.sources.registry import kernel_source_hashes
 from ptxprobe.static.adaptive import more_runs
 from ptxprobe.static.executors import Executor, LocalExecutor, variant_row
-from ptxprobe.static.experiment import LIST_AXES, Experiment
+from ptxprobe.static.experiment import Experiment
 from ptxprobe.static.plan import Planned, plan_emitted
 from ptxprobe.static.verdicts import SAME_CODE, derive
 from ptxprobe.toolchain.assemble import cached_artifact, flag_file_digests
@@ -67,17 +65,20 @@ def experiment_identity(exp: Experiment, sources: list[KernelSource]) -> dict:
     }
 
 
-def check_not_narrower(out: Path, exp: Experiment) -> None:
-    """A re-run into a run directory may grow its axes, not drop values: its results and manifest would then
-    describe fewer variants than its log holds."""
-    try:
-        recorded = json.loads((out / MANIFEST).read_text()).get("experiment") or {}
-    except (OSError, json.JSONDecodeError):
-        return
+ROW_OF_AXIS = {"archs": "arch", "names": "name_template", "dtypes": "dtype"}  # axis -> the row field it sets
+
+
+def check_not_narrower(out: Path, exp: Experiment, logged: list[dict]) -> None:
+    """A re-run into a run directory may grow its axes, not drop values its log holds rows of: its results and
+    manifest would then describe fewer variants than the log (a value that never got a row, e.g. a ptxas that
+    hung, may be swapped)."""
     now = exp.to_json()
-    dropped = {axis: sorted(map(str, set(map(str, recorded[axis])) - set(map(str, now.get(axis) or ()))))
-               for axis in LIST_AXES if isinstance(recorded.get(axis), list)}
-    dropped = {axis: vals for axis, vals in dropped.items() if vals}
+    dropped = {}
+    for axis, key in ROW_OF_AXIS.items():
+        keep = {str(v) for v in now.get(axis) or ()}
+        held = sorted({str(r[key]) for r in logged if r.get(key) is not None} - keep)
+        if held:
+            dropped[axis] = held
     if dropped:
         said = "; ".join(f"{axis} {', '.join(vals)}" for axis, vals in sorted(dropped.items()))
         raise SpecError(f"{out} holds a wider sweep of this experiment (this one drops {said}): "
@@ -156,9 +157,9 @@ def run_sweep(
                 path.unlink(missing_ok=True)
         else:
             check_same_experiment(out, identity)
-            check_not_narrower(out, exp)
         drop_torn_tail(log)
         logged = {r["variant_id"]: r for r in read_log(log)}
+        check_not_narrower(out, exp, list(logged.values()))
         if any(r["status"] == "ok" and SAME_CODE not in r for r in logged.values()):
             raise SpecError(f"{out} was recorded by an older ptxprobe (its rows have no {SAME_CODE}): "
                             "re-run with --fresh, or use another -o")
