@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import shutil
 import socket
 import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -243,3 +246,20 @@ def installed_ptxas_135():
 
     for rec in _installed("13.5.37"):
         yield toolchain.identify(rec.path, "ptxas", "ptxprobe-cache")
+
+
+@pytest.fixture(scope="session")
+def built_wheel(tmp_path_factory) -> Path:
+    """ptxprobe's wheel, built once per session without the network from a copy of what the build reads (a
+    build/ left in the checkout would leak into it)."""
+    root = Path(__file__).resolve().parent.parent
+    src, out = tmp_path_factory.mktemp("wheel-src"), tmp_path_factory.mktemp("wheel")
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(root / name, src / name)
+    for name in ("ptxprobe", "kernels"):
+        shutil.copytree(root / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    run = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                          "--no-index", "-w", str(out), str(src)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    (wheel,) = out.glob("ptxprobe-*.whl")
+    return wheel

@@ -46,25 +46,11 @@ EDITS = {
 }
 
 
-def _wheel(tmp_path: Path) -> Path:
-    """The wheel, built without the network from a copy of what the build reads (as test_packaging does)."""
-    src = tmp_path / "src"
-    src.mkdir()
-    for f in ("pyproject.toml", "README.md"):
-        shutil.copy2(ROOT / f, src / f)
-    for d in ("ptxprobe", "kernels"):
-        shutil.copytree(ROOT / d, src / d, ignore=shutil.ignore_patterns("__pycache__"))
-    out = tmp_path / "wheel"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "--no-index",
-                    "-w", str(out), str(src)], check=True, timeout=300, capture_output=True)
-    return next(out.glob("ptxprobe-*.whl"))
-
-
-def test_a_new_user_goes_from_their_own_triton_kernel_to_a_report_and_a_repro(tmp_path):
+def test_a_new_user_goes_from_their_own_triton_kernel_to_a_report_and_a_repro(tmp_path, built_wheel):
     venv = tmp_path / "venv"  # beside this machine's torch and triton: only ptxprobe is new
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
     subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q",
-                    "--no-deps", "--no-build-isolation", "--no-index", str(_wheel(tmp_path))],
+                    "--no-deps", "--no-build-isolation", "--no-index", str(built_wheel)],
                    check=True, timeout=300, capture_output=True)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(PTXPROBE_CACHE=str(tmp_path / "cache"), COLUMNS="100")
