@@ -53,8 +53,8 @@ def make_experiment(experiment: str | os.PathLike | Experiment | None = "default
 def sweep(experiment: str | os.PathLike | Experiment | None = "default", out: str | os.PathLike | None = None, *,
           jobs: int | None = None, fresh: bool = False, progress: bool = False, cache: Cache | None = None,
           executor: str = "local", **overrides) -> SweepOutcome:
-    """Run (or resume) a static rename sweep into ``out`` (default: the CLI's ``runs/<name>-<date>``) and return
-    its outcome (``out_dir``, ``rows``, ``ran``, ``skipped``, ``failed``...). ``overrides`` are axes, as in
+    """Run (or resume) a static rename sweep into ``out`` (default: where the CLI puts it, ``runs/<experiment>``)
+    and return its outcome (``out_dir``, ``rows``, ``ran``, ``skipped``, ``failed``...). ``overrides`` are axes, as in
     ``make_experiment``. Raises ``SpecError`` for a bad experiment or axis, ``ToolNotFound`` without ptxas,
     ``RunDirBusy`` when another process writes ``out``."""
     from ptxprobe.static.sweep import default_out_dir, run_sweep

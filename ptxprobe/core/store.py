@@ -194,18 +194,16 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
 
 
 def write_parquet(path: Path, rows: list[dict], drop: tuple[str, ...] = ()) -> None:
-    """Rows as a parquet table, a column per key any row has (in first-seen order), through pyarrow alone (pandas
-    is not imported for it: a warm sweep's start-up)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    """Rows as a parquet table (pandas: pyarrow imports it anyway when it converts Python rows)."""
+    import pandas as pd
 
     if not rows:
         return
-    keys = [k for k in dict.fromkeys(k for r in rows for k in r) if k not in drop]
-    table = pa.table({k: [r.get(k) for r in rows] for k in keys})  # a column no row fills is of null type
+    df = pd.DataFrame(rows)
+    df = df.drop(columns=[c for c in drop if c in df.columns])
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        pq.write_table(table, tmp)
+        df.to_parquet(tmp, index=False)
         os.replace(tmp, path)
     except BaseException:  # nothing half-written is left beside the table
         tmp.unlink(missing_ok=True)

@@ -72,10 +72,9 @@ def check_not_narrower(out: Path, exp: Experiment, logged: list[dict]) -> None:
     """A re-run into a run directory may grow its axes, not drop values its log holds rows of: its results and
     manifest would then describe fewer variants than the log (a value that never got a row, e.g. a ptxas that
     hung, may be swapped)."""
-    now = exp.to_json()
     dropped = {}
     for axis, key in ROW_OF_AXIS.items():
-        keep = {str(v) for v in now.get(axis) or ()}
+        keep = {str(v) for v in getattr(exp, axis)}
         held = sorted({str(r[key]) for r in logged if r.get(key) is not None} - keep)
         if held:
             dropped[axis] = held
