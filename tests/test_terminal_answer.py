@@ -133,21 +133,20 @@ def test_a_sweep_whose_every_assembly_timed_out_answers_not_compared(axpy, tmp_p
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_report_prints_its_path_and_the_same_answer_quickly(tmp_path, capsys, monkeypatch, width):
-    import time
-
+def test_report_prints_its_path_and_the_same_answer(tmp_path, capsys, monkeypatch, width):
     monkeypatch.setenv("COLUMNS", str(width))
-    t = time.monotonic()
     assert main(["report", str(COMMITTED), "-o", str(tmp_path / "rep")]) == 0
-    took = time.monotonic() - t
     lines = capsys.readouterr().out.splitlines()
     assert max(len(ln) for ln in lines) <= width
     assert (tmp_path / "rep" / "index.html").is_file()
     assert f"report:{tmp_path / 'rep' / 'index.html'}" in "".join(lines).replace(" ", "")  # wrapped or not
     text = _legend_words(lines)
     assert "matters?" in text and " ".join(LEGEND.split()) in text and STATIC in text
-    assert len(lines) < 2 * len(_committed_answer()) + 15  # a row in one or two lines: not every variant
-    assert took < 20, f"report took {took:.1f}s"
+    rule = next(i for i, ln in enumerate(lines) if "───" in ln)
+    end = next(i for i in range(rule + 1, len(lines)) if not lines[i].strip())
+    answer = _committed_answer()
+    assert sum(1 for ln in lines[rule + 1: end] if ln[1:2].strip()) == len(answer)  # a row per answer
+    assert end - rule - 1 <= 2 * len(answer)  # each in one or two lines: not every variant
     recs = json.loads((tmp_path / "rep" / "report.json").read_text())
     differing = [r for r in recs if r["verdict"] == "differs"]
     assert differing and all(r.get("note") == SASS_NOT_BUILT for r in differing)  # no nvdisasm without --sass
