@@ -196,7 +196,7 @@ def _cases(d: Path) -> list[tuple[list[str], int, str]]:
         (["explain", str(d / "a_dir"), "--max-groups", "0"], USAGE, "--max-groups: must be at least 1"),
         (["capture", "--rounds", "0", "--", "true"], USAGE, "--rounds: must be at least 1"),
         # run directories and outputs
-        (["report", str(d / "notrun")], USAGE, "is this a ptxprobe run directory?"),
+        (["report", str(d / "notrun")], USAGE, "report reads what rename-sweep, capture or repro wrote"),
         (["report", good, "-o", str(d / "a_file")], USAGE, "exists and is not a directory"),
         (["report", str(d / "trunc")], USAGE, "manifest.json: not valid JSON"),
         (["repro", str(d / "trunc")], USAGE, "manifest.json: not valid JSON"),

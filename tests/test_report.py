@@ -165,3 +165,24 @@ def test_gpu_report_in_headless_chromium_at_1400px(gpu_report, tmp_path):
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
     assert struct.unpack(">II", png[16:24]) == (PAGE_WIDTH, 900)
+
+
+def test_report_of_a_capture_directory_has_its_sweep_and_the_program_ab(tmp_path, capsys, monkeypatch):
+    """``capture --run`` keeps its sweep in sweep/ and the A/B in ab/: report reads both, the A/B's verdicts
+    derived again from the recorded runs (the 3-round run reads as too few rounds, the 8-round one does not)."""
+    from experiments.analysis import static_runs as analysis
+
+    monkeypatch.setenv("COLUMNS", "120")
+    eight = analysis.results_dir("2026-12-03-h200-capture-tutorial-8rounds")
+    assert main(["report", str(eight), "-o", str(tmp_path / "eight"), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    arms = {r["arm"]: r for r in doc["program_ab"]["comparisons"]}
+    assert set(arms) == {"trigger", "control", "aa"} and all(r["rounds"] == 8 for r in arms.values())
+    assert not doc["program_ab"]["calibration_failed"] and doc["records"]
+    index = (tmp_path / "eight" / "index.html").read_text()
+    assert 'id="program-ab"' in index and f"{arms['trigger']['ratio']:.4f}" in index
+    three = analysis.results_dir("2026-12-03-h200-capture-tutorial")
+    assert main(["report", str(three), "-o", str(tmp_path / "three")]) == 0
+    out = capsys.readouterr().out
+    assert "too_few_runs" in out and "too few paired rounds to calibrate (3)" in out
+    assert "Does the name" in (tmp_path / "three" / "index.html").read_text()

@@ -44,7 +44,7 @@ def cmd_capture(args) -> int:
 
 
 def run_ab(args, argv: list[str], out: Path, kernels: list, names: tuple[str, ...] | None) -> int:
-    from ptxprobe.capture.ab import build_arms, calibration_failed, compare, run_rounds, write_ab
+    from ptxprobe.capture.ab import build_arms, compare, run_rounds, write_ab
     from ptxprobe.core.cache import Cache
     from ptxprobe.core.errors import ToolFailed
     from ptxprobe.toolchain.tools import discover, select_ptxas, triton_ptxas
@@ -79,12 +79,29 @@ def run_ab(args, argv: list[str], out: Path, kernels: list, names: tuple[str, ..
     if args.json:
         emit_json(rec)
     else:
-        show(table(f"A/B of the whole program ({meta['metric']}; ratio > 1: the arm is faster) -> {ab_dir}/ab.json",
-                   ["arm", "rounds", "ratio", "95% interval", "verdict", "p"],
-                   [[r["arm"], r["rounds"], f"{r.get('ratio', float('nan')):.4f}",
-                     f"[{r.get('low', float('nan')):.4f}, {r.get('high', float('nan')):.4f}]", r["verdict"],
-                     f"{r.get('p_value', float('nan')):.3f}"] for r in rows]))
-    if calibration_failed(rows):
-        say("CALIBRATION FAILED: the A/A arm differs from the baseline it copies; the A/B verdicts are not trusted")
+        show_program_ab(rec, ab_dir)
+    return program_ab_exit(rec)
+
+
+def show_program_ab(rec: dict, ab_dir: Path) -> None:
+    """The whole program's A/B (``ab.json``) as a table, and a failed A/A calibration said plainly."""
+    show(table(f"A/B of the whole program ({rec.get('metric')}; ratio > 1: the arm is faster) -> {ab_dir}/ab.json",
+               ["arm", "rounds", "ratio", "95% interval", "verdict", "p"],
+               [[r["arm"], r["rounds"], *([f"{r['ratio']:.4f}", f"[{r['low']:.4f}, {r['high']:.4f}]"]
+                                          if "ratio" in r else ["-", "-"]),
+                 r["verdict"], f"{r['p_value']:.3f}" if "p_value" in r else "-"] for r in rec["comparisons"]]))
+    aa = next((r for r in rec["comparisons"] if r["arm"] == "aa"), None)
+    if rec["calibration_failed"]:
+        why = (f"too few paired rounds to calibrate ({aa['rounds']})" if aa and aa["verdict"] == "too_few_runs"
+               else "the A/A arm differs from the baseline it copies")
+        say(f"CALIBRATION FAILED: {why}; the A/B verdicts are not trusted")
+
+
+def program_ab_exit(rec: dict) -> int:
+    """3 when the A/A calibration failed, 1 when a renamed arm is faster or slower, else 0."""
+    from ptxprobe.stats.paired import SIGNIFICANT
+
+    if rec["calibration_failed"]:
         return TOOL_FAILED
-    return FOUND_DIFFERENCES if any(r["verdict"] in ("faster", "slower") for r in rows if r["arm"] != "aa") else OK
+    return FOUND_DIFFERENCES if any(r["verdict"] in SIGNIFICANT for r in rec["comparisons"] if r["arm"] != "aa") \
+        else OK

@@ -24,9 +24,10 @@ def _report_target(run: Path, out: str | None) -> None:
     from ptxprobe.core.store import prepare_dir
     from ptxprobe.runs.rundir import RunDir
 
-    rd = RunDir(run)
+    rd = RunDir(run).static_part()
     if not rd.has_static:
-        raise SpecError(f"{run}: no static results (no variant log); is this a ptxprobe run directory?")
+        raise SpecError(f"{run}: no static results (no variant log); report reads what rename-sweep, capture or "
+                        "repro wrote")
     rd.manifest  # noqa: B018 (a damaged manifest.json is said here)
     prepare_dir(Path(out) if out else run / "report")
 
@@ -39,11 +40,16 @@ def cmd_report(args) -> int:
     res = build_report(run, args.out, notebook_html=args.notebook, sass=args.sass)
     recs = res["records"]
     if args.json:
-        emit_json({"out_dir": str(res["out_dir"]), "records": recs, "pivot": res["answer"]})
+        emit_json({"out_dir": str(res["out_dir"]), "records": recs, "pivot": res["answer"],
+                   "program_ab": res["program_ab"]})
         return OK
     index = Path(res["out_dir"]) / "index.html"
     show_answer(f"does the name matter? {run}", res["answer"], res["templates"],
                 f"open {index}" + ("" if args.sass else f"; ptxprobe report {run} --sass adds the SASS diffs"))
+    if res["program_ab"]:
+        from ptxprobe.cli.capture_cmd import show_program_ab
+
+        show_program_ab(res["program_ab"], run / "ab")
     say(f"report: {index}", wrap=True)
     return OK
 

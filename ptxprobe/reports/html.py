@@ -128,7 +128,9 @@ def build_report(
     out = Path(out_dir) if out_dir else run / "report"
     out.mkdir(parents=True, exist_ok=True)
     cache = cache or Cache()
-    rd = RunDir(run)
+    whole = RunDir(run)
+    rd = whole.static_part()  # a capture directory's sweep is in sweep/
+    ab = whole.program_ab()
     rows = load_rows(rd)
     manifest = rd.manifest
     env = _env()
@@ -209,12 +211,14 @@ def build_report(
         generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         notebook=notebook_html,
         explain=explain_view(rd),
+        program_ab=ab,
     )
     (out / "index.html").write_text(index)
     (out / "report.json").write_text(json.dumps(records, indent=1, default=str))
     if timed:
         (out / "runtime.json").write_text(json.dumps(timed, indent=1, default=str))
-    return {"out_dir": str(out), "records": records, "runtime": timed, "answer": answer, "templates": templates}
+    return {"out_dir": str(out), "records": records, "runtime": timed, "answer": answer, "templates": templates,
+            "program_ab": ab}
 
 
 def explain_view(run: Path | RunDir, reasons_shown: int = 6, loops_shown: int = 3) -> list[dict]:

@@ -46,6 +46,8 @@ from ptxprobe.core.store import (
 )
 
 OLD_LAYOUT = 1  # a manifest without schema_version
+# ``ptxprobe capture`` writes what it captured, the rename sweep of it in ``sweep/`` and its program A/B in ``ab/``
+CAPTURED, CAPTURE_SWEEP, PROGRAM_AB = "captured.json", "sweep", "ab/ab.json"
 LOGS = (LOG, RUNTIME_LOG, GROUPS_LOG)
 DERIVED = (RESULTS_JSONL, RESULTS_PARQUET, RUNTIME_PARQUET)
 COMPRESSED_SUFFIXES = (".jsonl", ".csv")  # what ``compact`` gzips (logs, explain's ncu CSVs)
@@ -143,6 +145,26 @@ class RunDir:
     @property
     def has_runtime(self) -> bool:
         return self.has(RUNTIME_LOG)
+
+    @property
+    def is_capture(self) -> bool:
+        """A ``ptxprobe capture`` directory: the captured kernels, their sweep in ``sweep/``, perhaps an A/B."""
+        return self.has(CAPTURED) and (self.path / CAPTURE_SWEEP).is_dir()
+
+    def static_part(self) -> RunDir:
+        """The run directory holding the static rows: a capture's ``sweep/``, else this one."""
+        return RunDir(self.path / CAPTURE_SWEEP) if self.is_capture else self
+
+    def program_ab(self) -> dict | None:
+        """A capture's whole-program A/B (``ab/ab.json``), its comparisons derived again from the recorded runs
+        under today's rule (a run of three rounds reads as too few); None when the run has none."""
+        rec = self.json(PROGRAM_AB, optional=True)
+        if rec is None:
+            return None
+        from ptxprobe.capture.ab import Run, calibration_failed, compare
+
+        rows = compare([Run(**r) for r in rec.get("runs", [])])
+        return {**rec, "comparisons": rows, "calibration_failed": calibration_failed(rows)}
 
     # --- rows ---------------------------------------------------------------------------------
 
