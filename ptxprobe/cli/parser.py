@@ -303,6 +303,39 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--timeout", type=_seconds, default=600.0, help="seconds for each ncu run")
     _common(s, "print explain.json on stdout")
 
+    from ptxprobe.cli.reduce_cmd import REDUCE_EPILOG
+
+    s = _sub(sub, "reduce", "the smallest kernel whose machine code the name still changes (delta debugging over PTX)",
+             "cmd_reduce", epilog=REDUCE_EPILOG)
+    s.add_argument("input", nargs="?", metavar="KERNEL", help="a registered kernel (see `ptxprobe kernels`); or give "
+                                                              "--ptx, --cu, --cubin or --triton")
+    s.add_argument("--ptx", metavar="FILE", help="a PTX file (re-targeted to --arch when its .target differs)")
+    s.add_argument("--cu", metavar="FILE", help="CUDA C++ source, compiled by nvcc for --arch")
+    s.add_argument("--cubin", metavar="FILE", help="a cubin with embedded PTX (built with -lineinfo)")
+    s.add_argument("--triton", metavar="FILE.py:FUNCTION", help="a triton.jit or gluon.jit function; needs --spec")
+    s.add_argument("--spec", help="with --triton (or --cu): the kernel spec (docs/spec.md)")
+    s.add_argument("--entry", help="the entry to reduce when the input has several")
+    s.add_argument("--arch", required=True, help="target (sm_90a, sm_100a, ...)")
+    s.add_argument("--dtype", default="fp16", help="with a registered KERNEL: element type")
+    s.add_argument("--head-dim", type=int, default=128, help="with a registered KERNEL: head dimension")
+    s.add_argument("--causal", action="store_true", help="with a registered KERNEL: causal mask")
+    s.add_argument("--config", default="default", help="with a registered KERNEL: block config label")
+    s.add_argument("--ptxas", help="triton | nvcc | newest | VERSION | PATH (default: triton; nvcc for --cu, as the "
+                                   "sweep does)")
+    s.add_argument("--name", help="the renamed name's template (default: cutlass_{base}; for a kernel whose name "
+                                  "holds cutlass: {base}, against {base_untriggered})")
+    s.add_argument("--flags", help="ptxas flags, one string (default: Triton's -lineinfo)")
+    s.add_argument("--keep", metavar="EXPR",
+                   help="narrow the predicate to a property of the difference over the sweep's numeric row fields "
+                        "and their baseline_ twins, e.g. 'registers - baseline_registers >= 16' or "
+                        "'capmerc_bytes - baseline_capmerc_bytes >= 4096' (docs/reduce.md)")
+    s.add_argument("--out", "-o", required=True, help="output dir: minimal.ptx, reduce.json; re-running resumes it")
+    s.add_argument("--jobs", "-j", type=_at_least(1), default=1,
+                   help="parallel ptxas processes (candidates and both names assemble at once)")
+    s.add_argument("--timeout", type=_seconds, default=600.0, help="seconds before a ptxas run counts as hung")
+    s.add_argument("--fresh", action="store_true", help="discard what the output dir holds and start over")
+    _common(s, "print reduce.json (and the output dir) as one JSON document")
+
     s = _sub(sub, "cubin", "facts of a cubin: sections, EIATTR records, registers, capmerc", "cmd_cubin")
     s.add_argument("cubin", help="cubin file")
     _common(s, None)

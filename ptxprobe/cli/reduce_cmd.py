@@ -1,0 +1,71 @@
+"""``ptxprobe reduce``: the smallest kernel whose machine code a name still changes, and what it is made of."""
+
+from __future__ import annotations
+
+import logging
+import shlex
+
+from ptxprobe.cli import FOUND_DIFFERENCES, OK
+from ptxprobe.cli.render import emit_json, say
+from ptxprobe.core.errors import SpecError
+
+log = logging.getLogger("ptxprobe")
+
+REDUCE_EPILOG = """exit codes: 1 reduced (the name still changes the minimal kernel's machine code: DIR/minimal.ptx),
+0 no difference to start from (the name does not change the input's code under the predicate; nothing written but
+DIR/reduce.json), 2 bad usage or input (a bad --keep expression included), 3 a tool failed (ptxas missing, or
+failing on the input itself), 4 internal error, 130 interrupted (the best kernel so far is in DIR; re-running
+resumes)"""
+
+
+def request_from_args(args):
+    from ptxprobe.reduce.run import Request
+
+    if args.input and (args.ptx or args.cu or args.cubin or args.triton):
+        raise SpecError("give one input: a registered kernel name or --ptx/--cu/--cubin/--triton, not both")
+    try:
+        flags = tuple(shlex.split(args.flags)) if args.flags is not None else None
+    except ValueError as exc:
+        raise SpecError(f"--flags {args.flags!r}: {exc}") from None
+    kw = {"flags": flags} if flags is not None else {}
+    return Request(arch=args.arch, out=args.out, kernel=args.input, ptx=args.ptx, cu=args.cu, cubin=args.cubin,
+                   triton=args.triton, spec=args.spec, entry=args.entry, dtype=args.dtype, head_dim=args.head_dim,
+                   causal=args.causal, config=args.config, ptxas=args.ptxas, name=args.name, keep=args.keep,
+                   jobs=args.jobs, timeout=args.timeout, fresh=args.fresh, **kw)
+
+
+def _progress(step) -> None:
+    log.warning("  %s: %d instructions, %d lines (%d candidates tested, %.1f s)", step.pass_name, step.instructions,
+                step.lines, step.tests, step.seconds)
+
+
+def cmd_reduce(args) -> int:
+    from ptxprobe.reduce.run import NO_DIFFERENCE, reduce_request
+
+    req = request_from_args(args)
+    res = reduce_request(req, progress=None if args.quiet_level or args.json else _progress)
+    rec = res.record
+    if args.json:
+        emit_json({**rec, "out": str(res.out)})
+        return OK if res.status == NO_DIFFERENCE else FOUND_DIFFERENCES
+    cost = (f"{rec.get('ptxas_calls', 0)} ptxas calls ({rec.get('cache_hits', 0)} served by the cache), "
+            f"{rec.get('wall_seconds', 0):.1f} s")
+    if res.status == NO_DIFFERENCE:
+        say(f"no difference to start from: {rec['renamed_name']} does not change {rec['input']}'s machine code "
+            f"for {rec['arch']} with ptxas {rec['ptxas']['version']} ({rec['why']}{_keep_words(rec)}); nothing "
+            f"to reduce ({cost})")
+        return OK
+    before, after = rec["before"], rec["after"]
+    pair = rec.get("minimal_pair", {})
+    deltas = ", ".join(f"{k} {v:+d}" for k, v in pair.get("deltas", {}).items()) or "same sizes, other code"
+    say(f"reduced {rec['input']} ({rec['entry']}, {rec['arch']}, ptxas {rec['ptxas']['version']}) from "
+        f"{before['instructions']} to {after['instructions']} instructions: {after['in_words']}")
+    say(f"  {rec['renamed_name']} still changes the code ({pair.get('verdict', '?')}: {deltas}){_keep_words(rec)}; "
+        + ("1-minimal: no single removal the reducer knows keeps it" if rec.get("one_minimal") else "not 1-minimal"))
+    say(f"  {rec.get('candidates', 0)} candidates, {cost}; {res.out / 'minimal.ptx'}, {res.out / 'reduce.json'}")
+    return FOUND_DIFFERENCES
+
+
+def _keep_words(rec: dict) -> str:
+    keep = rec["predicate"].get("keep")
+    return f", keeping {keep}" if keep else ""

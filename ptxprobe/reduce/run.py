@@ -1,0 +1,251 @@
+"""``ptxprobe reduce``: take an input the sweep takes, check that the name changes its code, reduce it, write DIR.
+
+DIR holds ``minimal.ptx`` (the smallest kernel found, under the baseline name), ``reduce.json`` (the predicate,
+every accepted step, ptxas calls, wall time, what remains) and ``current.ptx`` (the best so far under the entry's
+own name): all three are replaced atomically after every accepted step, so Ctrl-C keeps the best found so far and
+a re-run with the same input and predicate resumes from it (the cache serves what was assembled before).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ptxprobe import __version__
+from ptxprobe.core.cache import Cache, atomic_write
+from ptxprobe.core.errors import SpecError, ToolFailed
+from ptxprobe.core.store import lock_dir, prepare_dir, writing_to
+from ptxprobe.ptx.rename import TRIGGER, apply_template, validate_name
+from ptxprobe.ptx.text import source_identifier
+from ptxprobe.reduce.keep import Keep, parse_keep
+from ptxprobe.reduce.predicate import Judge, Judgement, Setup
+from ptxprobe.reduce.ptxbody import structure
+from ptxprobe.reduce.search import Step, reduce_ptx
+from ptxprobe.sources import Emitted, KernelSource, sources_of
+from ptxprobe.static.executors import LocalExecutor
+from ptxprobe.static.experiment import check_arch, experiment_from_dict, load_experiment
+from ptxprobe.static.plan import renamed_cached
+from ptxprobe.toolchain.assemble import TRITON_FLAGS
+from ptxprobe.toolchain.tools import select_ptxas
+
+MINIMAL, RECORD, CURRENT = "minimal.ptx", "reduce.json", "current.ptx"
+DONE, INTERRUPTED, NO_DIFFERENCE, RUNNING = "done", "interrupted", "no difference", "running"
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to reduce and under which predicate (the command's options)."""
+
+    arch: str
+    out: str
+    kernel: str | None = None  # a registered family
+    ptx: str | None = None
+    cu: str | None = None
+    cubin: str | None = None
+    triton: str | None = None
+    spec: str | None = None
+    entry: str | None = None
+    dtype: str = "fp16"
+    head_dim: int = 128
+    causal: bool = False
+    config: str = "default"
+    ptxas: str | None = None  # default: the sweep's (triton; nvcc for a .cu)
+    name: str | None = None  # the renamed template (default cutlass_{base})
+    flags: tuple[str, ...] = TRITON_FLAGS
+    keep: str | None = None
+    jobs: int = 1
+    timeout: float = 600.0
+    fresh: bool = False
+
+
+@dataclass(frozen=True)
+class Result:
+    status: str  # DONE | INTERRUPTED | NO_DIFFERENCE
+    out: Path
+    record: dict
+
+
+def source_of(req: Request) -> KernelSource:
+    """The one input, as the sweep's source plumbing reads it."""
+    given = [x for x in (req.kernel, req.ptx, req.cu, req.cubin, req.triton) if x]
+    if len(given) != 1:
+        raise SpecError("reduce takes one input: a registered kernel name, --ptx, --cu, --cubin or --triton "
+                        f"(got {len(given)})")
+    axes: dict = {"name": "reduce", "kernels": [], "archs": [req.arch]}
+
+    def with_entry(path: str) -> str:
+        return f"{path}:{req.entry}" if req.entry else path
+
+    if req.kernel:
+        axes.update(kernels=[req.kernel], dtypes=[req.dtype], head_dims=[req.head_dim], causal=[req.causal],
+                    configs=[req.config])
+    elif req.ptx:
+        axes.update(ptx_files=[with_entry(req.ptx)], file_archs=[req.arch])
+    elif req.cubin:
+        axes.update(cubin_files=[with_entry(req.cubin)], file_archs=[req.arch])
+    elif req.cu:
+        axes.update(cu_files=[with_entry(req.cu) + (f"={req.spec}" if req.spec else "")])
+    else:
+        if not req.spec:
+            raise SpecError("--triton needs --spec (ptxprobe spec init FILE.py:FUNCTION -o k.toml writes one)")
+        axes.update(triton_functions=[f"{req.triton}={req.spec}"])
+    return sources_of(experiment_from_dict(axes))[0]
+
+
+def name_templates(entry: str, name: str | None) -> tuple[str, str]:
+    """(baseline, renamed): a kernel whose own name holds the trigger is compared with it removed, as the sweep
+    does for CuTe DSL kernels."""
+    if TRIGGER in source_identifier(entry):
+        return "{base_untriggered}", name or "{base}"
+    return "{base}", name or f"{TRIGGER}_{{base}}"
+
+
+def _emit(src: KernelSource, req: Request, cache: Cache) -> tuple[Emitted, str]:
+    arch = check_arch(req.arch)
+    if arch not in src.build_archs((arch,)):
+        raise SpecError(f"{src.label} cannot be built for {arch}")
+    emitted = src.emit(arch, cache)
+    entries = emitted.swept_entries
+    if len(entries) > 1:
+        raise SpecError(f"{src.label} has {len(entries)} entries ({', '.join(entries[:6])}): pick one with --entry")
+    return emitted, entries[0]
+
+
+def _identity(emitted: Emitted, entry: str, setup: Setup, keep: Keep | None) -> dict:
+    return {"input_ptx_sha256": emitted.ptx_sha256, "kernel": emitted.kernel, "entry": entry, "arch": setup.arch,
+            "ptxas_sha256": setup.tool.sha256, "flags": list(setup.flags), "names": list(setup.names),
+            "keep": keep.text if keep else None, "repeat": setup.repeat, "max_repeat": setup.max_repeat}
+
+
+def _resume(out: Path, identity: dict, fresh: bool) -> tuple[str | None, dict]:
+    """The best text so far and the record of an earlier run of the same reduction (None: start afresh)."""
+    rec_path, cur = out / RECORD, out / CURRENT
+    if fresh or not rec_path.exists():
+        return None, {}
+    try:
+        rec = json.loads(rec_path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None, {}
+    if rec.get("identity") != identity:
+        raise SpecError(f"{out} holds a reduction of another input or predicate: use another -o, or --fresh")
+    if rec.get("status") == NO_DIFFERENCE or not cur.exists():
+        return None, rec
+    return cur.read_text(), rec
+
+
+def _pair(j: Judgement, setup: Setup, cache: Cache) -> dict:
+    """The minimal pair: the sweep's facts per name (the most common output of each) and what differs."""
+    out: dict = {"verdict": j.why}
+    for role, is_base in (("baseline", True), ("renamed", False)):
+        rows = [r for r in j.rows if r["is_baseline"] == is_base and r["status"] == "ok"]
+        if not rows:
+            continue
+        r = rows[0]
+        out[role] = {k: r.get(k) for k in ("name", "registers", "spill_store_bytes", "spill_load_bytes",
+                                           "stack_bytes", "n_instructions", "text_bytes", "capmerc_bytes",
+                                           "shared_bytes", SAME_CODE_KEY, "cubin_sha256")}
+        out[role]["runs"] = len(rows)
+        out[role]["distinct_outputs"] = len({x[SAME_CODE_KEY] for x in rows})
+    b, v = out.get("baseline", {}), out.get("renamed", {})
+    out["deltas"] = {k: v[k] - b[k] for k in ("registers", "n_instructions", "capmerc_bytes", "text_bytes",
+                                               "spill_store_bytes", "spill_load_bytes", "stack_bytes")
+                     if isinstance(b.get(k), int) and isinstance(v.get(k), int) and v[k] != b[k]}
+    return out
+
+
+SAME_CODE_KEY = "machine_code_sha256"
+
+
+def _write_cubins(out: Path, pair: dict, cache: Cache) -> None:
+    for role in ("baseline", "renamed"):
+        digest = pair.get(role, {}).get("cubin_sha256")
+        data = cache.get("cubin", digest, "kernel.cubin") if digest else None
+        if data is not None:
+            atomic_write(out / f"minimal-{role}.cubin", data)
+
+
+def reduce_request(req: Request, progress=None) -> Result:
+    """Reduce one input under the sweep's verdict (and ``--keep``); DIR written as it goes."""
+    started = time.monotonic()
+    keep = parse_keep(req.keep) if req.keep is not None else None  # a bad EXPR before any work
+    if req.name is not None:
+        validate_name(apply_template(req.name, "kernel"))
+    cache = Cache()
+    src = source_of(req)
+    emitted, entry = _emit(src, req, cache)
+    spec = req.ptxas or ("nvcc" if src.kind == "cuda" else "triton")
+    tool = select_ptxas(emitted.arch, spec)[0]
+    defaults = load_experiment(None)
+    setup = Setup(src, emitted.kernel, entry, emitted.arch, tool, tuple(req.flags), name_templates(entry, req.name),
+                  defaults.repeats(emitted.arch), max(defaults.max_repeat, defaults.repeats(emitted.arch)),
+                  defaults.confidence, keep, req.timeout)
+    identity = _identity(emitted, entry, setup, keep)
+    out = prepare_dir(Path(req.out))
+    with writing_to(out), lock_dir(out):
+        start, earlier = _resume(out, identity, req.fresh)
+        pool = LocalExecutor(req.jobs)
+        judge = Judge(setup, pool, cache)
+        record = {
+            "ptxprobe_version": __version__, "identity": identity, "input": emitted.kernel, "entry": entry,
+            "arch": setup.arch, "ptxas": {"version": tool.version, "sha256": tool.sha256, "path": tool.path},
+            "flags": list(setup.flags), "baseline_name": apply_template(setup.names[0], entry),
+            "renamed_name": apply_template(setup.names[1], entry),
+            "predicate": {"verdict": "the sweep's static verdict: the renamed name's machine_code_sha256 outputs "
+                                     "differ from the baseline's beyond ptxas's run-to-run spread",
+                          "rename_check": "the independent rename check passes", "keep": keep.text if keep else None,
+                          "repeat": setup.repeat, "max_repeat": setup.max_repeat, "confidence": setup.confidence},
+            "before": structure(emitted.ptx, entry), "resumed": bool(start),
+            "earlier_runs": earlier.get("earlier_runs", []) + ([_run_summary(earlier)] if earlier else []),
+        }
+        state = {"ptx": start or emitted.ptx, "steps": []}
+
+        def persist(text: str, steps: list[Step], status: str = RUNNING, extra: dict | None = None) -> None:
+            state.update(ptx=text, steps=steps)
+            rec = {**record, **(extra or {}), "status": status, "steps": [asdict(s) for s in steps],
+                   "ptxas_calls": judge.ptxas_calls, "cache_hits": judge.cache_hits,
+                   "candidates": judge.candidates, "judgements": dict(judge.reasons),
+                   "wall_seconds": round(time.monotonic() - started, 2), "after": structure(text, entry)}
+            baseline = apply_template(setup.names[0], entry)
+            minimal = text if baseline == entry else renamed_cached(text, entry, baseline, cache).ptx
+            atomic_write(out / CURRENT, text.encode())
+            atomic_write(out / MINIMAL, minimal.encode())
+            atomic_write(out / RECORD, (json.dumps(rec, indent=1, default=str) + "\n").encode())
+            record["last"] = rec
+            if progress is not None and steps and status == RUNNING:
+                progress(steps[-1])
+
+        try:
+            first = judge.judge([state["ptx"]])[0]
+            if not first.interesting:
+                if first.why in ("baseline fails", "both names fail"):
+                    raise ToolFailed(f"ptxas {tool.version} fails on {emitted.kernel} for {setup.arch}: "
+                                     f"{first.error.splitlines()[0] if first.error else first.why}")
+                (out / CURRENT).unlink(missing_ok=True)
+                rec = {**record, "status": NO_DIFFERENCE, "why": first.why, "ptxas_calls": judge.ptxas_calls,
+                       "cache_hits": judge.cache_hits, "wall_seconds": round(time.monotonic() - started, 2)}
+                atomic_write(out / RECORD, (json.dumps(rec, indent=1, default=str) + "\n").encode())
+                return Result(NO_DIFFERENCE, out, rec)
+            outcome = reduce_ptx(state["ptx"], entry, judge, batch=max(1, req.jobs // 2), on_step=persist)
+            final = judge.judge([outcome.ptx])[0]
+            pair = _pair(final, setup, cache)
+            _write_cubins(out, pair, cache)
+            persist(outcome.ptx, list(outcome.steps), DONE,
+                    {"one_minimal": outcome.one_minimal, "rounds": outcome.rounds, "tests": outcome.tests,
+                     "dead_code_removed_with_each_candidate": outcome.cleanup, "minimal_pair": pair})
+            pool.shutdown()
+            return Result(DONE, out, record["last"])
+        except KeyboardInterrupt:
+            pool.stop()
+            persist(state["ptx"], state["steps"], INTERRUPTED)
+            raise
+        except BaseException:
+            pool.stop()
+            raise
+
+
+def _run_summary(rec: dict) -> dict:
+    return {k: rec.get(k) for k in ("status", "ptxas_calls", "cache_hits", "wall_seconds")}
+
+
