@@ -330,8 +330,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "and their baseline_ twins, e.g. 'registers - baseline_registers >= 16' or "
                         "'capmerc_bytes - baseline_capmerc_bytes >= 4096' (docs/reduce.md)")
     s.add_argument("--out", "-o", required=True, help="output dir: minimal.ptx, reduce.json; re-running resumes it")
-    s.add_argument("--jobs", "-j", type=_at_least(1), default=1,
-                   help="parallel ptxas processes (candidates and both names assemble at once)")
+    s.add_argument("--jobs", "-j", type=_at_least(1),
+                   help="parallel ptxas processes (default: all cores; both names of a candidate, and candidates, "
+                        "assemble at once)")
     s.add_argument("--timeout", type=_seconds, default=600.0, help="seconds before a ptxas run counts as hung")
     s.add_argument("--fresh", action="store_true", help="discard what the output dir holds and start over")
     _common(s, "print reduce.json (and the output dir) as one JSON document")

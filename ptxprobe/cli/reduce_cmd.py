@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import shlex
 
 from ptxprobe.cli import FOUND_DIFFERENCES, OK
@@ -31,7 +32,7 @@ def request_from_args(args):
     return Request(arch=args.arch, out=args.out, kernel=args.input, ptx=args.ptx, cu=args.cu, cubin=args.cubin,
                    triton=args.triton, spec=args.spec, entry=args.entry, dtype=args.dtype, head_dim=args.head_dim,
                    causal=args.causal, config=args.config, ptxas=args.ptxas, name=args.name, keep=args.keep,
-                   jobs=args.jobs, timeout=args.timeout, fresh=args.fresh, **kw)
+                   jobs=args.jobs or os.cpu_count() or 1, timeout=args.timeout, fresh=args.fresh, **kw)
 
 
 def _progress(step) -> None:
