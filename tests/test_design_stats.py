@@ -386,25 +386,6 @@ def test_a_sweep_that_plants_one_size_per_group_is_judged_per_size_over_the_grou
     assert not never["passed"] and any("planted in no group" in f for f in never["failures"])
 
 
-def test_rotated_plants_cover_every_size_evenly_and_not_tied_to_the_innermost_axis():
-    """Groups come kernel x ptxas x problem size (3 sizes innermost): each planted size must meet every problem
-    size, not one each, or the 0.5 % plant would only ever be tried on the quietest size."""
-    from collections import Counter
-    from dataclasses import replace
-
-    from ptxprobe.gpu.plan import PLANTED, Group, RunConfig, with_plants
-
-    groups = [Group(f"k{k}@{n}", None, "triton", seq_len=n) for k in range(16) for n in (1024, 4096, 16384)]
-    rotated = with_plants(groups, RunConfig())
-    assert all(len(g.plants) == 1 for g in rotated)
-    assert Counter(g.plants[0] for g in rotated) == {f: 16 for f in PLANTED}
-    by_size = Counter((g.seq_len, g.plants[0]) for g in rotated)
-    assert all(by_size[(n, f)] >= 5 for n in (1024, 4096, 16384) for f in PLANTED), by_size
-    assert all(g.plants == PLANTED for g in with_plants(groups, RunConfig(plants="all")))
-    assert all(g.plants == PLANTED for g in with_plants(groups[:2], RunConfig()))  # too few groups to rotate
-    assert all(g.plants == () for g in with_plants(groups, replace(RunConfig(), calibrate=False)))
-
-
 def test_names_with_the_baselines_machine_code_are_found_and_others_are_not():
     from ptxprobe.gpu.group import identical_code
 

@@ -52,6 +52,14 @@ def goal_figures(run_dir: str | Path) -> dict:
     return {**c, "gpu_seconds_per_48_groups": round(per48, 1), "goals_met": met}
 
 
+def pooled_calibration(run_dirs: list[str | Path]) -> dict:
+    """Several runs' calibrations counted together (``gpu.calibrate.pooled``): the pooled A/A false-positive rate
+    and each plant's power with their Clopper-Pearson one-sided 95 % bounds, and each run's own beside them."""
+    from ptxprobe.gpu.calibrate import pooled
+
+    return pooled([RunDir(d).groups for d in run_dirs])
+
+
 def groups(run_dir: str | Path) -> pd.DataFrame:
     """One row per group: its A/A comparison and each planted slowdown as measured."""
     rows = []
@@ -163,10 +171,26 @@ def _names_blocks(run_dir: str | Path) -> dict[str, dict[str, dict]]:
     return by
 
 
+def block_pairs(rec: dict, templates: list[str]) -> list[tuple[str, str]]:
+    """The names block's compared pairs of a group record: as recorded (``compared``: names, A/A and the plants
+    timed in the block), else as the earlier runs drew them (names and A/A; their plants had a block of their own)."""
+    from ptxprobe.gpu.calibrate import names_compared
+
+    if "compared" in rec:
+        return [tuple(p) for p in rec["compared"]]
+    return names_compared(templates, rec.get("identical_code", []))
+
+
+def planted_rows(rec: dict) -> dict[str, dict]:
+    """The plants a group timed in its names block, as rows ``compared_series`` reads (label and samples)."""
+    if not (rec.get("calibration") or {}).get("in_names_block"):
+        return {}
+    return {label: {"label": label, "samples": s} for label, s in (rec.get("calibration_samples") or {}).items()}
+
+
 def stopping_replay(run_dir: str | Path) -> pd.DataFrame:
     """Each group's names block replayed look by look from its recorded rounds through the timing's own stopping
     rule and the run's recorded plan: where the rule stops (and why) against where the block did stop."""
-    from ptxprobe.gpu.calibrate import names_compared
     from ptxprobe.gpu.plan import run_config
     from ptxprobe.gpu.timing import TimingPlan, look_halfwidths, look_rounds, stop_reason
 
@@ -178,8 +202,9 @@ def stopping_replay(run_dir: str | Path) -> pd.DataFrame:
         rec = records.get(gid, {})
         base = next(label for label, r in labels.items() if r.get("is_baseline"))
         templates = [base, *(label for label, r in labels.items() if r.get("name_template") and label != base)]
-        pairs = names_compared(templates, rec.get("identical_code", []))
-        logs = [stats.log_ratios(*compared_series(labels[a], labels[b])) for a, b in pairs]
+        pairs = block_pairs(rec, templates)
+        series = {**labels, **planted_rows(rec)}
+        logs = [stats.log_ratios(*compared_series(series[a], series[b])) for a, b in pairs]
         # the plan the group recorded; older runs' groups did not: the experiment's keys over TimingPlan's defaults
         plan = TimingPlan(**rec["timing_plan"]) if "timing_plan" in rec else stated
         recorded = len(logs[0])
@@ -311,7 +336,7 @@ def first_in_replay(run_dir: str | Path) -> pd.DataFrame:
     """
     import numpy as np
 
-    from ptxprobe.gpu.calibrate import AA_LABELS, names_compared
+    from ptxprobe.gpu.calibrate import AA_LABELS
     from ptxprobe.gpu.plan import run_config
     from ptxprobe.gpu.timing import order_batches
     from ptxprobe.static.experiment import experiment_from_dict, recorded_axes
@@ -325,7 +350,7 @@ def first_in_replay(run_dir: str | Path) -> pd.DataFrame:
     for g in d.groups:
         if "order_seed" not in g:
             continue
-        compare = names_compared(templates, g.get("identical_code", []))
+        compare = block_pairs(g, templates)
         a, b = (blocks[g["group_id"]][label]["samples"] for label in AA_LABELS)
         n = len(a["partners"][AA_LABELS[1]])
         orders = [o for batch in order_batches(plan, [], compare, g["order_seed"]) for o in batch][:n]

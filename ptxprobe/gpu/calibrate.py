@@ -1,11 +1,17 @@
-"""Calibration that can fail, in every GPU group: planted slowdowns of verified size, judged like the names.
+"""Calibration that can fail, in every GPU group: planted slowdowns timed beside the names, judged like them.
 
-A planted slowdown is the baseline's own unit (k launches) with a spin kernel (``torch.cuda._sleep``)
-appended whose length is set from a measured cycles-to-milliseconds rate so that it adds
-``fraction`` of the baseline unit's time; it is timed exactly like a name (same design, same unit).
-Its *measured* ratio is reported; a plant whose
-measured size is off by more than a quarter (or its own interval) fails verification, and a
-calibration with a failed plant, a missed 1 % plant or too many A/A "differences" fails.
+The plants are labels of the names block itself (``names_compared``): each is paired with the baseline in the same
+rounds and the same stopping as the names, so their power is the power the names' verdicts had. A *sleep plant*
+is the baseline's own unit (k launches) with a spin kernel (``torch.cuda._sleep``) appended whose length is set
+from a measured cycles-to-milliseconds rate so that it adds ``fraction`` of the unit's time (0.2 % to 2 %). The
+*code plant* is the baseline's PTX with a small dependent chain in its hot loop (``ptx.plant``), assembled by the
+same ptxas and loaded like a name: a real machine-code change whose truth is "slower" and whose size is unknown.
+
+A sleep plant's measured size is judged by its own interval: it is of its stated size when the interval covers
+the stated ratio 1 / (1 + fraction) (``judge_plant``). At the interval's level some plants of the right size miss
+it, so a calibration fails on the sizes only when more miss than that level allows (the exact binomial bound).
+It also fails on a missed 0.5 % or 1 % plant or too many A/A "differences"; ``summarize`` states the
+Clopper-Pearson bounds of the A/A false-positive rate and of each plant's power, ``pooled`` the same over runs.
 """
 
 from __future__ import annotations
@@ -15,22 +21,31 @@ from dataclasses import dataclass
 import numpy as np
 
 from ptxprobe.gpu.device import require_gpu
-from ptxprobe.gpu.graphs import GraphSample, Unit
-from ptxprobe.gpu.plan import PLANTED
-from ptxprobe.gpu.timing import Nvml, TimingPlan, paired_estimate, time_block
+from ptxprobe.gpu.graphs import GraphSample
+from ptxprobe.gpu.plan import CODE_PLANT, PLANTED
+from ptxprobe.stats import bounds
 from ptxprobe.stats import paired as stats
 
 AA_LABELS = ("{base}#AA1", "{base}#AA2")
+CODE_PLANT_LABEL = "{base}#planted-code"
+SIZE_RULE = "interval"  # plant records judged by ``judge_plant`` say so in ``size_rule``; older ones used +-25 %
 
 
-def names_compared(templates: list[str], identical: list[str]) -> list[tuple[str, str]]:
+def planted_label(kind: float | str) -> str:
+    return CODE_PLANT_LABEL if kind == CODE_PLANT else f"{{base}}#planted{float(kind) * 100:g}%"
+
+
+def plant_key(kind: float | str) -> str:
+    """The key a plant's record and summary go under: the fraction as ``f"{f:g}"``, or ``"code"``."""
+    return CODE_PLANT if kind == CODE_PLANT else f"{float(kind):g}"
+
+
+def names_compared(templates: list[str], identical: list[str], plants: tuple = ()) -> list[tuple[str, str]]:
     """The names block's compared pairs, in the order its run orders are drawn: each timed name against the
-    baseline, then the two A/A copies (names with the baseline's machine code are not timed)."""
-    return [(templates[0], t) for t in templates[1:] if t not in identical] + [AA_LABELS]
-
-
-def planted_label(fraction: float) -> str:
-    return f"{{base}}#planted{fraction * 100:g}%"
+    baseline, then the two A/A copies (names with the baseline's machine code are not timed), then each plant
+    against the baseline."""
+    return ([(templates[0], t) for t in templates[1:] if t not in identical] + [AA_LABELS]
+            + [(templates[0], planted_label(p)) for p in plants])
 
 
 @dataclass(frozen=True)
@@ -65,60 +80,77 @@ def plants(base_unit_ms: float, rate: SleepRate, fractions=PLANTED) -> list[Plan
     return [Plant(f, max(1, int(round((f * base_unit_ms - rate.overhead_ms) / rate.ms_per_cycle)))) for f in fractions]
 
 
-def calibration_block(base: Unit, plan: TimingPlan, seed: int, nvml: Nvml | None = None,
-                      fractions: tuple[float, ...] = PLANTED, order_seed: int | None = None) -> dict:
-    """Time the baseline's unit against its planted slowdowns (a block of its own) and judge each like a name
-    (``order_seed`` draws the run orders, ``seed`` the bootstraps)."""
-    torch = require_gpu()
-    g = GraphSample(base.fn, base.k)
-    sample_ms = float(np.median([g.replay_ms() for _ in range(3)]))  # the unit's time, measured
-    del g
-    rate = sleep_rate()
-    units = {"{base}": base}
-    chosen = plants(sample_ms, rate, fractions)
-    for p in chosen:
-        units[planted_label(p.fraction)] = Unit(base.fn, base.k, sample_ms * (1 + p.fraction),
-                                                tail=lambda c=p.cycles: torch.cuda._sleep(c))
-    samples, seconds = time_block(units, plan, [("{base}", planted_label(p.fraction)) for p in chosen],
-                                  seed if order_seed is None else order_seed, nvml)
-    out = {"gpu_seconds": seconds, "sample_ms": sample_ms, "ms_per_sleep_cycle": rate.ms_per_cycle,
-           "sleep_overhead_ms": rate.overhead_ms, "unit_launches": base.k, "planted": {}}
-    for p in chosen:
-        label = planted_label(p.fraction)
-        logs, iv = paired_estimate(samples["{base}"], samples[label], plan, seed)
-        measured = 1.0 / iv.estimate - 1.0
-        tolerance = max(0.25 * p.fraction, 2 * stats.half_width(iv))
-        out["planted"][f"{p.fraction:g}"] = {
-            "label": label, "cycles": p.cycles, "ratio": iv.estimate, "ratio_ci_low": iv.low,
-            "ratio_ci_high": iv.high, "measured_fraction": measured, "verdict": stats.decide(iv, plan.margin),
-            "detected": iv.high < 1.0,  # found slower, whatever its size (slower or negligible)
-            "verified": abs(measured - p.fraction) <= tolerance, "rounds": len(logs), "ci_method": plan.interval,
-        }
-    out["samples"] = {label: s.to_json() for label, s in samples.items()}
-    return out
+def judge_plant(iv: stats.Interval, fraction: float, margin: float = stats.EQUIVALENCE_MARGIN) -> dict:
+    """A sleep plant's comparison (baseline vs plant, ratio < 1: the plant is slower) judged: detected when found
+    slower (the interval below 1: slower, or negligible inside the margin), of its stated size when the interval
+    covers the stated ratio 1 / (1 + fraction). The measured fraction and its interval come with it."""
+    stated = 1.0 / (1.0 + fraction)
+    return {"ratio": iv.estimate, "ratio_ci_low": iv.low, "ratio_ci_high": iv.high, "ci_level": iv.level,
+            "measured_fraction": 1.0 / iv.estimate - 1.0,
+            "measured_fraction_ci": [1.0 / iv.high - 1.0, 1.0 / iv.low - 1.0],
+            "verdict": stats.decide(iv, margin), "detected": iv.high < 1.0,
+            "verified": iv.low <= stated <= iv.high, "size_rule": SIZE_RULE}
+
+
+def judge_code_plant(iv: stats.Interval, margin: float = stats.EQUIVALENCE_MARGIN) -> dict:
+    """The code plant's comparison judged: its truth is slower, its size unknown, so only detection counts."""
+    return {"ratio": iv.estimate, "ratio_ci_low": iv.low, "ratio_ci_high": iv.high, "ci_level": iv.level,
+            "measured_fraction": 1.0 / iv.estimate - 1.0, "verdict": stats.decide(iv, margin),
+            "detected": iv.high < 1.0}
 
 
 CRITERIA = {"aa_false_positive_rate_max": 0.05, "power_min": {"0.005": 0.95, "0.01": 1.0}}
 
 
+# a plant of the stated size misses its interval at most 1 - level of the time (level >= 95 %): the sizes fail
+# only when the exact lower bound of the share that missed exceeds that
+SIZE_MISS_RATE_MAX = 0.05
+
+
+def _records(groups: list[dict], key: str) -> list[tuple[str, dict]]:
+    return [(g.get("group_id", "?"), rec) for g in groups
+            if (rec := (g.get("calibration") or {}).get("planted", {}).get(key))]
+
+
+def _sizes(groups: list[dict]) -> list[str]:
+    """The planted fractions the records hold (today's and any earlier run's), smallest first."""
+    keys = {f"{x:g}" for x in PLANTED}
+    for g in groups:
+        keys |= set((g.get("calibration") or {}).get("planted", {})) - {CODE_PLANT}
+    return sorted(keys, key=float)
+
+
 def summarize(groups: list[dict], criteria: dict | None = None) -> dict:
-    """calibration.json: A/A false-positive rate, power per planted size, half-widths, pass or fail and why."""
+    """calibration.json: A/A false-positive rate, power per planted size, half-widths, pass or fail and why, with
+    the exact one-sided 95 % bounds of the false-positive rate (upper) and of each plant's power (lower).
+
+    Records of any age summarize: plants judged by ``judge_plant`` (``size_rule``) fail on their sizes only when
+    more intervals miss the stated size than ``SIZE_MISS_RATE_MAX`` allows; earlier records (a calibration block of
+    their own, sizes judged within a quarter) keep their recorded ``verified``, one unverified plant failing."""
     crit = {**CRITERIA, **(criteria or {})}
     aa = [g["aa"] for g in groups if g.get("aa")]
     fp = [a["runtime_verdict"] in stats.SIGNIFICANT for a in aa]
     hws = [a["half_width"] for a in aa]
-    power, measured, unverified = {}, {}, []
-    planted_in = {}
-    for f in (f"{x:g}" for x in PLANTED):
-        rows = [rec for g in groups if (rec := (g.get("calibration") or {}).get("planted", {}).get(f))]
+    power, measured, unverified, planted_in, detected_in, power_low, covered = {}, {}, [], {}, {}, {}, {}
+    size_failures = []
+    for f in _sizes(groups):
+        rows = _records(groups, f)
+        if not rows:
+            continue
         planted_in[f] = len(rows)
-        if rows:
-            power[f] = float(np.mean([r["detected"] for r in rows]))
-            measured[f] = float(np.median([r["measured_fraction"] for r in rows]))
-            for g in groups:
-                rec = (g.get("calibration") or {}).get("planted", {}).get(f)
-                if rec and not rec["verified"]:
-                    unverified.append(f"{g['group_id']}: planted {f} measured {rec['measured_fraction']:.4f}")
+        detected_in[f] = int(sum(bool(r["detected"]) for _, r in rows))
+        power[f] = detected_in[f] / len(rows)
+        power_low[f] = bounds.cp_lower(detected_in[f], len(rows))
+        measured[f] = float(np.median([r["measured_fraction"] for _, r in rows]))
+        unverified += [f"{gid}: planted {f} measured {r['measured_fraction']:.4f}" for gid, r in rows
+                       if r.get("size_rule") != SIZE_RULE and not r["verified"]]
+        judged = [r for _, r in rows if r.get("size_rule") == SIZE_RULE]
+        if judged:
+            covered[f] = int(sum(bool(r["verified"]) for r in judged))
+            misses = len(judged) - covered[f]
+            if misses and bounds.cp_lower(misses, len(judged)) > SIZE_MISS_RATE_MAX:
+                size_failures.append(f"planted {float(f) * 100:g}%: its interval missed the stated size in {misses} "
+                                     f"of {len(judged)} groups (more than {SIZE_MISS_RATE_MAX:.0%} allows)")
     fp_rate = float(np.mean(fp)) if fp else None
     failures = []
     if fp_rate is not None and fp_rate > crit["aa_false_positive_rate_max"]:
@@ -129,8 +161,10 @@ def summarize(groups: list[dict], criteria: dict | None = None) -> dict:
             failures.append(f"planted {float(f) * 100:g}% was planted in no group")
         elif f in power and power[f] < need:
             failures.append(f"planted {float(f) * 100:g}% detected in {power[f]:.0%} of groups (< {need:.0%})")
-    failures += [f"plant not of its stated size: {u}" for u in unverified]
-    return {
+    failures += [f"plant not of its stated size: {u}" for u in unverified] + size_failures
+    if covered:  # the rule the sizes were judged by, stated where it applied
+        crit = {**crit, "plant_size_miss_rate_max": SIZE_MISS_RATE_MAX}
+    out = {
         "groups": len(groups),
         "aa_false_positive_rate": fp_rate,
         "aa_halfwidth_median": float(np.median(hws)) if hws else None,
@@ -142,4 +176,36 @@ def summarize(groups: list[dict], criteria: dict | None = None) -> dict:
         "criteria": crit,
         "passed": not failures,
         "failures": failures,
+        # what the counts certify (Clopper-Pearson, one-sided 95 %)
+        "aa_false_positives": int(sum(fp)),
+        "aa_false_positive_upper_95": bounds.cp_upper(int(sum(fp)), len(fp)),
+        "detected_in_groups": detected_in,
+        "power_lower_95": power_low,
     }
+    if covered:
+        out["planted_size_covered_in_groups"] = covered
+    code = _records(groups, CODE_PLANT)
+    if code:
+        k = int(sum(bool(r["detected"]) for _, r in code))
+        out["code_plant"] = {"planted_in_groups": len(code), "detected_in_groups": k, "power": k / len(code),
+                             "power_lower_95": bounds.cp_lower(k, len(code)),
+                             "measured_fraction_median": float(np.median([r["measured_fraction"] for _, r in code]))}
+    skipped = {g.get("group_id", "?"): why for g in groups
+               if (why := (g.get("calibration") or {}).get("code_plant_skipped"))}
+    if skipped:
+        out.setdefault("code_plant", {"planted_in_groups": 0})["not_planted"] = skipped
+    return out
+
+
+BOUND_KEYS = ("groups", "aa_false_positives", "aa_false_positive_rate", "aa_false_positive_upper_95", "power",
+              "planted_in_groups", "detected_in_groups", "power_lower_95", "planted_size_covered_in_groups",
+              "code_plant")
+
+
+def pooled(runs: list[list[dict]]) -> dict:
+    """Several runs' group records (``RunDir.groups`` of each) counted together: the pooled A/A false-positive
+    rate and each plant's power with their Clopper-Pearson bounds (groups are independent: each draws its own
+    orders, and runs are separate processes), and the runs' own bounds beside them."""
+    every = summarize([g for run in runs for g in run])
+    return {"runs": len(runs), **{k: every[k] for k in BOUND_KEYS if k in every},
+            "per_run": [{k: s[k] for k in BOUND_KEYS if k in s} for s in (summarize(run) for run in runs)]}

@@ -1,22 +1,37 @@
 """One group: every name of one workload timed together, checked against the baseline and float64.
 
 Registered kernels and user kernels both arrive as a ``Workload``; this is their one path.
-Three blocks, each with rounds of its own: the names with two A/A copies of the baseline
-(the comparison), the planted slowdowns (calibration), and torch SDPA (a reference rate).
+Two blocks, each with rounds of its own: the names with two A/A copies of the baseline and the
+group's plants (the comparison and its calibration, under one stopping rule), and torch SDPA (a
+reference rate).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
+import time
+from dataclasses import asdict, replace
+
+import numpy as np
 
 from ptxprobe.core.cache import Cache
-from ptxprobe.gpu.calibrate import AA_LABELS, calibration_block, names_compared
+from ptxprobe.gpu.calibrate import (
+    AA_LABELS,
+    judge_code_plant,
+    judge_plant,
+    names_compared,
+    plant_key,
+    planted_label,
+    plants,
+    sleep_rate,
+)
 from ptxprobe.gpu.device import require_gpu
+from ptxprobe.gpu.graphs import GraphSample, Unit
 from ptxprobe.gpu.launchers import cubin_for
 from ptxprobe.gpu.numerics import merged_numerics, numerics
-from ptxprobe.gpu.plan import PLANTED, RunConfig
+from ptxprobe.gpu.plan import CODE_PLANT, PLANT_KINDS, RunConfig
 from ptxprobe.gpu.timing import Nvml, Sampled, paired_estimate, reference_plan, time_block, unit_for
 from ptxprobe.gpu.workload import Case, Workload
+from ptxprobe.ptx.plant import plant_in_hot_loop
 from ptxprobe.ptx.rename import apply_template
 from ptxprobe.sources import Emitted
 from ptxprobe.stats import paired as stats
@@ -138,13 +153,55 @@ def identical_code(facts: dict[str, dict], templates: list[str]) -> list[str]:
     return [t for t in templates[1:] if base and facts[t].get("machine_code_sha256") == base]
 
 
+def sleep_plant_units(base: Unit, fractions: list[float]) -> tuple[dict[str, Unit], dict]:
+    """The sleep plants' units (the baseline's unit, then a sleep adding ``fraction`` of its measured time) and
+    what sized them."""
+    torch = require_gpu()
+    g = GraphSample(base.fn, base.k)
+    sample_ms = float(np.median([g.replay_ms() for _ in range(3)]))  # the unit's time, measured
+    del g
+    rate = sleep_rate()
+    chosen = plants(sample_ms, rate, fractions)
+    units = {planted_label(p.fraction): Unit(base.fn, base.k, sample_ms * (1 + p.fraction),
+                                             tail=lambda c=p.cycles: torch.cuda._sleep(c)) for p in chosen}
+    return units, {"sample_ms": sample_ms, "ms_per_sleep_cycle": rate.ms_per_cycle,
+                   "sleep_overhead_ms": rate.overhead_ms, "unit_launches": base.k,
+                   "cycles": {plant_key(p.fraction): p.cycles for p in chosen}}
+
+
+def code_plant_unit(w: Workload, name: str, base_facts: dict, base: Unit, args: list, grid, plan, tool: Tool,
+                    cache: Cache | None) -> tuple[Unit | None, dict]:
+    """The code plant: the baseline's PTX with a dependent chain in its hot loop (``ptx.plant``), assembled by the
+    group's ptxas under the baseline's name and loaded like a name. None and why when it cannot be planted: no hot
+    loop, ptxas refused it or kept the machine code, or it does not launch."""
+    planted = plant_in_hot_loop(w.emitted.ptx, w.emitted.entry)
+    if planted is None:
+        return None, {"skipped": "no hot loop in the PTX"}
+    try:
+        cubin, facts = cubin_for(replace(w.emitted, ptx=planted.ptx), name, tool, cache)
+    except RuntimeError as exc:
+        return None, {"skipped": f"ptxas refused the planted PTX: {str(exc)[-200:]}"}
+    if facts["machine_code_sha256"] == base_facts.get("machine_code_sha256"):
+        return None, {"skipped": "ptxas left the machine code unchanged"}
+    meta = {"machine_code_sha256": facts["machine_code_sha256"], "registers": facts["registers"],
+            "loop_label": planted.loop.label, "loop_hot_instructions": planted.loop.own_hot}
+    try:
+        kernel = w.load(name, cubin)
+        unit = unit_for(lambda: kernel[grid](*args), plan, k=base.k)
+    except Exception as exc:  # a launch the planted shared word pushed over a limit: the group goes on without it
+        return None, {**meta, "skipped": f"the planted kernel did not launch: {str(exc)[-200:]}"}
+    return unit, meta
+
+
 def run_group(w: Workload, templates: list[str], cfg: RunConfig, info: dict, tool: Tool, cache: Cache | None = None,
-              plants: tuple[float, ...] = PLANTED, peak: float | None = None,
+              plants: tuple = PLANT_KINDS, peak: float | None = None,
               seed: int = 0, order_seed: int | None = None) -> tuple[list[dict], dict]:
     """Time and check every name of one workload; one record per label, and the group's calibration.
 
     A name whose machine code is the baseline's is not timed unless ``cfg.time_identical_code``: its row says
-    ``identical-code`` and carries no ratio (the group's A/A pair measures what timing it would).
+    ``identical-code`` and carries no ratio (the group's A/A pair measures what timing it would). The group's
+    ``plants`` (sleep fractions and/or ``CODE_PLANT``) are labels of the names block, each paired with the
+    baseline, stopped by the same rule as the names; their samples go to the group record, not to rows.
     ``order_seed`` (the group's own, from its id) draws the run orders; ``seed`` the inputs and bootstraps.
     """
     order_seed = seed if order_seed is None else order_seed
@@ -160,13 +217,38 @@ def run_group(w: Workload, templates: list[str], cfg: RunConfig, info: dict, too
     for aa in AA_LABELS:  # the baseline's cubin loaded again, twice: two independent A/A copies
         fns[aa] = lambda k=w.load(names[0], kernels[templates[0]].kernel): k[timed.grid](*args)
     base = unit_for(fns[templates[0]], plan)  # every label of the names block gets the baseline's k
-    compare = names_compared(templates, same)
-    if len(compare) == 1:  # every name is identical code: the block is the A/A pair alone
+    t_setup = time.perf_counter()
+    fractions = [float(p) for p in plants if p != CODE_PLANT]
+    planted_units, calib_meta = sleep_plant_units(base, fractions) if fractions else ({}, {})
+    if CODE_PLANT in plants:
+        unit, code_meta = code_plant_unit(w, names[0], facts[templates[0]], base, args, timed.grid, plan, tool, cache)
+        if unit is not None:
+            planted_units[planted_label(CODE_PLANT)] = unit
+        calib_meta["code_plant"] = code_meta
+    setup_seconds = time.perf_counter() - t_setup
+    kinds = tuple(p for p in plants if planted_label(p) in planted_units)
+    compare = names_compared(templates, same, kinds)
+    if compare == [AA_LABELS]:  # every name is identical code and nothing planted: the block is the A/A pair alone
         del fns[templates[0]]
     units = {label: base if label == templates[0] else unit_for(fn, plan, k=base.k) for label, fn in fns.items()}
+    units.update(planted_units)
     nvml = Nvml()
     samples, seconds = time_block(units, plan, compare, order_seed, nvml)
-    calib = calibration_block(base, plan, seed + 1, nvml, plants, order_seed + 1) if plants else None
+    planted_samples = {label: samples.pop(label) for label in planted_units}
+    calib = None
+    if plants:
+        calib = {"in_names_block": True, "gpu_seconds": setup_seconds,
+                 **{k: v for k, v in calib_meta.items() if k not in ("cycles", "code_plant")}, "planted": {}}
+        for p in kinds:
+            label = planted_label(p)
+            logs, iv = paired_estimate(samples[templates[0]], planted_samples[label], plan, seed)
+            judged = judge_code_plant(iv, plan.margin) if p == CODE_PLANT else judge_plant(iv, float(p), plan.margin)
+            extra = calib_meta.get("code_plant", {}) if p == CODE_PLANT else {
+                "cycles": calib_meta["cycles"][plant_key(p)]}
+            calib["planted"][plant_key(p)] = {"label": label, **extra, **judged, "rounds": len(logs),
+                                             "ci_method": plan.interval}
+        if CODE_PLANT in plants and CODE_PLANT not in kinds:
+            calib["code_plant_skipped"] = calib_meta["code_plant"].get("skipped", "not planted")
     extra_fns = w.extras(timed)
     extra_samples: dict[str, Sampled] = {}
     ref_plan = reference_plan(plan)
@@ -205,9 +287,9 @@ def run_group(w: Workload, templates: list[str], cfg: RunConfig, info: dict, too
                      **comparison(extra_samples[templates[0]], s, ref_plan, seed), "samples": s.to_json(),
                      "gpu": info.get("gpu"), "run_ptxas_version": tool.version})
     record = {"aa": aa, "calibration": calib, "identical_code": same, "order_seed": order_seed,
+              "compared": [list(p) for p in compare],  # the names block's pairs, in the order its orders were drawn
               "timing_plan": asdict(plan),  # as resolved (defaults included): a replay of the block needs it
-              "gpu_seconds": seconds + (calib["gpu_seconds"] if calib else 0.0)}
-    if calib:
-        record["calibration"] = {k: v for k, v in calib.items() if k != "samples"}
-        record["calibration_samples"] = calib["samples"]
+              "gpu_seconds": seconds + setup_seconds}
+    if planted_samples:
+        record["calibration_samples"] = {label: s.to_json() for label, s in planted_samples.items()}
     return rows, record

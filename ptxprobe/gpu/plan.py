@@ -13,7 +13,14 @@ from ptxprobe.sources import KernelSource, RegisteredSource, sources_of
 from ptxprobe.sources.launch import size_label
 from ptxprobe.sources.registry import Problem
 
-PLANTED = (0.005, 0.01, 0.02)  # the planted slowdowns of the calibration, as fractions of the baseline's time
+# the planted slowdowns of the calibration, as fractions of the baseline's time; 0.2 % is about twice the target
+# half-width (the detection limit the findings need), the others check the sizing and power above it
+PLANTED = (0.002, 0.005, 0.01, 0.02)
+CODE_PLANT = "code"  # a planted code change: an extra dependent chain in the hot loop (ptx.plant), truth "slower"
+PLANT_KINDS = (*PLANTED, CODE_PLANT)
+# ``plants = "rotate"``: one plant per group, in this turn: 0.2 % in every other group (its power is the goal's
+# figure, so it gets the most groups), the others in between; a sweep of >= 8 groups plants every kind
+ROTATION = (0.002, 0.005, 0.002, 0.01, 0.002, 0.02, 0.002, CODE_PLANT)
 PLANT_MODES = ("rotate", "all")
 
 
@@ -28,8 +35,10 @@ class RunConfig:
     numerics_heads: int = 4
     sdpa_backends: tuple[str, ...] = ("cudnn", "flash")
     calibrate: bool = True  # every group also times planted slowdowns (calibration.json)
-    # "rotate": each group plants one of 0.5, 1, 2 % in turn (a sweep of >= 3 groups plants every size; power per
-    # size is over the groups that planted it); "all": every group plants all three
+    # "rotate": each group plants one kind in turn (``ROTATION``: 0.2 % in every other group, then 0.5, 1, 2 % and
+    # the code change; power per kind is over the groups that planted it; a sweep of fewer groups than the turn
+    # deals every kind out over its groups); "all": every group plants every kind (``PLANT_KINDS``). The plants
+    # are timed in the names block, with the names' stopping
     plants: str = "rotate"
     time_identical_code: bool = False  # names whose machine code equals the baseline's are not timed (verdict says so)
     numerics_draws: int = 5  # input draws the numbers are compared on, at the timed size and a small one
@@ -80,7 +89,7 @@ class Group:
     ptxas: str
     seq_len: int | None = None
     sizes: tuple[tuple[str, int], ...] = ()
-    plants: tuple[float, ...] = PLANTED  # planted slowdowns this group calibrates with (empty: none)
+    plants: tuple[float | str, ...] = PLANT_KINDS  # the plants this group calibrates with (empty: none)
     dtype: str | None = None
 
     @property
@@ -119,15 +128,18 @@ def plan_groups(exp, cfg: RunConfig, arch: str) -> tuple[list[Group], list[str]]
 
 
 def with_plants(groups: list[Group], cfg: RunConfig) -> list[Group]:
-    """Each group's planted slowdowns: none, all three, or (``rotate``, >= 3 groups) one size per group, so that a
-    sweep still plants every size while each group times one planted pair instead of three.
+    """Each group's plants: none, every kind, or (``rotate``) one kind per group in the turn of ``ROTATION``, so
+    that a sweep still plants every kind while each group times one planted pair.
 
-    The size turns with the group and shifts by one every three groups: consecutive groups often differ only in
-    the innermost axis (three problem sizes), which a plain turn would tie to one planted size each.
+    The turn shifts by one every ``len(ROTATION)`` groups: consecutive groups often differ only in the innermost
+    axis (three problem sizes), which a plain turn could tie to one kind each. A sweep of fewer groups than the
+    turn has deals ``PLANT_KINDS`` out over its groups in order (one group: all of them; every kind planted once).
     """
     if not cfg.calibrate:
         return [replace(g, plants=()) for g in groups]
-    if cfg.plants == "all" or len(groups) < len(PLANTED):
-        return [replace(g, plants=PLANTED) for g in groups]
-    n = len(PLANTED)
-    return [replace(g, plants=(PLANTED[(i + i // n) % n],)) for i, g in enumerate(groups)]
+    if cfg.plants == "all":
+        return [replace(g, plants=PLANT_KINDS) for g in groups]
+    n = len(ROTATION)
+    if len(groups) < n:
+        return [replace(g, plants=PLANT_KINDS[i::len(groups)]) for i, g in enumerate(groups)]
+    return [replace(g, plants=(ROTATION[(i + i // n) % n],)) for i, g in enumerate(groups)]

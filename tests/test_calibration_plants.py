@@ -1,0 +1,296 @@
+"""Calibration near the detection limit, on CPU: which plants each group times in its names block, how a plant is
+judged (its own interval against its stated size), the exact bounds a calibration certifies per run and pooled over
+runs, and the code plant's PTX edit (a dependent chain before the hot loop's backward branch)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+import pytest
+
+from ptxprobe.gpu.calibrate import (
+    AA_LABELS,
+    CODE_PLANT_LABEL,
+    judge_code_plant,
+    judge_plant,
+    names_compared,
+    planted_label,
+    pooled,
+    summarize,
+)
+from ptxprobe.gpu.plan import CODE_PLANT, PLANT_KINDS, PLANTED, ROTATION, Group, RunConfig, with_plants
+from ptxprobe.ptx.plant import CHAIN, MARK, hot_loop, loops_of, plant_in_hot_loop
+from ptxprobe.stats import bounds
+from ptxprobe.stats import paired as stats
+from tests.ptx_text import AXPY_PTX
+
+pytestmark = pytest.mark.unit
+
+# --- which plants a group times, and where -------------------------------------------------------------------------
+
+
+def _groups(kernels: int = 16) -> list[Group]:
+    return [Group(f"k{k}@{n}", None, "triton", seq_len=n) for k in range(kernels) for n in (1024, 4096, 16384)]
+
+
+def test_rotated_plants_put_the_detection_limit_in_every_other_group_and_every_kind_on_every_problem_size():
+    rotated = with_plants(_groups(), RunConfig())
+    assert all(len(g.plants) == 1 for g in rotated)  # one planted pair per group, as before
+    kinds = Counter(g.plants[0] for g in rotated)
+    assert kinds == {0.002: 24, 0.005: 6, 0.01: 6, 0.02: 6, CODE_PLANT: 6}
+    by_size = Counter((g.seq_len, g.plants[0]) for g in rotated)
+    assert all(by_size[(n, k)] >= 1 for n in (1024, 4096, 16384) for k in PLANT_KINDS), by_size
+    assert all(by_size[(n, 0.002)] == 8 for n in (1024, 4096, 16384)), by_size  # the limit on every size alike
+    assert all(g.plants == PLANT_KINDS for g in with_plants(_groups(), RunConfig(plants="all")))
+    assert all(g.plants == () for g in with_plants(_groups(), RunConfig(calibrate=False)))
+    # fewer groups than the turn: every kind is dealt out over them, each planted once
+    for n in (1, 2, 3, len(ROTATION) - 1):
+        few = with_plants(_groups()[:n], RunConfig())
+        assert sorted(map(str, (k for g in few for k in g.plants))) == sorted(map(str, PLANT_KINDS)), n
+    assert set(PLANTED) == {0.002, 0.005, 0.01, 0.02} and CODE_PLANT in PLANT_KINDS
+
+
+def test_the_names_block_pairs_each_plant_with_the_baseline_after_the_names_and_the_a_a_copies():
+    templates = ["{base}", "cutlass_{base}", "xutlass_{base}"]
+    pairs = names_compared(templates, ["xutlass_{base}"], (0.002, CODE_PLANT))
+    assert pairs == [("{base}", "cutlass_{base}"), AA_LABELS, ("{base}", "{base}#planted0.2%"),
+                     ("{base}", CODE_PLANT_LABEL)]
+    assert names_compared(templates, []) == [("{base}", "cutlass_{base}"), ("{base}", "xutlass_{base}"), AA_LABELS]
+    assert planted_label(0.005) == "{base}#planted0.5%"  # the label the earlier runs recorded
+
+
+# --- judging a plant by its own interval ---------------------------------------------------------------------------
+
+
+def test_a_plant_is_of_its_stated_size_when_its_interval_covers_it_not_when_it_is_within_a_quarter():
+    stated = 1 / 1.002
+    # a wide interval around a measured 0.13 %: 35 % off the stated 0.2 %, yet it covers it
+    wide = judge_plant(stats.Interval(1 / 1.0013, 1 / 1.0030, 1 / 0.9996), 0.002)
+    assert wide["verified"] and abs(wide["measured_fraction"] - 0.0013) < 1e-9
+    # a narrow interval around a measured 0.24 %: within a quarter of 0.2 %, but its interval excludes 0.2 %
+    narrow = judge_plant(stats.Interval(1 / 1.0024, 1 / 1.00255, 1 / 1.00225), 0.002)
+    assert not narrow["verified"] and not narrow["ratio_ci_low"] <= stated <= narrow["ratio_ci_high"]
+    assert narrow["detected"] and narrow["verdict"] == stats.NEGLIGIBLE  # found slower, inside the margin
+    lo, hi = narrow["measured_fraction_ci"]
+    assert lo < 0.0024 < hi
+    missed = judge_plant(stats.Interval(1 / 1.001, 1 / 1.003, 1 / 0.999), 0.002)
+    assert not missed["detected"] and missed["verified"]  # not found, its size not contradicted
+    code = judge_code_plant(stats.Interval(0.99, 0.985, 0.995))
+    assert code["detected"] and code["verdict"] == stats.SLOWER and "verified" not in code
+
+
+def _simulated_group(gid: str, kind, true_fraction: float, rng, sd: float = 0.002, rounds: int = 30,
+                     aa_fp: bool = False) -> dict:
+    """A group record from simulated per-round log ratios: base vs a plant whose true size is ``true_fraction``."""
+    logs = rng.normal(-np.log1p(true_fraction), sd, rounds)
+    iv = stats.paired_interval(logs, level=0.95)
+    rec = judge_code_plant(iv) if kind == CODE_PLANT else judge_plant(iv, kind)
+    key = "code" if kind == CODE_PLANT else f"{kind:g}"
+    aa = {"runtime_verdict": stats.SLOWER if aa_fp else stats.EQUIVALENT, "half_width": stats.half_width(iv)}
+    return {"group_id": gid, "aa": aa, "calibration": {"in_names_block": True, "planted": {key: rec}},
+            "gpu_seconds": 1.0}
+
+
+def test_plants_of_the_stated_size_pass_and_a_mis_sized_plant_fails_by_its_intervals():
+    """Simulated plants at the detection limit: of the right size their intervals cover it about as often as their
+    level says and the calibration passes with their power bounded; sized 0.24 % but stated 0.2 % and measured
+    narrowly, most intervals miss the stated size and the calibration fails on it (a quarter's tolerance passes
+    them)."""
+    rng = np.random.default_rng(5)
+    kinds = [0.002, 0.005, 0.002, 0.01, 0.002, 0.02, 0.002, CODE_PLANT]
+    right = [_simulated_group(f"g{i}", kinds[i % 8], kinds[i % 8] if kinds[i % 8] != CODE_PLANT else 0.004, rng)
+             for i in range(96)]
+    c = summarize(right)
+    assert c["passed"], c["failures"]
+    assert c["planted_in_groups"]["0.002"] == 48 and c["planted_size_covered_in_groups"]["0.002"] >= 43
+    assert c["criteria"]["plant_size_miss_rate_max"] == 0.05
+    assert c["power_lower_95"]["0.02"] == pytest.approx(0.05 ** (1 / 12))  # 12 of 12: the exact bound, not 100 %
+    assert c["code_plant"]["planted_in_groups"] == 12 and c["code_plant"]["power_lower_95"] < c["code_plant"]["power"]
+    off = [_simulated_group(f"g{i}", 0.002, 0.0024, rng, sd=0.0005, rounds=60) for i in range(30)]
+    within_a_quarter = [abs(g["calibration"]["planted"]["0.002"]["measured_fraction"] - 0.002) <= 0.25 * 0.002
+                        for g in off]
+    assert np.mean(within_a_quarter) > 0.9  # the old tolerance would call nearly all of them the stated size
+    bad = summarize(off)
+    assert not bad["passed"] and any("missed the stated size" in f for f in bad["failures"]), bad["failures"]
+
+
+# --- the bounds ----------------------------------------------------------------------------------------------------
+
+
+def test_clopper_pearson_bounds_are_the_exact_binomial_ones_the_audit_quoted():
+    """0 of 48 A/A false positives certifies <= 6.1 %, 1 of 48 <= 9.5 %, 2 of 229 pooled <= 2.7 % (one-sided 95 %);
+    the bound is where the binomial tail is 5 %, not the point estimate."""
+    from scipy.stats import binom
+
+    assert bounds.cp_upper(0, 48) == pytest.approx(0.0605, abs=5e-4)
+    assert bounds.cp_upper(1, 48) == pytest.approx(0.0951, abs=5e-4)
+    assert bounds.cp_upper(2, 229) == pytest.approx(0.0272, abs=5e-4)
+    for k, n in ((0, 48), (3, 40), (7, 20)):
+        assert binom.cdf(k, n, bounds.cp_upper(k, n)) == pytest.approx(0.05, abs=1e-9)
+        assert binom.sf(n - k - 1, n, bounds.cp_lower(n - k, n)) == pytest.approx(0.05, abs=1e-9)
+    assert bounds.cp_lower(29, 29) > 0.90 > bounds.cp_lower(28, 28)  # 29 detections certify 90 % power
+    assert bounds.cp_upper(5, 5) == 1.0 and bounds.cp_lower(0, 5) == 0.0 and bounds.cp_upper(0, 0) is None
+
+
+def _aa_only(gid: str, fp: bool) -> dict:
+    return {"group_id": gid, "aa": {"runtime_verdict": stats.FASTER if fp else stats.EQUIVALENT, "half_width": 5e-4},
+            "calibration": {"planted": {"0.002": {"detected": True, "measured_fraction": 0.002, "verified": True,
+                                                  "size_rule": "interval"}}}, "gpu_seconds": 1.0}
+
+
+def test_a_run_and_several_runs_pooled_state_what_their_counts_certify():
+    one = [_aa_only(f"a{i}", False) for i in range(48)]
+    other = [_aa_only(f"b{i}", i < 2) for i in range(181)]
+    s = summarize(one)
+    assert s["aa_false_positives"] == 0 and s["aa_false_positive_rate"] == 0.0
+    assert s["aa_false_positive_upper_95"] == pytest.approx(0.0605, abs=5e-4)
+    assert s["detected_in_groups"] == {"0.002": 48} and s["power_lower_95"]["0.002"] == pytest.approx(0.9395, abs=5e-4)
+    p = pooled([one, other])
+    assert p["runs"] == 2 and p["groups"] == 229 and p["aa_false_positives"] == 2
+    assert p["aa_false_positive_upper_95"] == pytest.approx(0.0272, abs=5e-4)
+    assert p["power_lower_95"]["0.002"] == pytest.approx(0.05 ** (1 / 229))
+    assert [r["aa_false_positive_upper_95"] for r in p["per_run"]] == [s["aa_false_positive_upper_95"],
+                                                                       summarize(other)["aa_false_positive_upper_95"]]
+
+
+def test_a_committed_calibration_block_run_still_summarizes_as_it_was_stored():
+    """Group records from before the plants moved into the names block (a block of their own, sizes within a
+    quarter) summarize to their stored calibration.json, with the new bounds beside it."""
+    import json
+
+    from experiments.analysis.static_runs import results_dir
+    from ptxprobe.runs.rundir import RunDir
+
+    d = results_dir("2026-12-03-h200-defaults")
+    c = summarize(RunDir(d).groups)
+    stored = json.loads((d / "calibration.json").read_text())
+    assert {k: c[k] for k in stored if k != "note"} == {k: v for k, v in stored.items() if k != "note"}
+    assert c["aa_false_positive_upper_95"] == pytest.approx(bounds.cp_upper(c["aa_false_positives"], 48))
+    assert "planted_size_covered_in_groups" not in c and "plant_size_miss_rate_max" not in c["criteria"]
+
+
+# --- the code plant's PTX edit -------------------------------------------------------------------------------------
+
+# an outer loop around a hot inner loop (a load, two FMAs) that holds a nested spin-wait loop in an inline scope,
+# as Triton's mbarrier waits are written; the store after the loops
+LOOP_PTX = """.version 8.0
+.target sm_90a
+.address_size 64
+
+.visible .entry spin_sum(
+	.param .u64 spin_sum_param_0,
+	.param .u32 spin_sum_param_1
+)
+{
+	.reg .pred 	%p<4>;
+	.reg .b32 	%r<8>;
+	.reg .f32 	%f<4>;
+	.reg .b64 	%rd<5>;
+	ld.param.u64 	%rd1, [spin_sum_param_0];
+	ld.param.u32 	%r1, [spin_sum_param_1];
+	cvta.to.global.u64 	%rd2, %rd1;
+	mov.u32 	%r2, %tid.x;
+	mul.wide.u32 	%rd3, %r2, 4;
+	add.s64 	%rd4, %rd2, %rd3;
+	mov.f32 	%f1, 0f00000000;
+	mov.u32 	%r3, 0;
+$L__BB0_1:
+	mov.u32 	%r4, 0;
+$L__BB0_2:
+	ld.global.f32 	%f2, [%rd4];
+	fma.rn.f32 	%f1, %f2, %f2, %f1;
+	{
+	.reg .pred 	done;
+	waitLoop:
+	mov.u32 	%r5, %clock;
+	setp.ne.u32 	done, %r5, 7;
+	@!done bra.uni 	waitLoop;
+	}
+	fma.rn.f32 	%f1, %f2, %f1, %f2;
+	add.s32 	%r4, %r4, 1;
+	setp.lt.u32 	%p1, %r4, %r1;
+	@%p1 bra 	$L__BB0_2;
+	add.s32 	%r3, %r3, 1;
+	setp.lt.u32 	%p2, %r3, 4;
+	@%p2 bra 	$L__BB0_1;
+	st.global.f32 	[%rd4], %f1;
+	ret;
+}
+"""
+
+
+def test_the_chain_goes_right_before_the_hot_loops_backward_branch_and_nothing_else_changes():
+    lines = LOOP_PTX.split("\n")
+    loops = {label for _, _, label in loops_of(lines)}
+    assert loops == {"$L__BB0_1", "$L__BB0_2", "waitLoop"}
+    loop = hot_loop(LOOP_PTX, "spin_sum")
+    assert loop.label == "$L__BB0_2" and loop.own_hot == 3  # not the outer loop, not the wait loop inside it
+    planted = plant_in_hot_loop(LOOP_PTX, "spin_sum")
+    out = planted.ptx.split("\n")
+    label = out.index("$L__BB0_2:")
+    branch = next(i for i, ln in enumerate(out) if "bra" in ln and "$L__BB0_2" in ln)
+    chain = [i for i, ln in enumerate(out) if ln.strip() in CHAIN]
+    assert len(chain) == len(CHAIN) and chain == list(range(branch - len(CHAIN), branch))  # just before the branch
+    assert label < planted.inserted_at == chain[0] < branch
+    wait_end = next(i for i, ln in enumerate(out) if "bra.uni" in ln and "waitLoop" in ln)
+    assert chain[0] > wait_end + 1  # in the hot loop's own body, after the nested wait loop closed
+    added = [ln for ln in out if ln not in lines]
+    assert sorted(added) == sorted([*(f"\t{c}" for c in CHAIN), f"\t{MARK}", "\t.reg .b32 \t%ptxprobe_plant<2>;",
+                                    ".shared .align 4 .b32 __ptxprobe_plant;"])
+    assert [ln for ln in out if ln not in added] == lines  # the rest, unchanged and in order
+    assert out.index(".shared .align 4 .b32 __ptxprobe_plant;") < out.index(".visible .entry spin_sum(")
+
+
+def test_a_kernel_without_a_hot_loop_gets_no_code_plant_and_only_the_named_entry_is_edited():
+    assert hot_loop(AXPY_PTX) is None and plant_in_hot_loop(AXPY_PTX) is None
+    two = LOOP_PTX + "\n" + LOOP_PTX[LOOP_PTX.index(".visible"):].replace("spin_sum", "other_sum")
+    planted = plant_in_hot_loop(two, "other_sum")
+    first, second = planted.ptx.split(".visible .entry other_sum(")
+    assert MARK not in first and MARK in second
+    assert first.count("__ptxprobe_plant") == 1  # the shared word declared once, before the edited entry
+
+
+@pytest.mark.integration
+def test_the_planted_chain_survives_ptxas_and_changes_the_machine_code():
+    """The same ptxas the names use keeps every instruction of the chain (an unused add or %clock read would be
+    removed and the plant would be the baseline again)."""
+    from ptxprobe.binary.cubin import read_cubin
+    from ptxprobe.toolchain.assemble import assemble
+    from ptxprobe.toolchain.tools import select_ptxas
+
+    tool = select_ptxas("sm_90a", "triton")[0]
+    facts = {}
+    for label, text in (("base", LOOP_PTX), ("planted", plant_in_hot_loop(LOOP_PTX).ptx)):
+        art = assemble(text, "sm_90a", tool)
+        assert art.ok, art.stderr[-500:]
+        facts[label] = read_cubin(art.cubin()).kernel("spin_sum")
+    assert facts["planted"].machine_code_sha256 != facts["base"].machine_code_sha256
+    assert facts["planted"].code_sha256 != facts["base"].code_sha256  # the instructions themselves differ
+
+
+def test_committed_runs_pool_into_one_certified_false_positive_rate():
+    from experiments.analysis import gpu_runs
+    from experiments.analysis.static_runs import results_dir
+
+    runs = [results_dir(r) for r in ("2026-12-03-h200-defaults", "2026-12-03-h200-defaults-repro")]
+    p = gpu_runs.pooled_calibration(runs)
+    each = [summarize(gpu_runs.RunDir(r).groups) for r in runs]
+    assert p["groups"] == 96 and p["aa_false_positives"] == sum(s["aa_false_positives"] for s in each)
+    assert p["aa_false_positive_upper_95"] == pytest.approx(bounds.cp_upper(p["aa_false_positives"], 96))
+    assert p["aa_false_positive_upper_95"] < min(s["aa_false_positive_upper_95"] for s in each)  # pooling narrows
+
+
+def test_a_replay_reads_the_pairs_a_group_recorded_and_its_planted_samples():
+    from experiments.analysis.gpu_runs import block_pairs, compared_series, planted_rows
+
+    templates = ["{base}", "cutlass_{base}"]
+    label = "{base}#planted0.2%"
+    rec = {"compared": [["{base}", "cutlass_{base}"], list(AA_LABELS), ["{base}", label]],
+           "calibration": {"in_names_block": True},
+           "calibration_samples": {label: {"times_ms": [1.002, 1.003], "partners": {"{base}": [1.002, 1.003]}}}}
+    assert block_pairs(rec, templates)[-1] == ("{base}", label)
+    assert block_pairs({"identical_code": []}, templates) == names_compared(templates, [])  # an earlier record
+    base = {"label": "{base}", "samples": {"times_ms": [9.0], "partners": {label: [1.0, 1.0]}}}
+    assert compared_series(base, planted_rows(rec)[label]) == ([1.0, 1.0], [1.002, 1.003])
+    assert planted_rows({"calibration": {"planted": {}}, "calibration_samples": {label: {}}}) == {}
