@@ -12,7 +12,7 @@ import pytest
 
 from ptxprobe.cli import main
 from ptxprobe.core.errors import SpecError
-from ptxprobe.reduce import ptxbody
+from ptxprobe.reduce import ptxbody, remains
 from ptxprobe.reduce.keep import holds, parse_keep, with_baseline_fields
 from ptxprobe.reduce.predicate import judge_rows, overlapping
 from ptxprobe.reduce.search import PASSES, reduce_ptx
@@ -156,7 +156,7 @@ def test_unused_declarations_are_found_and_used_ones_kept():
 
 @unit
 def test_structure_says_what_remains():
-    s = ptxbody.structure(LOOP_PTX, "loopk")
+    s = remains.structure(LOOP_PTX, "loopk")
     assert s["loops"][0]["classes"]["fma.f32"] == 2
     assert "a loop of 5 instructions" in s["in_words"] and s["parameters"] == 3 and s["buffers"] == 1
 

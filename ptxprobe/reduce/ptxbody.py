@@ -17,7 +17,7 @@ from ptxprobe.ptx.text import entry_params
 
 _REG_RE = re.compile(r"%[A-Za-z_$][\w$]*")
 _IDENT_RE = re.compile(r"[A-Za-z_$][\w$]*")
-_LABEL_RE = re.compile(r"^\s*([$A-Za-z_][\w$]*)\s*:\s*(?://.*)?$")
+LABEL_RE = re.compile(r"^\s*([$A-Za-z_][\w$]*)\s*:\s*(?://.*)?$")
 _GUARD_RE = re.compile(r"^@!?(%[\w$]+)\s+")
 _COMMENT_RE = re.compile(r"//.*$")
 _REG_DECL_RE = re.compile(r"^\s*\.reg\s+(?:\.v\d\s+)?\.\w+\s+(.+?);")
@@ -87,7 +87,7 @@ class Body:
         return [s for s in self.stmts if s.kind in ("instr", "block")]
 
 
-def _code(line: str) -> str:
+def code_of(line: str) -> str:
     return _COMMENT_RE.sub("", line).strip()
 
 
@@ -151,7 +151,7 @@ def instruction(text: str, first: int, last: int) -> Stmt:
 def _entry_span(lines: list[str], entry: str) -> tuple[int, int, int]:
     """(header line, line of the body's '{', line of its '}') of ``.entry <entry>``."""
     head_re = re.compile(r"\.entry\s+" + re.escape(entry) + r"\b")
-    head = next((i for i, ln in enumerate(lines) if head_re.search(_code(ln))), None)
+    head = next((i for i, ln in enumerate(lines) if head_re.search(code_of(ln))), None)
     if head is None:
         raise MalformedPtx(f"no .entry {entry} in the PTX")
     return head, *_brace_span(lines, head)
@@ -161,7 +161,7 @@ def _brace_span(lines: list[str], start: int) -> tuple[int, int]:
     """The first '{' at or after ``start`` and its matching '}'."""
     depth, opened = 0, None
     for i in range(start, len(lines)):
-        code = _code(lines[i])
+        code = code_of(lines[i])
         for ch in code:
             if ch == "{":
                 depth += 1
@@ -179,18 +179,18 @@ def _statements(lines: list[str], open_: int, close: int) -> list[Stmt]:
     out: list[Stmt] = []
     i = open_ + 1
     while i < close:
-        code = _code(lines[i])
+        code = code_of(lines[i])
         if not code:
             i += 1
             continue
         if code.startswith("{"):
             _, end = _brace_span(lines, i)
-            block = " ".join(_code(lines[k]) for k in range(i, end + 1))
+            block = " ".join(code_of(lines[k]) for k in range(i, end + 1))
             regs = set(_REG_RE.findall(block))
             out.append(Stmt("block", i, end, "{asm}", "", frozenset(), frozenset(regs), True))
             i = end + 1
             continue
-        m = _LABEL_RE.match(lines[i])
+        m = LABEL_RE.match(lines[i])
         if m:
             out.append(Stmt("label", i, i, label=m.group(1)))
             i += 1
@@ -203,7 +203,7 @@ def _statements(lines: list[str], open_: int, close: int) -> list[Stmt]:
         text = code
         while not text.endswith(";") and end + 1 < close:  # an instruction over several lines
             end += 1
-            text += " " + _code(lines[end])
+            text += " " + code_of(lines[end])
         if text.startswith((".reg", ".shared", ".local", ".param", ".const", ".global")):
             out.append(Stmt("decl", i, end, text.split()[0]))
         elif text.startswith("."):
@@ -232,7 +232,7 @@ def parse(ptx: str, entry: str) -> Body:
     for s in stmts:
         if s.kind != "decl":
             continue
-        text = " ".join(_code(lines[k]) for k in s.lines)
+        text = " ".join(code_of(lines[k]) for k in s.lines)
         reg = _REG_DECL_RE.match(text)
         if reg:
             decls.extend(Decl("reg", n, s.first, s.last) for n in _reg_names(reg.group(1)))
@@ -242,7 +242,7 @@ def parse(ptx: str, entry: str) -> Body:
             decls.append(Decl("symbol", sym.group(1), s.first, s.last))
     debug: list[int] = [s.first for s in stmts if s.kind == "debug"]
     debug += [i for i, ln in enumerate(lines) if ln.strip().startswith("//")]
-    directives = [i for i in range(head + 1, open_) if _code(lines[i]).startswith((".max", ".min", ".req", ".pragma",
+    directives = [i for i in range(head + 1, open_) if code_of(lines[i]).startswith((".max", ".min", ".req", ".pragma",
                                                                                      ".explicitcluster"))]
     directives += [ln for s in stmts if s.kind == "directive" for ln in s.lines]
     others: list[tuple[int, int]] = []
@@ -251,7 +251,7 @@ def parse(ptx: str, entry: str) -> Body:
         if open_ <= i <= close or i == head:
             i = close + 1 if i <= close else i + 1
             continue
-        code = _code(lines[i])
+        code = code_of(lines[i])
         if _DEBUG_LINE_RE.match(code):
             debug.append(i)
         elif code.startswith(".section") and ".debug" in code:
@@ -333,7 +333,7 @@ def unused_decls(body: Body) -> list[Decl]:
     words: Counter = Counter()
     regs: set[str] = set()
     for line in body.lines:
-        code = _code(line)
+        code = code_of(line)
         words.update(_IDENT_RE.findall(code))
         if not code.startswith(".reg"):
             found = _REG_RE.findall(code)
@@ -345,7 +345,7 @@ def unused_decls(body: Body) -> list[Decl]:
             if d.name not in regs:
                 out.append(d)
             continue
-        own = Counter(_IDENT_RE.findall(" ".join(_code(body.lines[k]) for k in range(d.first, d.last + 1))))
+        own = Counter(_IDENT_RE.findall(" ".join(code_of(body.lines[k]) for k in range(d.first, d.last + 1))))
         if words[d.name] - own[d.name] <= 0:
             out.append(d)
     return out
@@ -368,7 +368,7 @@ def remove(ptx: str, entry: str, lines: set[int], clean: bool = True) -> str:
     return cleaned(out, entry) if clean else out
 
 
-# --- what a kernel is made of, in words ------------------------------------------------------------
+# --- control structure -----------------------------------------------------------------------------
 
 
 def loops(body: Body) -> list[tuple[int, int]]:
@@ -385,50 +385,3 @@ def blocks(body: Body) -> list[tuple[int, int]]:
     """(first, last) statement index of each labelled basic block (a label up to the next label)."""
     starts = [k for k, s in enumerate(body.stmts) if s.kind == "label"]
     return [(a, (starts[n + 1] - 1) if n + 1 < len(starts) else len(body.stmts) - 1) for n, a in enumerate(starts)]
-
-
-def instruction_class(opcode: str) -> str:
-    """``fma.rn.f32`` -> ``fma.f32``, ``ld.shared.v4.f32`` -> ``ld.shared``: the class a reader names."""
-    parts = opcode.split(".")
-    root = parts[0]
-    if root in ("ld", "st", "atom", "red", "cp", "ldmatrix", "stmatrix") and len(parts) > 1:
-        space = next((p for p in parts[1:] if p in ("global", "shared", "local", "param", "const", "async",
-                                                     "bulk")), "")
-        return f"{root}.{space}" if space else root
-    if root in ("tcgen05", "wgmma", "mbarrier", "mma", "wmma") and len(parts) > 1:
-        kind = next((p.replace("kind::", "") for p in parts if p.startswith("kind::")), "")
-        return ".".join(x for x in (root, parts[1], kind) if x)
-    types = [p for p in parts[1:] if re.fullmatch(r"[fbsu](?:8|16|32|64)(?:x2)?|bf16(?:x2)?|e[45]m[23]|pred", p)]
-    return f"{root}.{types[-1]}" if types else root
-
-
-def structure(ptx: str, entry: str) -> dict:
-    """What remains of a kernel: instruction classes, where loops are and what they hold, declarations left."""
-    body = parse(ptx, entry)
-    instrs = body.instructions()
-    classes = Counter(instruction_class(s.opcode) if s.kind == "instr" else "inline asm" for s in instrs)
-    in_loops = []
-    for a, b in loops(body):
-        inside = [s for s in body.stmts[a:b + 1] if s.kind in ("instr", "block")]
-        in_loops.append({"instructions": len(inside),
-                         "classes": dict(Counter(instruction_class(s.opcode) if s.kind == "instr" else "inline asm"
-                                                 for s in inside).most_common())})
-    decls = Counter(d.kind for d in body.decls if d.kind != "reg")
-    words = []
-    for lp in in_loops:
-        top = ", ".join(f"{c} x{n}" for c, n in list(lp["classes"].items())[:4])
-        words.append(f"a loop of {lp['instructions']} instructions ({top})")
-    outside = len(instrs) - sum(lp["instructions"] for lp in in_loops)
-    if outside > 0:
-        words.append(f"{outside} instructions outside loops")
-    return {
-        "instructions": len(instrs),
-        "lines": len(body.lines),
-        "classes": dict(classes.most_common()),
-        "loops": in_loops,
-        "labels": sum(1 for s in body.stmts if s.kind == "label"),
-        "parameters": decls.get("param", 0),
-        "buffers": decls.get("symbol", 0),
-        "device_functions": decls.get("func", 0),
-        "in_words": "; ".join(words) or "no instructions",
-    }

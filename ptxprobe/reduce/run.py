@@ -21,7 +21,7 @@ from ptxprobe.ptx.rename import TRIGGER, apply_template, validate_name
 from ptxprobe.ptx.text import source_identifier
 from ptxprobe.reduce.keep import Keep, parse_keep
 from ptxprobe.reduce.predicate import Judge, Judgement, Setup
-from ptxprobe.reduce.ptxbody import structure
+from ptxprobe.reduce.remains import structure
 from ptxprobe.reduce.search import Step, reduce_ptx
 from ptxprobe.sources import Emitted, KernelSource, sources_of
 from ptxprobe.static.executors import LocalExecutor

@@ -54,6 +54,12 @@ def debug_info(body: Body) -> list[frozenset[int]]:
     return [frozenset(body.debug)] if body.debug else []
 
 
+def label_units(body: Body) -> list[frozenset[int]]:
+    """Labels no branch names (left by debug information): each alone."""
+    targets = {s.label for s in body.stmts if s.kind == "instr" and s.label}
+    return [frozenset(s.lines) for s in body.stmts if s.kind == "label" and s.label not in targets]
+
+
 def directive_units(body: Body) -> list[frozenset[int]]:
     return [frozenset([i]) for i in body.directives]
 
@@ -109,6 +115,7 @@ PASSES: tuple[tuple[str, Callable[[Body], list[frozenset[int]]]], ...] = (
     ("instructions", instruction_units),
     ("declarations", declaration_units),
     ("directives", directive_units),
+    ("labels", label_units),
 )
 
 
