@@ -155,6 +155,15 @@ def test_unused_declarations_are_found_and_used_ones_kept():
 
 
 @unit
+def test_ablation_tries_only_the_options_a_ptxas_lists():
+    from ptxprobe.reduce.ablate import options_to_try
+
+    tried = options_to_try({"long": ["--fmad", "--opt-level", "--verbose"], "short": []})
+    assert tried == ["--opt-level=0", "--opt-level=1", "--opt-level=2", "--fmad=false"]
+    assert options_to_try(None) == []
+
+
+@unit
 def test_structure_says_what_remains():
     s = remains.structure(LOOP_PTX, "loopk")
     assert s["loops"][0]["classes"]["fma.f32"] == 2
@@ -284,6 +293,13 @@ def test_reduce_command_on_an_ffma_loop_with_ptxas_13(tmp_path, capsys, installe
     # with -O2 the name stops mattering: no difference to start from, exit 0, one line
     assert main([*argv[:-3], "-o", str(tmp_path / "o2"), "--flags=-O2"]) == 0
     assert capsys.readouterr().out.startswith("no difference to start from")
+    # the options ablation agrees with it: on the input, --opt-level=2 makes the name stop mattering
+    assert main([*argv, "--ablate"]) == 1
+    assert "stop mattering on the input" in capsys.readouterr().out
+    ablation = json.loads((out / "reduce.json").read_text())["ablation"]
+    by_option = {a["option"]: a["outcome"] for a in ablation["input"]}
+    assert by_option["--opt-level=2"] == "name stops mattering"
+    assert set(by_option.values()) <= {"name stops mattering", "name still matters", "not compared"}
 
 
 @pytest.mark.integration

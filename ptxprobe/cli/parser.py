@@ -335,6 +335,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "assemble at once)")
     s.add_argument("--timeout", type=_seconds, default=600.0, help="seconds before a ptxas run counts as hung")
     s.add_argument("--fresh", action="store_true", help="discard what the output dir holds and start over")
+    s.add_argument("--ablate", action="store_true",
+                   help="then try each code-shaping ptxas option its --help lists (opt level, expensive optimizations, "
+                        "fmad, register usage level, ...) on the minimal kernel and on the input: which make the name "
+                        "stop mattering")
     _common(s, "print reduce.json (and the output dir) as one JSON document")
 
     s = _sub(sub, "cubin", "facts of a cubin: sections, EIATTR records, registers, capmerc", "cmd_cubin")

@@ -32,7 +32,8 @@ def request_from_args(args):
     return Request(arch=args.arch, out=args.out, kernel=args.input, ptx=args.ptx, cu=args.cu, cubin=args.cubin,
                    triton=args.triton, spec=args.spec, entry=args.entry, dtype=args.dtype, head_dim=args.head_dim,
                    causal=args.causal, config=args.config, ptxas=args.ptxas, name=args.name, keep=args.keep,
-                   jobs=args.jobs or os.cpu_count() or 1, timeout=args.timeout, fresh=args.fresh, **kw)
+                   jobs=args.jobs or os.cpu_count() or 1, ablate=args.ablate, timeout=args.timeout,
+                   fresh=args.fresh, **kw)
 
 
 def _progress(step) -> None:
@@ -64,6 +65,11 @@ def cmd_reduce(args) -> int:
     say(f"  {rec['renamed_name']} still changes the code ({pair.get('verdict', '?')}: {deltas}){_keep_words(rec)}; "
         + ("1-minimal: no single removal the reducer knows keeps it" if rec.get("one_minimal") else "not 1-minimal"))
     say(f"  {rec.get('candidates', 0)} candidates, {cost}; {res.out / 'minimal.ptx'}, {res.out / 'reduce.json'}")
+    for where, results in rec.get("ablation", {}).items():
+        stops = [a["option"] for a in results if a["outcome"] == "name stops mattering"]
+        said = ", ".join(stops) if stops else "none of the " + str(len(results)) + " options tried"
+        say(f"  options that make the name stop mattering on the {where if where == 'input' else 'minimal kernel'}: "
+            f"{said}")
     return FOUND_DIFFERENCES
 
 

@@ -19,6 +19,7 @@ from ptxprobe.core.errors import SpecError, ToolFailed
 from ptxprobe.core.store import lock_dir, prepare_dir, writing_to
 from ptxprobe.ptx.rename import TRIGGER, apply_template, validate_name
 from ptxprobe.ptx.text import source_identifier
+from ptxprobe.reduce.ablate import ablate, as_json
 from ptxprobe.reduce.keep import Keep, parse_keep
 from ptxprobe.reduce.predicate import Judge, Judgement, Setup
 from ptxprobe.reduce.remains import structure
@@ -58,6 +59,7 @@ class Request:
     jobs: int = 1
     timeout: float = 600.0
     fresh: bool = False
+    ablate: bool = False  # then: which ptxas options make the name stop mattering (minimal kernel and input)
 
 
 @dataclass(frozen=True)
@@ -231,9 +233,12 @@ def reduce_request(req: Request, progress=None) -> Result:
             final = judge.judge([outcome.ptx])[0]
             pair = _pair(final, setup, cache)
             _write_cubins(out, pair, cache)
-            persist(outcome.ptx, list(outcome.steps), DONE,
-                    {"one_minimal": outcome.one_minimal, "rounds": outcome.rounds, "tests": outcome.tests,
-                     "dead_code_removed_with_each_candidate": outcome.cleanup, "minimal_pair": pair})
+            extra = {"one_minimal": outcome.one_minimal, "rounds": outcome.rounds, "tests": outcome.tests,
+                     "dead_code_removed_with_each_candidate": outcome.cleanup, "minimal_pair": pair}
+            if req.ablate:
+                extra["ablation"] = {"minimal": as_json(ablate(outcome.ptx, setup, judge)),
+                                     "input": as_json(ablate(emitted.ptx, setup, judge))}
+            persist(outcome.ptx, list(outcome.steps), DONE, extra)
             pool.shutdown()
             return Result(DONE, out, record["last"])
         except KeyboardInterrupt:
