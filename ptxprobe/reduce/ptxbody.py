@@ -12,6 +12,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from ptxprobe.binary.sass import _split_operands as split_operands  # one top-level comma split (SASS and PTX)
 from ptxprobe.core.errors import MalformedPtx
 from ptxprobe.ptx.text import entry_params
 
@@ -91,24 +92,6 @@ def code_of(line: str) -> str:
     return _COMMENT_RE.sub("", line).strip()
 
 
-def _operands(text: str) -> list[str]:
-    """Top-level comma-separated operands (a ``{...}`` vector or a ``[...]`` address is one)."""
-    out, depth, cur = [], 0, []
-    for ch in text:
-        if ch in "{[(":
-            depth += 1
-        elif ch in "}])":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    if "".join(cur).strip():
-        out.append("".join(cur).strip())
-    return out
-
-
 def _root(opcode: str) -> str:
     return opcode.split(".")[0]
 
@@ -126,7 +109,7 @@ def instruction(text: str, first: int, last: int) -> Stmt:
     if guard:
         code = code[guard.end():]
     opcode, rest = (re.split(r"\s+", code, maxsplit=1) + [""])[:2]
-    ops = _operands(rest.strip())
+    ops = split_operands(rest.strip())
     effects = _has_effects(opcode)
     defs: set[str] = set()
     if ops and _root(opcode) not in NO_DESTINATION and ".".join(opcode.split(".")[:2]) not in NO_DESTINATION:
