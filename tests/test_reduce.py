@@ -155,6 +155,17 @@ def test_unused_declarations_are_found_and_used_ones_kept():
 
 
 @unit
+def test_ladder_levels_are_checked_before_any_work():
+    from ptxprobe.reduce.ladder import parse_ladder
+
+    assert parse_ladder("registers - baseline_registers >= 16, 8,32") == ("registers - baseline_registers",
+                                                                           [8.0, 16.0, 32.0])
+    for bad in ("registers", "registers >= ", "registers >= a,b", "regs >= 1", ">= 3"):
+        with pytest.raises(SpecError):
+            parse_ladder(bad)
+
+
+@unit
 def test_ablation_tries_only_the_options_a_ptxas_lists():
     from ptxprobe.reduce.ablate import options_to_try
 
@@ -293,6 +304,13 @@ def test_reduce_command_on_an_ffma_loop_with_ptxas_13(tmp_path, capsys, installe
     # with -O2 the name stops mattering: no difference to start from, exit 0, one line
     assert main([*argv[:-3], "-o", str(tmp_path / "o2"), "--flags=-O2"]) == 0
     assert capsys.readouterr().out.startswith("no difference to start from")
+    # a ladder: the plain level reduces, an impossible register growth has no difference to start from
+    ladder = ["--ladder", "registers - baseline_registers >= 0,500"]
+    assert main([*argv[:-3], "-o", str(tmp_path / "ladder"), *ladder]) == 1
+    levels = json.loads((tmp_path / "ladder" / "ladder.json").read_text())["levels"]
+    assert levels[0]["status"] == "done" and levels[0]["keep"] is None
+    assert levels[-1]["status"] == "no difference" and levels[-1]["keep"].endswith(">= 500")
+    capsys.readouterr()
     # the options ablation agrees with it: on the input, --opt-level=2 makes the name stop mattering
     assert main([*argv, "--ablate"]) == 1
     assert "stop mattering on the input" in capsys.readouterr().out

@@ -329,6 +329,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="narrow the predicate to a property of the difference over the sweep's numeric row fields "
                         "and their baseline_ twins, e.g. 'registers - baseline_registers >= 16' or "
                         "'capmerc_bytes - baseline_capmerc_bytes >= 4096' (docs/reduce.md)")
+    s.add_argument("--ladder", metavar="EXPR>=T1,T2",
+                   help="instead of --keep: reduce under the plain predicate, then under EXPR >= each threshold "
+                        "(e.g. 'capmerc_bytes - baseline_capmerc_bytes >= 1024,4096'), each level in OUT/level-K, "
+                        "OUT/ladder.json saying what each needs to keep")
     s.add_argument("--out", "-o", required=True, help="output dir: minimal.ptx, reduce.json; re-running resumes it")
     s.add_argument("--jobs", "-j", type=_at_least(1),
                    help="parallel ptxas processes (default: all cores; both names of a candidate, and candidates, "

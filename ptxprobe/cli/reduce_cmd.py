@@ -45,7 +45,10 @@ def cmd_reduce(args) -> int:
     from ptxprobe.reduce.run import NO_DIFFERENCE, reduce_request
 
     req = request_from_args(args)
-    res = reduce_request(req, progress=None if args.quiet_level or args.json else _progress)
+    progress = None if args.quiet_level or args.json else _progress
+    if args.ladder is not None:
+        return _ladder(args, req, progress)
+    res = reduce_request(req, progress=progress)
     rec = res.record
     if args.json:
         emit_json({**rec, "out": str(res.out)})
@@ -76,3 +79,25 @@ def cmd_reduce(args) -> int:
 def _keep_words(rec: dict) -> str:
     keep = rec["predicate"].get("keep")
     return f", keeping {keep}" if keep else ""
+
+
+def _ladder(args, req, progress) -> int:
+    from ptxprobe.reduce.ladder import parse_ladder, run_ladder
+    from ptxprobe.reduce.run import DONE
+
+    if args.keep is not None:
+        raise SpecError("--ladder and --keep: give one (the ladder's levels are --keep expressions)")
+    expr, thresholds = parse_ladder(args.ladder)
+    doc = run_ladder(req, expr, thresholds, progress)
+    if args.json:
+        emit_json(doc)
+    else:
+        say(f"ladder of {expr} from {doc['input'].get('instructions')} instructions:")
+        for lv in doc["levels"]:
+            what = lv["keep"] or "plain predicate"
+            if lv["status"] == DONE:
+                say(f"  {what}: {lv['instructions']} instructions: {lv['remains']} ({lv['ptxas_calls']} ptxas calls, "
+                    f"{lv['wall_seconds']:.1f} s)")
+            else:
+                say(f"  {what}: no difference to start from ({lv['why']})")
+    return FOUND_DIFFERENCES if any(lv["status"] == DONE for lv in doc["levels"]) else OK
