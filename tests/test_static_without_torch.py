@@ -29,3 +29,25 @@ def test_a_triton_kernel_with_a_launch_spec_sweeps_where_torch_cannot_be_importe
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert run.returncode in (0, 1), run.stderr[-2000:]
     assert "torch" not in run.stderr
+
+
+def test_no_gpu_is_said_before_torch_or_the_timing_code_loads(tmp_path, monkeypatch):
+    """A static sweep on a machine without a GPU asks for one with the device nodes and CUDA_VISIBLE_DEVICES, not by
+    importing torch and the timing code (seconds of a warm sweep that has nothing to time)."""
+    from ptxprobe.core.errors import NoGpu
+    from ptxprobe.gpu import device
+
+    code = ("import sys; from ptxprobe.core.errors import NoGpu; from ptxprobe.gpu import runtime_sweep\n"
+            "try:\n    runtime_sweep(None, sys.argv[1])\nexcept NoGpu as exc:\n    print(exc)\n"
+            "print(sorted(m for m in ('torch', 'scipy.stats', 'ptxprobe.gpu.dispatch') if m in sys.modules))")
+    run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "run")], capture_output=True, text=True,
+                         timeout=120, env={**__import__("os").environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.splitlines() == ["no CUDA GPU is visible (CUDA_VISIBLE_DEVICES hides every device): static "
+                                       "results only", "[]"]
+    monkeypatch.setattr(device, "DEVICE_NODES", (str(tmp_path / "nvidiactl"),))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with pytest.raises(NoGpu, match="no NVIDIA device node"):
+        device.require_gpu()
+    (tmp_path / "nvidiactl").touch()
+    assert device.absent_gpu() is None

@@ -2,12 +2,30 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 
 from ptxprobe.core.errors import NoGpu
 
+# a CUDA GPU on Linux is reached through these device nodes (WSL: /dev/dxg), in a container too
+DEVICE_NODES = ("/dev/nvidiactl", "/dev/dxg")
+
+
+def absent_gpu() -> str | None:
+    """Why no CUDA GPU can be visible, found without importing torch (seconds on a static sweep): no NVIDIA device
+    node on Linux, or CUDA_VISIBLE_DEVICES hiding every device; None when one may be there."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "x").strip() in ("", "-1"):
+        return "no CUDA GPU is visible (CUDA_VISIBLE_DEVICES hides every device): static results only"
+    if sys.platform.startswith("linux") and not any(os.path.exists(n) for n in DEVICE_NODES):
+        return "no CUDA GPU is visible (no NVIDIA device node, /dev/nvidiactl): static results only"
+    return None
+
 
 def require_gpu():
+    """torch, once a CUDA GPU is known to be visible; else NoGpu saying why."""
+    if why := absent_gpu():
+        raise NoGpu(why)
     try:
         import torch
     except ImportError as exc:

@@ -8,6 +8,7 @@ specialisation is derived), its grid, inputs and float64 reference.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import re
@@ -184,8 +185,9 @@ class KernelUnavailable(ToolNotFound):
     """A registered family the installed Triton cannot build (its Gluon API moved): the environment, exit 3."""
 
 
+@functools.cache
 def installed_triton() -> str | None:
-    """The installed Triton's version, or None when it is not installed."""
+    """The installed Triton's version, or None when it is not installed (asked once per process)."""
     import importlib.metadata as md
 
     try:
@@ -195,10 +197,16 @@ def installed_triton() -> str | None:
 
 
 def _load() -> tuple[dict[str, KernelFamily], dict[str, str]]:
+    return _load_for(installed_triton())
+
+
+@functools.cache
+def _load_for(version: str | None) -> tuple[dict[str, KernelFamily], dict[str, str]]:
+    """The families this Triton builds and the reasons for the others; once per version (a sweep asks hundreds
+    of times)."""
     out: dict[str, KernelFamily] = {}
     refused: dict[str, str] = {}
     kernels_package()
-    version = installed_triton()
     m = re.match(r"(\d+)\.(\d+)", version or "")
     here = (int(m.group(1)), int(m.group(2))) if m else None
     for km in _MODULES:
@@ -221,12 +229,12 @@ def _load() -> tuple[dict[str, KernelFamily], dict[str, str]]:
 
 def families() -> dict[str, KernelFamily]:
     """The families the installed Triton can build (see :func:`unavailable` for the others)."""
-    return _load()[0]
+    return dict(_load()[0])
 
 
 def unavailable() -> dict[str, str]:
     """Registered families the installed Triton cannot build -> the one-line reason (naming what they need)."""
-    return _load()[1]
+    return dict(_load()[1])
 
 
 def family(name: str) -> KernelFamily:
