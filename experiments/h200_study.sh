@@ -83,9 +83,9 @@ for what in "$@"; do case "$what" in
     echo "h200-defaults: exit $?" | tee -a "$OUT/status.txt"; tail -12 "$OUT/h200-defaults.txt"
     python3 experiments/benchmarks/gpu_noise.py /tmp/runs/h200-defaults 2>&1 | tail -30
     keep h200-defaults ;;
-  repro-defaults)  # the defaults run re-measured by `ptxprobe repro` (between-run tolerance, same verdict)
+  repro-defaults)  # a defaults run (REPRO_OF, a committed directory) re-measured by `ptxprobe repro`
     timeout -s INT "${SECONDS_REPRO:-360}" python3 -m ptxprobe.cli repro --json -j 16 -o /tmp/runs/h200-defaults-repro \
-      experiments/results/2026-12-03-h200-defaults > "$OUT/h200-defaults-repro.json" \
+      "${REPRO_OF:-experiments/results/2026-12-03-h200-defaults}" > "$OUT/h200-defaults-repro.json" \
       2> "$OUT/h200-defaults-repro.err"
     echo "h200-defaults-repro: exit $?" | tee -a "$OUT/status.txt"; tail -3 "$OUT/h200-defaults-repro.err"
     python3 -c 'import collections, json, sys; d = json.load(open(sys.argv[1]))

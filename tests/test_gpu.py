@@ -163,7 +163,9 @@ def test_registered_kernels_match_float64_on_the_gpu(kernel, dtype):
 
 
 def test_calibration_plants_slowdowns_of_their_stated_size_on_the_gpu():
-    """The planted 0.5/1/2 % slowdowns measure as planted (verified) and are found; the A/A pair is judged."""
+    """Every plant kind timed in the names block beside the names: the 0.5/1/2 % sleeps and the code change are
+    found, each sleep's interval judged against its stated size; the A/A pair is judged; the plants' samples go
+    to the group record, not to rows."""
     arch = _gpu_arch()
     cfg = RunConfig(numerics_seq_len=512, numerics_heads=2, sdpa_backends=(), numerics_draws=1,
                     timing=TimingPlan(min_rounds=20, max_rounds=40, warmup_s=0.1, n_boot=500))
@@ -173,10 +175,15 @@ def test_calibration_plants_slowdowns_of_their_stated_size_on_the_gpu():
     w = registered_workload(src, registry.Problem(4, 32, 4096), cfg.numerics_problem, info, tool, Cache())
     rows, record = run_group(w, ["{base}", "xutlass_{base}"], cfg, info, tool)
     planted = record["calibration"]["planted"]
-    assert set(planted) == {"0.005", "0.01", "0.02"}
+    assert set(planted) == {"0.002", "0.005", "0.01", "0.02", "code"}, record["calibration"]
+    assert record["calibration"]["in_names_block"] and [tuple(p) for p in record["compared"]] == [
+        AA_LABELS, *(("{base}", rec["label"]) for rec in planted.values())]  # xutlass_ is identical code
     for f, rec in planted.items():
-        assert rec["verified"], (f, rec["measured_fraction"])
-        assert rec["detected"] or f == "0.005", (f, rec)
+        assert rec["rounds"] == record["aa"]["rounds"]  # stopped with the names
+        assert rec["detected"] or f in ("0.002", "0.005"), (f, rec)
+        assert f == "code" or rec["size_rule"] == "interval"
+    assert planted["code"]["machine_code_sha256"] != next(r for r in rows if r["is_baseline"])["machine_code_sha256"]
+    assert set(record["calibration_samples"]) == {rec["label"] for rec in planted.values()}
     assert record["aa"]["rounds"] >= 20 and record["aa"]["half_width"] < 0.01
     names = [r for r in rows if r["block"] == "names"]
     assert {r["label"] for r in names} == {"{base}", "xutlass_{base}", *AA_LABELS}

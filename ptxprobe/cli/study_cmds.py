@@ -26,8 +26,9 @@ def _report_target(run: Path, out: str | None) -> None:
 
     rd = RunDir(run).static_part()
     if not rd.has_static:
+        what = str(RunDir(run).manifest.get("what") or "").split(":")[0]  # a benchmark's output says what it holds
         raise SpecError(f"{run}: no static results (no variant log); report reads what rename-sweep, capture or "
-                        "repro wrote")
+                        "repro wrote" + (f" (its manifest: {what[:100]})" if what else ""))
     rd.manifest  # noqa: B018 (a damaged manifest.json is said here)
     prepare_dir(Path(out) if out else run / "report")
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ptxprobe.gpu.device import require_gpu
-from ptxprobe.gpu.graphs import GraphSample
+from ptxprobe.gpu.graphs import GraphSample, Unit
 from ptxprobe.gpu.plan import CODE_PLANT, PLANTED
 from ptxprobe.stats import bounds
 from ptxprobe.stats import paired as stats
@@ -56,17 +56,24 @@ class SleepRate:
     overhead_ms: float
 
 
-def sleep_rate() -> SleepRate:
-    """Fit the cost of a sleep launch from graphs of short and long sleeps (slope and intercept): the intercept
-    is the launch's own cost, which a plant in a 1 ms unit cannot ignore."""
+def sleep_rate_after(base: Unit, replays: int = 7) -> tuple[float, SleepRate]:
+    """The unit's time and the cost of a sleep launched right after it, as a plant runs it: graphs of the unit
+    alone, the unit then a short sleep, the unit then a long sleep, replayed in turn (one clock state for all
+    three). A sleep counts cycles, so its milliseconds follow the SM clock, which a power-capped card lowers under
+    a heavy kernel; fitted on an idle card instead, a plant after such a kernel came out 6 % larger than stated
+    (H200, the persistent fp8 attention). The intercept is the sleep launch's own cost, which a plant in a 1 ms
+    unit cannot ignore."""
     torch = require_gpu()
-    n, short, long = 20, 20_000, 400_000
-    per = []
-    for cycles in (short, long):
-        g = GraphSample(lambda c=cycles: torch.cuda._sleep(c), n)
-        per.append(float(np.median([g.replay_ms() for _ in range(5)])) / n)
-    slope = (per[1] - per[0]) / (long - short)
-    return SleepRate(slope, max(0.0, per[0] - slope * short))
+    short, long = 20_000, 400_000
+    graphs = [GraphSample(base.fn, base.k), *(GraphSample(base.fn, base.k, tail=lambda c=c: torch.cuda._sleep(c))
+                                               for c in (short, long))]
+    times: list[list[float]] = [[], [], []]
+    for _ in range(replays):
+        for g, t in zip(graphs, times, strict=True):
+            t.append(g.replay_ms())
+    unit, with_short, with_long = (float(np.median(t)) for t in times)
+    slope = (with_long - with_short) / (long - short)
+    return unit, SleepRate(slope, max(0.0, with_short - unit - slope * short))
 
 
 @dataclass(frozen=True)

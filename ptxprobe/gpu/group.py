@@ -11,8 +11,6 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, replace
 
-import numpy as np
-
 from ptxprobe.core.cache import Cache
 from ptxprobe.gpu.calibrate import (
     AA_LABELS,
@@ -22,10 +20,10 @@ from ptxprobe.gpu.calibrate import (
     plant_key,
     planted_label,
     plants,
-    sleep_rate,
+    sleep_rate_after,
 )
 from ptxprobe.gpu.device import require_gpu
-from ptxprobe.gpu.graphs import GraphSample, Unit
+from ptxprobe.gpu.graphs import Unit
 from ptxprobe.gpu.launchers import cubin_for
 from ptxprobe.gpu.numerics import merged_numerics, numerics
 from ptxprobe.gpu.plan import CODE_PLANT, PLANT_KINDS, RunConfig
@@ -157,10 +155,7 @@ def sleep_plant_units(base: Unit, fractions: list[float]) -> tuple[dict[str, Uni
     """The sleep plants' units (the baseline's unit, then a sleep adding ``fraction`` of its measured time) and
     what sized them."""
     torch = require_gpu()
-    g = GraphSample(base.fn, base.k)
-    sample_ms = float(np.median([g.replay_ms() for _ in range(3)]))  # the unit's time, measured
-    del g
-    rate = sleep_rate()
+    sample_ms, rate = sleep_rate_after(base)  # the unit's time and a sleep's cost right after it, measured
     chosen = plants(sample_ms, rate, fractions)
     units = {planted_label(p.fraction): Unit(base.fn, base.k, sample_ms * (1 + p.fraction),
                                              tail=lambda c=p.cycles: torch.cuda._sleep(c)) for p in chosen}
