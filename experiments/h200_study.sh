@@ -43,7 +43,7 @@ for what in "$@"; do case "$what" in
     echo "capture-inductor: exit $?" | tee -a "$OUT/status.txt"; tail -20 "$OUT/capture-inductor.txt"
     keep capture-inductor ;;
   names)  # the name study on the Gluon Hopper attention, calibrated timing
-    timeout -s INT "${SECONDS_NAMES:-400}" python3 -m ptxprobe.cli rename-sweep -e h200_gluon_hopper --run -j 16 -q \
+    timeout -s INT "${SECONDS_NAMES:-400}" python3 -m ptxprobe.cli rename-sweep -e experiments/h200_gluon_hopper.toml --run -j 16 -q \
       -o /tmp/runs/h200-gluon-hopper > "$OUT/h200-gluon-hopper.txt" 2>&1
     echo "h200-gluon-hopper: exit $?" | tee -a "$OUT/status.txt"; tail -30 "$OUT/h200-gluon-hopper.txt"
     keep h200-gluon-hopper ;;
@@ -53,7 +53,7 @@ for what in "$@"; do case "$what" in
   probe)  # how fast the power-capped clock wanders, and which sample design cancels it
     timeout 200 python3 experiments/benchmarks/interleave_probe.py "$OUT/interleave-probe" 2>&1 | tail -14 ;;
   interleaved)  # the 48-group name study timed with the interleaved design, calibrated
-    timeout -s INT "${SECONDS_SWEEP:-420}" python3 -m ptxprobe.cli rename-sweep -e h200_interleaved --run -j 16 -q \
+    timeout -s INT "${SECONDS_SWEEP:-420}" python3 -m ptxprobe.cli rename-sweep -e experiments/h200_interleaved.toml --run -j 16 -q \
       -o /tmp/runs/h200-interleaved > "$OUT/h200-interleaved.txt" 2>&1
     echo "h200-interleaved: exit $?" | tee -a "$OUT/status.txt"; tail -12 "$OUT/h200-interleaved.txt"
     python3 experiments/benchmarks/gpu_noise.py /tmp/runs/h200-interleaved 2>&1 | tail -30
@@ -65,7 +65,7 @@ for what in "$@"; do case "$what" in
     python3 experiments/benchmarks/gpu_noise.py /tmp/runs/h200-interleaved-user 2>&1 | tail -30
     keep h200-interleaved-user ;;
   fast)  # the 48-group study with the defaults that skip identical code and rotate plants (3-minute goal)
-    timeout -s INT "${SECONDS_FAST:-420}" python3 -m ptxprobe.cli rename-sweep -e h200_interleaved_fast --run -j 16 -q \
+    timeout -s INT "${SECONDS_FAST:-420}" python3 -m ptxprobe.cli rename-sweep -e experiments/h200_interleaved_fast.toml --run -j 16 -q \
       -o /tmp/runs/h200-interleaved-fast > "$OUT/h200-interleaved-fast.txt" 2>&1
     echo "h200-interleaved-fast: exit $?" | tee -a "$OUT/status.txt"; tail -12 "$OUT/h200-interleaved-fast.txt"
     python3 experiments/benchmarks/gpu_noise.py /tmp/runs/h200-interleaved-fast 2>&1 | tail -30
@@ -78,7 +78,7 @@ for what in "$@"; do case "$what" in
     python3 experiments/benchmarks/gpu_noise.py /tmp/runs/h200-user-defaults 2>&1 | tail -30
     keep h200-user-defaults ;;
   defaults)  # the 48-group study with every default (signed-rank, ceiling/overflow stopping)
-    timeout -s INT "${SECONDS_FAST:-420}" python3 -m ptxprobe.cli rename-sweep -e h200_defaults --run -j 16 -q \
+    timeout -s INT "${SECONDS_FAST:-420}" python3 -m ptxprobe.cli rename-sweep -e experiments/h200_defaults.toml --run -j 16 -q \
       -o /tmp/runs/h200-defaults > "$OUT/h200-defaults.txt" 2>&1
     echo "h200-defaults: exit $?" | tee -a "$OUT/status.txt"; tail -12 "$OUT/h200-defaults.txt"
     python3 experiments/benchmarks/gpu_noise.py /tmp/runs/h200-defaults 2>&1 | tail -30

@@ -20,7 +20,7 @@ from ptxprobe.gpu.calibrate import (
     summarize,
 )
 from ptxprobe.gpu.plan import CODE_PLANT, PLANT_KINDS, PLANTED, ROTATION, Group, RunConfig, with_plants
-from ptxprobe.ptx.plant import CHAIN, MARK, hot_loop, loops_of, plant_in_hot_loop
+from ptxprobe.ptx.plant import ALIGNED_SLOT, CHAIN, MARK, SLOT, hot_loop, loops_of, plant_in_hot_loop
 from ptxprobe.stats import bounds
 from ptxprobe.stats import paired as stats
 from tests.ptx_text import AXPY_PTX
@@ -267,6 +267,38 @@ def test_the_planted_chain_survives_ptxas_and_changes_the_machine_code():
         facts[label] = read_cubin(art.cubin()).kernel("spin_sum")
     assert facts["planted"].machine_code_sha256 != facts["base"].machine_code_sha256
     assert facts["planted"].code_sha256 != facts["base"].code_sha256  # the instructions themselves differ
+
+
+DYNAMIC_SHARED_PTX = LOOP_PTX.replace(".address_size 64\n", ".address_size 64\n\n.extern .shared .align 16 .b8 global_smem[];\n")
+
+
+def test_a_kernel_with_dynamic_shared_memory_gets_a_word_that_keeps_the_buffers_alignment():
+    """A 4-byte static word would move the dynamic buffer to offset 16 (misaligned address on the H200 for a
+    swizzled TMA buffer): such a kernel's word takes 1 KiB aligned to 1 KiB."""
+    out = plant_in_hot_loop(DYNAMIC_SHARED_PTX, "spin_sum").ptx.split("\n")
+    assert ALIGNED_SLOT in out and SLOT not in out
+    assert out.index(ALIGNED_SLOT) < out.index(".visible .entry spin_sum(")
+    assert SLOT in plant_in_hot_loop(LOOP_PTX, "spin_sum").ptx.split("\n")  # static shared only: 4 bytes
+
+
+@pytest.mark.integration
+def test_the_dynamic_shared_buffer_stays_aligned_to_a_kibibyte_after_the_plant():
+    """Read from the SASS: the kernel's store to its dynamic buffer lands at offset 0 unplanted and 0x400 planted."""
+    from ptxprobe.binary.sass import disassemble
+    from ptxprobe.toolchain.assemble import assemble
+    from ptxprobe.toolchain.tools import select_ptxas
+
+    tool = select_ptxas("sm_90a", "triton")[0]
+    used = "\tst.shared.u32 \t[global_smem], %r3;\n\tst.global.f32 \t[%rd4], %f1;"
+    base_ptx = DYNAMIC_SHARED_PTX.replace("\tst.global.f32 \t[%rd4], %f1;", used)
+    stores = {}
+    for label, text in (("base", base_ptx), ("planted", plant_in_hot_loop(base_ptx).ptx)):
+        art = assemble(text, "sm_90a", tool)
+        assert art.ok, art.stderr[-500:]
+        listing = disassemble(art.cubin())["spin_sum"]
+        stores[label] = [i.operands[0] for i in listing.instructions if i.opcode == "STS"]
+    assert len(stores["base"]) == 1 and "+" not in stores["base"][0], stores  # the buffer at offset 0
+    assert stores["planted"][-1].endswith("+0x400]"), stores  # after the plant's KiB, still KiB-aligned
 
 
 def test_committed_runs_pool_into_one_certified_false_positive_rate():

@@ -14,6 +14,10 @@ The chain loads a word of shared memory that only it uses, adds one and stores i
 must keep each access (an unused ``%clock`` read or add is removed; ``tests/test_calibration_plants.py`` checks
 that the cubin's ``machine_code_sha256`` differs), it is a real dependency (load latency, then the store), and the
 kernel's outputs cannot change (no other instruction reads the word; the threads' races on it are harmless).
+In a kernel with dynamic shared memory (``.extern .shared``) the word takes a whole 1 KiB aligned to 1 KiB: ptxas
+places the dynamic buffer after the static words, so a 4-byte word moves it to offset 16, off the 1 KiB alignment
+that TMA's 128-byte swizzle needs (a Gluon Hopper attention stopped with "misaligned address" on the H200, and a
+CUDA error there ends the process); after 1 KiB it starts at 0x400. The kernel's shared memory grows by 1 KiB.
 """
 
 from __future__ import annotations
@@ -31,7 +35,10 @@ PLANT_REG = "%ptxprobe_plant"
 CHAIN = (f"ld.volatile.shared.u32 {PLANT_REG}0, [{PLANT_SLOT}];",
          f"add.u32 {PLANT_REG}1, {PLANT_REG}0, 1;",
          f"st.volatile.shared.u32 [{PLANT_SLOT}], {PLANT_REG}1;")
+SLOT = f".shared .align 4 .b32 {PLANT_SLOT};"
+ALIGNED_SLOT = f".shared .align 1024 .b8 {PLANT_SLOT}[1024];"  # keeps a dynamic buffer's 1 KiB alignment
 MARK = "// ptxprobe planted code change"
+_DYNAMIC_SHARED_RE = re.compile(r"^\s*\.extern\s+\.shared\b", re.M)
 
 _LABEL_RE = re.compile(r"^\s*([$A-Za-z_%][\w$]*)\s*:")
 _BRANCH_RE = re.compile(r"^\s*(?:@!?%?[\w$]+\s+)?bra(?:\.uni)?\s+([$A-Za-z_%][\w$]*)\s*;")
@@ -111,7 +118,8 @@ def hot_loop(ptx: str, entry: str | None = None) -> Loop | None:
 
 def plant_in_hot_loop(ptx: str, entry: str | None = None, chain: tuple[str, ...] = CHAIN) -> Planted | None:
     """``ptx`` with ``chain`` inserted right before the hot loop's backward branch (its registers declared at the top
-    of the entry's body, its shared word at module scope before the entry); None when there is no hot loop."""
+    of the entry's body, its shared word at module scope before the entry: ``ALIGNED_SLOT`` when the PTX has
+    dynamic shared memory); None when there is no hot loop."""
     loop = hot_loop(ptx, entry)
     if loop is None:
         return None
@@ -121,6 +129,6 @@ def plant_in_hot_loop(ptx: str, entry: str | None = None, chain: tuple[str, ...]
     body = [f"{indent}{MARK}", *(f"{indent}{ins}" for ins in chain)]
     out = lines[:loop.end] + body + lines[loop.end:]
     out.insert(opened + 1, f"\t.reg .b32 \t{PLANT_REG}<2>;")
-    out.insert(head, f".shared .align 4 .b32 {PLANT_SLOT};")
+    out.insert(head, ALIGNED_SLOT if _DYNAMIC_SHARED_RE.search(ptx) else SLOT)
     # two lines went in above the loop (the shared word, the registers), then the mark: the chain's first line
     return Planted("\n".join(out), loop, loop.end + 3)
