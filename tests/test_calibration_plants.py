@@ -269,7 +269,8 @@ def test_the_planted_chain_survives_ptxas_and_changes_the_machine_code():
     assert facts["planted"].code_sha256 != facts["base"].code_sha256  # the instructions themselves differ
 
 
-DYNAMIC_SHARED_PTX = LOOP_PTX.replace(".address_size 64\n", ".address_size 64\n\n.extern .shared .align 16 .b8 global_smem[];\n")
+DYNAMIC_SHARED_PTX = LOOP_PTX.replace(".address_size 64\n",
+                                      ".address_size 64\n\n.extern .shared .align 16 .b8 global_smem[];\n")
 
 
 def test_a_kernel_with_dynamic_shared_memory_gets_a_word_that_keeps_the_buffers_alignment():
