@@ -12,11 +12,13 @@ import pytest
 from ptxprobe.gpu.calibrate import (
     AA_LABELS,
     CODE_PLANT_LABEL,
+    Sizing,
     judge_code_plant,
     judge_plant,
     names_compared,
     planted_label,
     pooled,
+    sizing_of,
     summarize,
 )
 from ptxprobe.gpu.plan import CODE_PLANT, PLANT_KINDS, PLANTED, ROTATION, Group, RunConfig, with_plants
@@ -113,6 +115,45 @@ def test_plants_of_the_stated_size_pass_and_a_mis_sized_plant_fails_by_its_inter
     assert np.mean(within_a_quarter) > 0.9  # the old tolerance would call nearly all of them the stated size
     bad = summarize(off)
     assert not bad["passed"] and any("missed the stated size" in f for f in bad["failures"]), bad["failures"]
+
+
+def _sized_group(gid: str, nominal: float, rng, bias: float = 1.0, sizing_se: float = 0.0003,
+                 sd: float = 0.002, rounds: int = 40) -> dict:
+    """A group whose sleep came out off its nominal size (as on the H200: 0.65-1.46 times 0.2 %), sized directly
+    with ``sizing_se``, and measured in the block ``bias`` times its true size."""
+    true = nominal * rng.uniform(0.65, 1.45)
+    sized = sizing_of(rng.normal(np.log1p(true), sizing_se * np.sqrt(24), 24))
+    iv = stats.paired_interval(rng.normal(-np.log1p(true * bias), sd, rounds), level=0.95)
+    return {"group_id": gid, "aa": {"runtime_verdict": stats.EQUIVALENT, "half_width": stats.half_width(iv)},
+            "calibration": {"in_names_block": True, "planted": {f"{nominal:g}": judge_plant(iv, nominal, sized=sized)}},
+            "gpu_seconds": 1.0, "nominal": judge_plant(iv, nominal)}
+
+
+def test_a_plant_is_judged_against_its_direct_sizing_and_a_biased_measurement_fails():
+    """Sleeps off their nominal size by the sizing fit's noise agree with their direct sizing (the calibration
+    passes) though most miss the nominal size; a block that measures plants 1.3 times their true size fails."""
+    rng = np.random.default_rng(11)
+    groups = [_sized_group(f"g{i}", 0.01, rng) for i in range(48)]
+    only = {"power_min": {"0.01": 1.0}}  # the one size planted here
+    c = summarize(groups, only)
+    assert c["passed"], c["failures"]
+    recs = [g["calibration"]["planted"]["0.01"] for g in groups]
+    assert all(r["size_rule"] == "sizing" and "sized_se" in r for r in recs)
+    assert sum(not g["nominal"]["verified"] for g in groups) > 24  # the nominal size: missed by most
+    assert sum(r["verified"] for r in recs) >= 43
+    biased = summarize([_sized_group(f"g{i}", 0.01, rng, bias=1.3) for i in range(48)], only)
+    assert not biased["passed"] and any("disagreed with its direct sizing" in f for f in biased["failures"])
+
+
+def test_a_direct_sizing_is_the_mean_log_ratio_with_its_standard_error():
+    logs = np.log1p(np.array([0.009, 0.011, 0.010, 0.012, 0.008]))
+    sized = sizing_of(logs)
+    assert sized.fraction == pytest.approx(np.expm1(logs.mean())) and sized.replays == 5
+    assert sized.se == pytest.approx(logs.std(ddof=1) / np.sqrt(5))
+    # the sizing's own error counts: 0.13 % apart is too far for the interval's error alone, not for both
+    iv = stats.Interval(1 / 1.0105, 1 / 1.0115, 1 / 1.0095)
+    assert judge_plant(iv, 0.01, sized=Sizing(0.0092, 0.0006, 24))["verified"]
+    assert not judge_plant(iv, 0.01, sized=Sizing(0.0092, 0.00005, 24))["verified"]
 
 
 # --- the bounds ----------------------------------------------------------------------------------------------------

@@ -7,16 +7,22 @@ from a measured cycles-to-milliseconds rate so that it adds ``fraction`` of the 
 *code plant* is the baseline's PTX with a small dependent chain in its hot loop (``ptx.plant``), assembled by the
 same ptxas and loaded like a name: a real machine-code change whose truth is "slower" and whose size is unknown.
 
-A sleep plant's measured size is judged by its own interval: it is of its stated size when the interval covers
-the stated ratio 1 / (1 + fraction) (``judge_plant``). At the interval's level some plants of the right size miss
-it, so a calibration fails on the sizes only when more miss than that level allows (the exact binomial bound).
+A sleep plant's size is known only as well as it is measured: before the block, the unit and the unit then the
+sleep are replayed in turn (``size_plant``) and their mean log ratio is the plant's *sized* fraction with its
+standard error. The block's measurement of the plant agrees with it when their difference is within the level's
+z times the two standard errors combined (``judge_plant``). On the H200 the sleep set from a fitted rate alone came
+out 0.65-1.46 times its nominal 0.2 % (the fit's own noise, 0.05-0.1 % of the unit), so a nominal size covered by a
+0.06 % interval tested the sizing, not the measurement. At the level some plants of the right size disagree, so a
+calibration fails on the sizes only when more do than that level allows (the exact binomial bound).
 It also fails on a missed 0.5 % or 1 % plant or too many A/A "differences"; ``summarize`` states the
 Clopper-Pearson bounds of the A/A false-positive rate and of each plant's power, ``pooled`` the same over runs.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
@@ -28,7 +34,10 @@ from ptxprobe.stats import paired as stats
 
 AA_LABELS = ("{base}#AA1", "{base}#AA2")
 CODE_PLANT_LABEL = "{base}#planted-code"
-SIZE_RULE = "interval"  # plant records judged by ``judge_plant`` say so in ``size_rule``; older ones used +-25 %
+SIZE_RULE = "sizing"  # plant records judged by ``judge_plant`` against a direct sizing say so in ``size_rule``
+# earlier records: "interval" (the nominal size inside the interval; judged the same way), none (within +-25 %)
+JUDGED_RULES = ("interval", SIZE_RULE)
+SIZING_REPLAYS = 24
 
 
 def planted_label(kind: float | str) -> str:
@@ -87,16 +96,54 @@ def plants(base_unit_ms: float, rate: SleepRate, fractions=PLANTED) -> list[Plan
     return [Plant(f, max(1, int(round((f * base_unit_ms - rate.overhead_ms) / rate.ms_per_cycle)))) for f in fractions]
 
 
-def judge_plant(iv: stats.Interval, fraction: float, margin: float = stats.EQUIVALENCE_MARGIN) -> dict:
+@dataclass(frozen=True)
+class Sizing:
+    """A sleep plant's size measured directly: ``fraction`` from the mean log ratio of ``replays`` paired replays
+    (the unit, the unit then the sleep), ``se`` that mean's standard error (log units)."""
+
+    fraction: float
+    se: float
+    replays: int
+
+
+def sizing_of(log_ratios: np.ndarray) -> Sizing:
+    """The pure step of ``size_plant``: per-replay log(planted / plain) to a sized fraction."""
+    logs = np.asarray(log_ratios, dtype=float)
+    return Sizing(float(np.expm1(logs.mean())), float(logs.std(ddof=1) / math.sqrt(len(logs))), len(logs))
+
+
+def size_plant(base: Unit, cycles: int, replays: int = SIZING_REPLAYS) -> Sizing:
+    """The plant's own size on this card now: graphs of the unit and of the unit then the sleep, replayed in turn
+    (which goes first alternates, so a drifting clock cancels)."""
+    torch = require_gpu()
+    plain = GraphSample(base.fn, base.k)
+    planted = GraphSample(base.fn, base.k, tail=lambda: torch.cuda._sleep(cycles))
+    logs = []
+    for i in range(replays):
+        first, second = (plain, planted) if i % 2 == 0 else (planted, plain)
+        a, b = first.replay_ms(), second.replay_ms()
+        logs.append(math.log(b / a) if first is plain else math.log(a / b))
+    return sizing_of(np.array(logs))
+
+
+def judge_plant(iv: stats.Interval, fraction: float, margin: float = stats.EQUIVALENCE_MARGIN,
+                sized: Sizing | None = None) -> dict:
     """A sleep plant's comparison (baseline vs plant, ratio < 1: the plant is slower) judged: detected when found
-    slower (the interval below 1: slower, or negligible inside the margin), of its stated size when the interval
-    covers the stated ratio 1 / (1 + fraction). The measured fraction and its interval come with it."""
-    stated = 1.0 / (1.0 + fraction)
-    return {"ratio": iv.estimate, "ratio_ci_low": iv.low, "ratio_ci_high": iv.high, "ci_level": iv.level,
-            "measured_fraction": 1.0 / iv.estimate - 1.0,
-            "measured_fraction_ci": [1.0 / iv.high - 1.0, 1.0 / iv.low - 1.0],
-            "verdict": stats.decide(iv, margin), "detected": iv.high < 1.0,
-            "verified": iv.low <= stated <= iv.high, "size_rule": SIZE_RULE}
+    slower (the interval below 1: slower, or negligible inside the margin). Its size: with a direct ``sized``
+    measurement, it agrees when the log difference is within the level's z times both standard errors combined
+    (the interval's taken from its width); without one, when the interval covers the nominal 1 / (1 + fraction)."""
+    out = {"ratio": iv.estimate, "ratio_ci_low": iv.low, "ratio_ci_high": iv.high, "ci_level": iv.level,
+           "measured_fraction": 1.0 / iv.estimate - 1.0,
+           "measured_fraction_ci": [1.0 / iv.high - 1.0, 1.0 / iv.low - 1.0],
+           "verdict": stats.decide(iv, margin), "detected": iv.high < 1.0}
+    if sized is None:
+        stated = 1.0 / (1.0 + fraction)
+        return {**out, "verified": iv.low <= stated <= iv.high, "size_rule": "interval"}
+    z = NormalDist().inv_cdf(0.5 + iv.level / 2)
+    se_measured = math.log(iv.high / iv.low) / (2 * z)
+    gap = -math.log(iv.estimate) - math.log1p(sized.fraction)
+    return {**out, "sized_fraction": sized.fraction, "sized_se": sized.se, "sized_replays": sized.replays,
+            "verified": abs(gap) <= z * math.hypot(se_measured, sized.se), "size_rule": SIZE_RULE}
 
 
 def judge_code_plant(iv: stats.Interval, margin: float = stats.EQUIVALENCE_MARGIN) -> dict:
@@ -132,7 +179,7 @@ def summarize(groups: list[dict], criteria: dict | None = None) -> dict:
     the exact one-sided 95 % bounds of the false-positive rate (upper) and of each plant's power (lower).
 
     Records of any age summarize: plants judged by ``judge_plant`` (``size_rule``) fail on their sizes only when
-    more intervals miss the stated size than ``SIZE_MISS_RATE_MAX`` allows; earlier records (a calibration block of
+    more disagree with their size than ``SIZE_MISS_RATE_MAX`` allows; earlier records (a calibration block of
     their own, sizes judged within a quarter) keep their recorded ``verified``, one unverified plant failing."""
     crit = {**CRITERIA, **(criteria or {})}
     aa = [g["aa"] for g in groups if g.get("aa")]
@@ -150,13 +197,15 @@ def summarize(groups: list[dict], criteria: dict | None = None) -> dict:
         power_low[f] = bounds.cp_lower(detected_in[f], len(rows))
         measured[f] = float(np.median([r["measured_fraction"] for _, r in rows]))
         unverified += [f"{gid}: planted {f} measured {r['measured_fraction']:.4f}" for gid, r in rows
-                       if r.get("size_rule") != SIZE_RULE and not r["verified"]]
-        judged = [r for _, r in rows if r.get("size_rule") == SIZE_RULE]
+                       if r.get("size_rule") not in JUDGED_RULES and not r["verified"]]
+        judged = [r for _, r in rows if r.get("size_rule") in JUDGED_RULES]
         if judged:
             covered[f] = int(sum(bool(r["verified"]) for r in judged))
             misses = len(judged) - covered[f]
             if misses and bounds.cp_lower(misses, len(judged)) > SIZE_MISS_RATE_MAX:
-                size_failures.append(f"planted {float(f) * 100:g}%: its interval missed the stated size in {misses} "
+                what = ("disagreed with its direct sizing" if all(r["size_rule"] == SIZE_RULE for r in judged)
+                        else "missed the stated size")
+                size_failures.append(f"planted {float(f) * 100:g}%: its interval {what} in {misses} "
                                      f"of {len(judged)} groups (more than {SIZE_MISS_RATE_MAX:.0%} allows)")
     fp_rate = float(np.mean(fp)) if fp else None
     failures = []

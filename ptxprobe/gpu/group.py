@@ -20,6 +20,7 @@ from ptxprobe.gpu.calibrate import (
     plant_key,
     planted_label,
     plants,
+    size_plant,
     sleep_rate_after,
 )
 from ptxprobe.gpu.device import require_gpu
@@ -161,7 +162,8 @@ def sleep_plant_units(base: Unit, fractions: list[float]) -> tuple[dict[str, Uni
                                              tail=lambda c=p.cycles: torch.cuda._sleep(c)) for p in chosen}
     return units, {"sample_ms": sample_ms, "ms_per_sleep_cycle": rate.ms_per_cycle,
                    "sleep_overhead_ms": rate.overhead_ms, "unit_launches": base.k,
-                   "cycles": {plant_key(p.fraction): p.cycles for p in chosen}}
+                   "cycles": {plant_key(p.fraction): p.cycles for p in chosen},
+                   "sizing": {plant_key(p.fraction): size_plant(base, p.cycles) for p in chosen}}
 
 
 def code_plant_unit(w: Workload, name: str, base_facts: dict, base: Unit, args: list, grid, plan, tool: Tool,
@@ -233,11 +235,12 @@ def run_group(w: Workload, templates: list[str], cfg: RunConfig, info: dict, too
     calib = None
     if plants:
         calib = {"in_names_block": True, "gpu_seconds": setup_seconds,
-                 **{k: v for k, v in calib_meta.items() if k not in ("cycles", "code_plant")}, "planted": {}}
+                 **{k: v for k, v in calib_meta.items() if k not in ("cycles", "code_plant", "sizing")}, "planted": {}}
         for p in kinds:
             label = planted_label(p)
             logs, iv = paired_estimate(samples[templates[0]], planted_samples[label], plan, seed)
-            judged = judge_code_plant(iv, plan.margin) if p == CODE_PLANT else judge_plant(iv, float(p), plan.margin)
+            judged = (judge_code_plant(iv, plan.margin) if p == CODE_PLANT
+                      else judge_plant(iv, float(p), plan.margin, calib_meta["sizing"][plant_key(p)]))
             extra = calib_meta.get("code_plant", {}) if p == CODE_PLANT else {
                 "cycles": calib_meta["cycles"][plant_key(p)]}
             calib["planted"][plant_key(p)] = {"label": label, **extra, **judged, "rounds": len(logs),
