@@ -142,10 +142,10 @@ def launch_keys() -> str:
 
 
 def method_constants() -> str:
-    from ptxprobe.gpu.calibrate import AA_LABELS, CRITERIA
+    from ptxprobe.gpu.calibrate import AA_LABELS, CRITERIA, SIZING_REPLAYS
     from ptxprobe.gpu.plan import PLANTED, RunConfig
     from ptxprobe.gpu.timing import DESIGNS, TimingPlan
-    from ptxprobe.reports.repro import BETWEEN_RUN_SD
+    from ptxprobe.reports.repro import BETWEEN_RUN_SD, MEASURED_BETWEEN_RUN
     from ptxprobe.stats.paired import EQUIVALENCE_MARGIN, INTERVAL_METHODS
 
     t, r = TimingPlan(), RunConfig()
@@ -172,7 +172,11 @@ def method_constants() -> str:
              + ", ".join(f"planted {pct(float(k))} found in ≥ {v:.0%} of its groups"
                          for k, v in CRITERIA["power_min"].items())),
             ("input draws for the numerics (`numerics_draws`)", str(r.numerics_draws)),
-            ("between-run SD `repro` allows (`[run] between_run_sd`)", pct(BETWEEN_RUN_SD))]
+            ("a sleep plant's size: direct sizing before the block", f"{SIZING_REPLAYS} paired replays"),
+            ("between-run model `repro` uses (REML over the committed runs)",
+             f"τ = √(τ₀² + (slope·θ)²), slope {pct(MEASURED_BETWEEN_RUN.slope)}, τ₀ {pct(MEASURED_BETWEEN_RUN.tau0)}, "
+             f"{MEASURED_BETWEEN_RUN.runs} runs of {MEASURED_BETWEEN_RUN.comparisons} comparisons"),
+            ("flat between-run SD runs before the model stated (`[run] between_run_sd`)", pct(BETWEEN_RUN_SD))]
     return "\n".join(["| what | value |", "|---|---|", *(f"| {a} | {b} |" for a, b in rows)])
 
 

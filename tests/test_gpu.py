@@ -24,6 +24,7 @@ from ptxprobe.gpu.workload import registered_workload
 from ptxprobe.sources import RegisteredSource, registry
 from ptxprobe.sources.cuda import emit_cuda
 from ptxprobe.static.sweep import run_sweep
+from ptxprobe.stats import paired as stats
 from ptxprobe.stats.paired import IDENTICAL_CODE
 from ptxprobe.toolchain import assemble
 from ptxprobe.toolchain import tools as toolchain
@@ -180,7 +181,8 @@ def test_calibration_plants_slowdowns_of_their_stated_size_on_the_gpu():
         AA_LABELS, *(("{base}", rec["label"]) for rec in planted.values())]  # xutlass_ is identical code
     for f, rec in planted.items():
         assert rec["rounds"] == record["aa"]["rounds"]  # stopped with the names
-        assert rec["detected"] or f in ("0.002", "0.005"), (f, rec)
+        assert rec["detected"] or f in ("0.002", "0.005", "code"), (f, rec)  # a chain can hide under latency
+        assert rec["verdict"] != stats.FASTER, (f, rec)  # a plant only adds work
         assert f == "code" or (rec["size_rule"] == "sizing" and rec["sized_replays"] == 24)
     assert planted["code"]["machine_code_sha256"] != next(r for r in rows if r["is_baseline"])["machine_code_sha256"]
     assert set(record["calibration_samples"]) == {rec["label"] for rec in planted.values()}
