@@ -129,3 +129,24 @@ def test_tau_from_the_committed_runs_is_the_stated_model():
     pair = repro.estimate_from_runs(runs[:2])
     assert pair.slope == pytest.approx(0.040, abs=0.001)
     assert repro.between_run_sd(*runs[:2]) == pytest.approx(0.00055, abs=0.00001)
+
+
+def test_no_two_committed_runs_claim_opposite_directions():
+    """The goal across every run of the every-default study: no comparison significant one way in one run and the
+    other way in another (the count is seen to be nonzero when one run's ratios are mirrored)."""
+    import itertools
+
+    from experiments.analysis import static_runs as analysis
+    from ptxprobe.core.store import read_log
+
+    runs = {r: repro.name_comparisons(read_log(analysis.results_dir(r) / "runtime.jsonl"))
+            for r in repro.BETWEEN_RUN_RUNS}
+
+    def opposite(a: dict, b: dict) -> int:
+        return sum(repro.direction(a[k]) * repro.direction(b[k]) == -1 for k in a if k in b)
+
+    assert sum(opposite(runs[a], runs[b]) for a, b in itertools.combinations(runs, 2)) == 0
+    first = runs[repro.BETWEEN_RUN_RUNS[0]]
+    mirrored = {k: {**r, "ratio_vs_baseline": 1.0 / r["ratio_vs_baseline"]} for k, r in first.items()
+                if r.get("ratio_vs_baseline")}
+    assert opposite(first, mirrored) > 0

@@ -14,7 +14,8 @@ from experiments.findings.common import calibration_line, pct
 from ptxprobe.toolchain.tools import version_key
 
 SOTA = "2026-12-03-h200-attention-sota"
-NAMES = "2026-12-03-h200-gluon-hopper"
+NAMES = "2026-12-04-h200-gluon-hopper"  # every group, today's defaults
+NAMES_EARLIER = "2026-12-03-h200-gluon-hopper"  # 13 of 16 groups, the earlier calibration block
 HOPPER_STATIC = "2026-12-03-cpu-gluon-hopper-static"
 CUTE = ("2026-12-03-cpu-cute-sm90a", "2026-12-03-cpu-cute-sm100a")
 GLUON_TUTORIAL = "2026-12-03-cpu-gluon-tutorial-sm100a"
@@ -88,9 +89,10 @@ def hopper_runtime_section() -> list[str]:
     e = analysis.load_manifest(d)["experiment"]
     planned = (len(e["dtypes"]) * len(e["head_dims"]) * len(e["causal"]) * len(e["ptxas"])
                * len(e["run"]["seq_lens"]) * len(e["kernels"]))
-    out = [f"**Its name on the H200** (`{NAMES}`, {gpu['gpu']}, the calibrated paired design; {c['groups']} of the "
-           f"{planned} planned groups ran before the device-time limit stopped the run): "
-           + calibration_line(NAMES) + ". `cutlass_` and the control against the baseline name:", "",
+    ran = (f"all {planned} planned groups" if c["groups"] == planned
+           else f"{c['groups']} of the {planned} planned groups ran before the device-time limit stopped the run")
+    out = [f"**Its name on the H200** (`{NAMES}`, {gpu['gpu']}, the calibrated paired design with every default; "
+           f"{ran}): " + calibration_line(NAMES) + ". `cutlass_` and the control against the baseline name:", "",
            "| dtype | mask | N | ptxas | `cutlass_` | verdict | control `xutlass_` | verdict |",
            "|---|---|---|---|---|---|---|---|"]
     e = hopper_effects(eff)
@@ -107,9 +109,28 @@ def hopper_runtime_section() -> list[str]:
         out.append(f"| {dt} | {'causal' if causal else 'full'} | {n // 1024}k | {ver} | " + " | ".join(cells) + " |")
     n = analysis_gpu.numerics_summary(eff)
     out += ["", f"Numbers: {n['bitwise_equal']} of {n['rows']} renamed rows bitwise equal to the baseline name over "
-            f"{n['draws']} input draws. The fp16 groups ran power-capped (NVML throttle reasons on most samples, "
-            "SM clock 1.2–1.5 GHz), which is why their A/A intervals are wide.", ""]
+            f"{n['draws']} input draws. " + _against_earlier(e), ""]
     return out
+
+
+def _against_earlier(now: pd.DataFrame) -> str:
+    """The re-run beside the earlier run of the same study: how far the shared cells moved, which verdicts changed,
+    and what the groups the earlier run never reached show."""
+    keys = ["dtype", "causal", "seq_len", "run_ptxas_version", "name_template"]
+    before = hopper_effects(analysis_gpu.name_effects(analysis_gpu.load(_d(NAMES_EARLIER))))
+    both = now.merge(before, on=keys, suffixes=("", "_before"))
+    gap = (both.ratio_vs_baseline - both.ratio_vs_baseline_before).abs().max()
+    changed = both[both.runtime_verdict != both.runtime_verdict_before]
+    new = now.merge(before[keys], on=keys, how="left", indicator=True)
+    new = new[(new._merge == "left_only") & (new.name_template == "cutlass_{base}")]
+    moved = "; ".join(f"{r.dtype} {'causal' if r.causal else 'full'} {r.seq_len // 1024}k {r.run_ptxas_version} "
+                      f"{r.name_template.split('{')[0]} {r.runtime_verdict_before} → {r.runtime_verdict}"
+                      for r in changed.itertuples())
+    return (f"Against the earlier run of this study (`{NAMES_EARLIER}`, {len(both)} cells in both): ratios within "
+            f"{gap * 100:.1f} percentage points; verdicts that changed: {moved or 'none'}. The groups only this run "
+            "reached: "
+            + "; ".join(f"{r.dtype} {'causal' if r.causal else 'full'} {r.seq_len // 1024}k {r.run_ptxas_version} "
+                        f"`cutlass_` {pct(r.ratio_vs_baseline, 1)}" for r in new.itertuples()) + ".")
 
 
 def hopper_effects(eff: pd.DataFrame | None = None) -> pd.DataFrame:
