@@ -28,15 +28,13 @@ def cmd_capture(args) -> int:
                    [[k.entry[:60], k.frontend, k.arch or "-", k.metadata.get("num_warps", "-"), k.ptx]
                     for k in kernels]))
     ptx_files = dict.fromkeys(k.ptx for k in kernels)  # a CuTe DSL file may hold several entries
-    sweep = ["rename-sweep", "-e", args.experiment, "-o", str(out / "sweep"), "--no-run",
-             *[a for s in args.set for a in ("-s", s)], *[a for p in ptx_files for a in ("--ptx", str(out / p))],
-             *(["--fresh"] if args.fresh else []), *(["--no-cache"] if args.no_cache else []),
-             *(["-j", str(args.jobs)] if args.jobs else []), "--executor", args.executor,
-             *(["--ray-address", args.ray_address] if args.ray_address else []),
-             *(["--json"] if args.json and not args.run else []), *(["-q"] if args.quiet_level else [])]
-    from ptxprobe.cli.sweep_cmd import cmd_rename_sweep
+    from ptxprobe.cli.sweep_cmd import View, run_request
+    from ptxprobe.runs.request import SweepRequest, UserKernels
 
-    code = cmd_rename_sweep(args.top_parser.parse_args(sweep))
+    sweep = SweepRequest(args.experiment, tuple(args.set), UserKernels(ptx=tuple(str(out / p) for p in ptx_files)),
+                         out=str(out / "sweep"), jobs=args.jobs or None, use_cache=not args.no_cache,
+                         fresh=args.fresh, executor=args.executor, ray_address=args.ray_address, run=False)
+    code = run_request(sweep, View(json=args.json and not args.run, quiet=bool(args.quiet_level)))
     if not args.run:
         return code
     ab = run_ab(args, argv, out, kernels, names)

@@ -289,7 +289,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--arch", help="target for programs that compile without a GPU (CuTe DSL's CUTE_DSL_ARCH)")
     _executor_args(s)
     _common(s, "print the sweep's summary as one JSON document")
-    s.set_defaults(top_parser=p)  # capture parses the rename-sweep it runs with the same parser
 
     s = _sub(sub, "explain", "why a name changes speed: ncu stall samples per SASS instruction, joined with the diff",
              "cmd_explain")

@@ -1,186 +1,103 @@
-"""``ptxprobe rename-sweep``: build the experiment from the arguments, run it, answer the question first."""
+"""``ptxprobe rename-sweep``: the arguments as a request, its plan run, the answer first (then what ran)."""
 
 from __future__ import annotations
 
 import logging
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from ptxprobe.cli import FOUND_DIFFERENCES, INTERRUPTED, OK, TOOL_FAILED
 from ptxprobe.cli.render import emit_json, fmt_set, say, show, show_answer, table
 from ptxprobe.core.cluster import session_for
-from ptxprobe.core.errors import NoGpu, SpecError
+from ptxprobe.core.errors import NoGpu
 from ptxprobe.core.schema import short_names
+from ptxprobe.runs.request import SweepPlan, SweepRequest, UserKernels, plan_sweep
 from ptxprobe.static.verdicts import NO, YES
 
 log = logging.getLogger("ptxprobe")
 
 
-def experiment_from_args(args):
-    """The experiment file, its overrides and the user's own kernels, as one Experiment."""
-    from ptxprobe.static.experiment import load_experiment, override
-
-    exp = load_experiment(args.experiment)
-    sets = list(args.set or [])
-    user_files = bool(args.ptx or args.cubin or args.cu)
-    if args.triton and not args.spec:
-        raise SpecError("--triton needs --spec SPEC.json|toml (signature, constexprs, divisible_by_16, num_warps)")
-    if args.entry and not user_files:
-        raise SpecError("--entry goes with --ptx, --cubin or --cu")
-    with_spec = f"={args.spec}" if args.spec else ""
-    with_entry = f":{args.entry}" if args.entry else ""
-    user = {
-        "ptx_files": [f + with_entry + with_spec for f in args.ptx],
-        "cubin_files": [f + with_entry + with_spec for f in args.cubin],
-        "cu_files": [f + with_entry + with_spec for f in args.cu],
-        "triton_functions": [f"{args.triton}={args.spec}"] if args.triton else [],
-    }
-    if args.spec and not any(user.values()):
-        raise SpecError("--spec goes with a user kernel: --ptx, --cubin, --cu or --triton")
-    for axis, vals in user.items():
-        if vals:
-            sets.append(f"{axis}=" + ",".join(vals))
-    if any(user.values()):
-        if not any(s.startswith("kernels=") for s in sets):
-            sets.append("kernels=")  # only the user's kernels
-        if _cu_default_ptxas(args):
-            sets.append("ptxas=nvcc")  # the PTX nvcc emits is its own toolkit's to assemble
-        archs = next((s for s in reversed(sets) if s.startswith("archs=")), None)
-        if archs and (args.ptx or args.cubin):
-            sets.append("file_archs=" + archs.partition("=")[2])  # re-target the PTX files too
-    exp = override(exp, sets) if sets else exp
-    if any(user.values()) and exp.name == "default":
-        from dataclasses import replace
-
-        exp = replace(exp, name="user", description="user kernels given on the command line")
-    if args.names_from_scan:
-        exp = names_from_scan(exp)
-    if (args.ptx or args.cubin or args.triton) and not any(s.startswith("names=") for s in sets):
-        exp = names_for_triggered_entries(exp)
-    return exp
+def request_from_args(args) -> SweepRequest:
+    """rename-sweep's arguments as the request the plan is made from (the view's options stay here)."""
+    kernels = UserKernels(tuple(args.ptx), tuple(args.cubin), tuple(args.cu), args.triton, args.spec, args.entry)
+    return SweepRequest(args.experiment, tuple(args.set or ()), kernels, args.names_from_scan, args.out, args.jobs,
+                        args.timeout, not args.no_cache, args.fresh, args.executor, args.ray_address, args.run,
+                        args.explain)
 
 
-def _cu_default_ptxas(args) -> bool:
-    """--cu without a ptxas asked for: the toolkit whose nvcc compiles the file assembles it too."""
-    return bool(args.cu) and not any(s.startswith("ptxas=") for s in args.set or [])
+@dataclass(frozen=True)
+class View:
+    """How the answer is shown: JSON instead of tables, quiet, the per-variant table too."""
 
-
-def names_for_triggered_entries(exp):
-    """When every given kernel's own name already holds the trigger, ``cutlass_{base}`` beside ``xutlass_{base}``
-    would compare two triggered names and read as "no effect". Compare instead the name without the trigger
-    (baseline), the name as given, and a second trigger-free spelling (control), and say so."""
-    from ptxprobe.core.cache import Cache
-    from ptxprobe.ptx.rename import MIXED_TRIGGER_NAMES, TRIGGER, TRIGGER_FREE_NAMES
-    from ptxprobe.sources import sources_of
-    from ptxprobe.static.experiment import override
-
-    entries = []
-    for src in sources_of(exp):
-        # ptx/cubin entries are known without compiling; a Triton/Gluon function's name (its repr= may add the
-        # trigger, as Triton's Gluon attention example does for fp8) from its first emit, which is cached
-        if src.kind in ("ptx", "cubin", "triton"):
-            emitted = src.emit(src.build_archs(exp.archs)[0], Cache())
-            entries += list(emitted.swept_entries)
-    with_trigger = [e for e in entries if TRIGGER in e]
-    if not entries or not with_trigger:
-        return exp
-    if len(with_trigger) < len(entries):  # each kernel compared as it would be alone: one template set for both
-        log.warning("these kernels' own names already contain %r: each is compared with the trigger removed "
-                    "(cutlass -> xutlass), as given, and a control (cutlass -> zutlass); the other kernels with "
-                    "cutlass_ and xutlass_ before their names: %s", TRIGGER, ", ".join(with_trigger))
-        return override(exp, ["names=" + ",".join(MIXED_TRIGGER_NAMES)])
-    log.warning("every kernel's own name contains %r: comparing it with the trigger removed (baseline, "
-                "cutlass -> xutlass), as given, and a control (cutlass -> zutlass)", TRIGGER)
-    return override(exp, ["names=" + ",".join(TRIGGER_FREE_NAMES)])
-
-
-def names_from_scan(exp):
-    """Add a name template for every identifier-like strstr literal in the sweep's ptxas binaries."""
-    from ptxprobe.static.experiment import override
-    from ptxprobe.toolchain.scan import name_templates, scan
-    from ptxprobe.toolchain.tools import discover, select_ptxas
-
-    tools = discover(("ptxas",))
-    paths = {t.path for arch in exp.archs for spec in exp.ptxas for t in select_ptxas(arch, spec, tools)}
-    lits = sorted({s.literal for p in paths for s in scan(p).sites if s.function == "strstr"})
-    extra = [t for t in name_templates(lits) if t not in exp.names]
-    log.warning("names from ptxas-scan: %s", ", ".join(extra) or "none new")
-    return override(exp, ["names=" + ",".join(list(exp.names) + extra)])
+    json: bool = False
+    quiet: bool = False
+    details: bool = False
 
 
 def cmd_rename_sweep(args) -> int:
-    from ptxprobe.static.sweep import default_out_dir
-
-    exp = experiment_from_args(args)
-    if len(exp.names) < 2:  # one name is the baseline alone: an answer of "no" would claim a comparison never made
-        raise SpecError(f"names: {exp.names[0] if exp.names else 'none'} alone is only the baseline, with nothing "
-                        "to compare it with; give two or more, e.g. -s names={base},cutlass_{base}")
-    out = Path(args.out) if args.out else default_out_dir(exp)
-    if args.jobs is not None and args.jobs < 1:
-        raise SpecError(f"--jobs must be at least 1, got {args.jobs}")
-    if args.timeout <= 0:
-        raise SpecError(f"--timeout must be positive, got {args.timeout}")
-    if args.explain and args.run is False:
-        raise SpecError("--explain profiles the GPU runs: it cannot go with --no-run")
-    if args.run is not False:  # a bad [run] table is bad input on any machine, before the static sweep
-        from ptxprobe.gpu.plan import run_config
-
-        run_config(getattr(exp, "run", None))
-    with session_for(args.executor, args.ray_address, args.jobs):
-        return _sweep_and_time(exp, out, args)
+    return run_request(request_from_args(args), View(args.json, bool(args.quiet_level), args.details))
 
 
-def _sweep_and_time(exp, out: Path, args) -> int:
+def run_request(req: SweepRequest, view: View) -> int:
+    """Plan the sweep (bad input refused before anything runs), then run it inside one executor session."""
+    plan = plan_sweep(req)
+    with session_for(req.executor, req.ray_address, req.jobs):
+        return _sweep_and_time(plan, view)
+
+
+def _sweep_and_time(plan: SweepPlan, view: View) -> int:
     """The static sweep, its answer, and (with a GPU) the timed runs: one Ray session around both."""
     from ptxprobe.core.cache import Cache
     from ptxprobe.sources import left_out, left_out_text
     from ptxprobe.static.sweep import run_sweep
     from ptxprobe.static.verdicts import pivot, summarize
 
+    exp, out, req = plan.experiment, plan.out, plan.request
     left = left_out(exp)
     if left:  # a narrowed experiment runs what supports it: what it leaves out is said first, on stderr
         print(f"ptxprobe: left out (not supported by the kernel): {left_out_text(left)}", file=sys.stderr)
-    outcome = run_sweep(exp, out, jobs=args.jobs, cache=Cache(enabled=not args.no_cache), timeout=args.timeout,
-                        progress=not args.quiet_level and not args.json and sys.stderr.isatty(), argv=sys.argv,
-                        fresh=args.fresh, executor=args.executor, ray_address=args.ray_address)
+    outcome = run_sweep(exp, out, jobs=req.jobs, cache=Cache(enabled=req.use_cache), timeout=req.timeout,
+                        progress=not view.quiet and not view.json and sys.stderr.isatty(), argv=sys.argv,
+                        fresh=req.fresh, executor=req.executor, ray_address=req.ray_address)
     summary = summarize(outcome.rows)
     answer = pivot(summary, list(exp.names))
     failed = outcome.failed
     doc = {"experiment": exp.name, "out_dir": str(out), "pivot": answer, "summary": summary,
            "failures": _failure_records(failed), "emit_errors": outcome.emit_errors,
            "interrupted": outcome.interrupted, "left_out": outcome.left_out}
-    if not args.json:
-        _say_answer(exp, out, outcome, answer, args.details and summary)
+    if not view.json:
+        _say_answer(exp, out, outcome, answer, view.details and summary)
     _report_failures(failed, outcome.emit_errors)
-    if not args.json:
+    if not view.json:
         na = sorted({(r["ptxas_version"], r["error"]) for r in outcome.rows if r["status"] == "unsupported_option"})
         for _, why in na:  # not a failure: this release lacks an option another release of the sweep has
             say(f"not applicable: {why}")
-        if _cu_default_ptxas(args):
+        if plan.nvcc_assembles:
             say("note: --cu files are assembled by the ptxas of the CUDA toolkit whose nvcc compiles them; "
                 "-s ptxas=triton,newest,VERSION for others")
         for note in sorted({r["note"] for r in outcome.rows if r.get("note")}):  # e.g. a lowered PTX .version
             say(f"note: {note}")
     if outcome.interrupted:
-        if args.json:
+        if view.json:
             emit_json(doc)
         return INTERRUPTED
     differs = any(p["name_matters"] for p in answer)
     compared = any(p["answer"] in (YES, NO) for p in answer)  # 0 says "nothing differs" only of what was compared
     rc = TOOL_FAILED if failed or outcome.emit_errors or not compared else (FOUND_DIFFERENCES if differs else OK)
-    if args.run is not False:
-        runtime = _runtime(exp, out, args)
+    if req.run is not False:
+        runtime = _runtime(plan, view)
         if runtime is not None:
             doc["runtime"], doc["calibration"] = runtime
             if not doc["calibration"].get("passed", True):
                 rc = TOOL_FAILED  # the measurement failed its own check: its verdicts are not to be trusted
-            if args.explain:
+            if req.explain:
                 from ptxprobe.explain.run import analyze, profile_run
 
-                profile_run(out, [], timeout=args.timeout)
+                profile_run(out, [], timeout=req.timeout)
                 doc["explain"] = analyze(out)
                 say(f"explain: {len(doc['explain']['groups'])} comparisons in {out}/explain.json")
-    if args.json:
+    if view.json:
         emit_json(doc)
     return rc
 
@@ -237,21 +154,22 @@ def _details_table(summary: list[dict]):
                               "verdict", "conf"], rows)
 
 
-def _runtime(exp, out: Path, args) -> tuple[list[dict], dict] | None:
+def _runtime(plan: SweepPlan, view: View) -> tuple[list[dict], dict] | None:
     from ptxprobe.core.schema import problem_label
     from ptxprobe.core.store import CALIBRATION, read_run_json
     from ptxprobe.gpu import runtime_sweep
 
+    out = plan.out
     try:
-        rows = runtime_sweep(exp, out, progress=not args.quiet_level and not args.json, notify=log.warning,
-                             executor=args.executor)
+        rows = runtime_sweep(plan.experiment, out, progress=not view.quiet and not view.json, notify=log.warning,
+                             executor=plan.request.executor)
     except NoGpu as exc:
-        (log.warning if args.run else log.info)("--run: %s", exc)
+        (log.warning if plan.request.run else log.info)("--run: %s", exc)
         return None
     calibration = read_run_json(out, CALIBRATION)
     _say_calibration(calibration)
     shown = [r for r in rows if r.get("name_template") or r["label"].startswith("sdpa")]
-    if args.json:
+    if view.json:
         return [{k: v for k, v in r.items() if k not in ("times_ms", "samples")} for r in rows], calibration
 
     def ci(r, a, lo, hi, fmt):

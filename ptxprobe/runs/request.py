@@ -1,0 +1,171 @@
+"""What a rename sweep is asked for, resolved once into the plan the sweep and the GPU runs execute.
+
+The CLI (``rename-sweep``, ``capture``) turns its arguments into a ``SweepRequest`` and hands it to
+``plan_sweep``; everything after that reads the frozen ``SweepPlan``: the experiment with every override applied
+(the user's own kernels, the names their own entries call for, names from a ptxas scan), the output directory and
+how to run. Bad input is refused here, before the output directory is touched.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ptxprobe.core.errors import SpecError
+from ptxprobe.static.experiment import Experiment, load_experiment, override
+
+log = logging.getLogger("ptxprobe")
+
+
+@dataclass(frozen=True)
+class UserKernels:
+    """The user's own kernels as given: files, a Triton function, the spec and the entry that go with them."""
+
+    ptx: tuple[str, ...] = ()
+    cubin: tuple[str, ...] = ()
+    cu: tuple[str, ...] = ()
+    triton: str | None = None
+    spec: str | None = None
+    entry: str | None = None
+
+    @property
+    def given(self) -> bool:
+        return bool(self.ptx or self.cubin or self.cu or self.triton)
+
+    def axes(self) -> dict[str, list[str]]:
+        """The experiment axes these kernels set, spelled as ``-s axis=...`` spells them."""
+        with_spec = f"={self.spec}" if self.spec else ""
+        with_entry = f":{self.entry}" if self.entry else ""
+        return {"ptx_files": [f + with_entry + with_spec for f in self.ptx],
+                "cubin_files": [f + with_entry + with_spec for f in self.cubin],
+                "cu_files": [f + with_entry + with_spec for f in self.cu],
+                "triton_functions": [f"{self.triton}={self.spec}"] if self.triton else []}
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    """A rename sweep as asked for, nothing resolved yet. ``run``: None times on a GPU when one is there, False
+    never, True insists."""
+
+    experiment: str = "default"
+    sets: tuple[str, ...] = ()
+    kernels: UserKernels = field(default_factory=UserKernels)
+    names_from_scan: bool = False
+    out: str | None = None
+    jobs: int | None = None
+    timeout: float = 600.0
+    use_cache: bool = True
+    fresh: bool = False
+    executor: str = "local"
+    ray_address: str | None = None
+    run: bool | None = None
+    explain: bool = False
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """The request resolved: the experiment to sweep, where its run directory is, and how to run it."""
+
+    experiment: Experiment
+    out: Path
+    request: SweepRequest
+    nvcc_assembles: bool  # --cu with no ptxas asked for: the toolkit whose nvcc compiles it assembles it
+
+
+def plan_sweep(req: SweepRequest) -> SweepPlan:
+    """Resolve a request into the plan, refusing bad input with the words of what rejects it."""
+    from ptxprobe.static.sweep import default_out_dir
+
+    k = req.kernels
+    if k.triton and not k.spec:
+        raise SpecError("--triton needs --spec SPEC.json|toml (signature, constexprs, divisible_by_16, num_warps)")
+    if k.entry and not (k.ptx or k.cubin or k.cu):
+        raise SpecError("--entry goes with --ptx, --cubin or --cu")
+    if k.spec and not k.given:
+        raise SpecError("--spec goes with a user kernel: --ptx, --cubin, --cu or --triton")
+    if req.jobs is not None and req.jobs < 1:
+        raise SpecError(f"--jobs must be at least 1, got {req.jobs}")
+    if req.timeout <= 0:
+        raise SpecError(f"--timeout must be positive, got {req.timeout}")
+    if req.explain and req.run is False:
+        raise SpecError("--explain profiles the GPU runs: it cannot go with --no-run")
+    nvcc_assembles = bool(k.cu) and not any(s.startswith("ptxas=") for s in req.sets)
+    exp = _experiment(req, nvcc_assembles)
+    if len(exp.names) < 2:  # one name is the baseline alone: an answer of "no" would claim a comparison never made
+        raise SpecError(f"names: {exp.names[0] if exp.names else 'none'} alone is only the baseline, with nothing "
+                        "to compare it with; give two or more, e.g. -s names={base},cutlass_{base}")
+    if req.run is not False:  # a bad [run] table is bad input on any machine, before the static sweep
+        from ptxprobe.gpu.plan import run_config
+
+        run_config(getattr(exp, "run", None))
+    out = Path(req.out) if req.out else default_out_dir(exp)
+    return SweepPlan(exp, out, req, nvcc_assembles)
+
+
+def _experiment(req: SweepRequest, nvcc_assembles: bool) -> Experiment:
+    """The experiment file, its overrides and the user's own kernels, as one Experiment."""
+    exp = load_experiment(req.experiment)
+    sets = list(req.sets)
+    k = req.kernels
+    for axis, vals in k.axes().items():
+        if vals:
+            sets.append(f"{axis}=" + ",".join(vals))
+    if k.given:
+        if not any(s.startswith("kernels=") for s in sets):
+            sets.append("kernels=")  # only the user's kernels
+        if nvcc_assembles:
+            sets.append("ptxas=nvcc")  # the PTX nvcc emits is its own toolkit's to assemble
+        archs = next((s for s in reversed(sets) if s.startswith("archs=")), None)
+        if archs and (k.ptx or k.cubin):
+            sets.append("file_archs=" + archs.partition("=")[2])  # re-target the PTX files too
+    exp = override(exp, sets) if sets else exp
+    if k.given and exp.name == "default":
+        exp = replace(exp, name="user", description="user kernels given on the command line")
+    if req.names_from_scan:
+        exp = names_from_scan(exp)
+    if (k.ptx or k.cubin or k.triton) and not any(s.startswith("names=") for s in sets):
+        exp = names_for_triggered_entries(exp)
+    return exp
+
+
+def names_for_triggered_entries(exp: Experiment) -> Experiment:
+    """When every given kernel's own name already holds the trigger, ``cutlass_{base}`` beside ``xutlass_{base}``
+    would compare two triggered names and read as "no effect". Compare instead the name without the trigger
+    (baseline), the name as given, and a second trigger-free spelling (control), and say so."""
+    from ptxprobe.core.cache import Cache
+    from ptxprobe.ptx.rename import MIXED_TRIGGER_NAMES, TRIGGER, TRIGGER_FREE_NAMES
+    from ptxprobe.sources import sources_of
+
+    entries = []
+    for src in sources_of(exp):
+        # ptx/cubin entries are known without compiling; a Triton/Gluon function's name (its repr= may add the
+        # trigger, as Triton's Gluon attention example does for fp8) from its first emit, which is cached: the
+        # sweep's own emit of it reads that cache entry
+        if src.kind in ("ptx", "cubin", "triton"):
+            emitted = src.emit(src.build_archs(exp.archs)[0], Cache())
+            entries += list(emitted.swept_entries)
+    with_trigger = [e for e in entries if TRIGGER in e]
+    if not entries or not with_trigger:
+        return exp
+    if len(with_trigger) < len(entries):  # each kernel compared as it would be alone: one template set for both
+        log.warning("these kernels' own names already contain %r: each is compared with the trigger removed "
+                    "(cutlass -> xutlass), as given, and a control (cutlass -> zutlass); the other kernels with "
+                    "cutlass_ and xutlass_ before their names: %s", TRIGGER, ", ".join(with_trigger))
+        return override(exp, ["names=" + ",".join(MIXED_TRIGGER_NAMES)])
+    log.warning("every kernel's own name contains %r: comparing it with the trigger removed (baseline, "
+                "cutlass -> xutlass), as given, and a control (cutlass -> zutlass)", TRIGGER)
+    return override(exp, ["names=" + ",".join(TRIGGER_FREE_NAMES)])
+
+
+def names_from_scan(exp: Experiment) -> Experiment:
+    """Add a name template for every identifier-like strstr literal in the sweep's ptxas binaries."""
+    from ptxprobe.toolchain.scan import name_templates, scan
+    from ptxprobe.toolchain.tools import discover, select_ptxas
+
+    tools = discover(("ptxas",))
+    paths = {t.path for arch in exp.archs for spec in exp.ptxas for t in select_ptxas(arch, spec, tools)}
+    lits = sorted({s.literal for p in paths for s in scan(p).sites if s.function == "strstr"})
+    extra = [t for t in name_templates(lits) if t not in exp.names]
+    log.warning("names from ptxas-scan: %s", ", ".join(extra) or "none new")
+    return override(exp, ["names=" + ",".join(list(exp.names) + extra)])
