@@ -1,11 +1,12 @@
 """Sweep efficiency, measured as a user runs it: the CLI in a fresh process, cold cache then warm.
 
-    python experiments/benchmarks/bench_sweep.py [-e default] [-j N]
+    python experiments/benchmarks/bench_sweep.py [-e default] [-j N] [--out DIR]
 
 Cold: an empty cache. Efficiency = wall / (process-tree CPU / cores), the CPU taken from
 ``resource.getrusage(RUSAGE_CHILDREN)`` (the CLI, its pool workers, every ptxas and nvcc):
 1.0 means every core was busy the whole time. Warm: the same sweep into a new output
-directory with everything cached, start-up imports included. Prints one JSON record.
+directory with everything cached, start-up imports included. Prints one JSON record; with ``--out`` also writes
+it to DIR/bench.json with the commit and host it was measured on.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("-e", "--experiment", default="default")
     ap.add_argument("-j", "--jobs", type=int, default=os.cpu_count())
+    ap.add_argument("--out", help="also write DIR/bench.json (a committed result)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         env = {**os.environ, "PTXPROBE_CACHE": str(Path(d) / "cache")}
@@ -67,6 +69,15 @@ def main() -> None:
         "fixed_repeat_variants": fixed,
         "adaptive_saving": round(1 - len(rows) / fixed, 3),
     }
+    if args.out:
+        import platform
+
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+        record = {**figures, "host": {"platform": platform.platform(), "cpus": os.cpu_count(),
+                                      "python": platform.python_version()},
+                  "command": "python experiments/benchmarks/bench_sweep.py --out " + args.out, "git": commit}
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "bench.json").write_text(json.dumps(record, indent=1) + "\n")
     print(json.dumps(figures, indent=1))
 
 

@@ -33,7 +33,7 @@ DESIGN, DESIGN_USER = "2026-12-02-h200-design", "2026-12-02-h200-design-user"
 LONG = "2026-12-02-h200-design-long"
 PAIRS = "2026-12-02-h200-design-pairs"
 REMOVED_RUNS_COMMIT = "7801c8c"  # the last commit with the superseded run directories in the tree
-BENCH = ROOT / "experiments" / "results" / "2026-12-02-cpu-bench" / "bench.json"
+BENCH = ROOT / "experiments" / "results" / "2026-12-04-cpu-bench" / "bench.json"
 RAY_BENCH = ROOT / "experiments" / "results" / "2026-12-02-cpu-ray-bench" / "bench.json"
 
 
@@ -357,7 +357,8 @@ def bench_section() -> list[str]:
         return []
     b = json.loads(BENCH.read_text())
     return [f"**Sweep cost** (`experiments/benchmarks/bench_sweep.py`, {b['cores']} cores, default experiment, "
-            f"{b['variants']} assemblies): cold {b['cold_wall_s']:.1f} s wall for {b['cold_cpu_s']:.1f} s of "
+            f"{b['variants']} assemblies, commit `{b['git'][:10]}`): cold {b['cold_wall_s']:.1f} s wall for "
+            f"{b['cold_cpu_s']:.1f} s of "
             f"process-tree CPU (wall ÷ CPU-per-core = {b['cold_wall_over_cpu_per_core']:.2f}); warm (all cached, "
             f"new output dir, a fresh process) {b['warm_wall_s']:.2f} s = {b['warm_over_cold']:.1%} of cold. "
             f"The previous fixed repeats assembled {b.get('fixed_repeat_variants', '?')} variants for the same "
