@@ -181,8 +181,9 @@ def test_calibration_plants_slowdowns_of_their_stated_size_on_the_gpu():
         AA_LABELS, *(("{base}", rec["label"]) for rec in planted.values())]  # xutlass_ is identical code
     for f, rec in planted.items():
         assert rec["rounds"] == record["aa"]["rounds"]  # stopped with the names
-        assert rec["detected"] or f in ("0.002", "0.005", "code"), (f, rec)  # a chain can hide under latency
-        assert rec["verdict"] != stats.FASTER, (f, rec)  # a plant only adds work
+        assert f == "code" or rec["detected"] or f in ("0.002", "0.005"), (f, rec)
+        assert f == "code" or rec["verdict"] != stats.FASTER, (f, rec)  # a sleep only adds time
+        # the code plant's effect is unknown (the H200 measured one 1.3 % faster): timed, its direction reported
         assert f == "code" or (rec["size_rule"] == "sizing" and rec["sized_replays"] == 24)
     assert planted["code"]["machine_code_sha256"] != next(r for r in rows if r["is_baseline"])["machine_code_sha256"]
     assert set(record["calibration_samples"]) == {rec["label"] for rec in planted.values()}

@@ -33,7 +33,11 @@ TIMED = {"2026-12-02-h200-design": ("h200-design", False), "2026-12-02-h200-desi
          "2026-12-03-h200-interleaved-user-defaults": ("h200-interleaved-user-defaults", True),  # signed-rank
          "2026-12-03-h200-defaults": ("h200-defaults", True),  # every default: the GPU measurement's goals in one run
          "2026-12-03-h200-defaults-repro": ("h200-defaults", True),  # the same run re-measured by `ptxprobe repro`
-         "2026-12-03-h200-overflow-check": ("h200-overflow-check", True)}  # the overflow rule made to act
+         "2026-12-03-h200-overflow-check": ("h200-overflow-check", True),  # the overflow rule made to act
+         "2026-12-04-h200-defaults": ("h200-defaults", True),  # plants in the names block, sizes judged nominally
+         "2026-12-04-h200-defaults-repro": ("h200-defaults", True),
+         "2026-12-04-h200-defaults-sized-plants": ("h200-defaults", True),  # each plant sized directly
+         "2026-12-04-h200-gluon-hopper": ("h200-gluon-hopper", True)}  # every group, today's defaults
 RUNS = tuple(TIMED)
 
 
@@ -102,12 +106,35 @@ def test_q_values_are_benjamini_hochberg_over_the_sweep(run):
 
 
 def test_planted_slowdowns_were_verified_where_the_calibration_says_so():
+    """Each sleep plant's recorded size check recomputes under the rule it records: within a quarter (the first
+    runs), the nominal size inside the interval, or agreement with its direct sizing."""
+    import math
+    from statistics import NormalDist
+
+    from ptxprobe.gpu.calibrate import Sizing, judge_plant
+
+    rules = set()
     for run in RUNS:
         for g in read_log(analysis.results_dir(run) / "groups.jsonl"):
             for f, p in g["calibration"]["planted"].items():
-                tolerance = max(0.25 * float(f), 2 * (p["ratio_ci_high"] - p["ratio_ci_low"]) / 2)
-                assert p["verified"] == (abs(p["measured_fraction"] - float(f)) <= tolerance + 1e-12)
-                assert p["detected"] == (p["verdict"] == "slower")
+                if f == "code":
+                    continue
+                rule = p.get("size_rule")
+                rules.add(rule)
+                iv = stats.Interval(p["ratio"], p["ratio_ci_low"], p["ratio_ci_high"], p.get("ci_level", 0.95))
+                if rule is None:
+                    tolerance = max(0.25 * float(f), 2 * (p["ratio_ci_high"] - p["ratio_ci_low"]) / 2)
+                    assert p["verified"] == (abs(p["measured_fraction"] - float(f)) <= tolerance + 1e-12)
+                elif rule == "interval":
+                    assert p["verified"] == (iv.low <= 1 / (1 + float(f)) <= iv.high)
+                else:
+                    sized = Sizing(p["sized_fraction"], p["sized_se"], p["sized_replays"])
+                    assert p["verified"] == judge_plant(iv, float(f), sized=sized)["verified"]
+                    z = NormalDist().inv_cdf(0.5 + iv.level / 2)
+                    gap = abs(-math.log(iv.estimate) - math.log1p(sized.fraction))
+                    assert p["verified"] == (gap <= z * math.hypot(math.log(iv.high / iv.low) / (2 * z), sized.se))
+                assert p["detected"] == (iv.high < 1.0)
+    assert rules == {None, "interval", "sizing"}
 
 
 def test_release_segments_join_runs_and_show_where_an_effect_appears_and_disappears():

@@ -1,8 +1,9 @@
 """A planted code change: the kernel's own PTX with a small dependent chain added to its hot loop.
 
-The calibration's code plant (``gpu.calibrate``) is a variant whose machine code differs from the baseline's by
-an edit whose truth is known: it can only add work, so it is slower (or, hidden under other latency, equal). It is
-made through the same path as a name: the PTX edited here, assembled by the same ptxas, loaded like a name.
+The calibration's code plant (``gpu.calibrate``) is a variant whose machine code differs from the baseline's by a
+known edit: it adds work, but ptxas schedules the loop anew around it, so its effect is not known in advance (the
+H200 measured such plants both slower and faster). It is made through the same path as a name: the PTX edited
+here, assembled by the same ptxas, loaded like a name.
 
 Pure text work, tested on CPU. The hot loop is found by its backward branch: a ``bra`` to a label defined above
 it closes a loop from that label to the branch. Of all loops, the one holding the most hot instructions (tensor
