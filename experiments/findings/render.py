@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from experiments.analysis import gpu_runs as analysis_gpu  # noqa: E402
 from experiments.analysis import static_runs as analysis  # noqa: E402
-from experiments.findings import external_kernels, figures, measurement, remeasured  # noqa: E402
+from experiments.findings import external_kernels, figures, measurement, remeasured, stopping  # noqa: E402
 from experiments.findings.common import calibration_line, pct  # noqa: E402
 from ptxprobe.runs.rundir import RunDir  # noqa: E402
 from ptxprobe.static.verdicts import arch_order  # noqa: E402
@@ -444,7 +444,7 @@ def findings() -> str:
         "How good is the measurement?",
         "The timing design against its goals (A/A half-widths, A/A false positives, planted slowdowns found, GPU "
         "time), where the noise comes from, `repro` of a whole study, and what a sweep costs.",
-        [*measurement.timing_design(), *remeasured.section(), *noise_section(), *bench_section(),
+        [*measurement.timing_design(), *remeasured.section(), *stopping.section(), *noise_section(), *bench_section(),
          *ray_bench_section()], "measurement")
     out += section(
         "Appendix: superseded designs",

@@ -80,7 +80,8 @@ class TimingPlan:
 def stop_reason(done: int, halfwidths: list[float], plan: TimingPlan) -> str | None:
     """Why a block stops after ``done`` rounds with these half-widths (at the look-adjusted level), or None to go
     on: ``target`` (every comparison at the target), ``ceiling`` (``max_rounds`` reached and every comparison
-    under the ceiling) or ``cap`` (no rounds left)."""
+    under the ceiling) or ``cap`` (no rounds left). It reads half-widths only, never an estimate: that is what
+    keeps the intervals' coverage under optional stopping (``stats.sequential_level`` says how it was validated)."""
     if done < plan.min_rounds:
         return "cap" if done >= plan.round_cap else None
     if all(h <= plan.target_halfwidth for h in halfwidths):

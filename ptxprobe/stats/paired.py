@@ -262,7 +262,10 @@ def pair_series(a_label: str, a_times: list, a_partners: dict | None, b_label: s
 
 def sequential_level(rounds: int, min_rounds: int, batch: int, level: float = 0.95) -> float:
     """The confidence level for an interval looked at after ``rounds`` rounds of an adaptive run: Bonferroni over
-    the looks taken (first at ``min_rounds``, then every ``batch``), so stopping on a narrow interval keeps the
-    coverage at or above ``level`` (validated on simulated A/A rounds)."""
+    the looks taken (first at ``min_rounds``, then every ``batch``). A prespecified level, not alpha spending and
+    not an anytime-valid sequence: coverage holds because the stopping rule reads half-widths only, never the
+    estimate. Validated by simulation across heavy tails, contamination, drift, the first-in-replay penalty, three
+    pairs per block and overflow (experiments/analysis/stopping_simulation.py and its committed result); it fails
+    where rounds are strongly serially correlated (lag-1 0.5), which the committed runs' rounds are not."""
     looks = 1 + max(0, -(-(rounds - min_rounds) // max(1, batch)))
     return 1.0 - (1.0 - level) / looks
