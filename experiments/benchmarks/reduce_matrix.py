@@ -33,6 +33,16 @@ CASES = {
     "gluon_fp8_capmerc": {"argv": ["attention_gluon", "--dtype", "fp8e5", "--arch", "sm_100a", "--keep",
                                    "capmerc_bytes - baseline_capmerc_bytes >= 4096"], "goal_s": 600.0,
                           "what": "Gluon fp8 attention, sm_100a, capmerc growing by 4 KiB or more"},
+    "attention_fp8_sm90a_registers": {
+        "argv": ["attention", "--dtype", "fp8e5", "--arch", "sm_90a", "--ptxas", "12.4.131", "--keep",
+                 "registers - baseline_registers >= 16"], "goal_s": 600.0,
+        "what": "Triton fp8 attention, sm_90a, ptxas 12.4, 16 or more registers more"},
+    "attention_fp8_sm120a_capmerc": {
+        "argv": ["attention", "--dtype", "fp8e5", "--arch", "sm_120a", "--keep",
+                 "capmerc_bytes - baseline_capmerc_bytes >= 4096"], "goal_s": 600.0,
+        "what": "Triton fp8 attention, sm_120a, Triton's ptxas-blackwell, capmerc growing by 4 KiB or more"},
+    "sgemm_sm80": {"argv": ["--cu", "experiments/user/sgemm.cu", "--entry", "sgemm", "--arch", "sm_80", "--ptxas",
+                            "13.0"], "goal_s": 180.0, "what": "FFMA SGEMM (CUDA C++, nvcc 13.0), sm_80, ptxas 13.0"},
 }
 
 

@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from experiments.analysis import gpu_runs as analysis_gpu  # noqa: E402
 from experiments.analysis import static_runs as analysis  # noqa: E402
-from experiments.findings import external_kernels, figures, measurement, remeasured, stopping  # noqa: E402
+from experiments.findings import external_kernels, figures, measurement, reduction, remeasured, stopping  # noqa: E402
 from experiments.findings.common import calibration_line, pct  # noqa: E402
 from ptxprobe.runs.rundir import RunDir  # noqa: E402
 from ptxprobe.static.verdicts import arch_order  # noqa: E402
@@ -427,7 +427,8 @@ def findings() -> str:
         "Does the name change the machine code?",
         "Static results, no GPU: each kernel assembled under the baseline name, `cutlass_` and a same-length "
         "control, by arch and by ptxas release, repeated until ptxas's own run-to-run spread is known.",
-        [*matrix_section(), *triggers_section(), *static_section(), "", *options_section()], "machine-code")]
+        [*matrix_section(), *triggers_section(), *static_section(), "", *options_section(), "",
+         *reduction.section()], "machine-code")]
     out += section(
         "Does it change speed? (H200)",
         "Calibrated GPU runs on an H200 (the interleaved design with its defaults unless said otherwise), and what "
