@@ -358,3 +358,24 @@ def test_a_missing_ptxas_is_a_tool_failure(tmp_path, capsys):
     ptx.write_text(LOOP_PTX)
     assert main(["reduce", "--ptx", str(ptx), "--arch", "sm_90a", "--ptxas", "9.9", "-o", str(tmp_path / "o")]) == 3
     assert "no ptxas 9.9" in capsys.readouterr().err
+
+
+@unit
+def test_the_reducer_and_the_code_plant_read_one_body_span():
+    """Both read an entry's body through ptx.text.brace_span: braces in comments do not count, a prototype has no
+    body, and the plant's entry span is the reducer's."""
+    from ptxprobe.core.errors import MalformedPtx
+    from ptxprobe.ptx import plant
+    from ptxprobe.ptx.text import brace_span
+
+    ptx = ("\t.version 8.0\n\t.target sm_90a\n\t.address_size 64\n.extern .entry k(.param .u64 p);\n"
+           ".visible .entry k(.param .u64 p)\n{  // } a brace in a comment\n\t.reg .b32 %r<2>;\n"
+           "\t{ // inline asm scope\n\tmov.u32 %r1, 0;\n\t}\n\tret;\n}\n")
+    lines = ptx.split("\n")
+    assert brace_span(lines, 3) == (3, 3)  # the prototype
+    assert brace_span(lines, 4) == (5, 11)
+    assert plant._body(lines, "k") == (4, 5, 11)
+    defined_only = [ln for ln in lines if not ln.startswith(".extern")]
+    assert ptxbody._entry_span(defined_only, "k") == plant._body(defined_only, "k") == (3, 4, 10)
+    with pytest.raises(MalformedPtx):
+        brace_span(lines[:10], 4)

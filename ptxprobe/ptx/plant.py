@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from ptxprobe.core.errors import MalformedPtx
-from ptxprobe.ptx.text import ENTRY_RE
+from ptxprobe.ptx.text import ENTRY_RE, brace_span, code_of
 
 PLANT_SLOT = "__ptxprobe_plant"
 PLANT_REG = "%ptxprobe_plant"
@@ -80,24 +80,14 @@ def loops_of(lines: list[str], lo: int = 0, hi: int | None = None) -> list[tuple
 def _body(lines: list[str], entry: str | None) -> tuple[int, int, int]:
     """(entry line, line of its body's opening brace, line of its closing brace) of ``entry`` (the first if None)."""
     text_starts = [0, *accumulate(len(x) + 1 for x in lines)]
-    ptx = "\n".join(lines)
-    for m in ENTRY_RE.finditer(ptx):
+    for m in ENTRY_RE.finditer("\n".join(lines)):
         if entry is not None and m.group(1) != entry:
             continue
         head = bisect_right(text_starts, m.start()) - 1
-        depth, opened = 0, None
-        for i in range(head, len(lines)):
-            code = lines[i].split("//", 1)[0]
-            for ch in code:
-                if ch == "{":
-                    depth += 1
-                    opened = i if opened is None else opened
-                elif ch == "}":
-                    depth -= 1
-                    if opened is not None and depth == 0:
-                        return head, opened, i
-        raise MalformedPtx(f"entry {m.group(1)}: its body never closes")
-    raise MalformedPtx(f"no entry {entry!r} in the PTX" if entry else "no .entry found in PTX")
+        opened, closed = brace_span(lines, head)
+        if "{" in code_of(lines[opened]):  # a prototype (';' before any '{') has no body: the definition follows
+            return head, opened, closed
+    raise MalformedPtx(f"no entry {entry!r} with a body in the PTX" if entry else "no .entry found in PTX")
 
 
 def hot_loop(ptx: str, entry: str | None = None) -> Loop | None:

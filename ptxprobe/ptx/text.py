@@ -31,6 +31,31 @@ def entry_of(ptx: str) -> str:
     return names[0]
 
 
+def code_of(line: str) -> str:
+    """A PTX line without its ``//`` comment, stripped: what brace matching and parsing read."""
+    return line.split("//", 1)[0].strip()
+
+
+def brace_span(lines: list[str], start: int) -> tuple[int, int]:
+    """(line of the first '{' at or after ``start``, line of its matching '}'), comments ignored; (i, i) for a
+    declaration that ends in ';' before any '{' (a prototype has no body). One brace matcher for every reader of
+    entry and function bodies, so none of them disagrees on where a body ends."""
+    depth, opened = 0, None
+    for i in range(start, len(lines)):
+        code = code_of(lines[i])
+        for ch in code:
+            if ch == "{":
+                depth += 1
+                opened = i if opened is None else opened
+            elif ch == "}":
+                depth -= 1
+                if depth == 0 and opened is not None:
+                    return opened, i
+        if opened is None and code.endswith(";"):
+            return i, i
+    raise MalformedPtx(f"unbalanced braces in the PTX from line {start + 1}")
+
+
 def target_of(ptx: str) -> str:
     """The first ``.target`` operand (``sm_90a``), the arch the PTX was written for."""
     m = _TARGET_RE.search(ptx)

@@ -14,13 +14,12 @@ from dataclasses import dataclass
 
 from ptxprobe.binary.sass import _split_operands as split_operands  # one top-level comma split (SASS and PTX)
 from ptxprobe.core.errors import MalformedPtx
-from ptxprobe.ptx.text import entry_params
+from ptxprobe.ptx.text import brace_span, code_of, entry_params
 
 _REG_RE = re.compile(r"%[A-Za-z_$][\w$]*")
 _IDENT_RE = re.compile(r"[A-Za-z_$][\w$]*")
 LABEL_RE = re.compile(r"^\s*([$A-Za-z_][\w$]*)\s*:\s*(?://.*)?$")
 _GUARD_RE = re.compile(r"^@!?(%[\w$]+)\s+")
-_COMMENT_RE = re.compile(r"//.*$")
 _REG_DECL_RE = re.compile(r"^\s*\.reg\s+(?:\.v\d\s+)?\.\w+\s+(.+?);")
 _SYMBOL_DECL_RE = re.compile(r"^\s*(?:\.extern\s+|\.visible\s+|\.weak\s+)*\.(?:shared|global|const|local)\s[^;]*?"
                              r"([A-Za-z_$][\w$]*)\s*(?:\[[^\]]*\])*\s*(?:=[^;]*)?;")
@@ -88,10 +87,6 @@ class Body:
         return [s for s in self.stmts if s.kind in ("instr", "block")]
 
 
-def code_of(line: str) -> str:
-    return _COMMENT_RE.sub("", line).strip()
-
-
 def _root(opcode: str) -> str:
     return opcode.split(".")[0]
 
@@ -137,25 +132,7 @@ def _entry_span(lines: list[str], entry: str) -> tuple[int, int, int]:
     head = next((i for i, ln in enumerate(lines) if head_re.search(code_of(ln))), None)
     if head is None:
         raise MalformedPtx(f"no .entry {entry} in the PTX")
-    return head, *_brace_span(lines, head)
-
-
-def _brace_span(lines: list[str], start: int) -> tuple[int, int]:
-    """The first '{' at or after ``start`` and its matching '}'."""
-    depth, opened = 0, None
-    for i in range(start, len(lines)):
-        code = code_of(lines[i])
-        for ch in code:
-            if ch == "{":
-                depth += 1
-                opened = i if opened is None else opened
-            elif ch == "}":
-                depth -= 1
-                if depth == 0 and opened is not None:
-                    return opened, i
-        if opened is None and code.endswith(";"):  # a declaration without a body
-            return i, i
-    raise MalformedPtx("unbalanced braces in the PTX")
+    return head, *brace_span(lines, head)
 
 
 def _statements(lines: list[str], open_: int, close: int) -> list[Stmt]:
@@ -167,7 +144,7 @@ def _statements(lines: list[str], open_: int, close: int) -> list[Stmt]:
             i += 1
             continue
         if code.startswith("{"):
-            _, end = _brace_span(lines, i)
+            _, end = brace_span(lines, i)
             block = " ".join(code_of(lines[k]) for k in range(i, end + 1))
             regs = set(_REG_RE.findall(block))
             out.append(Stmt("block", i, end, "{asm}", "", frozenset(), frozenset(regs), True))
@@ -238,18 +215,18 @@ def parse(ptx: str, entry: str) -> Body:
         if _DEBUG_LINE_RE.match(code):
             debug.append(i)
         elif code.startswith(".section") and ".debug" in code:
-            _, end = _brace_span(lines, i)
+            _, end = brace_span(lines, i)
             debug.extend(range(i, end + 1))
             i = end + 1
             continue
         elif re.search(r"\.entry\s", code):
-            _, end = _brace_span(lines, i)
+            _, end = brace_span(lines, i)
             others.append((i, end))
             i = end + 1
             continue
         elif _FUNC_RE.match(code):
             name = _FUNC_RE.match(code).group(1)
-            _, end = _brace_span(lines, i)
+            _, end = brace_span(lines, i)
             decls.append(Decl("func", name, i, end))
             i = end + 1
             continue
