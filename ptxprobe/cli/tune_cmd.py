@@ -1,0 +1,185 @@
+"""``ptxprobe tune`` and ``ptxprobe apply``: the arguments as one plan, the plan run, its records rendered."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from ptxprobe.cli import FOUND_DIFFERENCES, INTERRUPTED, OK, TOOL_FAILED
+from ptxprobe.cli.render import emit_json, say, show, table
+
+TUNE_EPILOG = """exit codes: 0 tuned (or pruned without a GPU) and your configuration stays: nothing measured faster;
+1 a configuration faster than yours was found for some kernel; 2 bad usage or input (an empty search space, an
+unknown gate); 3 a tool failed (your own configuration did not assemble, a kernel did not build); 4 internal error;
+130 interrupted. tuned.json is in --out; `ptxprobe apply DIR -- python prog.py` runs a program with it"""
+
+APPLY_EPILOG = """exit codes: 0 applied (and with --rounds: no difference found, or faster); 1 with --rounds: the
+tuned program is faster or slower than yours; 2 bad usage or input (no tuned.json); 3 the program failed (its own
+words), compiled none of the tuned kernels, or the A/A calibration failed; 4 internal error"""
+
+
+def add_parsers(sub, formatter, common, seconds, at_least) -> None:
+    """The two commands, registered beside the others (``cli.parser`` calls this)."""
+    s = sub.add_parser("tune", help="the fastest name x ptxas release x options per kernel: pruned statically, "
+                       "raced on the GPU, gated on numerics", description=__doc__, formatter_class=formatter,
+                       epilog=TUNE_EPILOG)
+    s.set_defaults(func=cmd_tune)
+    s.add_argument("--out", "-o", required=True, help="output dir: tuned.json, the static sweep in OUT/static")
+    s.add_argument("--experiment", "-e", default="default",
+                   help="registered kernels and [run] problem sizes, as rename-sweep takes them")
+    s.add_argument("--set", "-s", action="append", metavar="AXIS=V1,V2", default=[],
+                   help="override an axis (kernels, dtypes, archs, ...; not names/ptxas/flags: see below)")
+    s.add_argument("--ptx", action="append", metavar="FILE", default=[], help="a PTX file of your own (repeatable)")
+    s.add_argument("--cubin", action="append", metavar="FILE", default=[], help="a cubin with embedded PTX")
+    s.add_argument("--cu", action="append", metavar="FILE", default=[], help="CUDA C++ source (nvcc's ptxas is yours)")
+    s.add_argument("--entry", help="with --ptx/--cubin/--cu: the kernel to take")
+    s.add_argument("--triton", metavar="FILE.py:FUNCTION", help="a triton.jit or gluon.jit function; needs --spec")
+    s.add_argument("--spec", help="the kernel spec (docs/spec.md); its [launch] table times it on the GPU")
+    s.add_argument("--names", help="name templates, yours ({base}) first (default: {base}, the name with the trigger "
+                                   "and the trigger-free spelling)")
+    s.add_argument("--ptxas", help="ptxas releases besides yours (Triton's, or nvcc's for --cu): comma list of "
+                                   "all, newest, VERSION, PATH (default: all installed)")
+    s.add_argument("--options", metavar="'default;-O2;...'",
+                   help="ptxas option sets on top of your flags, ';'-separated (default: 'default;-O2'); a set a "
+                        "release's --help lacks is pruned there as not applicable")
+    s.add_argument("--numerics", choices=("bitwise", "tolerance"), default="bitwise",
+                   help="gate: outputs bitwise equal to your configuration's, or within the spec's tolerance of the "
+                        "float64 reference")
+    s.add_argument("--first-rounds", type=at_least(3), default=10, help="rounds of the race's first rung")
+    s.add_argument("--max-rounds", type=at_least(3), default=80, help="rounds per contender at most")
+    s.add_argument("--target", type=float, default=0.002, help="the winner's interval half-width to reach")
+    s.add_argument("--no-run", dest="run", action="store_false", default=None, help="static pruning only")
+    s.add_argument("--jobs", "-j", type=at_least(1), help="parallel ptxas processes (default: all cores)")
+    s.add_argument("--timeout", type=seconds, default=600.0, help="seconds before a ptxas run counts as hung")
+    s.add_argument("--fresh", action="store_true", help="discard the static sweep's earlier results")
+    s.add_argument("--no-cache", action="store_true", help="do not read or write the content-addressed cache")
+    common(s, "print tuned.json as one JSON document")
+
+    s = sub.add_parser("apply", help="run a program with the tuned configuration swapped in (or print the source "
+                       "change)", description="run a program with the tuned configuration swapped in",
+                       formatter_class=formatter, epilog=APPLY_EPILOG)
+    s.set_defaults(func=cmd_apply)
+    s.add_argument("tune_dir", metavar="DIR", help="a `ptxprobe tune` output dir (its tuned.json)")
+    s.add_argument("program", nargs=argparse.REMAINDER, metavar="-- CMD ...",
+                   help="the program to run, after --; without one the source changes are printed")
+    s.add_argument("--out", "-o", help="where the capture, cubins and apply.json go (default: DIR/apply)")
+    s.add_argument("--rounds", type=at_least(0), default=0,
+                   help="0: run once with the tuned kernels; N: A/B of N rounds against your configuration and an "
+                        "A/A copy (verdicts need at least 6)")
+    s.add_argument("--metric", metavar="REGEX", help="measure a number the program prints (smaller is better) "
+                                                     "instead of its wall time")
+    s.add_argument("--program-timeout", type=seconds, default=1800.0, help="seconds the program may run")
+    common(s, "print apply.json as one JSON document")
+
+
+def cmd_tune(args) -> int:
+    """Plan (bad input refused first), run, render tuned.json; the exit code says whether to change anything."""
+    from ptxprobe.runs.request import UserKernels
+    from ptxprobe.tune.race import RacePlan
+    from ptxprobe.tune.run import TuneRequest, plan_tune, run_tune
+
+    kernels = UserKernels(tuple(args.ptx), tuple(args.cubin), tuple(args.cu), args.triton, args.spec, args.entry)
+    try:
+        race = RacePlan(first_rounds=args.first_rounds, max_rounds=max(args.max_rounds, args.first_rounds),
+                        target_halfwidth=args.target)
+    except ValueError as exc:
+        from ptxprobe.core.errors import SpecError
+
+        raise SpecError(str(exc)) from exc
+    req = TuneRequest(args.out, args.experiment, tuple(args.set), kernels,
+                      tuple(n.strip() for n in args.names.split(",") if n.strip()) if args.names else None,
+                      tuple(p.strip() for p in args.ptxas.split(",")) if args.ptxas is not None else None,
+                      args.options, args.numerics, race, args.run, args.jobs, args.timeout, not args.no_cache,
+                      args.fresh)
+    plan = plan_tune(req)
+    quiet = bool(args.quiet_level) or args.json
+    outcome = run_tune(plan, progress=not quiet and sys.stderr.isatty(),
+                       notify=(lambda text: None) if quiet else (lambda text: print(f"ptxprobe: {text}",
+                                                                                   file=sys.stderr)))
+    doc = outcome.doc
+    if outcome.static_only_reason:
+        print(f"ptxprobe: {outcome.static_only_reason}: nothing was timed; tuned.json lists the distinct codes a GPU "
+              "would race", file=sys.stderr)
+    for e in outcome.emit_errors:
+        print(f"ptxprobe: could not build {e}", file=sys.stderr)
+    if args.json:
+        emit_json(doc)
+    else:
+        show_tuned(doc, outcome.path)
+    if outcome.interrupted:
+        return INTERRUPTED
+    if outcome.emit_errors or any(k.get("user") is None for k in doc["kernels"]):
+        return TOOL_FAILED
+    return FOUND_DIFFERENCES if any(k.get("best_is_yours") is False for k in doc["kernels"]) else OK
+
+
+def show_tuned(doc: dict, path: Path) -> None:
+    """The one-screen answer: per kernel the best, its gain [interval], the runner-up, codes timed of candidates."""
+    from ptxprobe.tune.answer import table_rows
+
+    gpu = (doc.get("gpu") or {}).get("gpu") or "no GPU: static pruning only"
+    show(table(f"tuned ({gpu}; gain = your time / its time, > 1 faster) -> {path}",
+               ["kernel", "arch", "best", "gain [interval]", "runner-up", "codes", "GPU s"], table_rows(doc)))
+    for k in doc["kernels"]:
+        if k.get("user") is None:
+            say(f"{k['kernel']} {k['arch']}: your own configuration did not assemble; see {doc['static_sweep']}")
+        elif k.get("change") and not k.get("best_is_yours"):
+            say(f"{k['kernel']}: {k['change']}")
+    reasons: dict[str, int] = {}
+    for k in doc["kernels"]:
+        for p in k["pruned"]:
+            reasons[p["reason"]] = reasons.get(p["reason"], 0) + 1
+    if reasons:
+        say("pruned: " + ", ".join(f"{n} {why}" for why, n in sorted(reasons.items())) + f" ({path} says which)")
+
+
+def cmd_apply(args) -> int:
+    """Without a program: the source changes. With one: the program run with the tuned kernels swapped in, and
+    with --rounds its A/B against your configuration."""
+    from ptxprobe.core.cache import Cache
+    from ptxprobe.core.errors import SpecError
+    from ptxprobe.tune.answer import read_tuned
+    from ptxprobe.tune.apply import APPLIED, apply_program, changes
+
+    doc = read_tuned(args.tune_dir)
+    argv = list(args.program)
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if not argv:
+        rows = changes(doc)
+        if not rows:
+            raise SpecError(f"{args.tune_dir}: tuned.json holds no raced kernel (static pruning only): nothing to "
+                            "apply; run `ptxprobe tune` on a GPU")
+        if args.json:
+            emit_json({"changes": rows})
+        else:
+            show(table("the change per kernel", ["kernel", "arch", "change"],
+                       [[r["kernel"], r["arch"], r["change"]] for r in rows]))
+        return OK
+    out = Path(args.out) if args.out else Path(args.tune_dir) / "apply"
+    quiet = bool(args.quiet_level) or args.json
+    rec = apply_program(doc, argv, out, rounds=args.rounds, metric=args.metric, timeout=args.program_timeout,
+                        cache=Cache(), log=(lambda m: None) if quiet else say)
+    if args.json:
+        emit_json(rec)
+    else:
+        show(table(f"applied to {' '.join(argv)[:60]} -> {out / APPLIED}",
+                   ["entry", "loaded as", "ptxas", "options", "checked", "change"],
+                   [[k["entry"], k["name"], k["ptxas_version"], " ".join(k["options"]) or "default",
+                     "name+hash" if k["same_ptx_as_tuned"] else "name (program's own PTX)", k["change"]]
+                    for k in rec["kernels"]]))
+        for c in rec["comparisons"]:
+            if "ratio" in c:
+                say(f"{c['arm']} vs yours: {c['ratio']:.4f} [{c['low']:.4f}, {c['high']:.4f}] {c['verdict']} "
+                    f"({c['rounds']} rounds, p {c['p_value']:.3f})")
+            else:
+                say(f"{c['arm']} vs yours: {c['verdict']} ({c['rounds']} rounds)")
+    if rec["calibration_failed"]:
+        print("ptxprobe: CALIBRATION FAILED: the A/A arm differs from yours or had too few rounds; the A/B is not "
+              "trusted", file=sys.stderr)
+        return TOOL_FAILED
+    tuned = next((c for c in rec["comparisons"] if c["arm"] == "tuned"), None)
+    from ptxprobe.stats.paired import SIGNIFICANT
+
+    return FOUND_DIFFERENCES if tuned and tuned["verdict"] in SIGNIFICANT else OK

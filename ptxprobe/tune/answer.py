@@ -1,0 +1,147 @@
+"""The answer of ``tune``: per kernel the best configuration, its gain over the user's with an interval, the
+runner-up, what was pruned and why, GPU seconds; ``DIR/tuned.json`` and the one-line source change. Pure.
+
+The best is the user's own configuration unless a candidate is proven ``faster`` (``stats.decide`` with the ±0.5 %
+margin and Benjamini-Hochberg over the final standings): "no candidate proven faster" keeps yours, and says how the
+leader came out (``equivalent``, ``negligible``, ``inconclusive``, ``slower``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ptxprobe.core.cache import atomic_write
+from ptxprobe.core.errors import SpecError
+from ptxprobe.tune.prune import Pruned
+from ptxprobe.tune.race import RaceResult
+
+TUNED = "tuned.json"
+NUMERICS_MODES = ("bitwise", "tolerance")
+TUNED_STATUS, STATIC_ONLY = "tuned", "static-only"
+NUMERICS_FAILED = "numerics"
+
+
+def passes_numerics(rec: dict, base: dict, mode: str, tolerance: float | None) -> tuple[bool, str]:
+    """Whether a candidate's outputs pass the gate: never more NaN/Inf than the user's configuration, every output
+    written, and bitwise equal to the user's outputs, or (``tolerance``) within the kernel's stated tolerance of the
+    float64 reference (bitwise when the kernel states none)."""
+    if rec["nan_count"] > base["nan_count"] or rec["inf_count"] > base["inf_count"]:
+        return False, f"more NaN/Inf than yours ({rec['nan_count']} NaN, {rec['inf_count']} Inf)"
+    if not rec["fully_written"]:
+        return False, "left outputs unwritten"
+    if mode == "tolerance" and tolerance is not None and rec.get("passes_tolerance") is not None:
+        ok = bool(rec["passes_tolerance"])
+        return ok, "" if ok else f"relative error {rec['rel_err_vs_reference']:.3g} above the tolerance {tolerance}"
+    if not rec["bitwise_equal_to_baseline"]:
+        return False, f"not bitwise equal to yours ({rec['n_diff_vs_baseline']} elements differ)"
+    return True, ""
+
+
+def static_answer(pruned: Pruned, target: dict | None = None) -> dict:
+    """A kernel pruned statically, not timed: the distinct codes a GPU would race."""
+    return {"kernel": pruned.kernel, "arch": pruned.arch, "status": STATIC_ONLY, **(target or {}),
+            "user": pruned.user.to_json() if pruned.user else None, "best": None, "best_is_yours": None,
+            "gain": None, "runner_up": None, "distinct": [c.to_json() for c in pruned.distinct],
+            "pruned": [p.to_json() for p in pruned.pruned], "race": None, "gpu_seconds": 0.0}
+
+
+def kernel_answer(pruned: Pruned, result: RaceResult, *, nums: dict, gate: dict[str, str], numerics: str,
+                  gpu_seconds: float, wall_seconds: float, target: dict) -> dict:
+    """One kernel's tuned record from its pruning, numerics gate (label -> why it failed) and race."""
+    by_label = {c.label: c for c in pruned.distinct}
+    standings = {s.label: s for s in result.standings}
+    winner = result.winner
+    best = by_label[winner.label] if winner else pruned.user
+    if winner:
+        rest = [s for s in result.standings if s.label != winner.label]
+        runner = rest[0] if rest else max((d.standing for d in result.dropped), key=lambda s: s.ratio, default=None)
+    else:
+        runner = result.leader
+    out_of_gate = [{**by_label[label].to_json(), "reason": NUMERICS_FAILED, "representative": None, "detail": why}
+                   for label, why in gate.items()]
+    rec = {
+        "kernel": pruned.kernel, "arch": pruned.arch, "status": TUNED_STATUS, **target, "numerics": numerics,
+        "user": pruned.user.to_json(), "best": best.to_json(), "best_is_yours": winner is None,
+        "gain": winner.to_json() if winner else None,
+        "runner_up": ({**by_label[runner.label].to_json(), **runner.to_json()} if runner else None),
+        "leader_verdict": result.leader.verdict if result.leader else None,
+        "distinct": [{**c.to_json(), "numerics": nums.get(c.label), **({"standing": standings[c.label].to_json()}
+                                                                         if c.label in standings else {})}
+                     for c in pruned.distinct],
+        "pruned": [p.to_json() for p in pruned.pruned] + out_of_gate,
+        "race": result.to_json(), "gpu_seconds": gpu_seconds, "wall_seconds": wall_seconds,
+    }
+    rec["change"] = source_change(rec)
+    return rec
+
+
+def source_change(rec: dict) -> str:
+    """The one-line change that applies the best configuration to the user's source, where there is one."""
+    best, user = rec.get("best"), rec.get("user")
+    if not best or rec.get("best_is_yours"):
+        return "none: your configuration is the fastest measured"
+    name = best["name"]
+    same_ptxas = best["ptxas_sha256"] == user["ptxas_sha256"]
+    options = " ".join(best["options"])
+    frontend = rec.get("frontend") or rec.get("source_kind") or ""
+    renamed = name != user["name"]
+    if frontend in ("triton", "gluon") or rec.get("source_kind") == "triton":
+        jit = "gluon.jit" if frontend == "gluon" else "triton.jit"
+        parts = [f"@{jit}(repr=lambda _: {name!r}) (or name the function {name})"] if renamed else []
+        if not same_ptxas:
+            parts.append(f"TRITON_PTXAS_PATH=<ptxas {best['ptxas_version']}> (program-wide)")
+        if options:
+            parts.append(f"launch with ptx_options={options!r}")
+        return "; ".join(parts)
+    parts = [f"name the kernel {name} (the symbol ptxas sees)"] if renamed else []
+    if not same_ptxas or options:
+        xptxas = f" -Xptxas {','.join(best['options'])}" if options else ""
+        parts.append(f"build with ptxas {best['ptxas_version']} (CUDA {'.'.join(best['ptxas_version'].split('.')[:2])})"
+                     f"{xptxas}")
+    return "; ".join(parts)
+
+
+def document(kernels: list[dict], *, space: dict, ptxas: dict, gpu: dict | None, static_dir: str, note: str,
+             race_plan: dict | None, argv: list[str]) -> dict:
+    """tuned.json: every kernel's record, the space, the ptxas binaries by sha256, the GPU (None: static only)."""
+    return {"format": 1, "command": argv, "space": space, "ptxas": ptxas, "gpu": gpu, "static_sweep": static_dir,
+            "note": note, "race_plan": race_plan, "kernels": kernels,
+            "gpu_seconds": sum(k.get("gpu_seconds") or 0.0 for k in kernels)}
+
+
+def write_tuned(out: Path, doc: dict) -> Path:
+    path = out / TUNED
+    atomic_write(path, json.dumps(doc, indent=1, default=str).encode())
+    return path
+
+
+def read_tuned(out: str | Path) -> dict:
+    """A tune directory's answer; a directory without one is bad input (one line)."""
+    path = Path(out) / TUNED
+    if not path.is_file():
+        raise SpecError(f"{out}: no {TUNED} here (run `ptxprobe tune -o {out} ...` first)")
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SpecError(f"{path}: not a tuned.json ptxprobe can read ({exc})") from exc
+
+
+def table_rows(doc: dict) -> list[list[str]]:
+    """One row per kernel for the one-screen table: kernel, arch, best, gain [interval], runner-up, codes, GPU s."""
+    rows = []
+    for k in doc["kernels"]:
+        where = k["kernel"] + (f" N={k['seq_len']}" if k.get("seq_len") else (f" {k['sizes']}" if k.get("sizes")
+                                                                               else ""))
+        codes = f"{len(k['distinct'])}/{len(k['distinct']) + len(k['pruned'])}"
+        if k["status"] == STATIC_ONLY:
+            rows.append([where, k["arch"], "not timed (no GPU)", "-", "-", codes, "-"])
+            continue
+        g = k["gain"]
+        best = "keep yours" if k["best_is_yours"] else k["best"]["label"]
+        gain = (f"{g['ratio']:.4f} [{g['low']:.4f}, {g['high']:.4f}]" if g
+                else f"none proven (leader {k.get('leader_verdict') or '-'})")
+        r = k["runner_up"]
+        runner = f"{r['label']} {r['ratio']:.4f}" if r else "-"
+        rows.append([where, k["arch"], best, gain, runner, codes, f"{k['gpu_seconds']:.0f}"])
+    return rows

@@ -1,0 +1,190 @@
+"""``apply DIR -- python prog.py``: the program run with the tuned configuration of each of its Triton kernels.
+
+The program is first run once with the capture knobs (``capture.program``): its own PTX of every kernel is what the
+tuned configuration is applied to (the tuned name, ptxas release and options), never a cubin built from another
+specialisation. Each swapped cubin is verified by name (its entry is the tuned name) and, where the program's PTX
+is the one tune timed, by hash (its machine code is the tuned one). The capture hook (``capture.swap``) then loads
+those cubins in place of the program's own. With ``rounds`` the program is A/B-timed against the user's own
+configuration assembled the same way, plus an A/A copy: ``capture --run``'s design and small-sample rule.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ptxprobe.binary.cubin import read_cubin
+from ptxprobe.capture.ab import MIN_ROUNDS, Arm, run_rounds, small_sample_verdict
+from ptxprobe.core.cache import Cache, atomic_write, sha256_text
+from ptxprobe.core.errors import SpecError, ToolFailed, ToolNotFound
+from ptxprobe.ptx.rename import apply_template, rename_entry
+from ptxprobe.stats import paired as stats
+from ptxprobe.toolchain.assemble import assemble
+from ptxprobe.toolchain.tools import Tool, identify
+from ptxprobe.tune.answer import TUNED_STATUS
+
+APPLIED = "apply.json"
+ARMS = ("yours", "tuned", "aa")  # the user's own configuration, the tuned one, an A/A copy of the user's
+
+
+def tuned_by_entry(doc: dict) -> tuple[dict[str, dict], list[str]]:
+    """Each raced kernel's record by its entry (the first record of an entry when several problems were tuned),
+    and notes on entries whose problems disagree on the best."""
+    out: dict[str, dict] = {}
+    notes = []
+    for rec in doc["kernels"]:
+        if rec.get("status") != TUNED_STATUS or not rec.get("entry"):
+            continue
+        have = out.get(rec["entry"])
+        if have is None:
+            out[rec["entry"]] = rec
+        elif have["best"]["label"] != rec["best"]["label"]:
+            notes.append(f"{rec['entry']}: the problems disagree on the best ({have['best']['label']} at "
+                         f"{have.get('group_id')}, {rec['best']['label']} at {rec.get('group_id')}); the first applies")
+    if not out:
+        raise SpecError("the tuned answer holds no raced kernel (static pruning only?): run `ptxprobe tune` on a GPU "
+                        "first")
+    return out, notes
+
+
+def ptxas_tool(doc: dict, sha256: str) -> Tool:
+    """The ptxas of a tuned configuration, by its sha256 (the path tune recorded, checked again)."""
+    rec = doc.get("ptxas", {}).get(sha256, {})
+    path = rec.get("path")
+    if path and Path(path).exists():
+        tool = identify(path, "ptxas", rec.get("origin", "tuned"))
+        if tool.sha256 == sha256:
+            return tool
+    raise ToolNotFound(f"ptxas {rec.get('version', sha256[:12])} of the tuned configuration is not on this machine "
+                       f"(tune recorded {path}); install it with `ptxprobe toolchain install {rec.get('version', '')}`")
+
+
+@dataclass(frozen=True)
+class Swap:
+    """One kernel of the program in one arm: its entry, the name and cubin loaded instead, and the checks."""
+
+    entry: str
+    name: str
+    cubin: str
+    ptx_sha256: str
+    ptxas_version: str
+    options: tuple[str, ...]
+    machine_code_sha256: str
+    same_ptx_as_tuned: bool  # the program's PTX is the one tune timed: the machine code must be the tuned one
+    verified: bool  # the cubin's entry is ``name`` (and, with same_ptx_as_tuned, its machine code the tuned one)
+
+
+def build_swap(ptx: str, entry: str, ptx_sha256: str, rec: dict, which: str, doc: dict, out: Path,
+               cache: Cache) -> Swap:
+    """``which`` ('best' or 'user') configuration of a tuned record applied to the program's own PTX."""
+    cfg = rec[which]
+    tool = ptxas_tool(doc, cfg["ptxas_sha256"])
+    flags = (*doc["space"].get("user_flags", []), *cfg["options"])
+    name = apply_template(cfg["name_template"], entry)
+    text = ptx if name == entry else rename_entry(ptx, entry, name).ptx
+    art = assemble(text, _arch_of(ptx), tool, tuple(flags), cache=cache)
+    if not art.ok:
+        raise ToolFailed(f"ptxas {tool.version} could not assemble {entry} as {name}: {art.message[-300:]}")
+    data = art.cubin()
+    try:
+        code = read_cubin(data).kernel(name).machine_code_sha256
+    except Exception as exc:  # the cubin lacks the tuned name: not what tune chose
+        raise ToolFailed(f"the cubin assembled for {entry} has no kernel {name}: {exc}") from exc
+    same = ptx_sha256 == rec.get("ptx_sha256")
+    verified = code == cfg["machine_code_sha256"] if same else True
+    path = out / "cubins" / f"{name}-{sha256_text(text)[:12]}-{tool.version}.cubin"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, data)
+    return Swap(entry, name, str(path.resolve()), ptx_sha256, tool.version, tuple(cfg["options"]), code, same,
+                verified)
+
+
+def _arch_of(ptx: str) -> str:
+    from ptxprobe.ptx.text import target_of
+
+    return target_of(ptx)
+
+
+def write_arm(label: str, swaps: list[Swap], out: Path) -> Arm:
+    """The swap plan of one arm (``capture.swap`` reads it) and where its hook reports."""
+    plan, report = out / f"plan-{label}.json", out / f"report-{label}.jsonl"
+    kernels = [{"entry": s.entry, "name": s.name, "cubin": s.cubin, "ptx_sha256": s.ptx_sha256,
+                "ptxas": s.ptxas_version} for s in swaps]
+    atomic_write(plan, json.dumps({"arm": label, "kernels": kernels, "report": str(report.resolve())},
+                                  indent=1).encode())
+    return Arm(label, str(plan), {s.entry: s.name for s in swaps}, str(report.resolve()))
+
+
+def compare_arms(runs: list, margin: float = stats.EQUIVALENCE_MARGIN, seed: int = 0) -> list[dict]:
+    """The tuned arm and the A/A copy against the user's arm, round by round (discarded runs' rounds dropped):
+    Hodges-Lehmann with the signed-rank interval, a direction only when the sign-flip test also rejects."""
+    by = {(r.arm, r.round): r.value for r in runs}
+    rounds = sorted({r.round for r in runs})
+    out = []
+    for arm in ARMS[1:]:
+        pairs = [(by.get((ARMS[0], r)), by.get((arm, r))) for r in rounds]
+        pairs = [(b, v) for b, v in pairs if b and v and b > 0 and v > 0]
+        row: dict = {"arm": arm, "rounds": len(pairs)}
+        if len(pairs) >= MIN_ROUNDS:
+            logs = stats.log_ratios([b for b, _ in pairs], [v for _, v in pairs])
+            iv = stats.paired_interval(logs, method="signed-rank")
+            p = stats.sign_flip_pvalue(logs, seed=seed)
+            row.update(ratio=iv.estimate, low=iv.low, high=iv.high, half_width=stats.half_width(iv), p_value=p,
+                       verdict=small_sample_verdict(iv, p, margin),
+                       yours_median=float(np.median([b for b, _ in pairs])),
+                       arm_median=float(np.median([v for _, v in pairs])))
+        else:
+            row["verdict"] = "too_few_runs"
+        out.append(row)
+    return out
+
+
+def apply_program(doc: dict, argv: list[str], out: Path, *, rounds: int, metric: str | None, timeout: float,
+                  cache: Cache, log=lambda text: None) -> dict:
+    """Capture the program's kernels, swap the tuned configuration in, run it (once, or an A/B of ``rounds``)."""
+    from ptxprobe.capture.program import run_program
+
+    tuned, notes = tuned_by_entry(doc)
+    kernels, _ = run_program(argv, out / "capture", timeout)
+    matched = [k for k in kernels if k.entry in tuned]
+    if not matched:
+        raise ToolFailed(f"the program compiled none of the tuned kernels (tuned: {', '.join(sorted(tuned))}; it "
+                         f"compiled: {', '.join(sorted({k.entry for k in kernels}))[:200]})")
+    arms_dir = out / "arms"
+    swaps: dict[str, list[Swap]] = {"tuned": [], "yours": []}
+    for k in matched:
+        ptx = (out / "capture" / k.ptx).read_text()
+        for arm, which in (("tuned", "best"), ("yours", "user")):
+            swaps[arm].append(build_swap(ptx, k.entry, k.ptx_sha256, tuned[k.entry], which, doc, arms_dir, cache))
+    bad = [s for s in swaps["tuned"] if not s.verified]
+    if bad:
+        raise ToolFailed(f"{bad[0].entry}: the program's PTX is the one tune timed, yet its cubin's machine code is "
+                         "not the tuned one (ptxas gave other code this time)")
+    arms = {label: write_arm(label, swaps["yours" if label == "aa" else label], arms_dir) for label in ARMS}
+    env = {"TORCHINDUCTOR_USE_STATIC_CUDA_LAUNCHER": "0",
+           "TRITON_CACHE_DIR": str((arms_dir / "triton-cache").resolve())}
+    chosen = [arms[a] for a in (ARMS if rounds else ("tuned",))]
+    runs = run_rounds(argv, chosen, arms_dir, max(1, rounds), timeout, metric, env_extra=env, log=log)
+    failed = [r for r in runs if not r.ok]
+    if failed:
+        raise ToolFailed(f"the program failed with the tuned kernels swapped in: {failed[0].note}")
+    if not any(r.swapped for r in runs if r.arm == "tuned"):
+        raise ToolFailed(f"the program ran but the hook swapped none of its kernels ({runs[0].note})")
+    rec = {"command": argv, "rounds": rounds, "metric": metric or "wall seconds", "notes": notes,
+           "kernels": [{**asdict(s), "change": tuned[s.entry]["change"], "gain": tuned[s.entry]["gain"]}
+                       for s in swaps["tuned"]],
+           "yours": [asdict(s) for s in swaps["yours"]], "runs": [asdict(r) for r in runs],
+           "comparisons": compare_arms(runs) if rounds else []}
+    aa = next((c for c in rec["comparisons"] if c["arm"] == "aa"), None)
+    rec["calibration_failed"] = bool(rounds) and (aa is None or aa["verdict"] in (*stats.SIGNIFICANT, "too_few_runs"))
+    atomic_write(out / APPLIED, json.dumps(rec, indent=1).encode())
+    return rec
+
+
+def changes(doc: dict) -> list[dict]:
+    """Every raced kernel's one-line source change (CUDA C++: the symbol and the ptxas release/options)."""
+    return [{"kernel": k["kernel"], "arch": k["arch"], "entry": k.get("entry"), "change": k.get("change", "")}
+            for k in doc["kernels"] if k.get("status") == TUNED_STATUS]

@@ -1,0 +1,162 @@
+"""``tune`` as one plan: the request resolved (sources, space, output), the static sweep of every candidate, the
+pruning, and on a GPU the race of every kernel; ``DIR/tuned.json`` written from the records.
+
+The static sweep is the sweep (``static.sweep.run_sweep`` into ``DIR/static``, resumable and cached) over the
+space's names x ptxas x flags, one assembly each; a GPU re-assembles the timed PTX (cache hits) and races it.
+Without a GPU the answer is the pruning alone, and says so.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from ptxprobe.core.cache import Cache
+from ptxprobe.core.errors import NoGpu, SpecError
+from ptxprobe.runs.request import SweepPlan, SweepRequest, UserKernels, plan_sweep
+from ptxprobe.static.experiment import override
+from ptxprobe.tune.answer import NUMERICS_MODES, document, static_answer, write_tuned
+from ptxprobe.tune.prune import candidates_from_rows, prune
+from ptxprobe.tune.race import RacePlan
+from ptxprobe.tune.space import TuneSpace, build_space, parse_option_sets
+
+STATIC_DIR = "static"
+_SPACE_AXES = ("names=", "ptxas=", "flags=", "repeat=", "max_repeat=")
+
+
+@dataclass(frozen=True)
+class TuneRequest:
+    """``tune`` as asked for: the sources (as a sweep takes them), the space's axes, the gate, the race, where."""
+
+    out: str
+    experiment: str = "default"
+    sets: tuple[str, ...] = ()
+    kernels: UserKernels = field(default_factory=UserKernels)
+    names: tuple[str, ...] | None = None
+    ptxas: tuple[str, ...] | None = None  # releases besides the user's own (None: every installed one)
+    options: str | None = None  # option sets, ';'-separated (None: default and -O2)
+    numerics: str = "bitwise"
+    race: RacePlan = field(default_factory=RacePlan)
+    run: bool | None = None  # None: race on a GPU when one is visible; False: static pruning only
+    jobs: int | None = None
+    timeout: float = 600.0
+    use_cache: bool = True
+    fresh: bool = False
+
+
+@dataclass(frozen=True)
+class TunePlan:
+    sweep: SweepPlan  # the static sweep of every candidate (its experiment carries the space's axes)
+    space: TuneSpace
+    out: Path
+    request: TuneRequest
+
+
+def plan_tune(req: TuneRequest) -> TunePlan:
+    """Resolve a request; bad input (an empty space, an unknown gate, axes set twice) refused before any work."""
+    if req.numerics not in NUMERICS_MODES:
+        raise SpecError(f"--numerics {req.numerics!r}: choose {' or '.join(NUMERICS_MODES)}")
+    clash = [s for s in req.sets if s.startswith(_SPACE_AXES)]
+    if clash:
+        raise SpecError(f"-s {clash[0]}: tune sets names, ptxas and flags itself (use --names, --ptxas, --options)")
+    given = [s for s in req.ptxas or () if s.strip()]
+    user_ptxas = "nvcc" if req.kernels.cu else "triton"
+    out = Path(req.out)
+    sweep = plan_sweep(SweepRequest(req.experiment, req.sets, req.kernels, out=str(out / STATIC_DIR), jobs=req.jobs,
+                                    timeout=req.timeout, use_cache=req.use_cache, fresh=req.fresh,
+                                    run=req.run))
+    user_flags = tuple(sweep.experiment.flags[0])
+    space = build_space(req.names, user_ptxas, tuple(given) if req.ptxas is not None else None,
+                        parse_option_sets(req.options), user_flags)
+    exp = override(sweep.experiment, space.sweep_axes())
+    return TunePlan(replace(sweep, experiment=exp), space, out, req)
+
+
+@dataclass(frozen=True)
+class TuneOutcome:
+    doc: dict
+    path: Path
+    interrupted: bool
+    emit_errors: tuple[str, ...]
+    static_only_reason: str | None  # why nothing was raced (no GPU, --no-run), None when a GPU raced
+
+
+def user_ptxas_sha(space: TuneSpace, archs: set[str]) -> dict[str, str]:
+    """The sha256 of the user's own ptxas per arch (its configuration is the first name with it, no options)."""
+    from ptxprobe.toolchain.tools import select_ptxas
+
+    return {arch: select_ptxas(arch, space.ptxas[0])[0].sha256 for arch in archs}
+
+
+def run_tune(plan: TunePlan, progress: bool = False, notify=lambda text: None) -> TuneOutcome:
+    """The static sweep, the pruning, and the race on a GPU when there is one; tuned.json written."""
+    from ptxprobe.static.sweep import run_sweep
+
+    req = plan.request
+    cache = Cache(enabled=req.use_cache)
+    outcome = run_sweep(plan.sweep.experiment, plan.sweep.out, jobs=req.jobs, cache=cache, timeout=req.timeout,
+                        progress=progress, argv=sys.argv, fresh=req.fresh)
+    rows = [r for r in outcome.rows]
+    by_kernel = candidates_from_rows(rows, plan.space, user_ptxas_sha(plan.space, {r["arch"] for r in rows}))
+    static = {key: prune(cands) for key, cands in by_kernel.items()}
+    records: list[dict] = []
+    gpu_info, why_static = None, None
+    if outcome.interrupted:
+        why_static = "interrupted"
+    elif req.run is False:
+        why_static = "--no-run: static pruning only"
+    else:
+        try:
+            gpu_info, records = _race_on_gpu(plan, cache, notify)
+        except NoGpu as exc:
+            why_static = f"{exc}".replace("static results only", "static pruning only")
+    timed = {(r["kernel"], r["arch"]) for r in records}
+    records += [static_answer(p) for key, p in static.items() if key not in timed]
+    ptxas = {r["ptxas_sha256"]: {"version": r["ptxas_version"]} for r in rows}
+    _ptxas_paths(ptxas)
+    doc = document(records, space=plan.space.to_json(), ptxas=ptxas, gpu=gpu_info, static_dir=str(plan.sweep.out),
+                   note=why_static or "", race_plan=None if gpu_info is None else asdict(req.race),
+                   argv=list(sys.argv))
+    doc["numerics"] = req.numerics
+    path = write_tuned(plan.out, doc)
+    return TuneOutcome(doc, path, outcome.interrupted, tuple(outcome.emit_errors), why_static)
+
+
+def _ptxas_paths(ptxas: dict) -> None:
+    """Where each ptxas binary of the answer lives on this machine (apply assembles with it again)."""
+    from ptxprobe.core.errors import ToolNotFound
+    from ptxprobe.toolchain.tools import discover, nvcc_ptxas
+
+    found = list(discover(("ptxas",)))
+    try:
+        found.append(nvcc_ptxas())
+    except ToolNotFound:  # no CUDA toolkit here: no --cu source was swept either
+        pass
+    for t in found:
+        if t.sha256 in ptxas:
+            ptxas[t.sha256].update(path=t.path, origin=t.origin)
+
+
+def _race_on_gpu(plan: TunePlan, cache: Cache, notify) -> tuple[dict, list[dict]]:
+    """Every kernel of the GPU's arch, at every problem its [run] table or launch spec gives, raced."""
+    from ptxprobe.gpu.device import device_arch, gpu_info
+    from ptxprobe.gpu.plan import plan_groups, run_config
+    from ptxprobe.tune.gpu import tune_group
+
+    arch = device_arch(0)  # NoGpu without one
+    info = gpu_info(0)
+    cfg = run_config(getattr(plan.sweep.experiment, "run", None))
+    exp = replace(plan.sweep.experiment, ptxas=(plan.space.ptxas[0],))  # one group per source and problem
+    groups, notes = plan_groups(exp, cfg, arch)
+    for note in notes:
+        notify(note)
+    if not groups:
+        raise NoGpu(f"nothing to time on this GPU ({arch}): the kernels are built for other archs or have no "
+                    "[launch] table; static pruning only")
+    records = []
+    for g in groups:
+        notify(f"racing {g.group_id}")
+        records.append(tune_group(g, plan.space, cfg, plan.request.race, plan.request.numerics, info, cache,
+                                  log=notify))
+    return {k: info.get(k) for k in ("gpu", "arch", "driver", "torch", "cuda_runtime")}, records
