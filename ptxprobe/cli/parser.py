@@ -347,4 +347,8 @@ def build_parser() -> argparse.ArgumentParser:
     s = _sub(sub, "cubin", "facts of a cubin: sections, EIATTR records, registers, capmerc", "cmd_cubin")
     s.add_argument("cubin", help="cubin file")
     _common(s, None)
+
+    from ptxprobe.cli.tune_cmd import add_parsers as add_tune_parsers
+
+    add_tune_parsers(sub, _Formatter, _common, _seconds, _at_least)
     return p
