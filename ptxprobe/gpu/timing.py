@@ -18,6 +18,13 @@ The design (validated on simulated rounds in tests/test_design_stats.py):
 * rounds come in batches until every comparison's half-width (at the look-adjusted level) is
   <= ``target_halfwidth``, or ``max_rounds`` is reached with every half-width under ``ceiling_halfwidth``
   (else up to ``overflow_rounds`` more).
+
+The stopping rule's guarantee is a *prespecified level validated by simulation*, not alpha spending and not an
+anytime-valid confidence sequence: ``stats.sequential_level`` sets each look's level in advance, and the intervals
+keep their coverage because ``stop_reason`` reads half-widths only, never an estimate.
+experiments/analysis/stopping_simulation.py runs this module's ``look_rounds``, ``order_batches`` and
+``stop_reason`` with the signed-rank interval across heavy tails, contamination, drift, the first-in-replay
+penalty, three pairs per block and the overflow rounds (its committed result: FINDINGS.md, measurement section).
 """
 
 from __future__ import annotations
@@ -81,7 +88,8 @@ def stop_reason(done: int, halfwidths: list[float], plan: TimingPlan) -> str | N
     """Why a block stops after ``done`` rounds with these half-widths (at the look-adjusted level), or None to go
     on: ``target`` (every comparison at the target), ``ceiling`` (``max_rounds`` reached and every comparison
     under the ceiling) or ``cap`` (no rounds left). It reads half-widths only, never an estimate: that is what
-    keeps the intervals' coverage under optional stopping (``stats.sequential_level`` says how it was validated)."""
+    keeps the intervals' coverage under optional stopping; a rule that also stopped on an interval excluding 1
+    would not (simulated: experiments/analysis/stopping_simulation.py, ``stops-on-significance``)."""
     if done < plan.min_rounds:
         return "cap" if done >= plan.round_cap else None
     if all(h <= plan.target_halfwidth for h in halfwidths):
