@@ -174,9 +174,10 @@ def apply_program(doc: dict, argv: list[str], out: Path, *, rounds: int, metric:
     if not any(r.swapped for r in runs if r.arm == "tuned"):
         raise ToolFailed(f"the program ran but the hook swapped none of its kernels ({runs[0].note})")
     rec = {"command": argv, "rounds": rounds, "metric": metric or "wall seconds", "notes": notes,
-           "kernels": [{**asdict(s), "change": tuned[s.entry]["change"], "gain": tuned[s.entry]["gain"]}
-                       for s in swaps["tuned"]],
-           "yours": [asdict(s) for s in swaps["yours"]], "runs": [asdict(r) for r in runs],
+           "kernels": [{**asdict(s), "options": list(s.options), "change": tuned[s.entry]["change"],
+                        "gain": tuned[s.entry]["gain"]} for s in swaps["tuned"]],
+           "yours": [{**asdict(s), "options": list(s.options)} for s in swaps["yours"]],
+           "runs": [asdict(r) for r in runs],
            "comparisons": compare_arms(runs) if rounds else []}
     aa = next((c for c in rec["comparisons"] if c["arm"] == "aa"), None)
     rec["calibration_failed"] = bool(rounds) and (aa is None or aa["verdict"] in (*stats.SIGNIFICANT, "too_few_runs"))

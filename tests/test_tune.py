@@ -1,0 +1,353 @@
+"""``ptxprobe tune`` and ``apply`` on CPU: the search space, pruning by machine code (synthetic rows and real ptxas),
+successive halving on simulated timings with a known best, the answer, apply on a program the test writes, and bad
+inputs. The GPU test (``-m gpu``) tunes sgemm on a real card and skips without one."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ptxprobe.cli import main
+from ptxprobe.core.errors import SpecError
+from ptxprobe.tune import race as racing
+from ptxprobe.tune.answer import kernel_answer, source_change
+from ptxprobe.tune.prune import SAME_CODE_AS, Candidate, arranged, candidates_from_rows, prune
+from ptxprobe.tune.space import DEFAULT_NAMES, build_space, parse_option_sets
+
+pytestmark = pytest.mark.unit
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _space(**kw):
+    args = dict(names=None, user_ptxas="triton", more_ptxas=("all",), option_sets=parse_option_sets(None),
+                user_flags=("-lineinfo",))
+    args.update(kw)
+    return build_space(**args)
+
+
+# --- the search space ----------------------------------------------------------------------------------------------
+
+def test_the_space_puts_the_users_configuration_first_and_spells_the_trigger_both_ways():
+    space = _space()
+    assert space.user.name_template == "{base}" and space.user.ptxas == "triton" and space.user.options == ()
+    assert space.configs()[0] == space.user and space.names == DEFAULT_NAMES
+    assert space.option_sets == ((), ("-O2",)) and space.flags(("-O2",)) == ("-lineinfo", "-O2")
+    axes = space.sweep_axes()
+    assert "names={base},{base_triggered},{base_untriggered}" in axes and "flags=-lineinfo;-lineinfo -O2" in axes
+    assert parse_option_sets("default;-O2; --allow-expensive-optimizations=false;-O2") == (
+        (), ("-O2",), ("--allow-expensive-optimizations=false",))
+    # a kernel without the trigger gets cutlass_x; one whose own name holds it gets the trigger-free spelling; a
+    # template that spells the same name as another is the same candidate
+    from ptxprobe.ptx.rename import apply_template
+
+    assert [apply_template(t, "sgemm") for t in DEFAULT_NAMES] == ["sgemm", "cutlass_sgemm", "sgemm"]
+    assert [apply_template(t, "cutlass_attn") for t in DEFAULT_NAMES] == ["cutlass_attn", "cutlass_attn",
+                                                                         "xutlass_attn"]
+    cands = [_cand(t, apply_template(t, "cutlass_attn"), f"code-{i}", is_user=i == 0)
+             for i, t in enumerate(DEFAULT_NAMES)]
+    assert [c.name for c in arranged(cands, space)] == ["cutlass_attn", "xutlass_attn"]
+
+
+def test_an_empty_search_space_is_refused_in_one_line():
+    with pytest.raises(SpecError, match="search space is empty: only the user's own configuration"):
+        _space(names=("{base}",), more_ptxas=(), option_sets=((),))
+    with pytest.raises(SpecError, match="first name is the user's own"):
+        _space(names=("cutlass_{base}", "{base}"))
+    with pytest.raises(SpecError, match="not a ptxas option"):
+        parse_option_sets("default;O2")
+
+
+# --- pruning -------------------------------------------------------------------------------------------------------
+
+def _cand(template, name, code, version="12.8.93", options=(), is_user=False, status="ok", text=None):
+    return Candidate("k", "sm_90a", template, name, version, f"sha-{version}", tuple(options), code, status,
+                     None if status == "ok" else "ptxas said no", 40, is_user)
+
+
+def _row(template, name, version, flags, code, text, status="ok"):
+    return {"kernel": "k", "arch": "sm_90a", "name_template": template, "name": name, "ptxas_version": version,
+            "ptxas_sha256": f"sha-{version}", "ptxas_flags": flags, "status": status, "machine_code_sha256": code,
+            "text_sha256": text, "registers": 40, "repeat": 0, "error": None if status == "ok" else "no such option"}
+
+
+def test_pruning_keeps_one_candidate_per_machine_code_and_says_why_the_rest_went():
+    """Two candidates with the same .text but different machine code (another register count, another capmerc)
+    are two codes: pruning on the instruction bytes alone would time only one of them (a planted fault: reading
+    text_sha256 instead of machine_code_sha256 fails here)."""
+    space = _space(more_ptxas=("12.4",))
+    rows = [_row("{base}", "k", "12.8.93", "-lineinfo", "A", "T"),
+            _row("{base_triggered}", "cutlass_k", "12.8.93", "-lineinfo", "B", "T"),  # same text, other code
+            _row("{base_untriggered}", "k", "12.8.93", "-lineinfo", "A", "T"),  # the same name again
+            _row("{base}", "k", "12.8.93", "-lineinfo -O2", "A", "T"),
+            _row("{base_triggered}", "cutlass_k", "12.8.93", "-lineinfo -O2", "A", "T"),
+            _row("{base}", "k", "12.4.131", "-lineinfo", "C", "U"),
+            _row("{base}", "k", "12.4.131", "-lineinfo -O2", None, None, status="unsupported_option"),
+            _row("{base_triggered}", "cutlass_k", "12.4.131", "-lineinfo", None, None, status="failed")]
+    (cands,) = candidates_from_rows(rows, space, {"sm_90a": "sha-12.8.93"}).values()
+    assert cands[0].is_user and cands[0].label == "k | ptxas 12.8.93 | default"
+    assert len(cands) == 7  # {base_untriggered} spelled k again: the same candidate
+    p = prune(cands)
+    # the user's first, then by release, option set and name
+    assert [c.label for c in p.distinct] == ["k | ptxas 12.8.93 | default", "k | ptxas 12.4.131 | default",
+                                             "cutlass_k | ptxas 12.8.93 | default"]
+    assert p.user is cands[0] and p.contenders == p.distinct[1:]
+    why = {x.candidate.label: (x.reason, x.representative) for x in p.pruned}
+    assert why["cutlass_k | ptxas 12.8.93 | -O2"] == (SAME_CODE_AS, "k | ptxas 12.8.93 | default")
+    assert why["k | ptxas 12.4.131 | -O2"][0] == "not applicable"
+    assert why["cutlass_k | ptxas 12.4.131 | default"][0] == "assembly failed"
+
+
+@pytest.mark.integration
+def test_pruning_on_real_ptxas_sgemm_at_O2_gives_one_code_for_both_names(tmp_path, installed_ptxas_13):
+    """sgemm.cu through nvcc, assembled by ptxas 13.0 under both names at the default level and -O2: the name
+    changes the code at the default level (two codes), not at -O2 (pruned to one; -O2 is the default's code)."""
+    from ptxprobe.runs.request import UserKernels
+    from ptxprobe.tune.run import TuneRequest, plan_tune, run_tune
+
+    if shutil.which("nvcc") is None:
+        pytest.skip("no nvcc on PATH: the .cu source cannot be compiled")
+    req = TuneRequest(str(tmp_path / "t"), sets=("archs=sm_90a",), kernels=UserKernels(cu=(
+        str(ROOT / "experiments/user/sgemm.cu"),), entry="sgemm"), ptxas=(installed_ptxas_13.path,), run=False, jobs=2)
+    plan = plan_tune(req)
+    outcome = run_tune(plan)
+    assert outcome.static_only_reason.startswith("--no-run")
+    (k,) = outcome.doc["kernels"]
+    assert k["status"] == "static-only" and k["user"]["name"] == "sgemm"
+    ours = [c for c in k["distinct"] if c["ptxas_version"] == "13.0.88"]
+    assert sorted(c["name"] for c in ours) == ["cutlass_sgemm", "sgemm"] and all(not c["options"] for c in ours)
+    at_o2 = [p for p in k["pruned"] if p["options"] == ["-O2"] and p["ptxas_version"] == "13.0.88"]
+    assert sorted(p["name"] for p in at_o2) == ["cutlass_sgemm", "sgemm"]
+    assert {p["reason"] for p in at_o2} == {SAME_CODE_AS} and len({p["representative"] for p in at_o2}) == 1
+    assert json.loads((tmp_path / "t" / "tuned.json").read_text())["kernels"] == outcome.doc["kernels"]
+
+
+# --- racing on simulated timings ----------------------------------------------------------------------------------
+
+def _simulated(effects: dict[str, float], sd: float, seed: int):
+    """measure(candidates, rounds): per-round paired log ratios (user / candidate), mean log(1 + effect)."""
+    rng = np.random.default_rng(seed)
+    spent = {"rounds": 0}
+
+    def measure(cands, rounds):
+        spent["rounds"] += rounds * len(cands)
+        return {c: list(np.log1p(effects[c]) + rng.standard_t(5, rounds) * sd) for c in cands}
+
+    return measure, spent
+
+
+EFFECTS = {"b": 0.012, "c": 0.008, "d": 0.002, "e": -0.004, "f": -0.03, "g": -0.01, "h": 0.0}
+
+
+def test_the_race_finds_the_known_best_and_spends_its_rounds_on_contenders():
+    """Seven codes, the best 1.2 % faster than the user's, the next 0.8 %: per-round noise as the H200's (0.13 %)
+    and three times it. The race never drops the true best, names it the winner, and times the clearly slower codes
+    for one rung only (a planted fault, ranking by the estimate ascending, drops the best and fails here)."""
+    for sd in (0.0013, 0.004):
+        for seed in range(20):
+            measure, spent = _simulated(EFFECTS, sd, seed)
+            res = racing.race(list(EFFECTS), measure, racing.RacePlan())
+            assert "b" not in {d.standing.label for d in res.dropped}, (sd, seed)
+            assert res.winner is not None and res.winner.label == "b", (sd, seed, res.standings)
+            assert res.winner.low > 1.0 and res.winner.half_width <= 0.002 or res.stopped_by == "cap"
+            assert {"f", "g"} <= {d.standing.label for d in res.dropped if d.rung == 1}
+            assert spent["rounds"] == res.rounds_measured < len(EFFECTS) * racing.RacePlan().max_rounds
+
+
+def test_with_nothing_faster_the_users_configuration_stays():
+    """Every code the same speed as the user's: rarely a 'winner' (BH over the final standings, the ±0.5 % margin)."""
+    wins = 0
+    for seed in range(40):
+        measure, _ = _simulated(dict.fromkeys("bcdef", 0.0), 0.0013, seed)
+        wins += racing.race(list("bcdef"), measure).winner is not None
+    assert wins <= 3
+    measure, _ = _simulated({"b": -0.02}, 0.0013, 0)
+    res = racing.race(["b"], measure)
+    assert res.winner is None and res.leader.verdict == "slower" and res.stopped_by == "target"
+    assert racing.race([], measure).stopped_by == "alone"
+
+
+def test_the_answer_names_the_best_its_gain_the_runner_up_and_the_change():
+    measure, _ = _simulated({"cutlass_k | ptxas 12.8.93 | default": 0.02, "k | ptxas 12.4.131 | default": 0.004},
+                            0.0013, 3)
+    cands = [_cand("{base}", "k", "A", is_user=True), _cand("{base_triggered}", "cutlass_k", "B"),
+             _cand("{base}", "k", "C", version="12.4.131")]
+    pruned = prune(cands)
+    res = racing.race([c.label for c in pruned.contenders], measure)
+    rec = kernel_answer(pruned, res, nums={}, gate={}, numerics="bitwise", gpu_seconds=1.5, wall_seconds=3.0,
+                        target={"entry": "k", "frontend": "triton", "source_kind": "triton"})
+    assert not rec["best_is_yours"] and rec["best"]["name"] == "cutlass_k"
+    assert rec["gain"]["low"] > 1.0 and rec["gain"]["ratio"] == pytest.approx(1.02, abs=0.003)
+    assert rec["runner_up"]["label"] == "k | ptxas 12.4.131 | default"
+    assert rec["change"] == "@triton.jit(repr=lambda _: 'cutlass_k') (or name the function cutlass_k)"
+    cuda = {**rec, "frontend": "cuda", "source_kind": "cuda",
+            "best": {**rec["best"], "ptxas_version": "12.4.131", "ptxas_sha256": "sha-12.4.131", "options": ["-O2"]}}
+    assert source_change(cuda) == ("name the kernel cutlass_k (the symbol ptxas sees); build with ptxas 12.4.131 "
+                                   "(CUDA 12.4) -Xptxas -O2")
+
+
+# --- the command line: bad inputs, no GPU ---------------------------------------------------------------------------
+
+@pytest.mark.integration
+def test_bad_inputs_say_one_line_with_their_exit_code(tmp_path, capsys):
+    ptx = tmp_path / "k.ptx"
+    ptx.write_text(_AXPY)
+    base = ["tune", "--ptx", str(ptx), "-o", str(tmp_path / "t"), "-q"]
+    assert main([*base, "--names", "{base}", "--ptxas", "", "--options", "default"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "search space is empty" in err[0]
+    assert main([*base, "-s", "names={base},cutlass_{base}"]) == 2
+    assert "use --names" in capsys.readouterr().err
+    assert main(["apply", str(tmp_path / "nowhere")]) == 2
+    assert "no tuned.json here" in capsys.readouterr().err
+    # no GPU here: static pruning only, said so, exit 0 (nothing was found faster: nothing was timed)
+    assert main([*base, "--ptxas", "triton", "-s", "archs=sm_90a"]) == 0
+    captured = capsys.readouterr()
+    assert "static pruning only" in captured.err and "not timed" in captured.out
+    doc = json.loads((tmp_path / "t" / "tuned.json").read_text())
+    assert doc["gpu"] is None and doc["kernels"][0]["status"] == "static-only"
+    assert main(["apply", str(tmp_path / "t")]) == 2  # nothing raced: nothing to apply
+    assert "static pruning only" in capsys.readouterr().err
+
+
+_AXPY = """.version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry axpy(.param .u64 x, .param .u64 y, .param .f32 a)
+{
+\t.reg .b64 %rd<5>;
+\t.reg .f32 %f<4>;
+\t.reg .b32 %r<3>;
+\tld.param.u64 %rd1, [x];
+\tld.param.u64 %rd2, [y];
+\tld.param.f32 %f1, [a];
+\tmov.u32 %r1, %tid.x;
+\tmul.wide.u32 %rd3, %r1, 4;
+\tadd.s64 %rd4, %rd1, %rd3;
+\tld.global.f32 %f2, [%rd4];
+\tadd.s64 %rd4, %rd2, %rd3;
+\tld.global.f32 %f3, [%rd4];
+\tfma.rn.f32 %f3, %f1, %f2, %f3;
+\tst.global.f32 [%rd4], %f3;
+\tret;
+}
+"""
+
+
+# --- apply on a program the test writes ----------------------------------------------------------------------------
+
+PROGRAM = textwrap.dedent('''
+    import hashlib, json, sys
+    import triton
+    import triton.language as tl
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    @triton.jit
+    def scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = i < n
+        tl.store(y_ptr + i, tl.load(x_ptr + i, mask=m) * 2.0, mask=m)
+
+    sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+    k = triton.compile(ASTSource(scale_kernel, sig, constexprs={"BLOCK": 256}), target=GPUTarget("cuda", 90, 32))
+    try:
+        k._init_handles()  # the swap hook runs first; Triton's own load then stops without a driver
+    except Exception:
+        pass
+    if len(sys.argv) > 1:
+        open(sys.argv[1], "a").write(json.dumps([k.name, hashlib.sha256(k.kernel).hexdigest()]) + "\\n")
+''')
+
+
+def _tuned_doc(ptx: str, ptx_sha: str, code: str | None = None) -> dict:
+    """A tuned.json as a GPU tune would leave it for scale_kernel: cutlass_ name, Triton's ptxas, -O2."""
+    from ptxprobe.binary.cubin import read_cubin
+    from ptxprobe.ptx.rename import rename_entry
+    from ptxprobe.toolchain.assemble import assemble
+    from ptxprobe.toolchain.tools import triton_ptxas
+
+    tool = triton_ptxas("sm_90a")
+    art = assemble(rename_entry(ptx, "scale_kernel", "cutlass_scale_kernel").ptx, "sm_90a", tool, ("-lineinfo", "-O2"))
+    real = read_cubin(art.cubin()).kernel("cutlass_scale_kernel").machine_code_sha256
+    best = {"name_template": "cutlass_{base}", "name": "cutlass_scale_kernel", "ptxas_sha256": tool.sha256,
+            "ptxas_version": tool.version, "options": ["-O2"], "machine_code_sha256": code or real,
+            "label": "cutlass_scale_kernel | ptxas 12.8.93 | -O2"}
+    user = {**best, "name_template": "{base}", "name": "scale_kernel", "options": [], "label": "scale_kernel"}
+    rec = {"kernel": "scale_kernel", "arch": "sm_90a", "status": "tuned", "entry": "scale_kernel",
+           "ptx_sha256": ptx_sha, "frontend": "triton", "best": best, "user": user, "best_is_yours": False,
+           "gain": {"ratio": 1.02, "low": 1.01, "high": 1.03}, "change": "@triton.jit(repr=...)"}
+    return {"kernels": [rec], "space": {"user_flags": ["-lineinfo"]},
+            "ptxas": {tool.sha256: {"version": tool.version, "path": tool.path, "origin": tool.origin}}}
+
+
+@pytest.mark.integration
+def test_apply_swaps_the_tuned_cubin_into_a_program_verified_by_name_and_hash(tmp_path):
+    from ptxprobe.capture.program import run_program
+    from ptxprobe.core.cache import Cache
+    from ptxprobe.core.errors import ToolFailed
+    from ptxprobe.tune.apply import apply_program
+
+    prog = tmp_path / "prog.py"
+    prog.write_text(PROGRAM)
+    seen = tmp_path / "seen.jsonl"
+    (k,), _ = run_program([sys.executable, str(prog)], tmp_path / "cap", 300)
+    ptx = (tmp_path / "cap" / k.ptx).read_text()
+    doc = _tuned_doc(ptx, k.ptx_sha256)
+    rec = apply_program(doc, [sys.executable, str(prog), str(seen)], tmp_path / "apply", rounds=0, metric=None,
+                        timeout=300, cache=Cache())
+    (swap,) = rec["kernels"]
+    assert swap["name"] == "cutlass_scale_kernel" and swap["same_ptx_as_tuned"] and swap["verified"]
+    assert swap["options"] == ["-O2"]
+    assert swap["machine_code_sha256"] == doc["kernels"][0]["best"]["machine_code_sha256"]
+    # inside the program: the capture run loaded its own kernel, the applied run the tuned cubin under its name
+    (own, _), (name, digest) = [json.loads(x) for x in seen.read_text().splitlines()]
+    assert own == "scale_kernel"
+    assert name == "cutlass_scale_kernel" and digest == hashlib.sha256(Path(swap["cubin"]).read_bytes()).hexdigest()
+    assert json.loads((tmp_path / "apply" / "apply.json").read_text())["kernels"][0]["name"] == name
+    # the program's PTX is the one tuned, yet the machine code is not the tuned one: refused
+    with pytest.raises(ToolFailed, match="not the tuned one"):
+        apply_program(_tuned_doc(ptx, k.ptx_sha256, code="0" * 64), [sys.executable, str(prog)],
+                      tmp_path / "apply2", rounds=0, metric=None, timeout=300, cache=Cache())
+
+
+@pytest.mark.integration
+def test_a_program_that_fails_under_apply_is_its_own_error_in_one_line(tmp_path, capsys):
+    tdir = tmp_path / "t"
+    tdir.mkdir()
+    (tdir / "tuned.json").write_text(json.dumps(_tuned_doc(_AXPY.replace("axpy", "scale_kernel"), "x" * 64)))
+    fails = tmp_path / "fails.py"
+    fails.write_text("import sys\nsys.exit('out of memory, said the program')\n")
+    assert main(["apply", "-q", str(tdir), "--", sys.executable, str(fails)]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "program failed" in err[0] and "out of memory, said the program" in err[0]
+
+
+# --- on a GPU ------------------------------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_tune_races_sgemm_on_a_gpu(tmp_path):
+    from ptxprobe.core.errors import NoGpu
+    from ptxprobe.gpu.device import require_gpu
+
+    try:
+        require_gpu()
+    except NoGpu as exc:
+        pytest.skip(str(exc))
+    if shutil.which("nvcc") is None:
+        pytest.skip("no nvcc on PATH")
+    r = subprocess.run([sys.executable, "-m", "ptxprobe", "tune", "--cu", str(ROOT / "experiments/user/sgemm.cu"),
+                        "--entry", "sgemm", "--spec", str(ROOT / "experiments/user/sgemm.toml"), "--ptxas", "triton",
+                        "-o", str(tmp_path / "t"), "-q"], capture_output=True, text=True, timeout=900)
+    assert r.returncode in (0, 1), r.stderr[-2000:]
+    doc = json.loads((tmp_path / "t" / "tuned.json").read_text())
+    assert doc["gpu"] and all(k["status"] == "tuned" for k in doc["kernels"])
+    for k in doc["kernels"]:
+        assert k["best_is_yours"] == (k["gain"] is None) and k["race"]["rounds_measured"] > 0
