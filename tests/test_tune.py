@@ -351,3 +351,63 @@ def test_tune_races_sgemm_on_a_gpu(tmp_path):
     assert doc["gpu"] and all(k["status"] == "tuned" for k in doc["kernels"])
     for k in doc["kernels"]:
         assert k["best_is_yours"] == (k["gain"] is None) and k["race"]["rounds_measured"] > 0
+
+
+def test_the_gpu_adapter_races_with_the_card_simulated(monkeypatch):
+    """tune.gpu.tune_group end to end on CPU: the workload, assembly, numerics and the paired timing replaced by
+    stand-ins (the cutlass_ name 2 % faster, -O2 not bitwise equal): the plumbing from candidates to the answer."""
+    from types import SimpleNamespace
+
+    from ptxprobe.gpu.graphs import Unit
+    from ptxprobe.gpu.plan import Group, RunConfig
+    from ptxprobe.gpu.timing import Sampled
+    from ptxprobe.gpu.workload import Case, Workload
+    from ptxprobe.sources import Emitted
+    from ptxprobe.tune import gpu as tg
+
+    emitted = Emitted("k.ptx", "sm_90a", "k", _AXPY.replace("axpy", "k"), "triton")
+    w = Workload({"sizes": "n=1"}, emitted, load=lambda name, cubin: SimpleNamespace(name=name), launched=None,
+                 timed=lambda gen: Case((1,), {}, lambda t: []), small=lambda gen: Case((1,), {}, lambda t: []),
+                 reference=lambda case: {}, outputs=("y",))
+    fake_torch = SimpleNamespace(Generator=lambda device: SimpleNamespace(manual_seed=lambda s: None))
+    monkeypatch.setattr(tg, "require_gpu", lambda: fake_torch)
+    monkeypatch.setattr(tg, "group_workload", lambda *a: w)
+
+    def assembled(em, template, tool, flags, space, user, cache):
+        name = template.replace("{base}", em.entry)
+        opts = flags[len(space.user_flags):]
+        return Candidate(em.kernel, em.arch, template, name, tool.version, tool.sha256, opts, f"{name}{opts}", "ok",
+                         None, 40, template == "{base}" and not opts and tool.sha256 == user.sha256), b"cubin"
+
+    monkeypatch.setattr(tg, "assembled", assembled)
+    good = {"nan_count": 0, "inf_count": 0, "fully_written": True, "bitwise_equal_to_baseline": True,
+            "n_diff_vs_baseline": 0}
+    monkeypatch.setattr(tg, "draw_numerics", lambda w, kernels, labels, gen, draws: {
+        label: {**good, **({"bitwise_equal_to_baseline": False, "n_diff_vs_baseline": 7} if "-O2" in label else {})}
+        for label in labels})
+    monkeypatch.setattr(tg, "unit_for", lambda fn, plan, k=None: Unit(fn, k or 1, 1.0))
+    monkeypatch.setattr(tg, "Nvml", lambda: None)
+    rng = np.random.default_rng(0)
+
+    def time_block(units, plan, pairs, seed, nvml):
+        rounds = plan.rounds
+        out = {label: Sampled(label) for label in units}
+        for a, b in pairs:
+            base = 1.0 + rng.normal(0, 0.001, rounds)
+            other = base / (1.02 if "cutlass_" in b else 1.0) * np.exp(rng.normal(0, 0.0013, rounds))
+            out[a].partners[b], out[b].partners[a] = list(base), list(other)
+            out[b].times_ms = list(other)
+        return out, 0.25
+
+    monkeypatch.setattr(tg, "time_block", time_block)
+    space = _space(names=("{base}", "cutlass_{base}"), more_ptxas=())
+    group = Group("user:k@n=1", SimpleNamespace(kind="triton"), "triton")
+    rec = tg.tune_group(group, space, RunConfig(), racing.RacePlan(), "bitwise", {"arch": "sm_90a", "gpu": "H"},
+                        cache=None)
+    assert rec["status"] == "tuned" and rec["best"]["name"] == "cutlass_k" and not rec["best_is_yours"]
+    assert rec["gain"]["ratio"] == pytest.approx(1.02, abs=0.003) and rec["gain"]["half_width"] <= 0.002
+    assert {p["label"]: p["reason"] for p in rec["pruned"]} == {"k | ptxas 12.8.93 | -O2": "numerics",
+                                                                 "cutlass_k | ptxas 12.8.93 | -O2": "numerics"}
+    assert rec["gpu_seconds"] > 0 and rec["entry"] == "k" and rec["ptx_sha256"] == emitted.ptx_sha256
+    assert rec["change"].startswith("@triton.jit(repr=lambda _: 'cutlass_k')")
+    json.dumps(rec)  # tuned.json can hold it
