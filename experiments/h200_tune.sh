@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# ptxprobe tune on one H200 (device tool): the preamble of h200_study.sh (wheels from .whl/ into /tmp/site, ptxas
+# 12.4.131 from .whl/toolchains.tar.xz into PTXPROBE_TOOLCHAINS=/tmp/toolchains; Triton 3.6's ptxas 12.8.93; nvcc
+# 13.0's ptxas on PATH), results under $OUT.
+#   bash experiments/h200_tune.sh tune [sgemm]     # on the H200
+#   DRY_RUN=1 bash experiments/h200_tune.sh tune sgemm   # any machine: the static pruning alone (--no-run)
+#   tune   the fp8 persistent attention (experiments/h200_tune.toml): names {base}/cutlass_{base}, ptxas
+#          triton/12.4/13.0, options default and -O2; <= 3 GPU minutes; $OUT/h200-tune.{txt,json,tar.gz}
+#   sgemm  the CUDA C++ FFMA sgemm (experiments/user/sgemm.cu + sgemm.toml, both sizes): nvcc 13.0's ptxas is yours,
+#          Triton's and 12.4 besides; $OUT/h200-tune-sgemm.{txt,json,tar.gz}
+# Each step prints its exit code (0: yours stays, 1: a faster configuration found) and a short table.
+set -uo pipefail
+if [ -z "${DRY_RUN:-}" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 2
+  ln -sfn "$PWD/kernels" /tmp/site/ptxprobe_kernels
+  [ -f .whl/toolchains.tar.xz ] && tar -C /tmp -xJf .whl/toolchains.tar.xz  # ptxas releases the image lacks
+  export PYTHONPATH="/tmp/site:$PWD" PTXPROBE_CACHE=/tmp/ptxprobe-cache PTXPROBE_TOOLCHAINS=/tmp/toolchains
+  RUN=()
+else
+  export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+  RUN=(--no-run)
+fi
+export PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}
+RUNS=${RUNS:-/tmp/runs}
+mkdir -p "$RUNS" "$OUT"
+[ -z "${DRY_RUN:-}" ] && nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit \
+  --format=csv,noheader >> "$OUT/status.txt"
+SPACE=(--names '{base},cutlass_{base}' --ptxas "${PTXAS:-12.4,13.0}" --options 'default;-O2' --first-rounds 10
+       --max-rounds 60 --target 0.002 -j 16)
+summary() {  # the answer in a few lines, read back from tuned.json
+  python3 - "$1" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(f"gpu: {(d.get('gpu') or {}).get('gpu') or 'none (static pruning only)'}  GPU s: {d['gpu_seconds']:.1f}  "
+      f"names {d['space']['names']}, ptxas {d['space']['ptxas']}, options {d['space']['option_sets']}")
+for k in d["kernels"]:
+    g, r = k.get("gain"), k.get("runner_up")
+    where = f"{k['kernel']} {k.get('seq_len') or k.get('sizes') or ''}".strip()
+    if k["status"] != "tuned":
+        print(f"{where}: {len(k['distinct'])} distinct codes of {len(k['distinct']) + len(k['pruned'])}, not timed")
+        continue
+    best = "keep yours" if k["best_is_yours"] else k["best"]["label"]
+    gain = f"{g['ratio']:.4f} [{g['low']:.4f}, {g['high']:.4f}] hw {g['half_width']:.4%}" if g else \
+        f"none proven (leader {k.get('leader_verdict')})"
+    print(f"{where}: best {best}; gain {gain}; runner-up {r['label'] + ' ' + format(r['ratio'], '.4f') if r else '-'};"
+          f" {len(k['distinct'])} codes raced of {len(k['distinct']) + len(k['pruned'])}; "
+          f"{k['race']['rounds_measured']} pair-rounds, stopped by {k['race']['stopped_by']}; {k['gpu_seconds']:.1f} GPU s")
+    print(f"  change: {k.get('change')}")
+PY
+}
+step() {  # name, seconds, ptxprobe tune arguments...
+  local name=$1 secs=$2; shift 2
+  timeout -s INT "$secs" python3 -m ptxprobe.cli tune -o "$RUNS/$name" --fresh "${SPACE[@]}" "${RUN[@]}" "$@" \
+    > "$OUT/$name.txt" 2>&1
+  local rc=$?
+  echo "$name: exit $rc" | tee -a "$OUT/status.txt"
+  tail -14 "$OUT/$name.txt"
+  if [ -f "$RUNS/$name/tuned.json" ]; then
+    cp "$RUNS/$name/tuned.json" "$OUT/$name.json"
+    summary "$RUNS/$name/tuned.json" | tee "$OUT/$name.summary.txt"
+  fi
+  tar -C "$RUNS" --exclude='triton-cache' -czf "$OUT/$name.tar.gz" "$name"
+}
+for what in "$@"; do case "$what" in
+  tune)  step h200-tune "${SECONDS_TUNE:-300}" -e experiments/h200_tune.toml ;;
+  sgemm) step h200-tune-sgemm "${SECONDS_SGEMM:-240}" --cu experiments/user/sgemm.cu --entry sgemm \
+           --spec experiments/user/sgemm.toml -s archs=sm_90a --ptxas "${PTXAS_SGEMM:-triton,12.4}" ;;
+  *) echo "unknown step $what (tune, sgemm)"; exit 2 ;;
+esac; done
