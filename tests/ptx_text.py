@@ -38,3 +38,21 @@ AXPY_PTX = """.version 8.0
 	ret;
 }
 """
+
+
+# a Triton program's start that compiles one small kernel ahead of time for sm_90a (no GPU needed): the programs
+# tests write around it end with what they do with ``k``
+SCALE_KERNEL_PROGRAM = """import triton
+import triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+@triton.jit
+def scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = i < n
+    tl.store(y_ptr + i, tl.load(x_ptr + i, mask=m) * 2.0, mask=m)
+
+sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
+k = triton.compile(ASTSource(scale_kernel, sig, constexprs={"BLOCK": 256}), target=GPUTarget("cuda", 90, 32))
+"""

@@ -19,6 +19,7 @@ import pytest
 from ptxprobe.capture import ab as capture_ab
 from ptxprobe.capture.program import CapturedKernel
 from ptxprobe.capture.swap import SITECUSTOMIZE
+from tests.ptx_text import SCALE_KERNEL_PROGRAM
 
 pytestmark = pytest.mark.integration
 
@@ -85,23 +86,8 @@ def test_without_the_plan_variable_the_program_runs_untouched(tmp_path):
     assert r.returncode == 0 and r.stdout.strip() == "own"
 
 
-PTX_KERNEL = textwrap.dedent('''
-    import sys
-    import triton
-    import triton.language as tl
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
+PTX_KERNEL = "import sys\n" + SCALE_KERNEL_PROGRAM + 'open(sys.argv[1], "w").write(k.asm["ptx"])\n'
 
-    @triton.jit
-    def scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        m = i < n
-        tl.store(y_ptr + i, tl.load(x_ptr + i, mask=m) * 2.0, mask=m)
-
-    sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
-    k = triton.compile(ASTSource(scale_kernel, sig, constexprs={"BLOCK": 256}), target=GPUTarget("cuda", 90, 32))
-    open(sys.argv[1], "w").write(k.asm["ptx"])
-''')
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ from ptxprobe.tune import race as racing
 from ptxprobe.tune.answer import kernel_answer, source_change
 from ptxprobe.tune.prune import SAME_CODE_AS, Candidate, arranged, candidates_from_rows, prune
 from ptxprobe.tune.space import DEFAULT_NAMES, build_space, parse_option_sets
+from tests.ptx_text import SCALE_KERNEL_PROGRAM
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parent.parent
@@ -243,21 +244,7 @@ _AXPY = """.version 8.0
 
 # --- apply on a program the test writes ----------------------------------------------------------------------------
 
-PROGRAM = textwrap.dedent('''
-    import hashlib, json, sys
-    import triton
-    import triton.language as tl
-    from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-
-    @triton.jit
-    def scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        m = i < n
-        tl.store(y_ptr + i, tl.load(x_ptr + i, mask=m) * 2.0, mask=m)
-
-    sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
-    k = triton.compile(ASTSource(scale_kernel, sig, constexprs={"BLOCK": 256}), target=GPUTarget("cuda", 90, 32))
+PROGRAM = "import hashlib, json, sys\n" + SCALE_KERNEL_PROGRAM + textwrap.dedent('''
     try:
         k._init_handles()  # the swap hook runs first; Triton's own load then stops without a driver
     except Exception:
@@ -265,6 +252,7 @@ PROGRAM = textwrap.dedent('''
     if len(sys.argv) > 1:
         open(sys.argv[1], "a").write(json.dumps([k.name, hashlib.sha256(k.kernel).hexdigest()]) + "\\n")
 ''')
+
 
 
 def _tuned_doc(ptx: str, ptx_sha: str, code: str | None = None) -> dict:
