@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
 import os
 import platform
@@ -216,8 +217,10 @@ def run_case(name: str, case: dict, out: Path, jobs: int) -> dict:
             rec["recheck"] = {"command": f"ptxprobe rename-sweep --ptx DIR/{name}/minimal.ptx -s archs={case['arch']} "
                                          f"-s ptxas={case['ptxas']} --no-cache", "exit_code": c.returncode,
                               "wall_s": round(cwall, 1), **judged(sweep_rows(tmp / "recheck"), case.get("keep"))}
-    for leftover in ("current.ptx",):
+    for leftover in ("current.ptx", ".lock"):
         (target / leftover).unlink(missing_ok=True)
+    if case.get("source"):
+        rec.update(kept_out(target))
     if (target / "reduce.json").exists():
         (target / "reduce.json.gz").write_bytes(gzip.compress((target / "reduce.json").read_bytes(), mtime=0))
         (target / "reduce.json").unlink()
@@ -231,6 +234,20 @@ def run_case(name: str, case: dict, out: Path, jobs: int) -> dict:
             "capmerc": {k: (pair.get(k) or {}).get("capmerc_bytes") for k in ("baseline", "renamed")},
             "ptxas_tool": red.get("ptxas"), "goal_met": rec.get("reduce_wall_s", 1e9) <= case["goal_s"]
             and rec.get("exit_code") in (0, 1)}
+
+
+def kept_out(target: Path) -> dict:
+    """A third-party kernel's minimal PTX and cubins are its code: they stay out of the result (the record keeps
+    their sha256 and sizes; prepare and reduce make them again)."""
+    out = {}
+    for name in ("minimal.ptx", "minimal-baseline.cubin", "minimal-renamed.cubin"):
+        path = target / name
+        if path.exists():
+            data = path.read_bytes()
+            out[name] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+            path.unlink()
+    return {"kept_out": out, "kept_out_why": "derived from a third-party kernel: made again by the case's prepare "
+                                             "and reduce, never committed"} if out else {}
 
 
 def tools() -> dict:

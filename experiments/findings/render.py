@@ -427,8 +427,8 @@ def findings() -> str:
         "Does the name change the machine code?",
         "Static results, no GPU: each kernel assembled under the baseline name, `cutlass_` and a same-length "
         "control, by arch and by ptxas release, repeated until ptxas's own run-to-run spread is known.",
-        [*matrix_section(), *triggers_section(), *static_section(), "", *options_section(), "",
-         *reduction.section()], "machine-code")]
+        [*matrix_section(), *triggers_section(), *static_section(), "", *options_section()], "machine-code")]
+    out += section("What in a kernel makes the name matter", reduction.INTRO, reduction.section())
     out += section(
         "Does it change speed? (H200)",
         "Calibrated GPU runs on an H200 (the interleaved design with its defaults unless said otherwise), and what "
