@@ -118,7 +118,11 @@ def _row(rec: dict) -> str:
     if rec.get("kept_out"):
         minimal += "; its minimal PTX, a third-party kernel's code, is not committed"
     check = "yes" if rec["recheck"]["differs"] and rec["recheck"]["keep_holds"] else "**no**"
-    deltas = ", ".join(f"{k} {v:+d}" for k, v in (rec.get("deltas") or {}).items()) or "other code, same sizes"
+    if rec["status"] == "interrupted":  # no minimal pair was assembled: the re-check's sweep says what differs
+        found = {k: v for k, v in rec["recheck"].get("deltas", {}).items() if v}
+        deltas = "re-check: " + (", ".join(f"{k} {v:+d}" for k, v in found.items()) or "other code, same sizes")
+    else:
+        deltas = ", ".join(f"{k} {v:+d}" for k, v in (rec.get("deltas") or {}).items()) or "other code, same sizes"
     return (f"{head} {rec['instructions_before']} → {rec['instructions_after']} ({minimal}) | {rec['ptxas_calls']} | "
             f"{rec['wall_s']:.0f} s | {check} | {rec['remains']}; {deltas} |")
 
