@@ -25,15 +25,12 @@ def _d(run: str):
     return analysis.results_dir(run)
 
 
-def _comparisons() -> dict[str, dict]:
-    return {run: repro.name_comparisons(RunDir(_d(run)).runtime_rows()) for run in RUNS}
-
-
 def between_runs() -> list[str]:
     """The run effect fitted over all five runs, against the first pair's, and whether any two runs disagree."""
-    comps = _comparisons()
-    fit = repro.estimate_from_runs([RunDir(_d(r)).runtime_rows() for r in RUNS])
-    first = repro.estimate_from_runs([RunDir(_d(r)).runtime_rows() for r in RUNS[:2]])
+    rows = [RunDir(_d(r)).runtime_rows() for r in RUNS]
+    comps = {run: repro.name_comparisons(r) for run, r in zip(RUNS, rows, strict=True)}
+    fit = repro.estimate_from_runs(rows)
+    first = repro.estimate_from_runs(rows[:2])
     pairs = list(itertools.combinations(RUNS, 2))
     opposite = sum(repro.direction(comps[a][k]) * repro.direction(comps[b][k]) == -1
                    for a, b in pairs for k in comps[a] if k in comps[b])

@@ -22,8 +22,8 @@ Clopper-Pearson bounds of the A/A false-positive rate and of each plant's power,
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from statistics import NormalDist
 
 import numpy as np
 
@@ -66,6 +66,12 @@ class SleepRate:
     overhead_ms: float
 
 
+def sleep_tail(cycles: int) -> Callable[[], None]:
+    """A sleep plant's tail: a spin kernel of ``cycles`` launched after the unit's launches."""
+    torch = require_gpu()
+    return lambda: torch.cuda._sleep(cycles)
+
+
 def sleep_rate_after(base: Unit, replays: int = 7) -> tuple[float, SleepRate]:
     """The unit's time and the cost of a sleep launched right after it, as a plant runs it: graphs of the unit
     alone, the unit then a short sleep, the unit then a long sleep, replayed in turn (one clock state for all
@@ -73,10 +79,8 @@ def sleep_rate_after(base: Unit, replays: int = 7) -> tuple[float, SleepRate]:
     a heavy kernel; fitted on an idle card instead, a plant after such a kernel came out 6 % larger than stated
     (H200, the persistent fp8 attention). The intercept is the sleep launch's own cost, which a plant in a 1 ms
     unit cannot ignore."""
-    torch = require_gpu()
     short, long = 20_000, 400_000
-    graphs = [GraphSample(base.fn, base.k), *(GraphSample(base.fn, base.k, tail=lambda c=c: torch.cuda._sleep(c))
-                                               for c in (short, long))]
+    graphs = [GraphSample(base.fn, base.k), *(GraphSample(base.fn, base.k, tail=sleep_tail(c)) for c in (short, long))]
     times: list[list[float]] = [[], [], []]
     for _ in range(replays):
         for g, t in zip(graphs, times, strict=True):
@@ -116,9 +120,8 @@ def sizing_of(log_ratios: np.ndarray) -> Sizing:
 def size_plant(base: Unit, cycles: int, replays: int = SIZING_REPLAYS) -> Sizing:
     """The plant's own size on this card now: graphs of the unit and of the unit then the sleep, replayed in turn
     (which goes first alternates, so a drifting clock cancels)."""
-    torch = require_gpu()
     plain = GraphSample(base.fn, base.k)
-    planted = GraphSample(base.fn, base.k, tail=lambda: torch.cuda._sleep(cycles))
+    planted = GraphSample(base.fn, base.k, tail=sleep_tail(cycles))
     logs = []
     for i in range(replays):
         first, second = (plain, planted) if i % 2 == 0 else (planted, plain)
@@ -140,8 +143,10 @@ def judge_plant(iv: stats.Interval, fraction: float, margin: float = stats.EQUIV
     if sized is None:
         stated = 1.0 / (1.0 + fraction)
         return {**out, "verified": iv.low <= stated <= iv.high, "size_rule": "interval"}
-    z = NormalDist().inv_cdf(0.5 + iv.level / 2)
-    se_measured = math.log(iv.high / iv.low) / (2 * z)
+    from ptxprobe.stats import meta  # the interval's standard error at its own level, as repro reads it
+
+    z = meta.z_critical(iv.level)
+    se_measured = meta.standard_error(iv.low, iv.high, iv.level)
     gap = -math.log(iv.estimate) - math.log1p(sized.fraction)
     return {**out, "sized_fraction": sized.fraction, "sized_se": sized.se, "sized_replays": sized.replays,
             "verified": abs(gap) <= z * math.hypot(se_measured, sized.se), "size_rule": SIZE_RULE}

@@ -22,6 +22,7 @@ from ptxprobe.gpu.calibrate import (
     plants,
     size_plant,
     sleep_rate_after,
+    sleep_tail,
 )
 from ptxprobe.gpu.device import require_gpu
 from ptxprobe.gpu.graphs import Unit
@@ -155,11 +156,10 @@ def identical_code(facts: dict[str, dict], templates: list[str]) -> list[str]:
 def sleep_plant_units(base: Unit, fractions: list[float]) -> tuple[dict[str, Unit], dict]:
     """The sleep plants' units (the baseline's unit, then a sleep adding ``fraction`` of its measured time) and
     what sized them."""
-    torch = require_gpu()
     sample_ms, rate = sleep_rate_after(base)  # the unit's time and a sleep's cost right after it, measured
     chosen = plants(sample_ms, rate, fractions)
     units = {planted_label(p.fraction): Unit(base.fn, base.k, sample_ms * (1 + p.fraction),
-                                             tail=lambda c=p.cycles: torch.cuda._sleep(c)) for p in chosen}
+                                             tail=sleep_tail(p.cycles)) for p in chosen}
     return units, {"sample_ms": sample_ms, "ms_per_sleep_cycle": rate.ms_per_cycle,
                    "sleep_overhead_ms": rate.overhead_ms, "unit_launches": base.k,
                    "cycles": {plant_key(p.fraction): p.cycles for p in chosen},
