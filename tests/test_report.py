@@ -75,6 +75,17 @@ def test_report_on_a_directory_without_results(tmp_path):
         report.build_report(tmp_path)
 
 
+def test_report_refuses_a_benchmark_output_and_says_what_its_manifest_holds(tmp_path, capsys):
+    """A directory a benchmark wrote (a manifest, no variant log): exit 2, one line naming what it holds, up to the
+    manifest's first ';', cut at a word."""
+    what = "time to the first answer for a user's Triton kernel on one arch (a goal of thirty seconds on two cores)"
+    (tmp_path / "manifest.json").write_text(json.dumps({"what": what + "; the record is first_answer.json"}))
+    assert main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no static results" in err and "its manifest: time to the first" in err
+    assert "the record is" not in err and err.endswith(" …)")
+
+
 def test_report_of_a_gpu_run_has_the_runtime_table(tmp_path):
     from experiments.analysis import static_runs as analysis
 

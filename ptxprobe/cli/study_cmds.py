@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from textwrap import shorten
 
 from ptxprobe.cli import FOUND_DIFFERENCES, OK
 from ptxprobe.cli.render import emit_json, say, show, show_answer, table
@@ -26,9 +27,9 @@ def _report_target(run: Path, out: str | None) -> None:
 
     rd = RunDir(run).static_part()
     if not rd.has_static:
-        what = str(RunDir(run).manifest.get("what") or "").split(":")[0]  # a benchmark's output says what it holds
+        what = str(RunDir(run).manifest.get("what") or "").split(";")[0]  # a benchmark's output says what it holds
         raise SpecError(f"{run}: no static results (no variant log); report reads what rename-sweep, capture or "
-                        "repro wrote" + (f" (its manifest: {what[:100]})" if what else ""))
+                        "repro wrote" + (f" (its manifest: {shorten(what, 100, placeholder=' …')})" if what else ""))
     rd.manifest  # noqa: B018 (a damaged manifest.json is said here)
     prepare_dir(Path(out) if out else run / "report")
 
