@@ -8,6 +8,10 @@
 #          triton/12.4/13.0, options default and -O2; <= 3 GPU minutes; $OUT/h200-tune.{txt,json,tar.gz}
 #   sgemm  the CUDA C++ FFMA sgemm (experiments/user/sgemm.cu + sgemm.toml, both sizes): nvcc 13.0's ptxas is yours,
 #          Triton's and 12.4 besides; $OUT/h200-tune-sgemm.{txt,json,tar.gz}
+#   ffma   the Triton FFMA matmul named as a CUTLASS-minded author might (cutlass_matmul_fp32 of
+#          experiments/user/ffma_matmul.py, spec ffma_matmul.toml) tuned, then its program run by
+#          `ptxprobe apply --rounds $APPLY_ROUNDS` (yours, tuned, A/A each round; the program's own ms= line);
+#          $OUT/h200-tune-ffma.{txt,json,tar.gz}, $OUT/h200-apply-ffma.{txt,json}
 # Each step prints its exit code (0: yours stays, 1: a faster configuration found) and a short table.
 set -uo pipefail
 if [ -z "${DRY_RUN:-}" ]; then
@@ -66,5 +70,14 @@ for what in "$@"; do case "$what" in
   tune)  step h200-tune "${SECONDS_TUNE:-300}" -e experiments/h200_tune.toml ;;
   sgemm) step h200-tune-sgemm "${SECONDS_SGEMM:-240}" --cu experiments/user/sgemm.cu --entry sgemm \
            --spec experiments/user/sgemm.toml -s archs=sm_90a --ptxas "${PTXAS_SGEMM:-triton,12.4}" ;;
-  *) echo "unknown step $what (tune, sgemm)"; exit 2 ;;
+  ffma)  step h200-tune-ffma "${SECONDS_FFMA:-150}" --triton experiments/user/ffma_matmul.py:cutlass_matmul_fp32 \
+           --spec experiments/user/ffma_matmul.toml -s archs=sm_90a \
+           --names '{base},{base_triggered},{base_untriggered}'
+         timeout -s INT "${SECONDS_APPLY:-300}" python3 -m ptxprobe.cli apply "$RUNS/h200-tune-ffma" \
+           --rounds "${APPLY_ROUNDS:-10}" --metric 'ms=(\S+)' -- python3 experiments/user/ffma_matmul.py cutlass_matmul_fp32 \
+           > "$OUT/h200-apply-ffma.txt" 2>&1
+         echo "h200-apply-ffma: exit $?" | tee -a "$OUT/status.txt"; tail -20 "$OUT/h200-apply-ffma.txt"
+         cp "$RUNS/h200-tune-ffma/apply/apply.json" "$OUT/h200-apply-ffma.json" 2>/dev/null
+         tar -C "$RUNS" --exclude='triton-cache' -czf "$OUT/h200-tune-ffma.tar.gz" h200-tune-ffma ;;
+  *) echo "unknown step $what (tune, sgemm, ffma)"; exit 2 ;;
 esac; done

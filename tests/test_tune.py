@@ -194,6 +194,44 @@ def test_the_answer_names_the_best_its_gain_the_runner_up_and_the_change():
                                    "(CUDA 12.4) -Xptxas -O2")
 
 
+def test_among_configurations_the_race_cannot_tell_apart_the_fewest_changes_is_recommended():
+    """The H200's FFMA matmul: -O2 under the user's own ptxas and under another release are both ~5 % faster and
+    tied at the race's precision. The recommendation is the option alone (one change), not the release
+    (program-wide), with the faster estimate kept beside it; ``prefer="fastest"`` takes the leader. A clearly better
+    release still wins over a simpler tie-less option. (A planted fault, every change costing the same, recommends
+    the release in most seeds and fails here.)"""
+    from ptxprobe.tune.answer import change_cost
+
+    user = _cand("{base}", "k", "A", is_user=True)
+    option = _cand("{base}", "k", "B", options=("-O2",))
+    release = _cand("{base}", "k", "C", version="13.0.88", options=("-O2",))
+    rename = _cand("{base_untriggered}", "xk", "D")
+    assert [change_cost(c, user) for c in (user, rename, option, release)] == [0, 1, 1, 3]
+    pruned = prune([user, option, release, rename])
+    labels = [c.label for c in pruned.contenders]
+    simplest = 0
+    for seed in range(20):
+        measure, _ = _simulated(dict(zip(labels, (0.050, 0.0505, -0.02), strict=True)), 0.0013, seed)
+        res = racing.race(labels, measure)
+        rec = kernel_answer(pruned, res, nums={}, gate={}, numerics="bitwise", gpu_seconds=1.0, wall_seconds=1.0,
+                            target={"frontend": "triton"})
+        assert rec["gain"]["label"] == rec["best"]["label"] and rec["gain"]["low"] > 1.0
+        if rec["tied"] == [res.winner.label] or len(rec["tied"]) == 1:
+            continue  # the race told them apart this time: its leader stands
+        simplest += rec["best"]["label"] == option.label
+        assert rec["fastest"] is None or rec["fastest"]["label"] == res.winner.label != option.label
+        fastest = kernel_answer(pruned, res, nums={}, gate={}, numerics="bitwise", gpu_seconds=1.0, wall_seconds=1.0,
+                                target={"frontend": "triton"}, prefer="fastest")
+        assert fastest["best"]["label"] == res.winner.label and fastest["fastest"] is None
+    assert simplest >= 15
+    # a release clearly faster than the option is not given up for simplicity
+    measure, _ = _simulated(dict(zip(labels, (0.02, 0.05, -0.02), strict=True)), 0.0013, 0)
+    res = racing.race(labels, measure)
+    rec = kernel_answer(pruned, res, nums={}, gate={}, numerics="bitwise", gpu_seconds=1.0, wall_seconds=1.0,
+                        target={"frontend": "triton"})
+    assert rec["best"]["label"] == release.label and rec["tied"] == [release.label]
+
+
 # --- the command line: bad inputs, no GPU ---------------------------------------------------------------------------
 
 @pytest.mark.integration
@@ -316,6 +354,26 @@ def test_a_program_that_fails_under_apply_is_its_own_error_in_one_line(tmp_path,
     assert main(["apply", "-q", str(tdir), "--", sys.executable, str(fails)]) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "program failed" in err[0] and "out of memory, said the program" in err[0]
+
+
+def test_options_after_the_tune_dir_are_ptxprobes_and_everything_after_dashdash_is_the_programs(capsys):
+    """As docs/tune.md writes it: `apply DIR --rounds 8 --metric R -- python prog.py --rounds 3`."""
+    from ptxprobe.cli import _parse
+    from ptxprobe.cli.parser import build_parser
+
+    args, _ = _parse(build_parser(), ["apply", "T", "--rounds", "8", "--metric", "ms=(\\S+)", "--", "python", "p.py",
+                                      "--rounds", "3", "-q"])
+    assert (args.tune_dir, args.rounds, args.metric, args.quiet_level) == ("T", 8, "ms=(\\S+)", 0)
+    assert args.program == ["python", "p.py", "--rounds", "3", "-q"]
+    args, _ = _parse(build_parser(), ["capture", "-o", "C", "--run", "--rounds", "4", "--", "python", "p.py",
+                                      "-o", "x"])
+    assert (args.out, args.run, args.rounds, args.program) == ("C", True, 4, ["python", "p.py", "-o", "x"])
+    assert _parse(build_parser(), ["capture", "--run", "4", "--", "python", "p.py"]) == (None, 2)
+    assert "give the program once, after --" in capsys.readouterr().err
+    assert _parse(build_parser(), ["apply", "T", "--rounds", "2"])[0].program == []
+    # a command that runs no program does not take one
+    assert _parse(build_parser(), ["report", "R", "--", "python", "p.py"]) == (None, 2)
+    assert "unrecognized arguments: -- python p.py" in capsys.readouterr().err
 
 
 # --- on a GPU ------------------------------------------------------------------------------------------------------

@@ -87,17 +87,26 @@ def _parse(parser, argv: list[str] | None):
     import contextlib
     import io
 
-    words = sys.argv[1:] if argv is None else argv
-    if "--json" not in words:
-        try:
-            return parser.parse_args(argv), None
-        except SystemExit as exc:
-            return None, int(exc.code or 0)
+    words = list(sys.argv[1:] if argv is None else argv)
+    program = None
+    if "--" in words:  # what follows -- is a program's command line, never ptxprobe's options
+        cut = words.index("--")
+        words, program = words[:cut], words[cut + 1:]
+    as_json = "--json" in words
     err = io.StringIO()
     try:
-        with contextlib.redirect_stderr(err):
-            return parser.parse_args(argv), None
+        with contextlib.redirect_stderr(err) if as_json else contextlib.nullcontext():
+            args = parser.parse_args(words)
+            if program is not None:
+                if not hasattr(args, "program"):
+                    parser.error(f"unrecognized arguments: -- {' '.join(program)}".rstrip())
+                if args.program:
+                    parser.error(f"give the program once, after -- (also got {' '.join(args.program)!r} before it)")
+                args.program = program
+            return args, None
     except SystemExit as exc:
+        if not as_json:
+            return None, int(exc.code or 0)
         sys.stderr.write(err.getvalue())
         if not exc.code:
             return None, 0

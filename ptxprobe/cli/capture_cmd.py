@@ -15,8 +15,6 @@ def cmd_capture(args) -> int:
     from ptxprobe.capture.program import run_program
 
     argv = list(args.program)
-    if argv and argv[0] == "--":
-        argv = argv[1:]
     out = Path(args.out)
     names = tuple(args.names.split(",")) if args.names else None
     if names is not None and len(names) != 3:

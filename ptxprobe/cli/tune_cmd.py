@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -49,6 +48,9 @@ def add_parsers(sub, formatter, common, seconds, at_least) -> None:
     s.add_argument("--first-rounds", type=at_least(3), default=10, help="rounds of the race's first rung")
     s.add_argument("--max-rounds", type=at_least(3), default=80, help="rounds per contender at most")
     s.add_argument("--target", type=float, default=0.002, help="the winner's interval half-width to reach")
+    s.add_argument("--prefer", choices=("simplest", "fastest"), default="simplest",
+                   help="among configurations the race cannot tell from its leader: the fewest changes from yours "
+                        "(a rename or an option before another ptxas release), or the fastest estimate")
     s.add_argument("--no-run", dest="run", action="store_false", default=None, help="static pruning only")
     s.add_argument("--jobs", "-j", type=at_least(1), help="parallel ptxas processes (default: all cores)")
     s.add_argument("--timeout", type=seconds, default=600.0, help="seconds before a ptxas run counts as hung")
@@ -61,7 +63,7 @@ def add_parsers(sub, formatter, common, seconds, at_least) -> None:
                        formatter_class=formatter, epilog=APPLY_EPILOG)
     s.set_defaults(func=cmd_apply)
     s.add_argument("tune_dir", metavar="DIR", help="a `ptxprobe tune` output dir (its tuned.json)")
-    s.add_argument("program", nargs=argparse.REMAINDER, metavar="-- CMD ...",
+    s.add_argument("program", nargs="*", metavar="-- CMD",
                    help="the program to run, after --; without one the source changes are printed")
     s.add_argument("--out", "-o", help="where the capture, cubins and apply.json go (default: DIR/apply)")
     s.add_argument("--rounds", type=at_least(0), default=0,
@@ -82,7 +84,7 @@ def cmd_tune(args) -> int:
     kernels = UserKernels(tuple(args.ptx), tuple(args.cubin), tuple(args.cu), args.triton, args.spec, args.entry)
     try:
         race = RacePlan(first_rounds=args.first_rounds, max_rounds=max(args.max_rounds, args.first_rounds),
-                        target_halfwidth=args.target)
+                        target_halfwidth=args.target, prefer=args.prefer)
     except ValueError as exc:
         from ptxprobe.core.errors import SpecError
 
@@ -126,6 +128,10 @@ def show_tuned(doc: dict, path: Path) -> None:
             say(f"{k['kernel']} {k['arch']}: your own configuration did not assemble; see {doc['static_sweep']}")
         elif k.get("change") and not k.get("best_is_yours"):
             say(f"{k['kernel']}: {k['change']}")
+            if k.get("fastest"):
+                f = k["fastest"]
+                say(f"  (the fewest changes among {len(k['tied'])} the race could not tell apart; the fastest "
+                    f"estimate, {f['label']} at {f['ratio']:.4f}, is `--prefer fastest`)")
     reasons: dict[str, int] = {}
     for k in doc["kernels"]:
         for p in k["pruned"]:
@@ -144,8 +150,6 @@ def cmd_apply(args) -> int:
 
     doc = read_tuned(args.tune_dir)
     argv = list(args.program)
-    if argv and argv[0] == "--":
-        argv = argv[1:]
     if not argv:
         rows = changes(doc)
         if not rows:

@@ -3,7 +3,10 @@ runner-up, what was pruned and why, GPU seconds; ``DIR/tuned.json`` and the one-
 
 The best is the user's own configuration unless a candidate is proven ``faster`` (``stats.decide`` with the ±0.5 %
 margin and Benjamini-Hochberg over the final standings): "no candidate proven faster" keeps yours, and says how the
-leader came out (``equivalent``, ``negligible``, ``inconclusive``, ``slower``).
+leader came out (``equivalent``, ``negligible``, ``inconclusive``, ``slower``). Among the configurations proven
+faster that the race could not tell from its leader, the one with the fewest changes is recommended (a rename or an
+option before another ptxas release), and the fastest estimate is kept beside it; ``prefer="fastest"`` takes the
+leader.
 """
 
 from __future__ import annotations
@@ -13,8 +16,8 @@ from pathlib import Path
 
 from ptxprobe.core.cache import atomic_write
 from ptxprobe.core.errors import SpecError
-from ptxprobe.tune.prune import Pruned
-from ptxprobe.tune.race import RaceResult
+from ptxprobe.tune.prune import Candidate, Pruned
+from ptxprobe.tune.race import RaceResult, Standing
 
 TUNED = "tuned.json"
 NUMERICS_MODES = ("bitwise", "tolerance")
@@ -46,12 +49,27 @@ def static_answer(pruned: Pruned, target: dict | None = None) -> dict:
             "pruned": [p.to_json() for p in pruned.pruned], "race": None, "gpu_seconds": 0.0}
 
 
+def change_cost(cand: Candidate, user: Candidate) -> int:
+    """How far a configuration is from the user's: a rename and an option are each one local change, another ptxas
+    release two (it is program-wide: ``TRITON_PTXAS_PATH``, another CUDA toolkit)."""
+    return ((cand.name != user.name) + bool(cand.options) + 2 * (cand.ptxas_sha256 != user.ptxas_sha256))
+
+
+def chosen(result: RaceResult, by_label: dict[str, Candidate], user: Candidate, prefer: str) -> Standing | None:
+    """The configuration to recommend: the race's winner, or with ``simplest`` the configuration with the fewest
+    changes among those the race could not tell from it (``RaceResult.tied_with_winner``), the faster on a tie."""
+    tied = result.tied_with_winner()
+    if not tied or prefer == "fastest":
+        return result.winner
+    return min(tied, key=lambda s: (change_cost(by_label[s.label], user), -s.ratio))
+
+
 def kernel_answer(pruned: Pruned, result: RaceResult, *, nums: dict, gate: dict[str, str], numerics: str,
-                  gpu_seconds: float, wall_seconds: float, target: dict) -> dict:
+                  gpu_seconds: float, wall_seconds: float, target: dict, prefer: str = "simplest") -> dict:
     """One kernel's tuned record from its pruning, numerics gate (label -> why it failed) and race."""
     by_label = {c.label: c for c in pruned.distinct}
     standings = {s.label: s for s in result.standings}
-    winner = result.winner
+    winner = chosen(result, by_label, pruned.user, prefer)
     best = by_label[winner.label] if winner else pruned.user
     if winner:
         rest = [s for s in result.standings if s.label != winner.label]
@@ -66,6 +84,11 @@ def kernel_answer(pruned: Pruned, result: RaceResult, *, nums: dict, gate: dict[
         "gain": winner.to_json() if winner else None,
         "runner_up": ({**by_label[runner.label].to_json(), **runner.to_json()} if runner else None),
         "leader_verdict": result.leader.verdict if result.leader else None,
+        "prefer": prefer,
+        "fastest": ({**by_label[result.winner.label].to_json(), **result.winner.to_json()}
+                    if winner is not None and result.winner is not None and winner.label != result.winner.label
+                    else None),  # the fastest estimate, when the simpler choice was tied with it
+        "tied": [s.label for s in result.tied_with_winner()],
         "distinct": [{**c.to_json(), "numerics": nums.get(c.label), **({"standing": standings[c.label].to_json()}
                                                                          if c.label in standings else {})}
                      for c in pruned.distinct],

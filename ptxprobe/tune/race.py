@@ -26,6 +26,7 @@ import numpy as np
 from ptxprobe.stats import paired as stats
 
 Measure = Callable[[Sequence[str], int], Mapping[str, Sequence[float]]]
+PREFERENCES = ("simplest", "fastest")
 
 
 @dataclass(frozen=True)
@@ -37,11 +38,14 @@ class RacePlan:
     target_halfwidth: float = 0.002  # the winner's interval half-width the race aims at (0.2 %)
     level: float = 0.95
     margin: float = stats.EQUIVALENCE_MARGIN
+    prefer: str = "simplest"  # among contenders the race cannot tell from the leader: the simplest change, or fastest
 
     def __post_init__(self):
         if self.first_rounds < 3 or self.eta < 2 or self.growth < 1 or self.max_rounds < self.first_rounds:
             raise ValueError(f"race plan: first_rounds >= 3, eta >= 2, growth >= 1, max_rounds >= first_rounds "
                              f"({self})")
+        if self.prefer not in PREFERENCES:
+            raise ValueError(f"race plan: prefer is one of {', '.join(PREFERENCES)} (got {self.prefer!r})")
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,14 @@ class RaceResult:
         """The leader when it is proven faster than the user's configuration (``faster``); else None: keep yours."""
         lead = self.leader
         return lead if lead is not None and lead.verdict == stats.FASTER else None
+
+    def tied_with_winner(self) -> tuple[Standing, ...]:
+        """The winner and every final contender also proven faster whose interval reaches the winner's lower bound:
+        the race's own rule for "not told apart" (the leader first)."""
+        lead = self.winner
+        if lead is None:
+            return ()
+        return tuple(s for s in self.standings if s.verdict == stats.FASTER and s.high >= lead.low)
 
     def to_json(self) -> dict:
         return {"standings": [s.to_json() for s in self.standings], "dropped": [d.to_json() for d in self.dropped],
