@@ -21,7 +21,15 @@ sys.path.insert(0, str(ROOT))
 
 from experiments.analysis import gpu_runs as analysis_gpu  # noqa: E402
 from experiments.analysis import static_runs as analysis  # noqa: E402
-from experiments.findings import external_kernels, figures, measurement, reduction, remeasured, stopping  # noqa: E402
+from experiments.findings import (  # noqa: E402
+    external_kernels,
+    figures,
+    measurement,
+    reduction,
+    remeasured,
+    stopping,
+    tuning,
+)
 from experiments.findings.common import calibration_line, pct  # noqa: E402
 from ptxprobe.runs.rundir import RunDir  # noqa: E402
 from ptxprobe.static.verdicts import arch_order  # noqa: E402
@@ -435,6 +443,7 @@ def findings() -> str:
         "ncu's stall samples say about the differences.",
         [*measurement.cutlass_two_runs(), "", *measurement.interleaved_effects(), *sgemm_repeat_line(),
          *explain_section()], "speed")
+    out += section("Which name, ptxas and options are fastest? (tune on the H200)", tuning.INTRO, tuning.section())
     out += section(
         "Other people's kernels",
         "Kernels nobody here wrote (CuTe DSL, Triton's fused-attention tutorial and Gluon example, Inductor's "

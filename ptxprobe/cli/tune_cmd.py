@@ -179,6 +179,13 @@ def cmd_apply(args) -> int:
                     f"({c['rounds']} rounds, p {c['p_value']:.3f})")
             else:
                 say(f"{c['arm']} vs yours: {c['verdict']} ({c['rounds']} rounds)")
+        pred = rec.get("prediction")
+        if pred:
+            p, m = pred["predicted"], pred["measured"]
+            where = ("inside" if pred["inside"] else "outside") + " the predicted interval" + (
+                "" if pred["inside"] else (", the intervals overlap" if pred["overlap"] else ", no overlap"))
+            say(f"predicted by tune {p['ratio']:.4f} [{p['low']:.4f}, {p['high']:.4f}]; the program "
+                f"{m['ratio']:.4f}: {where} ({pred['difference']:+.2%})")
     if rec["calibration_failed"]:
         print("ptxprobe: CALIBRATION FAILED: the A/A arm differs from yours or had too few rounds; the A/B is not "
               "trusted", file=sys.stderr)

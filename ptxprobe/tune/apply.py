@@ -181,8 +181,25 @@ def apply_program(doc: dict, argv: list[str], out: Path, *, rounds: int, metric:
            "comparisons": compare_arms(runs) if rounds else []}
     aa = next((c for c in rec["comparisons"] if c["arm"] == "aa"), None)
     rec["calibration_failed"] = bool(rounds) and (aa is None or aa["verdict"] in (*stats.SIGNIFICANT, "too_few_runs"))
+    rec["prediction"] = prediction_check(rec)
     atomic_write(out / APPLIED, json.dumps(rec, indent=1).encode())
     return rec
+
+
+def prediction_check(rec: dict) -> dict | None:
+    """Whether the program's A/B bears out what tune predicted: only where one kernel was swapped (a program's gain
+    from several kernels is not any one kernel's gain). ``inside``: the program's estimate lies in the predicted
+    interval; ``overlap``: the two intervals share a point; ``difference``: program minus prediction."""
+    measured = next((c for c in rec.get("comparisons", []) if c["arm"] == "tuned" and "ratio" in c), None)
+    gains = [k.get("gain") for k in rec.get("kernels", [])]
+    if measured is None or len(gains) != 1 or not gains[0]:
+        return None
+    g = gains[0]
+    return {"predicted": {k: g[k] for k in ("ratio", "low", "high")},
+            "measured": {k: measured[k] for k in ("ratio", "low", "high", "verdict")},
+            "inside": g["low"] <= measured["ratio"] <= g["high"],
+            "overlap": measured["low"] <= g["high"] and g["low"] <= measured["high"],
+            "difference": measured["ratio"] - g["ratio"]}
 
 
 def changes(doc: dict) -> list[dict]:

@@ -1,0 +1,206 @@
+"""Which configuration is fastest: the committed ``ptxprobe tune`` and ``ptxprobe apply`` runs on the H200 (render.py).
+
+Every number is read from the run's tuned.json and apply.json files, and ``problems`` recomputes what those files
+claim with the tool's own functions (the recommendation from the final standings, the program's comparisons from
+its recorded runs, the prediction check), so that a record that disagrees with its data is caught."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from experiments.analysis import static_runs as analysis
+from experiments.findings.common import pct
+from ptxprobe.capture.ab import Run
+from ptxprobe.ptx.rename import TRIGGER
+from ptxprobe.tune.answer import chosen
+from ptxprobe.tune.apply import compare_arms, prediction_check
+from ptxprobe.tune.prune import Candidate
+from ptxprobe.tune.race import RaceResult, Standing
+
+RUN = "2026-12-04-h200-tune"
+STEPS = ("sgemm", "attention-fp8", "ffma", "ffma-trigger-names")
+GOAL_GPU_SECONDS = 180.0  # one kernel tuned in at most 3 GPU minutes
+GOAL_HALF_WIDTH = 0.002  # the recommended configuration's interval half-width
+INTRO = ("`ptxprobe tune` on the H200: per kernel, names × ptxas releases × option sets, pruned by machine code, "
+         "the distinct codes raced against the user's configuration (successive halving, paired timing), then "
+         "`ptxprobe apply --rounds` runs the program with the recommendation swapped in, A/B against the user's own "
+         "configuration and an A/A copy.")
+
+
+def run_dir(where: Path | None = None) -> Path:
+    return where or analysis.results_dir(RUN)
+
+
+def tuned(step: str, where: Path | None = None) -> dict:
+    return json.loads((run_dir(where) / step / "tuned.json").read_text())
+
+
+def applied(step: str, where: Path | None = None) -> dict | None:
+    path = run_dir(where) / step / "apply" / "apply.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _candidate(d: dict, kernel: str, arch: str) -> Candidate:
+    return Candidate(kernel, arch, d["name_template"], d["name"], d["ptxas_version"], d["ptxas_sha256"],
+                     tuple(d["options"]), d.get("machine_code_sha256"), d.get("status", "ok"), None,
+                     d.get("registers"), bool(d.get("is_user")))
+
+
+def _standing(s: dict) -> Standing:
+    return Standing(s["label"], s["rounds"], s["ratio"], s["low"], s["high"], s["level"], s["verdict"],
+                    s["p_value"])
+
+
+def recommended_again(k: dict) -> str:
+    """The recommendation recomputed from the final standings with the rule the record names (``prefer``; a record
+    without one was made when the race's leader was always recommended)."""
+    by_label = {c["label"]: _candidate(c, k["kernel"], k["arch"]) for c in k["distinct"]}
+    result = RaceResult(tuple(_standing(s) for s in k["race"]["standings"]), (), k["race"]["rungs"],
+                        k["race"]["rounds_measured"], k["race"]["stopped_by"])
+    user = by_label[k["user"]["label"]]
+    pick = chosen(result, by_label, user, k.get("prefer", "fastest"))
+    return pick.label if pick else user.label
+
+
+def problems(where: Path | None = None) -> list[str]:
+    """Every claim of the committed run recomputed; an empty list when the files agree with themselves."""
+    out = []
+    for step in STEPS:
+        doc = tuned(step, where)
+        for k in doc["kernels"]:
+            if recommended_again(k) != k["best"]["label"]:
+                out.append(f"{step}: the standings recommend {recommended_again(k)}, the record {k['best']['label']}")
+            if (k["gain"] is None) != k["best_is_yours"]:
+                out.append(f"{step}: a gain without a recommendation (or the reverse)")
+        rec = applied(step, where)
+        if rec is None:
+            continue
+        runs = [Run(**r) for r in rec["runs"]]
+        again = {c["arm"]: c for c in compare_arms(runs)}
+        for c in rec["comparisons"]:
+            a = again[c["arm"]]
+            if a["verdict"] != c["verdict"] or abs(a.get("ratio", 0) - c.get("ratio", 0)) > 1e-12:
+                out.append(f"{step}: the program's {c['arm']} comparison recomputes to {a['verdict']} "
+                           f"{a.get('ratio')}, recorded {c['verdict']} {c.get('ratio')}")
+        swapped = rec["kernels"][0]
+        best_code = doc["kernels"][0]["best"]["machine_code_sha256"]
+        if swapped["machine_code_sha256"] != best_code or not swapped["verified"]:
+            out.append(f"{step}: the program ran another code than the recommended one")
+    return out
+
+
+def _space(doc: dict) -> str:
+    k = doc["kernels"][0]
+    names = sorted({c["name"] for c in k["distinct"]} | {p["name"] for p in k["pruned"]})
+    sp = doc["space"]
+    return (f"{len(names)} names ({', '.join(f'`{n}`' for n in names)}) × {len(sp['ptxas'])} ptxas × "
+            f"{len(sp['option_sets'])} option sets")
+
+
+def _where(k: dict) -> str:
+    size = k.get("sizes") or (f"N={k['seq_len']}" if k.get("seq_len") else "")
+    return f"{k['kernel']} {size}".strip()
+
+
+def _iv(g: dict) -> str:
+    return f"{pct(g['ratio'], 2)} [{pct(g['low'], 2)}, {pct(g['high'], 2)}]"
+
+
+def table(where: Path | None = None) -> list[str]:
+    out = ["| kernel, problem | space: distinct codes of candidates | recommended | gain over yours [95 %], "
+           "half-width | runner-up | race | GPU s |", "|---|---|---|---|---|---|---|"]
+    for step in STEPS:
+        doc = tuned(step, where)
+        for k in doc["kernels"]:
+            n = len(k["distinct"]) + len(k["pruned"])
+            best = "yours (none proven faster)" if k["best_is_yours"] else f"`{k['best']['label']}`"
+            gain = (f"{_iv(k['gain'])}, {k['gain']['half_width'] * 100:.2f} %" if k["gain"]
+                    else f"leader {k['leader_verdict']}")
+            if k.get("fastest"):
+                gain += f" (fastest estimate `{k['fastest']['label']}` {pct(k['fastest']['ratio'], 2)}, tied)"
+            r = k["runner_up"]
+            runner = f"`{r['label']}` {pct(r['ratio'], 2)}" if r else "-"
+            race = f"{k['race']['rounds_measured']} pair-rounds, stopped by {k['race']['stopped_by']}"
+            out.append(f"| `{_where(k)}` | {len(k['distinct'])} of {n} | {best} | {gain} | {runner} | {race} | "
+                       f"{k['gpu_seconds']:.1f} |")
+    return out
+
+
+def name_effect(k: dict) -> dict[str, float]:
+    """Per ptxas release, the trigger-holding name's throughput over the trigger-free name's, both at the default
+    options (each measured against the user's configuration in the race, raced or dropped)."""
+    seen = {s["label"]: s["ratio"] for s in [*k["race"]["standings"], *k["race"]["dropped"]]}
+    seen[k["user"]["label"]] = 1.0
+    by: dict[str, dict[bool, float]] = {}
+    for c in k["distinct"]:
+        if not c["options"] and c["label"] in seen:
+            by.setdefault(c["ptxas_version"], {})[TRIGGER in c["name"]] = seen[c["label"]]
+    return {v: r[True] / r[False] for v, r in sorted(by.items()) if True in r and False in r}
+
+
+def o2_gives_trigger_free_code(k: dict) -> bool:
+    """Whether, under every release, -O2 assembles both names to the trigger-free name's default machine code."""
+    code = {(c["name"], c["ptxas_version"], tuple(c["options"])): c["machine_code_sha256"]
+            for c in [*k["distinct"], *k["pruned"]]}
+    free = {(v, c) for (n, v, o), c in code.items() if not o and TRIGGER not in n}
+    return all((v, c) in free for (n, v, o), c in code.items() if o == ("-O2",))
+
+
+def name_effects(where: Path | None = None) -> list[str]:
+    out = []
+    for step in STEPS[:3]:
+        k = tuned(step, where)["kernels"][-1]
+        eff = name_effect(k)
+        o2 = ("; with `-O2` both names assemble to the trigger-free name's default code under every release"
+              if o2_gives_trigger_free_code(k) else "")
+        out.append(f"- `{_where(k)}`: the trigger-holding name against the trigger-free one, default options: "
+                   + ", ".join(f"ptxas {v} {pct(r)}" for v, r in eff.items()) + o2 + ".")
+    return out
+
+
+def programs(where: Path | None = None) -> list[str]:
+    out = []
+    for step in STEPS:
+        rec = applied(step, where)
+        if rec is None:
+            continue
+        c = {x["arm"]: x for x in rec["comparisons"]}
+        pred = prediction_check(rec)
+        k = rec["kernels"][0]
+        out.append(
+            f"- `{' '.join(rec['command'])}` ({step}), `{k['entry']}` loaded as `{k['name']}` (ptxas "
+            f"{k['ptxas_version']}, {' '.join(k['options']) or 'default'} options; name and machine code checked), "
+            f"{rec['rounds']} rounds of yours, tuned and an A/A copy, the program's own `ms=`: tuned "
+            f"{_iv(c['tuned'])} **{c['tuned']['verdict']}**, A/A {_iv(c['aa'])} {c['aa']['verdict']}. Predicted by "
+            f"tune {_iv(pred['predicted'])}: the program's estimate is "
+            f"{'inside' if pred['inside'] else 'outside'} the predicted interval "
+            f"({pred['difference'] * 100:+.2f} points), the intervals "
+            f"{'overlap' if pred['overlap'] else 'do not overlap'}.")
+    return out
+
+
+def goals(where: Path | None = None) -> list[str]:
+    ks = [k for step in STEPS for k in tuned(step, where)["kernels"]]
+    sizes = sorted({len(k["distinct"]) + len(k["pruned"]) for k in ks})
+    hws = [k["gain"]["half_width"] for k in ks if k["gain"]]
+    preds = [prediction_check(rec) for step in STEPS if (rec := applied(step, where))]
+    inside, overlap = sum(p["inside"] for p in preds), sum(p["overlap"] for p in preds)
+    diffs = [p["difference"] * 100 for p in preds]
+    return [f"Goals: every kernel tuned over {'/'.join(map(str, sizes))} candidates in at most "
+            f"{max(k['gpu_seconds'] for k in ks):.1f} GPU s (goal ≤ {GOAL_GPU_SECONDS:.0f}); the recommended "
+            f"configuration's half-width at most {max(hws) * 100:.2f} % (goal ≤ {GOAL_HALF_WIDTH * 100:g} %); the "
+            f"program's A/B inside the predicted interval in {inside} of {len(preds)} runs (goal: all), its interval "
+            f"overlapping the prediction in {overlap} of {len(preds)}: the programs measured "
+            f"{', '.join(format(d, '+.2f') for d in diffs)} points from the kernel's prediction (mean "
+            f"{sum(diffs) / len(diffs):+.2f})."]
+
+
+def section(where: Path | None = None) -> list[str]:
+    sg = tuned("sgemm", where)
+    return [f"`{RUN}`, each kernel over {_space(sg)} (the FFMA matmul: {_space(tuned('ffma', where))}):", "",
+            *table(where), "", "What each raced configuration measured against yours:", "", *name_effects(where),
+            "", "The program, tuned and proven:", "", *programs(where), "", *goals(where), "",
+            "In the run whose space held only `{base}` and `cutlass_{base}` (ffma-trigger-names) the race's leader "
+            "was recommended; since then the fewest changes among the configurations the race cannot tell apart "
+            "is.", "", f"Run directory: `{RUN}`."]
