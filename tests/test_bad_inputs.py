@@ -201,6 +201,9 @@ def _cases(d: Path) -> list[tuple[list[str], int, str]]:
         (["report", str(d / "trunc")], USAGE, "manifest.json: not valid JSON"),
         (["repro", str(d / "trunc")], USAGE, "manifest.json: not valid JSON"),
         (["emit", "-o", str(d / "a_dir")], USAGE, "a_dir"),
+        # sizes: a launch shape or head dimension of nothing or less is refused, not compiled
+        (["emit", "--seq-len", "-5"], USAGE, "--seq-len: must be at least 1, got -5"),
+        (["emit", "--head-dim", "0"], USAGE, "--head-dim: must be at least 1, got 0"),
     ]
 
 

@@ -129,3 +129,17 @@ def test_help_says_where_the_spec_format_is_and_that_triton_takes_a_path(capsys)
     assert "file.py:function" in helps["triton"] and "docs/spec.md" in helps["spec"]
     assert "spec init" in helps["spec"] and "relative to the spec file" in helps["spec"]
     assert "spec init" in sub.epilog and "docs/spec.md" in sub.epilog
+
+
+def test_no_switch_claims_a_default_its_absence_does_not_have():
+    """``--no-run  static analysis only (default: True)`` beside ``--run ... (default: when a GPU is visible)``
+    contradicted itself: a switch's store default is argparse's bookkeeping, never shown."""
+    p = build_parser()
+    subs = next(a for a in p._actions if a.dest == "command").choices
+    for name, sub in subs.items():
+        text = " ".join(sub.format_help().split())
+        assert "(default: True)" not in text and "(default: False)" not in text, name
+    sweep = " ".join(subs["rename-sweep"].format_help().split())
+    assert "--run also time every name on the GPU (default: when a GPU is visible)" in sweep
+    assert "--no-run static analysis only, even where a GPU is visible --explain" in sweep
+    assert subs["rename-sweep"].parse_args([]).run is None  # neither switch: time when a GPU is visible

@@ -9,11 +9,12 @@ from ptxprobe import __version__
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
     """Each default said once: by the help text where it says it in words, else as ``(default: X)``; nothing for
-    an option whose absence is the default (None, off, an empty list)."""
+    an option whose absence is the default (None, off, an empty list) nor for a switch (``--no-run``'s store_false
+    default True is argparse's bookkeeping, not what runs when it is left out)."""
 
     def _get_help_string(self, action):
         text = action.help or ""
-        if "default" in text or action.default in (None, False, [], argparse.SUPPRESS):
+        if "default" in text or action.nargs == 0 or action.default in (None, False, [], argparse.SUPPRESS):
             return text
         return super()._get_help_string(action)
 
@@ -94,7 +95,7 @@ def _kernel_args(s: argparse.ArgumentParser, dtype: str) -> None:
     """--kernel/--dtype/--head-dim/--causal/--arch, shared by the commands that pick one registered kernel."""
     s.add_argument("--kernel", default="attention", help="registered kernel family (see `ptxprobe kernels`)")
     s.add_argument("--dtype", default=dtype, help="element type: fp16, bf16, fp8e5, fp8e4nv")
-    s.add_argument("--head-dim", type=int, default=128, help="head dimension")
+    s.add_argument("--head-dim", type=_at_least(1), default=128, help="head dimension")
     s.add_argument("--causal", action="store_true", help="causal mask")
     s.add_argument("--arch", default="sm_90a", help="target arch")
 
@@ -144,7 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also test a name for every trigger literal ptxas-scan finds in the sweep's ptxas")
     s.add_argument("--run", dest="run", action="store_true", default=None,
                    help="also time every name on the GPU (default: when a GPU is visible)")
-    s.add_argument("--no-run", dest="run", action="store_false", help="static analysis only")
+    s.add_argument("--no-run", dest="run", action="store_false", default=None,
+                   help="static analysis only, even where a GPU is visible")
     s.add_argument("--explain", action="store_true",
                    help="after the GPU runs, profile the groups where a name changes the code under ncu and attribute "
                         "the difference (ptxprobe explain)")
@@ -183,7 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     _kernel_args(s, "fp16")
     s.add_argument("--config", default="default", help="block config label (e.g. m128n64w8s3) or default")
     s.add_argument("--name", help="entry name, set through the frontend (Triton's repr=)")
-    s.add_argument("--seq-len", type=int, default=4096, help="launch shape the specialisation is derived from")
+    s.add_argument("--seq-len", type=_at_least(1), default=4096,
+                   help="launch shape the specialisation is derived from")
     s.add_argument("--output", "-o", help="write the PTX here (default: stdout)")
     _common(s, None)
 
@@ -316,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--entry", help="the entry to reduce when the input has several")
     s.add_argument("--arch", required=True, help="target (sm_90a, sm_100a, ...)")
     s.add_argument("--dtype", default="fp16", help="with a registered KERNEL: element type")
-    s.add_argument("--head-dim", type=int, default=128, help="with a registered KERNEL: head dimension")
+    s.add_argument("--head-dim", type=_at_least(1), default=128, help="with a registered KERNEL: head dimension")
     s.add_argument("--causal", action="store_true", help="with a registered KERNEL: causal mask")
     s.add_argument("--config", default="default", help="with a registered KERNEL: block config label")
     s.add_argument("--ptxas", help="triton | nvcc | newest | VERSION | PATH (default: triton; nvcc for --cu, as the "
