@@ -182,6 +182,12 @@ def _cases(d: Path) -> list[tuple[list[str], int, str]]:
         ([*sweep, "-s", "archs=sm_90A"], USAGE, "sm_90A"),
         ([*sweep, "--ptx", k, "-s", "names={base},9lives"], USAGE, "not a valid PTX identifier"),
         ([*sweep, "--ptx", k, "-s", "names"], USAGE, "axis=value"),
+        # an axis set twice kept the last, an axis set to nothing was dropped: both silently
+        ([*sweep, "--ptx", k, "-s", "archs=sm_90a", "-s", "archs=sm_100a"], USAGE,
+         "archs: set twice (-s archs=sm_90a and -s archs=sm_100a)"),
+        ([*sweep, "--ptx", k, "-s", "archs="], USAGE, "archs: -s archs= sets it to nothing"),
+        ([*sweep, "--ptx", k, "-s", "ptxas=", "-s", "repeat=1"], USAGE, "ptxas: -s ptxas= sets it to nothing"),
+        ([*sweep, "--ptx", k, "-s", "ptx_files=" + k], USAGE, "ptx_files: set twice"),
         # options: each refused in one line with the value and the bound
         ([*sweep, "--ptx", k, "--timeout", "0"], USAGE, "--timeout: must be more than 0 seconds, got 0"),
         ([*sweep, "--ptx", k, "--timeout", "soon"], USAGE, "expected a number of seconds"),

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ptxprobe.core.errors import SpecError
-from ptxprobe.static.experiment import Experiment, load_experiment, override
+from ptxprobe.static.experiment import Experiment, check_assignments, load_experiment, override
 
 log = logging.getLogger("ptxprobe")
 
@@ -105,19 +105,23 @@ def plan_sweep(req: SweepRequest) -> SweepPlan:
 
 def _experiment(req: SweepRequest, nvcc_assembles: bool) -> Experiment:
     """The experiment file, its overrides and the user's own kernels, as one Experiment."""
+    check_assignments(req.sets)  # an axis set twice or to nothing, refused before the experiment is read
     exp = load_experiment(req.experiment)
     sets = list(req.sets)
     k = req.kernels
+    mine = {s.partition("=")[0].strip().replace("-", "_") for s in sets}
     for axis, vals in k.axes().items():
         if vals:
+            if axis in mine:
+                raise SpecError(f"{axis}: set twice (by -s {axis}=... and by the file option); give it one way")
             sets.append(f"{axis}=" + ",".join(vals))
     if k.given:
-        if not any(s.startswith("kernels=") for s in sets):
+        if "kernels" not in mine:
             sets.append("kernels=")  # only the user's kernels
         if nvcc_assembles:
             sets.append("ptxas=nvcc")  # the PTX nvcc emits is its own toolkit's to assemble
         archs = next((s for s in reversed(sets) if s.startswith("archs=")), None)
-        if archs and (k.ptx or k.cubin):
+        if archs and (k.ptx or k.cubin) and "file_archs" not in mine:
             sets.append("file_archs=" + archs.partition("=")[2])  # re-target the PTX files too
     exp = override(exp, sets) if sets else exp
     if k.given and exp.name == "default":

@@ -246,6 +246,21 @@ def parse_assignment(a: str) -> tuple[str, object]:
     return key, vals
 
 
+def check_assignments(assignments: list[str] | tuple[str, ...]) -> None:
+    """The user's own ``-s`` list: an axis set twice would silently keep the last, an axis set to nothing would
+    silently drop it (``-s flags=`` is a value: one empty flag list, plain ptxas)."""
+    given: dict[str, str] = {}
+    for a in assignments:
+        key, vals = parse_assignment(a)
+        if key in given:
+            raise SpecError(f"{key}: set twice (-s {given[key]} and -s {a.strip()}); give every value in one: "
+                            f"-s {key}=V1,V2")
+        given[key] = a.strip()
+        if key != "flags" and not vals:
+            what = " (the first is the baseline template, e.g. {base},cutlass_{base})" if key == "names" else ""
+            raise SpecError(f"{key}: -s {a.strip()} sets it to nothing; give at least one value{what}")
+
+
 def override(exp: Experiment, assignments: list[str]) -> Experiment:
     """Apply ``axis=v1,v2`` overrides from the command line."""
     base = {f.name: getattr(exp, f.name) for f in fields(Experiment)}
