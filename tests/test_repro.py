@@ -232,3 +232,77 @@ def test_the_defaults_run_re_measured_on_the_h200_reproduces():
     assert not any("opposite sign" in r.reason for r in rows)
     sd = repro.between_run_sd(rec, new)
     assert sd is not None and 0 < sd < 0.001  # a flat tau: 0.055 %, 9x below the 0.5 % the runs stated
+
+
+@pytest.fixture
+def user_run(tmp_path, monkeypatch) -> Path:
+    """A user's PTX swept into a run directory that keeps its input (as ``rename-sweep --ptx`` makes one)."""
+    from tests.ptx_text import AXPY_PTX
+
+    (tmp_path / "kern.ptx").write_text(AXPY_PTX)
+    monkeypatch.chdir(tmp_path)
+    assert main(["rename-sweep", "--ptx", "kern.ptx", "-s", "archs=sm_90a", "-s", "repeat=1", "-s", "max_repeat=0",
+                 "-q", "-o", "run"]) in (0, 1)
+    return tmp_path / "run"
+
+
+def _damaged(run: Path, name: str, edit) -> Path:
+    copy = run.parent / name
+    shutil.copytree(run, copy)
+    edit(copy)
+    return copy
+
+
+def _manifest_edit(**changes):
+    def edit(d: Path) -> None:
+        man = json.loads((d / "manifest.json").read_text())
+        (d / "manifest.json").write_text(json.dumps({**man, **changes}))
+    return edit
+
+
+def test_a_damaged_run_directory_is_bad_input_named_in_one_line(user_run, capsys):
+    """The audit's run directories: each refused by repro with exit 2 (not 4, a ptxprobe bug) and one line naming the
+    file and the fault; report, which needs no inputs, reads the one without them and refuses the unreadable ones."""
+    (user_run.parent / "kern.ptx").rename(user_run.parent / "moved.ptx")  # the original source gone too
+    cases = {
+        "no-inputs": (lambda d: shutil.rmtree(d / "inputs"), "kern.ptx: the kept copy of", 0),
+        "empty-manifest": (lambda d: (d / "manifest.json").write_text("{}"), "records no experiment", 0),
+        "inputs-oops": (_manifest_edit(inputs="oops"), '"inputs" is a string, expected an object', 2),
+        "newer": (_manifest_edit(inputs="oops", schema_version=99), "written by a newer ptxprobe", 2),
+    }
+    for name, (edit, said, report_rc) in cases.items():
+        damaged = _damaged(user_run, name, edit)
+        capsys.readouterr()
+        assert main(["repro", str(damaged)]) == 2, name
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and said in err and str(damaged) in err, (name, err)
+        assert "internal error" not in err
+        assert main(["report", str(damaged), "-o", str(damaged / "rep"), "-q"]) == report_rc, name
+        if report_rc:
+            assert said in capsys.readouterr().err
+
+
+def test_ctrl_c_during_repro_says_what_was_re_run_and_exits_130(monkeypatch, capsys):
+    """Ctrl-C while the second arch's sweep starts (the sweep keeps what finished and returns interrupted): exit 130,
+    'interrupted: 3 of 6 re-run', no divergence claimed for the groups not re-run; --json: one document saying so."""
+    from ptxprobe.static import sweep
+
+    real = sweep._Run._submit_variants
+
+    def interrupted_on_sm_120a(self, pool, src, emitted):
+        if self.exp.archs == ("sm_120a",):
+            raise KeyboardInterrupt
+        return real(self, pool, src, emitted)
+
+    monkeypatch.setattr(sweep._Run, "_submit_variants", interrupted_on_sm_120a)
+    monkeypatch.setenv("COLUMNS", "200")
+    assert main(["repro", str(COMMITTED), "-q", "-j", "2"]) == 130
+    out = " ".join(capsys.readouterr().out.split())
+    assert "interrupted: 3 of 6 re-run (all of them as recorded)" in out
+    assert "diverged" not in out and "not_rerun" not in out and "sm_120a" not in out
+    assert main(["repro", str(COMMITTED), "-q", "-j", "2", "--json"]) == 130
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["interrupted"] is True and doc["exit_code"] == 130 and doc["ok"] is False
+    assert doc["rerun"] == 3 and doc["comparisons"] == 6
+    assert {r["status"] for r in doc["rows"] if r["arch"] == "sm_120a"} == {repro.NOT_RUN}
+    assert {r["status"] for r in doc["rows"] if r["arch"] == "sm_90a"} == {repro.MATCH}

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from textwrap import shorten
 
-from ptxprobe.cli import FOUND_DIFFERENCES, OK
+from ptxprobe.cli import FOUND_DIFFERENCES, INTERRUPTED, OK
 from ptxprobe.cli.render import emit_json, say, show, show_answer, table
 from ptxprobe.core.cluster import session_for
 from ptxprobe.core.errors import SpecError
@@ -100,35 +100,53 @@ def cmd_ptxas_scan(args) -> int:
 
 
 def cmd_repro(args) -> int:
-    from ptxprobe.reports.repro import repro
+    from ptxprobe.reports.repro import NOT_RUN, repro
 
-    with session_for(args.executor, args.ray_address, args.jobs):
-        res = repro(_run_dir(args.run_dir), args.out, jobs=args.jobs, progress=not args.quiet_level and not args.json,
-                    executor=args.executor, ray_address=args.ray_address)
-    diverged = [r for r in res.rows + res.runtime_rows
-                if r.status not in ("match", "within_recorded_set", "within_ci", "reproduced")]
+    try:
+        with session_for(args.executor, args.ray_address, args.jobs):
+            res = repro(_run_dir(args.run_dir), args.out, jobs=args.jobs,
+                        progress=not args.quiet_level and not args.json, executor=args.executor,
+                        ray_address=args.ray_address)
+    except KeyboardInterrupt:  # before the re-run began (or after it ended): nothing re-run to say anything of
+        if args.json:
+            emit_json({"ok": False, "interrupted": True, "exit_code": INTERRUPTED, "rerun": 0, "rows": [],
+                       "runtime_rows": []})
+        else:
+            say("interrupted: nothing re-run")
+        return INTERRUPTED
+    rc = INTERRUPTED if res.interrupted else OK if res.ok else FOUND_DIFFERENCES
+    total = len(res.rows) + len(res.runtime_rows)
     if args.json:
-        emit_json({"ok": res.ok, "problems": res.problems, "notes": res.notes, "runtime_note": res.runtime_note,
-                   "rows": [r.__dict__ for r in res.rows], "runtime_rows": [r.__dict__ for r in res.runtime_rows],
-                   "between_run": res.between_run})
-        return OK if res.ok else FOUND_DIFFERENCES
+        emit_json({"ok": res.ok, "interrupted": res.interrupted, "exit_code": rc, "rerun": res.rerun,
+                   "comparisons": total, "problems": res.problems, "notes": res.notes,
+                   "runtime_note": res.runtime_note, "rows": [r.__dict__ for r in res.rows],
+                   "runtime_rows": [r.__dict__ for r in res.runtime_rows], "between_run": res.between_run})
+        return rc
     for p in res.problems:
         print(f"ptxprobe: environment: {p}", file=sys.stderr)
     for n in res.notes:
         print(f"ptxprobe: note: {n}", file=sys.stderr)
+    shown = [r for r in res.rows if r.status != NOT_RUN] if res.interrupted else res.rows  # only what was re-run
     show(table(f"repro of {args.run_dir}", ["kernel", "arch", "ptxas", "name", "result", "recorded", "new", "why"],
                [[r.kernel, r.arch, r.ptxas_version, r.name, r.status, r.recorded_outputs, r.new_outputs, r.reason]
-                for r in res.rows]))
-    if res.runtime_rows:
+                for r in shown]))
+    if res.runtime_rows and not res.interrupted or any(r.status != NOT_RUN for r in res.runtime_rows):
         show(table("runtime re-measured", ["kernel", "ptxas", "variant", "result", "why"],
-                   [[r.kernel, r.ptxas_version, r.name, r.status, r.reason] for r in res.runtime_rows]))
+                   [[r.kernel, r.ptxas_version, r.name, r.status, r.reason] for r in res.runtime_rows
+                    if not res.interrupted or r.status != NOT_RUN]))
     if res.runtime_note:
         say(res.runtime_note)
+    if res.interrupted:
+        split = f"{len(res.diverged)} of them diverged" if res.diverged else "all of them as recorded"
+        say(f"interrupted: {res.rerun} of {total} re-run ({split}); the rest was not re-checked, run repro again")
+        return rc
     if res.ok:
         say(f"reproduced: {len(res.rows)} variant groups match the recorded results")
-        return OK
-    say(f"diverged: {len(diverged)} variant groups, {len(res.problems)} environment problems")
-    return FOUND_DIFFERENCES
+        return rc
+    not_run = sum(1 for r in res.rows + res.runtime_rows if r.status == NOT_RUN)
+    say(f"diverged: {len(res.diverged)} variant groups" + (f", {not_run} not re-run" if not_run else "")
+        + f", {len(res.problems)} environment problems")
+    return rc
 
 
 def cmd_bisect(args) -> int:

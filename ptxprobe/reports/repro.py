@@ -10,18 +10,19 @@ source, another Triton).
 from __future__ import annotations
 
 import math
+import shutil
 import tempfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptxprobe.core.cache import Cache
-from ptxprobe.core.errors import PtxprobeError
+from ptxprobe.core.errors import PtxprobeError, SpecError
 from ptxprobe.core.inputs import INPUTS, Staged, stage
 from ptxprobe.core.schema import problem_label
 from ptxprobe.core.store import MANIFEST
 from ptxprobe.gpu.plan import RunConfig
-from ptxprobe.runs.rundir import RunDir, same_code_column
+from ptxprobe.runs.rundir import DamagedRun, RunDir, same_code_column
 from ptxprobe.sources.registry import kernel_source_hashes
 from ptxprobe.static.experiment import experiment_from_dict, recorded_axes
 from ptxprobe.static.sweep import run_sweep
@@ -57,11 +58,24 @@ class ReproOutcome:
 
     runtime_rows: list[ReproRow] = field(default_factory=list)
     between_run: dict = field(default_factory=dict)  # the model used, and the one re-fitted from this pair
+    interrupted: bool = False  # Ctrl-C: the rows not re-run are NOT_RUN, and nothing is said of them
 
     @property
     def ok(self) -> bool:
         good = (MATCH, WITHIN_SET, WITHIN_CI, REPRODUCED)
-        return not self.problems and all(r.status in good for r in self.rows + self.runtime_rows)
+        return not self.interrupted and not self.problems and all(r.status in good
+                                                                  for r in self.rows + self.runtime_rows)
+
+    @property
+    def rerun(self) -> int:
+        """Comparisons (variant groups, timed names) that were re-run, of ``len(rows) + len(runtime_rows)``."""
+        return sum(1 for r in self.rows + self.runtime_rows if r.status != NOT_RUN)
+
+    @property
+    def diverged(self) -> list[ReproRow]:
+        """Re-run comparisons that did not reproduce (never one that was not re-run)."""
+        good = (MATCH, WITHIN_SET, WITHIN_CI, REPRODUCED, NOT_RUN)
+        return [r for r in self.rows + self.runtime_rows if r.status not in good]
 
 
 def _load(run_dir: Path) -> tuple[dict, list[dict]]:
@@ -69,11 +83,23 @@ def _load(run_dir: Path) -> tuple[dict, list[dict]]:
     rd = RunDir(run_dir)
     if not rd.has(MANIFEST):
         raise PtxprobeError(f"{run_dir}: no {MANIFEST}; not a ptxprobe run directory")
-    manifest = rd.manifest
+    manifest = rd.manifest  # its shape checked by the one reader of manifests (DamagedRun names the fault)
+    try:
+        experiment_from_dict(recorded_axes(manifest))
+    except SpecError as exc:
+        raise DamagedRun(f"{run_dir / MANIFEST}: {exc}") from None
     rows = rd.variants or rd.static_rows()
     if not rows:
         raise PtxprobeError(f"{run_dir}: no recorded variants")
     return manifest, rows
+
+
+def _staged(run: Path, manifest: dict, dest: Path) -> Staged | None:
+    """The kept inputs laid out under ``dest``; a kept copy gone from the run directory is a damaged run (exit 2)."""
+    try:
+        return stage(run, manifest, dest)
+    except FileNotFoundError as exc:
+        raise DamagedRun(f"{exc}; copy it back, or re-run the sweep from the original sources") from None
 
 
 def check_environment(manifest: dict, rows: list[dict], tools: list[Tool]) -> tuple[list[str], dict[str, Tool]]:
@@ -113,7 +139,9 @@ def changed_sources(manifest: dict) -> list[str]:
     return [path for path, sha in sorted(manifest.get("kernel_sources", {}).items()) if here.get(path) != sha]
 
 
-def compare(recorded: list[dict], new: list[dict]) -> list[ReproRow]:
+def compare(recorded: list[dict], new: list[dict], interrupted: bool = False) -> list[ReproRow]:
+    """Each recorded variant group against its re-run; ``interrupted``: a group cut short (fewer runs than recorded)
+    is not re-run unless an output it did give is outside the recorded set."""
     def group(rows):
         g: dict[tuple, list[dict]] = defaultdict(list)
         for r in rows:
@@ -134,7 +162,10 @@ def compare(recorded: list[dict], new: list[dict]) -> list[ReproRow]:
         statuses_rec = Counter(r["status"] for r in rs)
         statuses_new = Counter(r["status"] for r in ns)
         ok_new = Counter(r[column] for r in ns if r["status"] == "ok")
-        if set(statuses_rec) != set(statuses_new):
+        if interrupted and len(ns) < len(rs) and set(ok_new) <= set(ok_rec):
+            out.append(ReproRow(kernel, arch, ver, name, NOT_RUN, len(ok_rec), len(ok_new),
+                                f"interrupted after {len(ns)} of {len(rs)} runs"))
+        elif set(statuses_rec) != set(statuses_new):
             out.append(
                 ReproRow(
                     kernel,
@@ -306,43 +337,62 @@ def repro(
     exp_d = recorded_axes(manifest)
     new_rows: list[dict] = []
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="ptxprobe-repro-"))
-    staged = stage(run, manifest, out / INPUTS)  # the inputs the run kept, laid out again (None: an older run)
+    try:
+        staged = _staged(run, manifest, out / INPUTS)  # the inputs the run kept, laid out again (None: an older run)
+    except DamagedRun:
+        if not out_dir:  # nothing was re-run: the scratch directory goes with the refusal
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     relabel = {}
     if staged is not None:
         exp_d = {**exp_d, **staged.axes}
         relabel = _recorded_labels(exp_d, staged)
+    interrupted = False
     with tempfile.TemporaryDirectory(prefix="ptxprobe-repro-cache-") as cache_dir:
         cache = Cache(cache_dir)  # nothing reused: every ptxas run happens again
-        for arch in exp_d["archs"]:
-            shas = sorted({r["ptxas_sha256"] for r in recorded if r["arch"] == arch and r["ptxas_sha256"] in found})
-            if not shas:
-                continue
-            sub = experiment_from_dict({**exp_d, "archs": [arch], "ptxas": [found[s].path for s in shas]})
-            res = run_sweep(sub, out / arch, jobs=jobs, cache=cache, progress=progress, argv=["ptxprobe", "repro"],
-                            executor=executor, ray_address=ray_address)
-            new_rows.extend(res.rows)
-    rows = compare(recorded, _as_recorded(new_rows, relabel))
+        try:
+            for arch in exp_d["archs"]:
+                shas = sorted({r["ptxas_sha256"] for r in recorded
+                               if r["arch"] == arch and r["ptxas_sha256"] in found})
+                if not shas:
+                    continue
+                sub = experiment_from_dict({**exp_d, "archs": [arch], "ptxas": [found[s].path for s in shas]})
+                res = run_sweep(sub, out / arch, jobs=jobs, cache=cache, progress=progress,
+                                argv=["ptxprobe", "repro"], executor=executor, ray_address=ray_address)
+                new_rows.extend(res.rows)
+                if res.interrupted:  # the sweep kept what finished and returned: the other archs are not started
+                    interrupted = True
+                    break
+        except KeyboardInterrupt:  # between two archs' sweeps, or before one had assembled anything
+            interrupted = True
+    rows = compare(recorded, _as_recorded(new_rows, relabel), interrupted)
     # an edit to kernels/ is reported, not fatal: whether the re-run matches is decided by the outputs
     edited = changed_sources(manifest)
     notes = [f"kernel sources changed since the recorded run: {', '.join(edited)}"] if edited else []
     notes += staged.notes if staged else []
     note, runtime_rows, between_run = "", [], {}
-    if RunDir(run).has_runtime:
+    if RunDir(run).has_runtime and interrupted:
+        runtime_rows = compare_runtime(RunDir(run).runtime_log, [])  # every timed comparison: not re-run
+    elif RunDir(run).has_runtime:
         from ptxprobe.core.errors import NoGpu
         from ptxprobe.gpu import runtime_sweep
 
         sub = experiment_from_dict(exp_d)
+        between = between_run_model(exp_d.get("run", {}).get("between_run"))  # the measured model by default
+        margin = float(exp_d.get("run", {}).get("timing", {}).get("margin", stats.EQUIVALENCE_MARGIN))
         try:
             new_rt = runtime_sweep(sub, out / "runtime", progress=progress, executor=executor)
-            between = between_run_model(exp_d.get("run", {}).get("between_run"))  # the measured model by default
-            margin = float(exp_d.get("run", {}).get("timing", {}).get("margin", stats.EQUIVALENCE_MARGIN))
             runtime_rows = compare_runtime(RunDir(run).runtime_log, _as_recorded(new_rt, relabel), between, margin)
             fit = estimate_from_runs([RunDir(run).runtime_log, new_rt], f"{run.name} + its repro")
             between_run = {"used": between.to_json(), "this_pair": fit.to_json() if fit else None}
         except NoGpu as exc:
             note = f"runtime results recorded but not re-checked: {exc}"
+        except KeyboardInterrupt:  # the groups timed before it are in the runtime log: compared, the rest not re-run
+            interrupted = True
+            runtime_rows = compare_runtime(RunDir(run).runtime_log,
+                                           _as_recorded(RunDir(out / "runtime").runtime_log, relabel), between, margin)
     return ReproOutcome(rows, problems, runtime_note=note, runtime_rows=runtime_rows, notes=notes,
-                        between_run=between_run)
+                        between_run=between_run, interrupted=interrupted)
 
 
 def _recorded_labels(exp_d: dict, staged: Staged) -> dict[str, str]:

@@ -39,6 +39,7 @@ from ptxprobe.core.store import (
     RUNTIME_LOG,
     RUNTIME_PARQUET,
     RUNTIME_TABLE_DROPS,
+    SCHEMA_VERSION,
     compressed,
     drop_torn_tail,
     read_log,
@@ -51,6 +52,10 @@ CAPTURED, CAPTURE_SWEEP, PROGRAM_AB = "captured.json", "sweep", "ab/ab.json"
 LOGS = (LOG, RUNTIME_LOG, GROUPS_LOG)
 DERIVED = (RESULTS_JSONL, RESULTS_PARQUET, RUNTIME_PARQUET)
 COMPRESSED_SUFFIXES = (".jsonl", ".csv")  # what ``compact`` gzips (logs, explain's ncu CSVs)
+
+
+class DamagedRun(PtxprobeError):
+    """A run directory whose records ptxprobe cannot read (bad input: exit 2), the file and the fault named."""
 
 
 class RunDir:
@@ -108,7 +113,8 @@ class RunDir:
     @cached_property
     def manifest(self) -> dict:
         """manifest.json ({} when the directory has none), its recorded experiment in the keys the parser reads."""
-        return upgraded_manifest(self.json(MANIFEST, optional=True) or {})
+        doc = self.json(MANIFEST, optional=True)
+        return upgraded_manifest(checked_manifest(doc, self.path / MANIFEST) if doc is not None else {})
 
     @property
     def schema_version(self) -> int:
@@ -235,6 +241,63 @@ SUPERSEDED_TIMING_KEYS = ("reps", "warmup", "flush_bytes")  # accepted, never us
 
 def _timing(plan: dict) -> dict:
     return {k: v for k, v in plan.items() if k not in SUPERSEDED_TIMING_KEYS}
+
+
+# what readers of a run's manifest take from it, and the JSON type each must have (a benchmark's own manifest.json,
+# with neither experiment nor schema_version, is only read for what it says it holds)
+RUN_MANIFEST_SHAPE: dict[str, tuple[type, ...]] = {
+    "experiment": (dict,), "inputs": (dict,), "kernel_sources": (dict,), "tools": (list,), "counts": (dict,),
+    "command": (list, str), "triton": (str, type(None)),
+}
+KEPT_FILE_KEYS = ("path", "kept", "tree", "role")  # what ``core.inputs.stage`` reads of each kept input file
+_JSON_TYPE = {dict: "an object", list: "a list", str: "a string", int: "an integer", float: "a number",
+              bool: "true/false", type(None): "null"}
+
+
+def _json_type(value) -> str:
+    return _JSON_TYPE.get(type(value), type(value).__name__)
+
+
+def checked_manifest(doc, where: Path) -> dict:
+    """``doc`` (manifest.json as parsed), refused with the file and the fault named when ptxprobe cannot read it: not
+    an object, a layout newer than this ptxprobe knows, or a field of the wrong shape (report and repro both read it
+    through ``RunDir.manifest``, so both refuse the same manifests)."""
+    if not isinstance(doc, dict):
+        raise DamagedRun(f"{where}: {_json_type(doc)}, not a manifest (expected a JSON object)")
+    version = doc.get("schema_version", OLD_LAYOUT)
+    if not isinstance(version, int) or isinstance(version, bool) or version < OLD_LAYOUT:
+        raise DamagedRun(f"{where}: schema_version {version!r} is not a layout number (1 to {SCHEMA_VERSION})")
+    if version > SCHEMA_VERSION:
+        from ptxprobe import __version__
+
+        raise DamagedRun(f"{where}: schema_version {version} was written by a newer ptxprobe (this one, {__version__}, "
+                         f"reads layouts up to {SCHEMA_VERSION}); upgrade ptxprobe to read this run")
+    if "experiment" not in doc and "schema_version" not in doc:
+        return doc
+    for key, kinds in RUN_MANIFEST_SHAPE.items():
+        if key in doc and not isinstance(doc[key], kinds):
+            raise DamagedRun(f"{where}: \"{key}\" is {_json_type(doc[key])}, expected "
+                             + " or ".join(_JSON_TYPE[k] for k in kinds))
+    names = (doc.get("experiment") or {}).get("names")
+    if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+        raise DamagedRun(f"{where}: \"experiment\".\"names\" is {_json_type(names)}, expected a list of name templates")
+    for n, tool in enumerate(doc.get("tools") or []):
+        if not isinstance(tool, dict):
+            raise DamagedRun(f"{where}: \"tools\"[{n}] is {_json_type(tool)}, expected an object")
+    for label, rec in (doc.get("inputs") or {}).items():
+        if not isinstance(rec, dict):
+            raise DamagedRun(f"{where}: \"inputs\".\"{label}\" is {_json_type(rec)}, expected an object")
+        files = rec.get("files")
+        if files is None or label == "ptxas_flag_files":  # flag files: {path: digest}
+            continue
+        if not isinstance(files, list):
+            raise DamagedRun(f"{where}: \"inputs\".\"{label}\".\"files\" is {_json_type(files)}, expected a list")
+        for i, f in enumerate(files):
+            bad = [k for k in KEPT_FILE_KEYS if not isinstance(f, dict) or not isinstance(f.get(k), str)]
+            if bad:
+                raise DamagedRun(f"{where}: \"inputs\".\"{label}\".\"files\"[{i}] has no {', '.join(bad)} "
+                                 "(each kept file records its path, kept copy, tree and role)")
+    return doc
 
 
 def upgraded_manifest(manifest: dict) -> dict:

@@ -160,7 +160,10 @@ def check_arch(arch: str) -> str:
 
 
 def recorded_axes(manifest: dict) -> dict:
-    """The axes a run directory's manifest recorded, ready for ``experiment_from_dict`` (its file path dropped)."""
+    """The axes a run directory's manifest recorded, ready for ``experiment_from_dict`` (its file path dropped);
+    a manifest that records none cannot be re-run, said as such (bad input, not a KeyError)."""
+    if not isinstance(manifest.get("experiment"), dict):
+        raise SpecError("the manifest records no experiment (no \"experiment\" object): nothing to re-run")
     d = dict(manifest["experiment"])
     d.pop("source", None)
     return d
