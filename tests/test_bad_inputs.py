@@ -182,6 +182,13 @@ def _cases(d: Path) -> list[tuple[list[str], int, str]]:
         ([*sweep, "-s", "archs=sm_90A"], USAGE, "sm_90A"),
         ([*sweep, "--ptx", k, "-s", "names={base},9lives"], USAGE, "not a valid PTX identifier"),
         ([*sweep, "--ptx", k, "-s", "names"], USAGE, "axis=value"),
+        # two templates that give a kernel one name: it would be compared with itself (exit 3, nothing said)
+        ([*sweep, "--ptx", k, "-s", "names={base},axpy"], USAGE,
+         "names: {base} and axpy give k.ptx the same name, axpy"),
+        ([*sweep, "--ptx", k, "-s", "names={base_untriggered},{base},{base_control}"], USAGE,
+         "{base_untriggered} and {base} give k.ptx the same name"),
+        ([*triton("k1000.py", "good"), "-s", "archs=sm_90a", "-s", "names={base},copy_kernel"], USAGE,
+         "{base} and copy_kernel give"),
         # an axis set twice kept the last, an axis set to nothing was dropped: both silently
         ([*sweep, "--ptx", k, "-s", "archs=sm_90a", "-s", "archs=sm_100a"], USAGE,
          "archs: set twice (-s archs=sm_90a and -s archs=sm_100a)"),

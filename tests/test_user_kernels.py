@@ -275,3 +275,19 @@ def test_an_edited_header_is_never_served_stale(tmp_path):
     assert emit_cuda(cu, "sm_90a", cache=cache, only_cached=True) is None
     b = emit_cuda(cu, "sm_90a", cache=cache)
     assert b.ptx != a.ptx and "0f40400000" in b.ptx  # 3.0f
+
+
+def test_templates_giving_one_name_are_said_even_when_only_the_sweep_learns_it(tmp_path, capsys, monkeypatch):
+    """A kernel whose entry plan_sweep cannot know before building it (a registered kernel not yet in the cache)
+    still gets one line saying why its row reads "not compared", never an exit 3 with nothing on stderr."""
+    from ptxprobe.runs import request
+    from tests.ptx_text import AXPY_PTX
+
+    ptx = tmp_path / "k.ptx"
+    ptx.write_text(AXPY_PTX)
+    monkeypatch.setattr(request, "refuse_one_name", lambda exp, use_cache=True: None)  # as if it could not know
+    rc = main(["rename-sweep", "-q", "--no-run", "--ptx", str(ptx), "-s", "names={base},axpy", "-s", "repeat=1",
+               "-o", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert rc == 3
+    assert "names: the templates {base}, axpy give one name to k.ptx: nothing to compare it with" in err, err

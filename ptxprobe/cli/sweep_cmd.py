@@ -13,7 +13,7 @@ from ptxprobe.core.cluster import session_for
 from ptxprobe.core.errors import NoGpu
 from ptxprobe.core.schema import short_names
 from ptxprobe.runs.request import SweepPlan, SweepRequest, UserKernels, plan_sweep
-from ptxprobe.static.verdicts import NO, YES
+from ptxprobe.static.verdicts import NO, ONLY_ONE_NAME, YES
 
 log = logging.getLogger("ptxprobe")
 
@@ -69,6 +69,10 @@ def _sweep_and_time(plan: SweepPlan, view: View) -> int:
     if not view.json:
         _say_answer(exp, out, outcome, answer, view.details and summary)
     _report_failures(failed, outcome.emit_errors)
+    alone = sorted({p["kernel"] for p in answer if p.get("not_compared") == ONLY_ONE_NAME})
+    if alone:  # templates that give one name (a kernel plan_sweep could not know before building it): said, not silent
+        print(f"ptxprobe: names: the templates {', '.join(exp.names)} give one name to {', '.join(alone)}: nothing "
+              "to compare it with; give templates that make different names", file=sys.stderr)
     if not view.json:
         na = sorted({(r["ptxas_version"], r["error"]) for r in outcome.rows if r["status"] == "unsupported_option"})
         for _, why in na:  # not a failure: this release lacks an option another release of the sweep has

@@ -95,6 +95,7 @@ def plan_sweep(req: SweepRequest) -> SweepPlan:
     if len(exp.names) < 2:  # one name is the baseline alone: an answer of "no" would claim a comparison never made
         raise SpecError(f"names: {exp.names[0] if exp.names else 'none'} alone is only the baseline, with nothing "
                         "to compare it with; give two or more, e.g. -s names={base},cutlass_{base}")
+    refuse_one_name(exp, req.use_cache)
     if req.run is not False:  # a bad [run] table is bad input on any machine, before the static sweep
         from ptxprobe.gpu.plan import run_config
 
@@ -131,6 +132,41 @@ def _experiment(req: SweepRequest, nvcc_assembles: bool) -> Experiment:
     if (k.ptx or k.cubin or k.triton) and not any(s.startswith("names=") for s in sets):
         exp = names_for_triggered_entries(exp)
     return exp
+
+
+def refuse_one_name(exp: Experiment, use_cache: bool = True) -> None:
+    """Two templates that give a kernel one name (``{base}`` and ``vadd`` for ``vadd``) compare it with itself: the
+    sweep would read "not compared: only one name" and exit 3 with nothing said. Refused here, before any output,
+    wherever the kernel's entry names can be known: its PTX, a compile the sweep then reads from the cache, or a
+    registered kernel already in the cache. Only templates of different shapes can collide (a literal name, or
+    other placeholders than another's); a kernel that does not build is left to the sweep to say so."""
+    import string
+
+    from ptxprobe.core.cache import Cache
+    from ptxprobe.core.errors import PtxprobeError
+    from ptxprobe.ptx.rename import apply_template
+    from ptxprobe.ptx.text import source_identifier
+    from ptxprobe.sources import sources_of
+
+    shapes = {tuple(sorted({f for _, f, _, _ in string.Formatter().parse(t) if f is not None})) for t in exp.names}
+    if len(shapes) < 2:
+        return
+    cache = Cache(enabled=use_cache)
+    for src in sources_of(exp):
+        archs = src.build_archs(exp.archs)
+        try:
+            emitted = src.emit(archs[0], cache, only_cached=src.kind == "registered") if archs else None
+            entries = emitted.swept_entries if emitted else ()
+            named = [[apply_template(t, entry) for t in exp.names] for entry in entries]
+        except PtxprobeError:  # it does not build, or a template makes no identifier: the sweep says so
+            continue
+        for names in named:
+            for i, name in enumerate(names):
+                if name in names[:i]:
+                    first = exp.names[names.index(name)]
+                    raise SpecError(f"names: {first} and {exp.names[i]} give {src.label} the same name, "
+                                    f"{source_identifier(name)}: a kernel is never compared with itself; give "
+                                    "templates that make different names")
 
 
 def names_for_triggered_entries(exp: Experiment) -> Experiment:
