@@ -51,3 +51,28 @@ def test_no_gpu_is_said_before_torch_or_the_timing_code_loads(tmp_path, monkeypa
         device.require_gpu()
     (tmp_path / "nvidiactl").touch()
     assert device.absent_gpu() is None
+
+
+def test_a_static_sweep_writes_its_tables_without_pandas(tmp_path):
+    """pandas is a third of a warm sweep's start-up: the results table is written through pyarrow's JSON reader, so
+    a sweep of a PTX file never imports it, and the table reads back as the rows say (strings stay strings)."""
+    import json
+
+    import pandas as pd
+
+    from tests.ptx_text import AXPY_PTX
+
+    ptx = tmp_path / "k.ptx"
+    ptx.write_text(AXPY_PTX)
+    code = ("import sys; from ptxprobe.cli import main; rc = main(['rename-sweep', '--ptx', sys.argv[1], '-s', "
+            "'archs=sm_90a', '-s', 'repeat=1', '-q', '--no-run', '-o', sys.argv[2]]); "
+            "print('pandas' in sys.modules); sys.exit(rc)")
+    run = subprocess.run([sys.executable, "-c", code, str(ptx), str(tmp_path / "run")], capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode in (0, 1), run.stderr[-2000:]
+    assert run.stdout.split()[-1] == "False"
+    rows = [json.loads(x) for x in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
+    table = pd.read_parquet(tmp_path / "run" / "results.parquet")
+    assert set(table.columns) == {k for r in rows for k in r}
+    assert table.run_at.tolist() == [r["run_at"] for r in rows]  # not made timestamps
+    assert table.registers.tolist() == [r["registers"] for r in rows]
