@@ -197,3 +197,56 @@ def test_report_of_a_capture_directory_has_its_sweep_and_the_program_ab(tmp_path
     out = capsys.readouterr().out
     assert "too_few_runs" in out and "too few paired rounds to calibrate (3)" in out
     assert "Does the name" in (tmp_path / "three" / "index.html").read_text()
+
+
+@pytest.fixture
+def user_run(tmp_path, monkeypatch):
+    """A user's PTX swept into a run directory (a second or so)."""
+    from tests.ptx_text import AXPY_PTX
+
+    (tmp_path / "kern.ptx").write_text(AXPY_PTX)
+    monkeypatch.chdir(tmp_path)
+    assert main(["rename-sweep", "--ptx", "kern.ptx", "-s", "archs=sm_90a", "-s", "repeat=1", "-s", "max_repeat=0",
+                 "-q", "-o", "run"]) in (0, 1)
+    return tmp_path / "run"
+
+
+def test_a_full_disk_names_the_file_and_leaves_no_part_of_a_report(user_run, monkeypatch, capsys):
+    """ENOSPC half-way through index.html (simulated in the writer): exit 3, one line naming the file; a new report
+    directory is not left behind, and an earlier report stays whole."""
+    import errno
+    from pathlib import Path
+
+    real = Path.write_text
+
+    def disk_full(self, data, *args, **kwargs):
+        if self.name == "index.html":
+            real(self, data[: len(data) // 2])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, data, *args, **kwargs)
+
+    new, old = user_run.parent / "new", user_run.parent / "old"
+    assert main(["report", str(user_run), "-o", str(old), "-q"]) == 0
+    before = {p.name: p.read_bytes() for p in old.iterdir()}
+    monkeypatch.setattr(Path, "write_text", disk_full)
+    capsys.readouterr()
+    for out in (new, old):
+        assert main(["report", str(user_run), "-o", str(out), "-q"]) == 3
+        err = capsys.readouterr().err.strip()
+        assert err.splitlines() == [f"ptxprobe: DiskFull: cannot write {out / 'index.html'}: no space left on the "
+                                    "device (free some, then run again)"]
+    assert not new.exists()
+    assert {p.name: p.read_bytes() for p in old.iterdir()} == before  # nothing beside it either
+    assert not list(user_run.parent.glob(".new.*")) and not list(user_run.parent.glob(".old.*"))
+
+
+def test_ctrl_c_during_report_leaves_nothing_half_made(user_run, monkeypatch):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report, "speed_answer", interrupted)
+    out = user_run.parent / "rep"
+    assert main(["report", str(user_run), "-o", str(out), "-q"]) == 130
+    assert not out.exists() and not (user_run / "report").exists()
+    assert main(["report", str(user_run), "-q"]) == 130
+    assert not (user_run / "report").exists() and not list(user_run.glob(".report.*"))

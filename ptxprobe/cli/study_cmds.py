@@ -38,8 +38,15 @@ def cmd_report(args) -> int:
     from ptxprobe.reports.html import build_report
 
     run = _run_dir(args.run_dir)
-    _report_target(run, args.out)
-    res = build_report(run, args.out, notebook_html=args.notebook, sass=args.sass)
+    out = Path(args.out) if args.out else run / "report"
+    made = not out.exists()
+    try:
+        _report_target(run, args.out)
+        res = build_report(run, args.out, notebook_html=args.notebook, sass=args.sass)
+    except BaseException:  # a full disk, Ctrl-C: the directory made for the report goes too (nothing half-made)
+        if made and out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
+        raise
     recs = res["records"]
     if args.json:
         emit_json({"out_dir": str(res["out_dir"]), "records": recs, "pivot": res["answer"],

@@ -21,6 +21,7 @@ from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import PtxprobeError
 from ptxprobe.core.schema import problem_label
 from ptxprobe.reports.gpu_section import speed_answer
+from ptxprobe.reports.publish import ReportFiles
 from ptxprobe.runs.rundir import RunDir
 from ptxprobe.static.verdicts import SAME_CODE, arch_order, pivot, summarize
 
@@ -126,97 +127,98 @@ def build_report(
     return the records, the answer (``static.verdicts.pivot``) and its name templates."""
     run = Path(run_dir)
     out = Path(out_dir) if out_dir else run / "report"
-    out.mkdir(parents=True, exist_ok=True)
-    cache = cache or Cache()
-    whole = RunDir(run)
-    rd = whole.static_part()  # a capture directory's sweep is in sweep/
-    ab = whole.program_ab()
-    rows = load_rows(rd)
-    manifest = rd.manifest
-    env = _env()
-    first = {}
-    for r in rows:  # the repeat-0 row of each (group, name)
-        if r["repeat"] == 0:
-            first[(r["kernel"], r["arch"], r["ptxas_sha256"], r["ptxas_flags"], r["name"])] = r
-    records = []
-    # same machine code as the baseline is identical SASS: disassembled only where the code differs
-    differs = {key for key, r in first.items() if not r.get("is_baseline") and r["status"] == "ok"
-               and r.get(SAME_CODE) != (first.get(key[:4] + (r["baseline_name"],)) or {}).get(SAME_CODE)}
-    cached = sum(1 for k in differs if cubin_path(cache, first[k].get("cubin_sha256")))
-    to_diff = differs if sass else set()
-    listings = _disassemble_all([cubin_path(cache, first[k].get("cubin_sha256")) for k in to_diff] +
-                                [cubin_path(cache, (first.get(k[:4] + (first[k]["baseline_name"],)) or {})
-                                            .get("cubin_sha256")) for k in to_diff])
-    for key, r in sorted(first.items()):
-        if r.get("is_baseline"):
-            continue
-        base = first.get(key[:4] + (r["baseline_name"],))
-        rec = {
-            k: r.get(k)
-            for k in (
-                "kernel",
-                "arch",
-                "ptxas_version",
-                "name",
-                "baseline_name",
-                "verdict",
-                "verdict_confidence",
-                "distinct_outputs",
-                "baseline_distinct_outputs",
-                "registers",
-                "baseline_registers",
-                "capmerc_bytes",
-                "baseline_capmerc_bytes",
-            )
-        }
-        pa = cubin_path(cache, base and base.get("cubin_sha256"))
-        pb = cubin_path(cache, r.get("cubin_sha256"))
-        if r["status"] != "ok" or not base or base["status"] != "ok":
-            rec["note"] = f"ptxas {r['status']}"
-        elif r.get(SAME_CODE) and r.get(SAME_CODE) == base.get(SAME_CODE):
-            rec["sass_verdict"] = "identical"  # the baseline's machine code: nothing to disassemble
-        elif key not in to_diff:
-            rec["note"] = SASS_NOT_BUILT
-        elif pa is None or pb is None:
-            rec["note"] = CUBINS_MISSING
-        else:
-            d = diff_files(pa, pb, r["baseline_name"], r["name"], listings)
-            rec.update(sass_verdict=d.verdict, counts=d.counts, diff=d.to_json())
-            main = max(d.loop_deltas, key=lambda x: x["instructions"][0] or 0, default=None)
-            rec["main_loop"] = main
-            if d.verdict != "identical":
-                page = f"diff-{len(records):03d}.html"
-                la = listings[str(pa)][1][r["baseline_name"]]
-                lb = listings[str(pb)][1][r["name"]]
-                html = env.get_template("diff.html.j2").render(
-                    title=f"{r['name']} vs {r['baseline_name']}", d=d.to_json(), meta=r, chunks=side_by_side(d, la, lb)
+    with ReportFiles(out) as files:  # written beside out, moved in at the end: never a part of a report
+        cache = cache or Cache()
+        whole = RunDir(run)
+        rd = whole.static_part()  # a capture directory's sweep is in sweep/
+        ab = whole.program_ab()
+        rows = load_rows(rd)
+        manifest = rd.manifest
+        env = _env()
+        first = {}
+        for r in rows:  # the repeat-0 row of each (group, name)
+            if r["repeat"] == 0:
+                first[(r["kernel"], r["arch"], r["ptxas_sha256"], r["ptxas_flags"], r["name"])] = r
+        records = []
+        # same machine code as the baseline is identical SASS: disassembled only where the code differs
+        differs = {key for key, r in first.items() if not r.get("is_baseline") and r["status"] == "ok"
+                   and r.get(SAME_CODE) != (first.get(key[:4] + (r["baseline_name"],)) or {}).get(SAME_CODE)}
+        cached = sum(1 for k in differs if cubin_path(cache, first[k].get("cubin_sha256")))
+        to_diff = differs if sass else set()
+        listings = _disassemble_all([cubin_path(cache, first[k].get("cubin_sha256")) for k in to_diff] +
+                                    [cubin_path(cache, (first.get(k[:4] + (first[k]["baseline_name"],)) or {})
+                                                .get("cubin_sha256")) for k in to_diff])
+        for key, r in sorted(first.items()):
+            if r.get("is_baseline"):
+                continue
+            base = first.get(key[:4] + (r["baseline_name"],))
+            rec = {
+                k: r.get(k)
+                for k in (
+                    "kernel",
+                    "arch",
+                    "ptxas_version",
+                    "name",
+                    "baseline_name",
+                    "verdict",
+                    "verdict_confidence",
+                    "distinct_outputs",
+                    "baseline_distinct_outputs",
+                    "registers",
+                    "baseline_registers",
+                    "capmerc_bytes",
+                    "baseline_capmerc_bytes",
                 )
-                (out / page).write_text(html)
-                rec["page"] = page
-        records.append(rec)
-    timed = runtime_records(rd.runtime_log)
-    templates = list(manifest.get("experiment", {}).get("names") or ["{base}", "cutlass_{base}"])
-    answer = pivot(summarize(rows), templates)
-    index = env.get_template("index.html.j2").render(
-        answer=answer,
-        templates=templates,
-        heat=heatmap(answer, templates[1] if len(templates) > 1 else None),
-        speed=speed_answer(rd, templates),
-        sass_absent=sass_absent(len(differs), cached, sass),
-        title=manifest.get("experiment", {}).get("name", run.name),
-        rows=records,
-        runtime=timed,
-        gpu=rd.gpu or {},
-        manifest=manifest,
-        generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        notebook=notebook_html,
-        explain=explain_view(rd),
-        program_ab=ab,
-    )
-    (out / "index.html").write_text(index)
-    (out / "report.json").write_text(json.dumps(records, indent=1, default=str))
-    if timed:
-        (out / "runtime.json").write_text(json.dumps(timed, indent=1, default=str))
+            }
+            pa = cubin_path(cache, base and base.get("cubin_sha256"))
+            pb = cubin_path(cache, r.get("cubin_sha256"))
+            if r["status"] != "ok" or not base or base["status"] != "ok":
+                rec["note"] = f"ptxas {r['status']}"
+            elif r.get(SAME_CODE) and r.get(SAME_CODE) == base.get(SAME_CODE):
+                rec["sass_verdict"] = "identical"  # the baseline's machine code: nothing to disassemble
+            elif key not in to_diff:
+                rec["note"] = SASS_NOT_BUILT
+            elif pa is None or pb is None:
+                rec["note"] = CUBINS_MISSING
+            else:
+                d = diff_files(pa, pb, r["baseline_name"], r["name"], listings)
+                rec.update(sass_verdict=d.verdict, counts=d.counts, diff=d.to_json())
+                main = max(d.loop_deltas, key=lambda x: x["instructions"][0] or 0, default=None)
+                rec["main_loop"] = main
+                if d.verdict != "identical":
+                    page = f"diff-{len(records):03d}.html"
+                    la = listings[str(pa)][1][r["baseline_name"]]
+                    lb = listings[str(pb)][1][r["name"]]
+                    html = env.get_template("diff.html.j2").render(
+                        title=f"{r['name']} vs {r['baseline_name']}", d=d.to_json(), meta=r,
+                        chunks=side_by_side(d, la, lb),
+                    )
+                    files.write(page, html)
+                    rec["page"] = page
+            records.append(rec)
+        timed = runtime_records(rd.runtime_log)
+        templates = list(manifest.get("experiment", {}).get("names") or ["{base}", "cutlass_{base}"])
+        answer = pivot(summarize(rows), templates)
+        index = env.get_template("index.html.j2").render(
+            answer=answer,
+            templates=templates,
+            heat=heatmap(answer, templates[1] if len(templates) > 1 else None),
+            speed=speed_answer(rd, templates),
+            sass_absent=sass_absent(len(differs), cached, sass),
+            title=manifest.get("experiment", {}).get("name", run.name),
+            rows=records,
+            runtime=timed,
+            gpu=rd.gpu or {},
+            manifest=manifest,
+            generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            notebook=notebook_html,
+            explain=explain_view(rd),
+            program_ab=ab,
+        )
+        files.write("index.html", index)
+        files.write("report.json", json.dumps(records, indent=1, default=str))
+        if timed:
+            files.write("runtime.json", json.dumps(timed, indent=1, default=str))
     return {"out_dir": str(out), "records": records, "runtime": timed, "answer": answer, "templates": templates,
             "program_ab": ab}
 
