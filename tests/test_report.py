@@ -250,3 +250,30 @@ def test_ctrl_c_during_report_leaves_nothing_half_made(user_run, monkeypatch):
     assert not out.exists() and not (user_run / "report").exists()
     assert main(["report", str(user_run), "-q"]) == 130
     assert not (user_run / "report").exists() and not list(user_run.glob(".report.*"))
+
+
+def test_a_run_interrupted_before_any_assembly_is_said_to_have_no_results_yet(tmp_path, monkeypatch, capsys):
+    """Ctrl-C while the kernels are still being compiled: the run directory has its manifest and no rows. report
+    says that, and how to resume it (the command that made it), not 'is this a ptxprobe run directory?'."""
+    import sys
+
+    from ptxprobe.static import sweep
+    from tests.ptx_text import AXPY_PTX
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    (tmp_path / "kern.ptx").write_text(AXPY_PTX)
+    monkeypatch.chdir(tmp_path)
+    argv = ["rename-sweep", "--ptx", "kern.ptx", "-s", "archs=sm_90a", "-q", "-o", "run"]
+    monkeypatch.setattr(sys, "argv", ["/somewhere/bin/ptxprobe", *argv])
+    monkeypatch.setattr(sweep._Run, "_submit_variants", interrupted)
+    assert main(argv) == 130
+    assert json.loads((tmp_path / "run" / "manifest.json").read_text())["counts"]["interrupted"] is True
+    capsys.readouterr()
+    assert main(["report", "run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "is this a ptxprobe run directory" not in err
+    assert "run: the run has no results yet (it was interrupted before any variant was assembled)" in err
+    assert err.endswith("again (it keeps what is done): ptxprobe " + " ".join(argv))
+    assert not (tmp_path / "run" / "report").exists()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from textwrap import shorten
 
 from ptxprobe.cli import FOUND_DIFFERENCES, INTERRUPTED, OK
 from ptxprobe.cli.render import emit_json, say, show, show_answer, table
@@ -23,13 +22,12 @@ def _report_target(run: Path, out: str | None) -> None:
     """Before anything is written: RUN is a run directory (its manifest readable), and the report's directory
     can be made (not an existing file, not on a read-only file system)."""
     from ptxprobe.core.store import prepare_dir
+    from ptxprobe.reports.html import no_results
     from ptxprobe.runs.rundir import RunDir
 
     rd = RunDir(run).static_part()
     if not rd.has_static:
-        what = str(RunDir(run).manifest.get("what") or "").split(";")[0]  # a benchmark's output says what it holds
-        raise SpecError(f"{run}: no static results (no variant log); report reads what rename-sweep, capture or "
-                        "repro wrote" + (f" (its manifest: {shorten(what, 100, placeholder=' …')})" if what else ""))
+        raise SpecError(no_results(RunDir(run) if rd.path != run else rd))
     rd.manifest  # noqa: B018 (a damaged manifest.json is said here)
     prepare_dir(Path(out) if out else run / "report")
 

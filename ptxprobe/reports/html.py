@@ -52,8 +52,33 @@ def load_rows(run_dir: Path | RunDir) -> list[dict]:
     rd = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
     rows = rd.static_rows()
     if not rows:
-        raise PtxprobeError(f"{rd.path}: no static results (no variant log); is this a ptxprobe run directory?")
+        raise PtxprobeError(no_results(rd))
     return rows
+
+
+def no_results(rd: RunDir) -> str:
+    """Why a directory has no rows to report, in one line: a run not finished (interrupted before any assembly: how
+    to resume it), a benchmark's output (what its manifest says it holds), or no run at all."""
+    import shlex
+    from textwrap import shorten
+
+    manifest = rd.manifest
+    if isinstance(manifest.get("experiment"), dict):  # a run's own manifest: rename-sweep, capture or repro wrote it
+        counts = manifest.get("counts") or {}
+        why = ("it was interrupted before any variant was assembled" if counts.get("interrupted") else
+               f"no variant was assembled; {len(counts['emit_errors'])} kernel builds failed"
+               if counts.get("emit_errors") else "no variant was assembled")
+        command = manifest.get("command")
+        words = command if isinstance(command, list) and command else ["ptxprobe", "rename-sweep", "-o", str(rd.path)]
+        if Path(str(words[0])).name == "ptxprobe":
+            words = ["ptxprobe", *words[1:]]
+        return (f"{rd.path}: the run has no results yet ({why}); resume it by running the command that made it "
+                f"again (it keeps what is done): {shlex.join(str(w) for w in words)}")
+    what = str(manifest.get("what") or "").split(";")[0]  # a benchmark's output says what it holds
+    if what:
+        return (f"{rd.path}: no static results (no variant log); report reads what rename-sweep, capture or repro "
+                f"wrote (its manifest: {shorten(what, 100, placeholder=' …')})")
+    return f"{rd.path}: no static results (no variant log); is this a ptxprobe run directory?"
 
 
 def _disassemble_all(paths) -> dict:
