@@ -12,6 +12,8 @@
 #          experiments/user/ffma_matmul.py, spec ffma_matmul.toml) tuned, then its program run by
 #          `ptxprobe apply --rounds $APPLY_ROUNDS` (yours, tuned, A/A each round; the program's own ms= line);
 #          $OUT/h200-tune-ffma.{txt,json,tar.gz}, $OUT/h200-apply-ffma.{txt,json}
+#   proof  the same in one command: `ptxprobe tune ... --rounds 10 -- python3 experiments/user/ffma_matmul.py ...`
+#          (tune, then the program with the recommendation A/B against yours); $OUT/h200-tune-proof.{txt,json,tar.gz}
 # Each step prints its exit code (0: yours stays, 1: a faster configuration found) and a short table.
 set -uo pipefail
 if [ -z "${DRY_RUN:-}" ]; then
@@ -79,5 +81,9 @@ for what in "$@"; do case "$what" in
          echo "h200-apply-ffma: exit $?" | tee -a "$OUT/status.txt"; tail -20 "$OUT/h200-apply-ffma.txt"
          cp "$RUNS/h200-tune-ffma/apply/apply.json" "$OUT/h200-apply-ffma.json" 2>/dev/null
          tar -C "$RUNS" --exclude='triton-cache' -czf "$OUT/h200-tune-ffma.tar.gz" h200-tune-ffma ;;
-  *) echo "unknown step $what (tune, sgemm, ffma)"; exit 2 ;;
+  proof) step h200-tune-proof "${SECONDS_PROOF:-420}" --triton experiments/user/ffma_matmul.py:cutlass_matmul_fp32 \
+           --spec experiments/user/ffma_matmul.toml -s archs=sm_90a \
+           --names '{base},{base_triggered},{base_untriggered}' --rounds "${APPLY_ROUNDS:-10}" --metric 'ms=(\S+)' \
+           -- python3 experiments/user/ffma_matmul.py cutlass_matmul_fp32 ;;
+  *) echo "unknown step $what (tune, sgemm, ffma, proof)"; exit 2 ;;
 esac; done

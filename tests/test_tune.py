@@ -376,6 +376,42 @@ def test_options_after_the_tune_dir_are_ptxprobes_and_everything_after_dashdash_
     assert "unrecognized arguments: -- python p.py" in capsys.readouterr().err
 
 
+@pytest.mark.integration
+def test_tune_ends_with_the_program_run_with_its_recommendation_or_says_why_not(tmp_path, monkeypatch, capsys):
+    """`tune ... -- python prog.py`: with a recommendation the program runs with it swapped in (as `apply`, into
+    DIR/apply; --json gives one document holding both answers); without a race it is not run, and stderr says why.
+    The race is taken as a GPU would leave it (the tuned.json of the apply test)."""
+    from ptxprobe.capture.program import run_program
+    from ptxprobe.tune import run as tune_run
+    from ptxprobe.tune.answer import write_tuned
+
+    prog, seen = tmp_path / "prog.py", tmp_path / "seen.jsonl"
+    prog.write_text(PROGRAM)
+    (k,), _ = run_program([sys.executable, str(prog)], tmp_path / "cap", 300)
+    ptx = tmp_path / "scale.ptx"
+    ptx.write_text((tmp_path / "cap" / k.ptx).read_text())
+    out = tmp_path / "t"
+
+    def raced(plan, progress=False, notify=None):
+        doc = {**_tuned_doc(ptx.read_text(), k.ptx_sha256), "static_sweep": str(out / "static"), "gpu": {}}
+        return tune_run.TuneOutcome(doc, write_tuned(out, doc), False, (), None)
+
+    monkeypatch.setattr(tune_run, "run_tune", raced)
+    argv = ["tune", "-o", str(out), "--ptx", str(ptx), "--json", "--rounds", "0", "--", sys.executable, str(prog),
+            str(seen)]
+    assert main(argv) == 0
+    doc = json.loads(capsys.readouterr().out)  # one document: the program's record with tune's answer inside
+    assert doc["tuned"]["kernels"][0]["best"]["name"] == "cutlass_scale_kernel"
+    assert doc["kernels"][0]["verified"] and (out / "apply" / "apply.json").is_file()
+    assert json.loads(seen.read_text().splitlines()[-1])[0] == "cutlass_scale_kernel"
+    # without a race (no GPU, --no-run) the program is not run and stderr says why
+    monkeypatch.undo()
+    assert main(["tune", "-o", str(tmp_path / "t2"), "--ptx", str(ptx), "--no-run", "-q", "--", sys.executable,
+                 str(prog), str(tmp_path / "never.jsonl")]) == 0
+    assert "the program was not run: nothing was raced (--no-run" in capsys.readouterr().err
+    assert not (tmp_path / "never.jsonl").exists()
+
+
 # --- on a GPU ------------------------------------------------------------------------------------------------------
 
 @pytest.mark.gpu

@@ -11,7 +11,9 @@ from ptxprobe.cli.render import emit_json, say, show, table
 TUNE_EPILOG = """exit codes: 0 tuned (or pruned without a GPU) and your configuration stays: nothing measured faster;
 1 a configuration faster than yours was found for some kernel; 2 bad usage or input (an empty search space, an
 unknown gate); 3 a tool failed (your own configuration did not assemble, a kernel did not build); 4 internal error;
-130 interrupted. tuned.json is in --out; `ptxprobe apply DIR -- python prog.py` runs a program with it"""
+130 interrupted. tuned.json is in --out. With `-- python prog.py` the program then runs with the recommendation
+swapped in, A/B against yours (--rounds, as `apply`), and the exit code is the program's: 0 no difference, 1 faster
+or slower, 3 it failed or the A/A copy differed"""
 
 APPLY_EPILOG = """exit codes: 0 applied (and with --rounds: no difference found, or faster); 1 with --rounds: the
 tuned program is faster or slower than yours; 2 bad usage or input (no tuned.json); 3 the program failed (its own
@@ -56,6 +58,8 @@ def add_parsers(sub, formatter, common, seconds, at_least) -> None:
     s.add_argument("--timeout", type=seconds, default=600.0, help="seconds before a ptxas run counts as hung")
     s.add_argument("--fresh", action="store_true", help="discard the static sweep's earlier results")
     s.add_argument("--no-cache", action="store_true", help="do not read or write the content-addressed cache")
+    program_args(s, seconds, at_least, rounds=10,
+                 what="then run this program with the tuned configuration, A/B against yours (as `apply`)")
     common(s, "print tuned.json as one JSON document")
 
     s = sub.add_parser("apply", help="run a program with the tuned configuration swapped in (or print the source "
@@ -63,16 +67,21 @@ def add_parsers(sub, formatter, common, seconds, at_least) -> None:
                        formatter_class=formatter, epilog=APPLY_EPILOG)
     s.set_defaults(func=cmd_apply)
     s.add_argument("tune_dir", metavar="DIR", help="a `ptxprobe tune` output dir (its tuned.json)")
-    s.add_argument("program", nargs="*", metavar="-- CMD",
-                   help="the program to run, after --; without one the source changes are printed")
     s.add_argument("--out", "-o", help="where the capture, cubins and apply.json go (default: DIR/apply)")
-    s.add_argument("--rounds", type=at_least(0), default=0,
-                   help="0: run once with the tuned kernels; N: A/B of N rounds against your configuration and an "
-                        "A/A copy (verdicts need at least 6)")
-    s.add_argument("--metric", metavar="REGEX", help="measure a number the program prints (smaller is better) "
-                                                     "instead of its wall time")
-    s.add_argument("--program-timeout", type=seconds, default=1800.0, help="seconds the program may run")
+    program_args(s, seconds, at_least, rounds=0,
+                 what="the program to run; without one the source changes are printed")
     common(s, "print apply.json as one JSON document")
+
+
+def program_args(s, seconds, at_least, *, rounds: int, what: str) -> None:
+    """The program a tuned configuration is applied to, and its A/B (``apply``; ``tune`` ends with it)."""
+    s.add_argument("program", nargs="*", metavar="-- CMD", help=f"after --: {what}")
+    s.add_argument("--rounds", type=at_least(0), default=rounds,
+                   help="with a program: 0 runs it once with the tuned kernels; N: A/B of N rounds against your "
+                        "configuration and an A/A copy (verdicts need at least 6)")
+    s.add_argument("--metric", metavar="REGEX", help="with a program: measure a number it prints (smaller is "
+                                                     "better) instead of its wall time")
+    s.add_argument("--program-timeout", type=seconds, default=1800.0, help="seconds the program may run")
 
 
 def cmd_tune(args) -> int:
@@ -105,15 +114,22 @@ def cmd_tune(args) -> int:
               "would race", file=sys.stderr)
     for e in outcome.emit_errors:
         print(f"ptxprobe: could not build {e}", file=sys.stderr)
-    if args.json:
+    found = any(k.get("best_is_yours") is False for k in doc["kernels"])
+    proof = bool(args.program) and found and not outcome.interrupted
+    if args.json and not proof:
         emit_json(doc)
-    else:
+    elif not args.json:
         show_tuned(doc, outcome.path)
     if outcome.interrupted:
         return INTERRUPTED
     if outcome.emit_errors or any(k.get("user") is None for k in doc["kernels"]):
         return TOOL_FAILED
-    return FOUND_DIFFERENCES if any(k.get("best_is_yours") is False for k in doc["kernels"]) else OK
+    if proof:  # the proof: the program with the recommendation, A/B against yours
+        return run_program_tuned(doc, list(args.program), outcome.path.parent / "apply", args, tuned=doc)
+    if args.program:
+        print("ptxprobe: the program was not run: " + (f"nothing was raced ({outcome.static_only_reason})"
+              if outcome.static_only_reason else "your configuration stays"), file=sys.stderr)
+    return FOUND_DIFFERENCES if found else OK
 
 
 def show_tuned(doc: dict, path: Path) -> None:
@@ -143,10 +159,9 @@ def show_tuned(doc: dict, path: Path) -> None:
 def cmd_apply(args) -> int:
     """Without a program: the source changes. With one: the program run with the tuned kernels swapped in, and
     with --rounds its A/B against your configuration."""
-    from ptxprobe.core.cache import Cache
     from ptxprobe.core.errors import SpecError
     from ptxprobe.tune.answer import read_tuned
-    from ptxprobe.tune.apply import APPLIED, apply_program, changes
+    from ptxprobe.tune.apply import changes
 
     doc = read_tuned(args.tune_dir)
     argv = list(args.program)
@@ -162,11 +177,21 @@ def cmd_apply(args) -> int:
                        [[r["kernel"], r["arch"], r["change"]] for r in rows]))
         return OK
     out = Path(args.out) if args.out else Path(args.tune_dir) / "apply"
+    return run_program_tuned(doc, argv, out, args)
+
+
+def run_program_tuned(doc: dict, argv: list[str], out: Path, args, tuned: dict | None = None) -> int:
+    """The program run with the tuned kernels swapped in (``--rounds``: A/B against yours and an A/A copy), its
+    record rendered (under --json with ``tuned``, tune's answer, in the same document); the exit code is the
+    program's verdict."""
+    from ptxprobe.core.cache import Cache
+    from ptxprobe.tune.apply import APPLIED, apply_program
+
     quiet = bool(args.quiet_level) or args.json
     rec = apply_program(doc, argv, out, rounds=args.rounds, metric=args.metric, timeout=args.program_timeout,
                         cache=Cache(), log=(lambda m: None) if quiet else say)
     if args.json:
-        emit_json(rec)
+        emit_json({**rec, "tuned": tuned} if tuned else rec)
     else:
         show(table(f"applied to {' '.join(argv)[:60]} -> {out / APPLIED}",
                    ["entry", "loaded as", "ptxas", "options", "checked", "change"],
