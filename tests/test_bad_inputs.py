@@ -39,6 +39,7 @@ def not_jitted(x_ptr):
     pass
 """
 SIGNATURE = 'signature = {x_ptr = "*fp32", y_ptr = "*fp32", n = "i32", BLOCK_N = "constexpr"}\n'
+DT_SIGNATURE = SIGNATURE.replace('"constexpr"}', '"constexpr", OUT = "constexpr"}')
 GOOD_SPEC = SIGNATURE + "constexprs = {BLOCK_N = 256}\n"
 SPECS = {  # spec file -> its text (each a mistake but the first)
     "good": GOOD_SPEC,
@@ -58,6 +59,16 @@ SPECS = {  # spec file -> its text (each a mistake but the first)
     "unknown_key": GOOD_SPEC + "num_warp = 4\n",
     "wrong_names": SIGNATURE.replace("y_ptr", "out_ptr") + "constexprs = {BLOCK_N = 256}\n",
     "bad_toml": "signature = {x_ptr = \n",
+    "block_str": SIGNATURE + 'constexprs = {BLOCK_N = "256"}\n',
+    "block_float": SIGNATURE + "constexprs = {BLOCK_N = 256.0}\n",
+    "block_bool": SIGNATURE + "constexprs = {BLOCK_N = true}\n",
+    "block_dtype": SIGNATURE + 'constexprs = {BLOCK_N = {dtype = "fp16"}}\n',
+    "dt_word": DT_SIGNATURE + 'constexprs = {BLOCK_N = 256, OUT = "float17"}\n',
+    "dt_number": DT_SIGNATURE + "constexprs = {BLOCK_N = 256, OUT = 16}\n",
+}
+SPECS_JSON = {  # the same mistakes in a JSON spec
+    "block_list": {"signature": {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "BLOCK_N": "constexpr"},
+                   "constexprs": {"BLOCK_N": [64]}},
 }
 EXPERIMENTS = {
     "sweeps": '[experiment]\nname = "x"\n[sweeps]\nkernels = ["attention"]\n',
@@ -73,9 +84,13 @@ def inputs(tmp_path_factory):
     d = tmp_path_factory.mktemp("bad")
     (d / "k1000.py").write_text(KERNEL.format(bound="n"))
     (d / "undef.py").write_text(KERNEL.format(bound="nope"))
+    (d / "dt.py").write_text(KERNEL.format(bound="n").replace("BLOCK_N: tl.constexpr", "BLOCK_N: tl.constexpr, "
+                             "OUT: tl.constexpr").replace("mask=m), mask=m)", "mask=m).to(OUT), mask=m)"))
     (d / "raises.py").write_text("raise RuntimeError('this module needs a GPU at import')\n")
     for name, text in SPECS.items():
         (d / f"{name}.toml").write_text(text)
+    for name, doc in SPECS_JSON.items():
+        (d / f"{name}.json").write_text(json.dumps(doc))
     for name, text in EXPERIMENTS.items():
         (d / f"{name}.toml").write_text(text)
     (d / "syn.cu").write_text('__global__ void k(float* x) {\n  x[0] = 1\n}\n')
@@ -144,6 +159,16 @@ def _cases(d: Path) -> list[tuple[list[str], int, str]]:
         (triton("k1000.py", "name_number"), USAGE, "name = 5: expected a string"),
         (triton("k1000.py", "unknown_key"), USAGE, "unknown keys ['num_warp']"),
         (triton("k1000.py", "wrong_names"), USAGE, "do not match copy_kernel's parameters"),
+        # constexpr values Triton would take and then fail on deep inside, blaming the kernel's line
+        (triton("k1000.py", "block_str"), USAGE,
+         "constexprs BLOCK_N = '256': expected an integer, written without quotes (BLOCK_N = 256)"),
+        (triton("k1000.py", "block_float"), USAGE, "constexprs BLOCK_N = 256.0: expected an integer"),
+        (triton("k1000.py", "block_bool"), USAGE, "constexprs BLOCK_N = True: expected an integer"),
+        (triton("k1000.py", "block_dtype"), USAGE, "constexprs BLOCK_N = {'dtype': 'fp16'}: expected an integer"),
+        ([*sweep, "--triton", f"{d / 'k1000.py'}:copy_kernel", "--spec", str(d / "block_list.json")], USAGE,
+         "constexprs BLOCK_N = [64]: expected an integer (tl.arange(0, BLOCK_N) uses it)"),
+        (triton("dt.py", "dt_word"), USAGE, "constexprs OUT = 'float17': expected a Triton dtype"),
+        (triton("dt.py", "dt_number"), USAGE, "constexprs OUT = 16: expected a Triton dtype"),
         (triton("k1000.py", "bad_toml"), USAGE, "not valid TOML"),
         (triton("k1000.py", "missing_spec"), USAGE, "spec file not found"),
         ([*sweep, "--triton", f"{d / 'k1000.py'}:copy_kernel", "--spec", str(d / "a_dir")], USAGE, "is a directory"),

@@ -291,3 +291,36 @@ def test_templates_giving_one_name_are_said_even_when_only_the_sweep_learns_it(t
     err = capsys.readouterr().err
     assert rc == 3
     assert "names: the templates {base}, axpy give one name to k.ptx: nothing to compare it with" in err, err
+
+
+STRING_CONSTEXPRS = """
+import triton
+import triton.language as tl
+
+@triton.jit
+def act_cast(X, Y, N, BLOCK: tl.constexpr, ACT: tl.constexpr, OUT: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(X + offs, mask=offs < N)
+    if ACT == "relu":
+        x = tl.maximum(x, 0.0)
+    tl.store(Y + offs, x.to(OUT), mask=offs < N)
+"""
+
+
+def test_constexpr_strings_are_words_or_dtypes_as_the_body_uses_them(tmp_path, capsys):
+    """A string constexpr is a word Triton compiles (ACT == "relu"); given where the body needs a dtype (.to(OUT))
+    a plain "fp16" is that dtype; a body's integer (tl.arange) refuses a quoted number before Triton sees it."""
+    from ptxprobe.sources.constexprs import uses
+
+    (tmp_path / "k.py").write_text(STRING_CONSTEXPRS)
+    sig = {"X": "*fp32", "Y": "*fp16", "N": "i32", "BLOCK": "constexpr", "ACT": "constexpr", "OUT": "constexpr"}
+    (tmp_path / "k.json").write_text(json.dumps({"signature": sig,
+                                                 "constexprs": {"BLOCK": 256, "ACT": "relu", "OUT": "fp16"}}))
+    fn, sp, _ = tsrc.user_specialization(f"{tmp_path / 'k.py'}:act_cast", tmp_path / "k.json")
+    import triton.language as tl
+
+    assert sp.constexprs == {"BLOCK": 256, "ACT": "relu", "OUT": tl.float16}
+    assert {k: uses(fn)[k][0] for k in ("BLOCK", "OUT")} == {"BLOCK": "int", "OUT": "dtype"}
+    rc, out = run_cli(capsys, "--triton", f"{tmp_path / 'k.py'}:act_cast", "--spec", str(tmp_path / "k.json"),
+                      "-s", "archs=sm_90a", "-o", str(tmp_path / "o"))
+    assert rc == 0, out

@@ -310,7 +310,8 @@ def load_triton_function(target: str, arch: str = "sm_90a"):
 
 def user_specialization(target: str, spec_path: str | Path, arch: str = "sm_90a") -> tuple[Any, Specialization, dict]:
     """(function, specialisation, compile options) of a user's Triton or Gluon function from its spec file."""
-    from ptxprobe.sources.offline import complete_signature, constexpr_value
+    from ptxprobe.sources.constexprs import checked, uses
+    from ptxprobe.sources.offline import complete_signature
 
     fn = load_triton_function(target, arch)
     spec = load_kernel_spec(spec_path)
@@ -323,8 +324,9 @@ def user_specialization(target: str, spec_path: str | Path, arch: str = "sm_90a"
     for name, ty in sig.items():
         check_type(name, ty, spec_path)
     sig = complete_signature(fn, sig, is_gluon(fn))
-    constexprs = {k: constexpr_value(k, v) for k, v in _table(spec, "constexprs", spec_path,
-                                                               "a table of parameter = value").items()}
+    used = uses(fn)
+    constexprs = {k: checked(k, v, used.get(k), spec_path)
+                  for k, v in _table(spec, "constexprs", spec_path, "a table of parameter = value").items()}
     missing = [n for n, t in sig.items() if t == "constexpr" and n not in constexprs]
     if missing:
         raise SpecError(f"{spec_path}: no value for constexpr parameter(s) {missing}")
