@@ -277,3 +277,30 @@ def test_a_run_interrupted_before_any_assembly_is_said_to_have_no_results_yet(tm
     assert "run: the run has no results yet (it was interrupted before any variant was assembled)" in err
     assert err.endswith("again (it keeps what is done): ptxprobe " + " ".join(argv))
     assert not (tmp_path / "run" / "report").exists()
+
+
+DEFAULTS_RUN = "2026-12-04-h200-defaults"  # calibration failed over 48 groups; cutlass_ +4.6 % at N=16384
+
+
+def test_report_of_a_gpu_run_answers_speed_first_on_the_terminal_and_in_the_html(tmp_path, monkeypatch, capsys):
+    """The one-screen answer of a GPU run: the calibration in words, each name's ratio, interval and verdict per
+    kernel, problem and ptxas (the largest changes), then the static table. In the HTML the calibration verdict stands
+    beside the first tallies, above the plot; the GPU table orders problem sizes by value."""
+    from experiments.analysis import static_runs as analysis
+
+    monkeypatch.setenv("COLUMNS", "120")
+    out = tmp_path / "rep"
+    assert main(["report", str(analysis.results_dir(DEFAULTS_RUN)), "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    lines = text.splitlines()
+    assert lines[0].startswith("GPU calibration FAILED over 48 groups") and len(lines) <= 50
+    assert text.index("does the name change speed?") < text.index("does the name matter?")
+    assert "N=16384  12.4.131  +4.64 % [+4.56, +4.75] faster" in text and "slower" in text
+    assert "the 6 largest of 24 groups where a name is faster or slower" in " ".join(text.split())
+    html = (out / "index.html").read_text()
+    head = html.index("GPU calibration FAILED over 48 groups")
+    assert html.index('id="speed"') < head < html.index('class="tallies"') < html.index('<svg id="forest"')
+    table = html[html.index('<table id="runtime"'):]
+    first = re.findall(r"<td>(N=\d+)</td><td>([\d.]+)</td>", table)
+    kernel_sizes = [n for n, ptxas in dict.fromkeys(first) if ptxas == "12.4.131"][:3]
+    assert kernel_sizes == ["N=1024", "N=4096", "N=16384"]

@@ -170,3 +170,56 @@ def show_answer(title: str, pivot: list[dict], templates: list[str], next_steps:
     con.print(answer_table(title, pivot, templates, cols), width=cols)
     for line in (LEGEND, STATIC, "next: " + next_steps):
         con.print(line, highlight=False, width=cols)
+
+
+SPEED_ROWS = 6  # timed groups the terminal lists (those where a name changes speed, the largest first)
+SPEED_KERNEL_MIN = 20  # the kernel column of the speed rows: the rest of the width, at least this
+
+
+def show_speed(title: str, speed: dict, templates: list[str], console: Console | None = None) -> None:
+    """The speed answer of a GPU run, before the static table: the calibration in words, then per kernel, problem and
+    ptxas each renamed name's throughput ratio, interval and verdict; condensed to the groups where a name changes
+    speed (at most ``SPEED_ROWS``), the rest counted in one line."""
+    con = console or stdout()
+    cols = max(con.width, MIN_WIDTH) if console is None else con.width
+    cal = speed.get("calibration")
+    failed = f": {len(cal['failures'])} checks failed, its verdicts are not to be trusted" if cal and cal["failures"] \
+        else ""
+    con.print(cal["head"] + failed if cal else "no GPU calibration recorded: judge the intervals by the A/A pairs",
+              highlight=False, width=cols)
+    renamed = [t for t in templates[1:] if any(t in g["names"] for g in speed["table"])]
+    changes = [g for g in speed["table"] if g["changes"]]
+    changed = _condensed(changes)
+    if changed:
+        rows = [[g["problem"], g["ptxas"], *((g["names"].get(n) or {}).get("said", "-") for n in renamed)]
+                for g in changed]
+        heads = ["problem", "ptxas", *(template_label(n) for n in renamed)]
+        natural = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads)]
+        longest = max(len(g["kernel"]) for g in changed)
+        kernel_w = max(SPEED_KERNEL_MIN, min(longest, cols - sum(natural) - len(heads) - 4))
+        short = short_names([g["kernel"] for g in changed], kernel_w)
+        t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
+        t.add_column("kernel", no_wrap=True, width=kernel_w)
+        for head in heads:
+            t.add_column(head, overflow="fold")
+        for g, r in zip(changed, rows, strict=True):
+            t.add_row(short[g["kernel"]], *r)
+        con.print(t, width=cols)
+    n = len(speed["table"])
+    shown = (f"the {len(changed)} largest of {len(changes)} groups where a name is faster or slower"
+             if changed else "in no group is a name faster or slower")
+    con.print(f"speed: {shown}; {n - len(changes)} of {n} groups within ±{speed['margin']} (equivalent, negligible) "
+              "or the same code; every group in the HTML report", highlight=False, width=cols)
+    for tally in speed["tallies"]:
+        counts = ", ".join(f"{v} {n}" for v, n in tally["counts"])
+        con.print(f"{tally['template']} in {tally['n']} groups: {counts}", highlight=False, width=cols)
+
+
+def _condensed(groups: list[dict]) -> list[dict]:
+    """At most ``SPEED_ROWS`` groups, the largest changes first, a slower one kept among them when there is one."""
+    def by_size(gs: list[dict]) -> list[dict]:
+        return sorted(gs, key=lambda g: -g["largest"])
+
+    slower = by_size([g for g in groups if any(v["verdict"] == "slower" for v in g["names"].values())])[:2]
+    rest = by_size([g for g in groups if g not in slower])[:SPEED_ROWS - len(slower)]
+    return by_size(rest + slower)

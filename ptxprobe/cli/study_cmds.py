@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from ptxprobe.cli import FOUND_DIFFERENCES, INTERRUPTED, OK
-from ptxprobe.cli.render import emit_json, say, show, show_answer, table
+from ptxprobe.cli.render import emit_json, say, show, show_answer, show_speed, table
 from ptxprobe.core.cluster import session_for
 from ptxprobe.core.errors import SpecError
 
@@ -51,6 +51,8 @@ def cmd_report(args) -> int:
                    "program_ab": res["program_ab"]})
         return OK
     index = Path(res["out_dir"]) / "index.html"
+    if res.get("speed"):  # a GPU run: the speed question first, then the machine code
+        show_speed(f"does the name change speed? {run}", res["speed"], res["templates"])
     show_answer(f"does the name matter? {run}", res["answer"], res["templates"],
                 f"open {index}" + ("" if args.sass else f"; ptxprobe report {run} --sass adds the SASS diffs"))
     if res["program_ab"]:

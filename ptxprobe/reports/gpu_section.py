@@ -6,6 +6,8 @@ words with the bounds it was judged by.
 
 from __future__ import annotations
 
+import re
+
 from ptxprobe.core.schema import problem_label, short_names
 from ptxprobe.gpu.calibrate import CRITERIA
 from ptxprobe.runs.rundir import RunDir
@@ -18,6 +20,16 @@ NAME_COL_W = 200  # the verdict and numerics of each name, right of the axis
 LANE_H, ROW_PAD, HEAD_H, AXIS_H = 9, 6, 48, 34
 SHAPES = ("circle", "square", "triangle", "diamond")
 TICK_STEPS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0)
+
+
+def natural(text: str) -> tuple:
+    """A sort key that orders the numbers inside a label by value: N=1024 < N=4096 < N=16384, 12.4 < 12.10."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(text)))
+
+
+def group_order(row: dict) -> tuple:
+    """Where a timed group's rows go in every table and plot: kernel, problem size (numerically), ptxas release."""
+    return natural(row["kernel"]), natural(problem_label(row)), natural(row.get("run_ptxas_version") or "")
 
 
 def is_comparison(row: dict) -> bool:
@@ -102,8 +114,7 @@ def forest(rows: list[dict], templates: list[str], margin: float) -> dict:
             aa.setdefault(r["group_id"], (r["ratio_ci_low"], r["ratio_ci_high"]))
 
     def order(gid: str):
-        r = groups[gid][0]
-        return r["kernel"], r.get("run_ptxas_version") or "", r.get("seq_len") or 0, problem_label(r)
+        return group_order(groups[gid][0])
 
     shown = short_names([r["kernel"] for r in compared], ROW_LABEL_WIDTH)
     values = [1 - margin, 1 + margin]
@@ -252,4 +263,34 @@ def speed_answer(rd: RunDir, templates: list[str]) -> dict | None:
         "level": next((r["ci_level"] for r in rows if r.get("ci_level")), 0.95),
         "calibration": calibration_words(rd.calibration, rd.groups),
         "others": others_words(rows),
+        "table": group_rows(rows, templates),
     }
+
+
+def group_rows(rows: list[dict], templates: list[str]) -> list[dict]:
+    """One record per timed group (kernel, problem, ptxas) for the terminal: each name's ratio, interval and verdict,
+    and the group's largest timed change (what the condensed answer ranks by)."""
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        if is_comparison(r):
+            groups.setdefault(r["group_id"], []).append(r)
+    out = []
+    for members in sorted(groups.values(), key=lambda rs: group_order(rs[0])):
+        first, names = members[0], {}
+        for r in members:
+            timed = r.get("ratio_vs_baseline") is not None and r.get("ratio_ci_low") is not None
+            names[r["label"]] = {"verdict": verdict_of(r), "ratio": r.get("ratio_vs_baseline"),
+                                 "said": (f"{signed_pct(r['ratio_vs_baseline'])} [{_bare(r['ratio_ci_low'])}, "
+                                          f"{_bare(r['ratio_ci_high'])}] {said(verdict_of(r))}")
+                                 if timed else "same code"}
+        ratios = [abs(v["ratio"] - 1) for v in names.values() if v["ratio"] is not None]
+        out.append({"kernel": first["kernel"], "problem": problem_label(first),
+                    "ptxas": first.get("run_ptxas_version") or "", "names": names,
+                    "changes": any(v["verdict"] in ("faster", "slower") for v in names.values()),
+                    "largest": max(ratios, default=0.0)})
+    return out
+
+
+def _bare(ratio: float) -> str:
+    """An interval end as a signed change without its unit (the estimate before it carries the %)."""
+    return signed_pct(ratio).removesuffix(" %")

@@ -20,7 +20,7 @@ from ptxprobe.binary.sass import Listing
 from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import PtxprobeError
 from ptxprobe.core.schema import problem_label
-from ptxprobe.reports.gpu_section import speed_answer
+from ptxprobe.reports.gpu_section import group_order, speed_answer
 from ptxprobe.reports.publish import ReportFiles
 from ptxprobe.runs.rundir import RunDir
 from ptxprobe.static.verdicts import SAME_CODE, arch_order, pivot, summarize
@@ -224,11 +224,12 @@ def build_report(
         timed = runtime_records(rd.runtime_log)
         templates = list(manifest.get("experiment", {}).get("names") or ["{base}", "cutlass_{base}"])
         answer = pivot(summarize(rows), templates)
+        speed = speed_answer(rd, templates)
         index = env.get_template("index.html.j2").render(
             answer=answer,
             templates=templates,
             heat=heatmap(answer, templates[1] if len(templates) > 1 else None),
-            speed=speed_answer(rd, templates),
+            speed=speed,
             sass_absent=sass_absent(len(differs), cached, sass),
             title=manifest.get("experiment", {}).get("name", run.name),
             rows=records,
@@ -245,7 +246,7 @@ def build_report(
         if timed:
             files.write("runtime.json", json.dumps(timed, indent=1, default=str))
     return {"out_dir": str(out), "records": records, "runtime": timed, "answer": answer, "templates": templates,
-            "program_ab": ab}
+            "program_ab": ab, "speed": speed}
 
 
 def explain_view(run: Path | RunDir, reasons_shown: int = 6, loops_shown: int = 3) -> list[dict]:
@@ -317,7 +318,7 @@ RUNTIME_FIELDS = (
 def runtime_records(rows: list[dict]) -> list[dict]:
     """One record per timed label of a GPU run (names, A/A, controls, SDPA), grouped as measured."""
     out = []
-    for r in sorted(rows, key=lambda r: (r["group_id"], not r.get("is_baseline"), r["label"])):
+    for r in sorted(rows, key=lambda r: (*group_order(r), r["group_id"], not r.get("is_baseline"), r["label"])):
         rec = {k: r.get(k) for k in RUNTIME_FIELDS}
         rec["group_id"], rec["problem"] = r["group_id"], problem_label(r)
         out.append(rec)
