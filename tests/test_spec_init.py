@@ -143,3 +143,49 @@ def test_no_switch_claims_a_default_its_absence_does_not_have():
     assert "--run also time every name on the GPU (default: when a GPU is visible)" in sweep
     assert "--no-run static analysis only, even where a GPU is visible --explain" in sweep
     assert subs["rename-sweep"].parse_args([]).run is None  # neither switch: time when a GPU is visible
+
+
+WRAPPED = '''
+import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 128}, num_warps=2, num_stages=2),
+                          triton.Config({"BLOCK": 256}, num_warps=8)], key=["n"])
+@triton.heuristics({"EVEN": lambda args: args["n"] % args["BLOCK"] == 0})
+@triton.jit
+def vadd(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+'''
+
+
+def test_an_autotuned_kernel_is_its_jit_function_with_the_first_config_and_says_what_is_not_swept(tmp_path):
+    """@triton.autotune and @triton.heuristics keep the JIT function as .fn: spec init and the sweep take it, spec init
+    fills in the first config (marked), and stderr says once that the configs are not swept."""
+    import subprocess
+    import sys
+
+    (tmp_path / "k.py").write_text(WRAPPED)
+
+    def ptxprobe(*args):
+        return subprocess.run([sys.executable, "-m", "ptxprobe", *args], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=600)
+
+    r = ptxprobe("spec", "init", "k.py:vadd", "-o", "k.toml")
+    assert r.returncode == 0, r.stderr
+    assert "k.py:vadd: @triton.autotune's 2 configs are not swept" in r.stderr
+    text = (tmp_path / "k.toml").read_text()
+    spec = tomllib.loads(text)
+    assert spec["constexprs"] == {"BLOCK": 128, "EVEN": "TODO"} and (spec["num_warps"], spec["num_stages"]) == (2, 2)
+    assert "BLOCK = 128" in text and "@triton.autotune's config 1 of 2: the one compiled" in text
+    assert "@triton.heuristics computes it at launch" in text
+    (tmp_path / "k.toml").write_text(text.replace('EVEN = "TODO"', "EVEN = true"))
+    r = ptxprobe("rename-sweep", "--triton", "k.py:vadd", "--spec", "k.toml", "-s", "archs=sm_90a,sm_100a", "-s",
+                 "repeat=1", "--no-run", "-o", "run")  # the second arch is built in a pool worker: said once still
+    assert r.returncode == 0, r.stderr
+    notes = [ln for ln in r.stderr.splitlines() if "not swept" in ln]
+    assert notes == ["k.py:vadd: @triton.autotune's 2 configs are not swept; @triton.heuristics' values of EVEN are "
+                     "not computed (nothing is launched): the spec's constexprs, num_warps and num_stages are what "
+                     "is compiled"], r.stderr

@@ -266,14 +266,15 @@ def _header(target: str, command: str) -> list[str]:
 
 def triton_spec(target: str, arch: str = "sm_90a") -> str:
     """The spec of a user's ``triton.jit``/``gluon.jit`` function (``file.py:function`` or ``module:function``)."""
-    from ptxprobe.sources.triton import load_triton_function
+    from ptxprobe.sources.triton import load_kernel
 
-    fn = load_triton_function(target, arch)
+    fn, wrappers = load_kernel(target, arch)
     try:
         u = usage_of(inspect.getsource(fn.fn))
     except (OSError, TypeError, StopIteration, SyntaxError):
         u = Usage()
     params = [constexpr_param(p) if p.is_constexpr else triton_param(p, u) for p in fn.params]
+    options = _from_wrappers(params, wrappers)
     runtime = [p for p in params if p.type != "constexpr"]
     for p in runtime:
         if p.is_pointer and p.name in u.stored:
@@ -289,9 +290,11 @@ def triton_spec(target: str, arch: str = "sm_90a") -> str:
     spec_name = Path(target.rpartition(":")[0]).stem + ".toml"
     lines = _header(target, f"ptxprobe rename-sweep --triton {target} --spec {spec_name}")
     lines += [
-        _line("num_warps = 4", "warps per program (a power of 2); Triton's default"),
-        _line("num_stages = 3", "software pipelining stages; Triton's default"),
-        "# maxnreg = 128                                  # optional: a register cap per thread",
+        _line(f"num_warps = {options['num_warps'][0]}", f"warps per program (a power of 2); {options['num_warps'][1]}"),
+        _line(f"num_stages = {options['num_stages'][0]}", f"software pipelining stages; {options['num_stages'][1]}"),
+        _line(f"maxnreg = {options['maxnreg'][0]}", f"a register cap per thread; {options['maxnreg'][1]}")
+        if "maxnreg" in options else "# maxnreg = 128                                  # optional: a register cap "
+                                     "per thread",
         _line("divisible_by_16 = " + _toml(pointers), "parameters Triton's launcher would mark 16-aligned"),
         "#   (pointers from torch are; add the integers whose launch values are multiples of 16)",
         "",
@@ -307,6 +310,31 @@ def triton_spec(target: str, arch: str = "sm_90a") -> str:
         lines += [_line(f"{p.name} = {_toml(p.value)}", p.why) for p in constexprs]
     lines += _launch(runtime, grid, None, grid_why)
     return "\n".join(lines) + "\n"
+
+
+FIRST_CONFIG = "@triton.autotune's config 1 of {n}: the one compiled"
+
+
+def _from_wrappers(params: list[Param], wrappers: list) -> dict[str, tuple[int, str]]:
+    """Constexprs and options an ``@triton.autotune``'s first config gives (marked so), and the constexprs
+    ``@triton.heuristics`` computes at launch (said so); -> the compile options to write, each with why."""
+    options = {"num_warps": (4, "Triton's default"), "num_stages": (3, "Triton's default")}
+    for w in reversed(wrappers):  # the outermost wrapper has the last word, as at launch
+        if type(w).__name__ == "Heuristics":
+            for p in params:
+                if p.name in (getattr(w, "values", None) or {}):
+                    p.why = f"@triton.heuristics computes it at launch: give your launch's; {p.why}"
+        configs = getattr(w, "configs", None) or []
+        if type(w).__name__ != "Autotuner" or not configs:
+            continue
+        first = configs[0]
+        for p in params:
+            if p.type == "constexpr" and p.name in (getattr(first, "kwargs", None) or {}):
+                p.value, p.why, p.guessed = first.kwargs[p.name], FIRST_CONFIG.format(n=len(configs)), False
+        for key in ("num_warps", "num_stages", "maxnreg"):
+            if isinstance(getattr(first, key, None), int):
+                options[key] = (getattr(first, key), FIRST_CONFIG.format(n=len(configs)))
+    return options
 
 
 _GLOBAL_RE = r"__global__\s+(?:__launch_bounds__\s*\(([^)]*)\)\s*)?void\s+(?:__launch_bounds__\s*\(([^)]*)\)\s*)?"

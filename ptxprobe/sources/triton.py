@@ -11,6 +11,7 @@ environment knobs Triton says change code generation.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,8 @@ from ptxprobe.ptx.text import entry_of
 from ptxprobe.sources.base import Emitted
 from ptxprobe.sources.launch import load_kernel_spec
 from ptxprobe.toolchain.tools import arch_number
+
+log = logging.getLogger("ptxprobe")
 
 
 @dataclass(frozen=True)
@@ -296,16 +299,56 @@ def import_target(target: str, what: str):
     return getattr(mod, attr, None)
 
 
-def load_triton_function(target: str, arch: str = "sm_90a"):
-    """``package.module:function`` (or ``path/to/file.py:function``) -> the triton.jit or gluon.jit function;
-    without a GPU the module's import-time device questions are answered for ``arch``."""
+def unwrapped(obj) -> tuple[Any, list]:
+    """The JIT function inside ``@triton.autotune``/``@triton.heuristics`` (Triton keeps it as ``.fn``), and the
+    wrappers around it, outermost first; a ``triton.jit``/``gluon.jit`` function is its own."""
+    wrappers = []
+    while obj is not None and not hasattr(obj, "params") and type(obj).__name__ in ("Autotuner", "Heuristics"):
+        wrappers.append(obj)
+        obj = getattr(obj, "fn", None)
+    return obj, wrappers
+
+
+def wrapped_note(target: str, wrappers: list) -> str | None:
+    """What a sweep of an autotuned or heuristics-wrapped kernel compiles instead of what the wrappers choose."""
+    said = []
+    for w in wrappers:
+        if type(w).__name__ == "Autotuner":
+            said.append(f"@triton.autotune's {len(getattr(w, 'configs', []) or [])} configs are not swept")
+        else:
+            said.append(f"@triton.heuristics' values of {', '.join(getattr(w, 'values', {}) or {})} are not "
+                        "computed (nothing is launched)")
+    if not said:
+        return None
+    return f"{target}: {'; '.join(said)}: the spec's constexprs, num_warps and num_stages are what is compiled"
+
+
+_SAID: set = set()
+
+
+def load_kernel(target: str, arch: str = "sm_90a") -> tuple[Any, list]:
+    """``package.module:function`` (or ``path/to/file.py:function``) -> (the triton.jit or gluon.jit function, the
+    autotune/heuristics wrappers around it); without a GPU the module's import-time device questions are answered
+    for ``arch``. That the wrappers' choices are not swept is said once, by the process that plans (not by the
+    pool's workers, which import it again)."""
+    import multiprocessing
+
     from ptxprobe.sources.offline import offline_target
 
     with offline_target(arch):
-        fn = import_target(target, "--triton")
+        fn, wrappers = unwrapped(import_target(target, "--triton"))
     if fn is None or not hasattr(fn, "params"):
         raise SpecError(f"{target}: no triton.jit function named {target.rpartition(':')[2]!r}")
-    return fn
+    note = wrapped_note(target, wrappers)
+    if note and target not in _SAID and multiprocessing.parent_process() is None:
+        _SAID.add(target)
+        log.warning("%s", note)
+    return fn, wrappers
+
+
+def load_triton_function(target: str, arch: str = "sm_90a"):
+    """The triton.jit or gluon.jit function ``target`` names (inside its autotune/heuristics wrappers)."""
+    return load_kernel(target, arch)[0]
 
 
 def user_specialization(target: str, spec_path: str | Path, arch: str = "sm_90a") -> tuple[Any, Specialization, dict]:
