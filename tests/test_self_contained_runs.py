@@ -119,6 +119,55 @@ def test_a_triton_module_is_kept_with_what_it_imports_from_its_folder(tmp_path):
     assert names == ["kern.py", "helper.py", "tiles.py", "consts.py", "k.toml", "ref.py"]
 
 
+SIBLING = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def act(x):
+    return tl.maximum(x, 0.0)
+"""
+KERNEL = """import triton
+import triton.language as tl
+from mylib import act
+
+
+@triton.jit
+def relu(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, act(tl.load(x_ptr + offs, mask=m)), mask=m)
+"""
+
+
+def test_a_kernel_importing_a_module_beside_it_sweeps_and_its_run_reproduces_alone(tmp_path, monkeypatch):
+    """``from mylib import act`` with mylib.py beside the kernel imports as ``python kern.py`` would (its folder
+    first on sys.path, then forgotten); the run keeps mylib.py, so repro works with the sources gone."""
+    mine, work = tmp_path / "mine", tmp_path / "work"
+    mine.mkdir()
+    work.mkdir()
+    (mine / "mylib.py").write_text(SIBLING)
+    (mine / "kern.py").write_text(KERNEL)
+    (mine / "k.toml").write_text('signature = {x_ptr = "*fp32", out_ptr = "*fp32", n = "i32", BLOCK = "constexpr"}\n'
+                                 "constexprs = {BLOCK = 128}\n")
+    monkeypatch.chdir(work)
+    path_before = list(sys.path)
+    rc = main(["rename-sweep", "--triton", "../mine/kern.py:relu", "--spec", "../mine/k.toml", *SWEEP, "-o", "run"])
+    assert rc in (0, 1)
+    assert sys.path == path_before and "mylib" not in sys.modules  # the folder was first only while importing
+    inputs = json.loads((work / "run" / "manifest.json").read_text())["inputs"]
+    assert sorted(Path(f["path"]).name for rec in inputs.values() for f in rec.get("files", [])) == [
+        "k.toml", "kern.py", "mylib.py"]
+    shutil.copytree(work / "run", tmp_path / "other-machine" / "run")
+    shutil.rmtree(mine)
+    shutil.rmtree(work)
+    res = subprocess.run([sys.executable, "-m", "ptxprobe", "repro", "run", "--json"], cwd=tmp_path / "other-machine",
+                         capture_output=True, text=True, timeout=300)
+    doc = json.loads(res.stdout)
+    assert res.returncode == 0 and doc["ok"], res.stderr
+    assert doc["rows"] and all(r["status"] == "match" for r in doc["rows"])
+
+
 # --- narrowing the default experiment ---------------------------------------------------------
 
 

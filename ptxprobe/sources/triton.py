@@ -10,9 +10,11 @@ environment knobs Triton says change code generation.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -289,7 +291,8 @@ def import_target(target: str, what: str):
             if spec is None or spec.loader is None:
                 raise SpecError(f"{what}: cannot load {path}")
             mod = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(mod)
+            with script_folder_first(path):
+                spec.loader.exec_module(mod)
         else:
             mod = importlib.import_module(mod_name)
     except (ImportError, FileNotFoundError, SyntaxError) as exc:
@@ -297,6 +300,24 @@ def import_target(target: str, what: str):
     except Exception as exc:  # the user's module ran code at import time that failed
         raise SpecError(f"{what}: importing {mod_name} raised {type(exc).__name__}: {exc}") from exc
     return getattr(mod, attr, None)
+
+
+@contextlib.contextmanager
+def script_folder_first(path: Path):
+    """While a kernel file is imported its folder is first on ``sys.path``, as ``python file.py`` has it, so
+    ``from mylib import act`` finds ``mylib.py`` beside it. The sibling modules it imported are forgotten after
+    (another folder's ``mylib`` is never served from this one's; the objects already bound keep working)."""
+    folder = str(path.resolve().parent)
+    before = set(sys.modules)
+    sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        sys.path.remove(folder)
+        for name in set(sys.modules) - before:
+            origin = getattr(sys.modules[name], "__file__", None) or ""
+            if origin and str(Path(origin).resolve().parent) == folder:
+                del sys.modules[name]
 
 
 def unwrapped(obj) -> tuple[Any, list]:
