@@ -234,7 +234,7 @@ def _cases(d: Path) -> list[tuple[list[str], int, str]]:
         (["explain", str(d / "a_dir"), "--max-groups", "0"], USAGE, "--max-groups: must be at least 1"),
         (["capture", "--rounds", "0", "--", "true"], USAGE, "--rounds: must be at least 1"),
         # run directories and outputs
-        (["report", str(d / "notrun")], USAGE, "report reads what rename-sweep, capture or repro wrote"),
+        (["report", str(d / "notrun")], USAGE, "notrun: no static results (no variant log)"),
         (["report", good, "-o", str(d / "a_file")], USAGE, "exists and is not a directory"),
         (["report", str(d / "trunc")], USAGE, "manifest.json: not valid JSON"),
         (["repro", str(d / "trunc")], USAGE, "manifest.json: not valid JSON"),
