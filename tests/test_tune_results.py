@@ -32,7 +32,7 @@ def test_each_kernel_was_tuned_over_the_goal_space_within_the_goal_gpu_time_and_
 
 
 def test_the_program_ran_the_recommended_code_and_its_ab_is_what_its_runs_say():
-    for step in ("ffma", "ffma-trigger-names"):
+    for step in ("ffma", "ffma-proof", "ffma-trigger-names"):
         rec = tuning.applied(step)
         c = {x["arm"]: x for x in rec["comparisons"]}
         assert c["tuned"]["verdict"] == "faster" and c["aa"]["verdict"] == "equivalent"

@@ -19,7 +19,7 @@ from ptxprobe.tune.prune import Candidate
 from ptxprobe.tune.race import RaceResult, Standing
 
 RUN = "2026-12-04-h200-tune"
-STEPS = ("sgemm", "attention-fp8", "ffma", "ffma-trigger-names")
+STEPS = ("sgemm", "attention-fp8", "ffma", "ffma-proof", "ffma-trigger-names")
 GOAL_GPU_SECONDS = 180.0  # one kernel tuned in at most 3 GPU minutes
 GOAL_HALF_WIDTH = 0.002  # the recommended configuration's interval half-width
 INTRO = ("`ptxprobe tune` on the H200: per kernel, names × ptxas releases × option sets, pruned by machine code, "
