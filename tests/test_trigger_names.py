@@ -4,8 +4,11 @@ sweep compares the name without it, the name as given and a control, instead of 
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -77,3 +80,19 @@ def test_a_triggered_kernel_in_a_file_with_others_is_compared_as_it_is_alone(tmp
                      } | {("axpy", n) for n in ("axpy", "cutlass_axpy", "xutlass_axpy")}
     by = {p["kernel"].split(":")[-1]: p for p in json.loads(r.stdout)["pivot"]}
     assert by["cutlass_attention"]["answer"] == "YES" and by["axpy"]["answer"] == "no"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_a_cuda_kernel_named_with_the_trigger_is_compared_with_its_trigger_free_name(tmp_path):
+    """The FFMA sgemm of experiments/user as cutlass_sgemm in a .cu: compared with xutlass_sgemm, its code differs
+    ("YES", as its PTX does); before, --cu compared cutlass_sgemm with cutlass_cutlass_sgemm and answered "no"."""
+    cu = tmp_path / "cutlass_sgemm.cu"
+    text = (Path(__file__).resolve().parents[1] / "experiments" / "user" / "sgemm.cu").read_text()
+    cu.write_text(re.sub(r"\bsgemm\b", "cutlass_sgemm", text))
+    out = tmp_path / "out"
+    r = ptxprobe("rename-sweep", "--cu", str(cu), "-s", "archs=sm_90a", "-s", "repeat=1", "--no-run", "--json",
+                 "-o", str(out))
+    assert r.returncode == 1, r.stderr
+    assert {x["name"] for x in _rows(out)} == {"xutlass_sgemm", "cutlass_sgemm", "zutlass_sgemm"}
+    (pivot,) = json.loads(r.stdout)["pivot"]
+    assert pivot["answer"] == "YES"

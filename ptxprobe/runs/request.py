@@ -129,7 +129,7 @@ def _experiment(req: SweepRequest, nvcc_assembles: bool) -> Experiment:
         exp = replace(exp, name="user", description="user kernels given on the command line")
     if req.names_from_scan:
         exp = names_from_scan(exp)
-    if (k.ptx or k.cubin or k.triton) and not any(s.startswith("names=") for s in sets):
+    if (k.ptx or k.cubin or k.cu or k.triton) and not any(s.startswith("names=") for s in sets):
         exp = names_for_triggered_entries(exp)
     return exp
 
@@ -179,10 +179,10 @@ def names_for_triggered_entries(exp: Experiment) -> Experiment:
 
     entries = []
     for src in sources_of(exp):
-        # ptx/cubin entries are known without compiling; a Triton/Gluon function's name (its repr= may add the
-        # trigger, as Triton's Gluon attention example does for fp8) from its first emit, which is cached: the
-        # sweep's own emit of it reads that cache entry
-        if src.kind in ("ptx", "cubin", "triton"):
+        # ptx/cubin entries are known without compiling; a .cu file's from nvcc's PTX, a Triton/Gluon function's
+        # name (its repr= may add the trigger, as Triton's Gluon attention example does for fp8) from its first
+        # emit; both are cached: the sweep's own emit reads that cache entry
+        if src.kind in ("ptx", "cubin", "cuda", "triton"):
             emitted = src.emit(src.build_archs(exp.archs)[0], Cache())
             entries += list(emitted.swept_entries)
     with_trigger = [e for e in entries if TRIGGER in e]
