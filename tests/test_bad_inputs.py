@@ -95,6 +95,8 @@ def inputs(tmp_path_factory):
         (d / f"{name}.toml").write_text(text)
     (d / "syn.cu").write_text('__global__ void k(float* x) {\n  x[0] = 1\n}\n')
     (d / "inc.cu").write_text('#include "nothere.h"\n__global__ void k(float* x) { x[0] = 1; }\n')
+    (d / "eof.cu").write_text("__global__ void k(float* x) { x[0] = 1;\n")  # a brace never closed
+    (d / "pperr.cu").write_text('#error "needs CUDA 14"\n__global__ void k(float* x) { x[0] = 1; }\n')
     (d / "host.cu").write_text("int twice(int x) { return 2 * x; }\n")
     (d / "ok.cu").write_text("__global__ void k(float* x) { x[0] = 1; }\n")
     (d / "k.ptx").write_text(AXPY_PTX)
@@ -180,6 +182,8 @@ def _cases(d: Path) -> list[tuple[list[str], int, str]]:
         # CUDA C++ that does not compile: nvcc's own first error line, with file(line)
         ([*new, "--cu", str(d / "syn.cu")], USAGE, 'syn.cu(3): error: expected a ";"'),
         ([*new, "--cu", str(d / "inc.cu")], USAGE, "nothere.h: No such file or directory"),
+        ([*new, "--cu", str(d / "eof.cu")], USAGE, 'At end of source: error: expected a "}"'),
+        ([*new, "--cu", str(d / "pperr.cu")], USAGE, 'pperr.cu:1:2: error: #error "needs CUDA 14"'),
         ([*new, "--cu", str(d / "host.cu")], USAGE, "is there a __global__ function?"),
         ([*new, "--cu", str(d / "ok.cu"), "--entry", "nope"], USAGE, "no kernel 'nope'"),
         # a kernel edited after a good run, re-run into that run: the compiler's words, the run kept as it was

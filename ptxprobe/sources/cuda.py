@@ -26,7 +26,8 @@ def nvcc_arch(arch: str) -> str:
 
 
 _DIAGNOSTIC = re.compile(r"^[^\s(][^(]*\(\d+\): (?:catastrophic )?error\b"  # EDG: syn.cu(2): error: ...
-                         r"|^[^:\s]+:\d+:\d+: fatal error\b")  # the preprocessor: a.cu:1:10: fatal error: ...
+                         r"|^At end of source: (?:catastrophic )?error\b"  # EDG: a brace never closed
+                         r"|^[^:\s]+:\d+:\d+: (?:fatal )?error\b")  # the preprocessor: a.cu:1:2: error: #error ...
 
 
 def nvcc_refused(run, src: Path, arch: str) -> Exception:
