@@ -122,6 +122,8 @@ def emit_cuda(
     """nvcc -ptx for one target; ``entry`` picks the kernel (a source name or a symbol), ``"all"`` or None
     takes every kernel the file defines."""
     src = Path(source)
+    if src.is_dir():
+        raise SpecError(f"{src} is a directory, not a CUDA source file")
     if not src.is_file():
         raise SpecError(f"{src}: no such CUDA source file")
     cache = cache or Cache()
