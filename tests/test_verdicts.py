@@ -96,3 +96,17 @@ def test_an_a_a_effect_inside_the_margin_counts_as_a_false_positive():
           [stats.NEGLIGIBLE, stats.NEGLIGIBLE] + [stats.EQUIVALENT] * 18]
     out = summarize([{"aa": a} for a in aa])
     assert out["aa_false_positive_rate"] == pytest.approx(0.1)
+
+
+def test_hodges_lehmann_is_the_median_of_the_walsh_averages_bitwise():
+    """The in-place partition (twice as fast for the bootstraps) against the definition, odd and even counts of
+    averages, one sample and a batch of resamples along an axis."""
+    rng = np.random.default_rng(7)
+    for n in range(1, 60):
+        for x in (rng.standard_t(3, n) * 0.01, rng.normal(size=(5, n))):
+            i, j = np.triu_indices(n)
+            assert np.array_equal(stats.hodges_lehmann(x), np.median((x[..., i] + x[..., j]) / 2.0, axis=-1))
+    y = rng.normal(size=(4, 9, 3))
+    i, j = np.triu_indices(9)
+    want = np.median((np.moveaxis(y, 1, -1)[..., i] + np.moveaxis(y, 1, -1)[..., j]) / 2.0, axis=-1)
+    assert np.array_equal(stats.hodges_lehmann(y, axis=1), want)

@@ -89,8 +89,19 @@ _SHORT = {
     "failed": "FAILED",
 }
 
-LEGEND = ("legend: +28r registers, cap×2.1 .nv.capmerc size, vs the baseline name; noise: within ptxas's own "
-          "run-to-run spread; DIFFERS: machine code differs beyond it")
+LEGENDS = (  # the longest that fits the terminal on one line is printed
+    "legend: +28r registers, cap×2.1 .nv.capmerc size, vs the baseline name; noise: within ptxas's own run-to-run "
+    "spread; DIFFERS: machine code differs beyond it",
+    "legend: +28r registers, cap×2.1 capmerc size (vs the baseline); noise: within ptxas's own spread; DIFFERS: "
+    "beyond it",
+    "+28r regs, cap×2.1 capmerc, vs baseline; noise: ptxas's spread; DIFFERS: beyond",
+)
+LEGEND = LEGENDS[0]
+
+
+def legend_for(cols: int) -> str:
+    """The legend on one line of a ``cols``-wide terminal (80 and up)."""
+    return next((text for text in LEGENDS if len(text) <= cols), LEGENDS[-1])
 STATIC = "static: this compares machine code, not speed"
 _LABELS = {"{base}": "as given", "{base_control}": "control (zutlass)", "{base_untriggered}": "xutlass",
            "{base_triggered}": "with cutlass", "{base_triggered_control}": "control"}
@@ -168,7 +179,7 @@ def show_answer(title: str, pivot: list[dict], templates: list[str], next_steps:
     con = console or stdout()
     cols = max(con.width, MIN_WIDTH) if console is None else con.width
     con.print(answer_table(title, pivot, templates, cols), width=cols)
-    for line in (LEGEND, STATIC, "next: " + next_steps):
+    for line in (legend_for(cols), STATIC, "next: " + next_steps):
         con.print(line, highlight=False, width=cols)
 
 

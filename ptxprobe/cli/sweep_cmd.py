@@ -110,7 +110,8 @@ def _say_answer(exp, out: Path, outcome, answer: list[dict], details: list[dict]
     """The one-screen answer, then what was done and which files hold it (only files that exist)."""
     if answer:
         show_answer(f"does the name matter? '{exp.name}' -> {out}", answer, list(exp.names),
-                    f"--details (every variant), ptxprobe report {out} (HTML), --run on a GPU (speed)")
+                    ("" if details else "--details (every variant), ") + f"ptxprobe report {out} (HTML), --run on a "
+                    "GPU (speed)")
     if details:
         show(_details_table(details))
     files = [str(out / f) for f in ("results.parquet", "variants.jsonl") if (out / f).exists()][:1]

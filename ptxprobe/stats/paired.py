@@ -68,10 +68,19 @@ def log_ratios(base_ms, other_ms) -> np.ndarray:
 
 
 def hodges_lehmann(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """The median of all pairwise (Walsh) averages: a robust location with the efficiency of the mean."""
+    """The median of all pairwise (Walsh) averages: a robust location with the efficiency of the mean.
+
+    The pairwise sums are partitioned in place around the middle and halved at the end (a power of two: the
+    result is bitwise ``np.median`` of the averages), half the time of the bootstraps that call it per resample."""
     x = np.moveaxis(np.asarray(x, dtype=float), axis, -1)
     i, j = np.triu_indices(x.shape[-1])
-    return np.median((x[..., i] + x[..., j]) / 2.0, axis=-1)
+    sums = x[..., i]
+    sums += x[..., j]
+    k = sums.shape[-1] // 2
+    if sums.shape[-1] % 2:
+        return np.partition(sums, k, axis=-1)[..., k] / 2.0
+    mid = np.partition(sums, (k - 1, k), axis=-1)
+    return (mid[..., k - 1] + mid[..., k]) / 4.0
 
 
 INTERVAL_METHODS = ("signed-rank", "bca")
