@@ -25,7 +25,7 @@ def shared_bytes(spec) -> int:
 
 
 def emit(spec, arch, cache=None, only_cached=False):
-    from ptxprobe.sources.cuda import emit_cuda
+    from ptxprobe.sources.cuda import NvccOptions, emit_cuda
 
     defines = {
         "PTXPROBE_BF16": int(spec.dtype == "bf16"),
@@ -33,7 +33,7 @@ def emit(spec, arch, cache=None, only_cached=False):
         "PTXPROBE_CAUSAL": int(spec.causal),
         "PTXPROBE_ENTRY": entry_name(spec),
     }
-    return emit_cuda(SOURCE, arch, entry_name(spec), defines, kernel_key=spec.key, cache=cache,
+    return emit_cuda(SOURCE, arch, entry_name(spec), NvccOptions.of(defines), kernel_key=spec.key, cache=cache,
                      only_cached=only_cached)
 
 

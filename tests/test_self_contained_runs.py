@@ -209,3 +209,39 @@ def test_narrowing_to_nothing_is_bad_input(tmp_path, capsys, narrowing, why):
     assert main(["rename-sweep", "-s", narrowing, "-o", str(tmp_path / "run"), "-q"]) == 2
     assert why in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_a_cu_file_built_with_the_specs_include_folders_and_defines_reproduces_alone(tmp_path, capsys):
+    """A project laid out as people lay them out (src/k.cu, include/scale.h, a spec beside them): the spec's
+    [nvcc] table gives nvcc the include folder and a macro; the run keeps the header in its tree, and a copy of
+    the run directory alone reproduces after the project is gone. Without the table nvcc's own words say what is
+    missing; a bad table is refused by key."""
+    proj = tmp_path / "proj"
+    (proj / "src").mkdir(parents=True)
+    (proj / "include").mkdir()
+    (proj / "include" / "scale.h").write_text("#pragma once\n__device__ inline float scaled(float x) "
+                                              "{ return FACTOR * x; }\n")
+    (proj / "src" / "k.cu").write_text('#include "scale.h"\n__global__ void k(float* x) { x[0] = scaled(x[0]); }\n')
+    spec = proj / "k.toml"
+    spec.write_text('[nvcc]\ninclude_dirs = ["include"]\ndefines = {FACTOR = 3}\n')
+    out = tmp_path / "run"
+    argv = ["rename-sweep", "-q", "--no-run", "--cu", str(proj / "src" / "k.cu"), "-s", "archs=sm_90a",
+            "-s", "repeat=1"]
+    assert main([*argv, "--spec", str(spec), "-o", str(out)]) in (0, 1)
+    kept = json.loads((out / "manifest.json").read_text())["inputs"]["k.cu"]["files"]
+    assert {f["tree"] for f in kept} == {"src/k.cu", "include/scale.h", "k.toml"}
+    ptx = next((out / "inputs").rglob("*.ptx"), None)
+    assert ptx is None  # only the inputs are kept, not what nvcc made of them
+    assert main([*argv, "-o", str(tmp_path / "bare")]) == 2
+    assert "scale.h: No such file or directory" in capsys.readouterr().err
+    spec.write_text('[nvcc]\ninclude_dirs = ["nowhere"]\n')
+    assert main([*argv, "--spec", str(spec), "-o", str(tmp_path / "bad")]) == 2
+    assert "include_dirs: 'nowhere' is not a folder" in capsys.readouterr().err
+    machine = tmp_path / "other-machine"
+    shutil.copytree(out, machine / "run")
+    shutil.rmtree(proj)
+    res = subprocess.run([sys.executable, "-m", "ptxprobe", "repro", "run", "--json"], cwd=machine,
+                         capture_output=True, text=True, timeout=300)
+    doc = json.loads(res.stdout)
+    assert res.returncode == 0 and doc["ok"], res.stderr
+    assert doc["rows"] and all(r["status"] == "match" for r in doc["rows"])

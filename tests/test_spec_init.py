@@ -79,6 +79,10 @@ def test_spec_init_does_not_overwrite_without_force(tmp_path, monkeypatch, capsy
     assert main(["spec", "init", "k.py:no_such_fn"]) == 2
     assert "no_such_fn" in capsys.readouterr().err
     assert main(["spec", "init", "missing.py:f"]) == 2
+    # the command in the written spec's header names the file written, wherever it went
+    (tmp_path / "specs").mkdir()
+    assert main(["spec", "init", "k.py:scaled_add", "-o", "specs/mine.toml"]) == 0
+    assert "--spec specs/mine.toml\n" in (tmp_path / "specs" / "mine.toml").read_text()
 
 
 def test_the_body_says_which_parameters_are_pointers_outputs_and_integers():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from ptxprobe.core.cache import Cache, sha256_file
@@ -43,7 +44,7 @@ def nvcc_refused(run, src: Path, arch: str) -> Exception:
 
 def _dependencies(nvcc: str, flags: list[str], src: Path, timeout: float) -> list[Path]:
     """The source and every header it includes, as nvcc's preprocessor sees them."""
-    dep_flags = [f for f in flags if f.startswith("-D") or f.startswith("-std")]
+    dep_flags = [f for f in flags if f.startswith(("-D", "-I", "-std"))]
     run = run_tool([nvcc, "-M", f"-arch={flags[1].split('=', 1)[1]}", *dep_flags, f"-I{src.parent}", str(src)],
                    timeout=timeout)
     if not run.ok:
@@ -79,25 +80,79 @@ def _included(src: Path, src_sha: str, flags: list[str], nvcc, cache: Cache, tim
     return inputs
 
 
-def _flags(arch: str, defines: dict | None) -> list[str]:
+@dataclass(frozen=True)
+class NvccOptions:
+    """What a ``.cu`` file needs from its build beyond the file: include folders (absolute) and macro definitions,
+    from its spec's ``[nvcc]`` table (``include_dirs`` relative to the spec, ``defines``)."""
+
+    include_dirs: tuple[str, ...] = ()
+    defines: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, defines: dict | None = None, include_dirs: tuple[str, ...] = ()) -> NvccOptions:
+        """Macros in name order (booleans as 1/0), so equal options make equal flags and cache keys."""
+        return cls(tuple(include_dirs), tuple(sorted((k, str(int(v) if isinstance(v, bool) else v))
+                                                     for k, v in (defines or {}).items())))
+
+    def flags(self) -> list[str]:
+        return [*(f"-D{k}={v}" for k, v in self.defines), *(f"-I{d}" for d in self.include_dirs)]
+
+
+_MACRO = re.compile(r"[A-Za-z_]\w*")
+
+
+def nvcc_options(spec_path: str | Path | None) -> NvccOptions:
+    """A spec's ``[nvcc]`` table, each key checked (the key, the value and what is expected, as bad input)."""
+    if not spec_path:
+        return NvccOptions()
+    from ptxprobe.sources.launch import load_kernel_spec
+
+    table = load_kernel_spec(spec_path).get("nvcc", {})
+    where = f"{spec_path}: [nvcc]"
+    if not isinstance(table, dict):
+        raise SpecError(f"{where} = {table!r}: expected a table (include_dirs, defines)")
+    unknown = set(table) - {"include_dirs", "defines"}
+    if unknown:
+        raise SpecError(f"{where}: unknown keys {sorted(unknown)}; it may have include_dirs and defines")
+    dirs = table.get("include_dirs", [])
+    if not isinstance(dirs, list) or not all(isinstance(d, str) and d for d in dirs):
+        raise SpecError(f"{where} include_dirs = {dirs!r}: expected a list of folder paths (relative to the spec)")
+    base = Path(spec_path).resolve().parent
+    found = []
+    for d in dirs:
+        folder = (base / d).resolve()
+        if not folder.is_dir():
+            raise SpecError(f"{where} include_dirs: {d!r} is not a folder ({folder})")
+        found.append(str(folder))
+    defines = table.get("defines", {})
+    if not isinstance(defines, dict):
+        raise SpecError(f"{where} defines = {defines!r}: expected a table of macro = value")
+    for k, v in defines.items():
+        if not _MACRO.fullmatch(k) or isinstance(v, (dict, list)):
+            raise SpecError(f"{where} defines: {k} = {v!r}: expected a macro name and a number, string or boolean")
+    return NvccOptions.of(defines, tuple(found))
+
+
+def _flags(arch: str, options: NvccOptions | None) -> list[str]:
     return [
         "-ptx",
         f"-arch={nvcc_arch(arch)}",
         "-std=c++17",
         "-O3",
         "-lineinfo",
-        *(f"-D{k}={v}" for k, v in sorted((defines or {}).items())),
+        *(options or NvccOptions()).flags(),
     ]
 
 
-def user_headers(source: str | Path, arch: str, cache: Cache, timeout: float = 600.0) -> list[Path]:
+def user_headers(source: str | Path, arch: str, cache: Cache, timeout: float = 600.0,
+                 options: NvccOptions | None = None) -> list[Path]:
     """The headers a CUDA file includes that are the user's: every one outside the CUDA toolkit and the system's
     include folders (what a copy of the file needs beside it to compile the same elsewhere)."""
     src = Path(source)
     nvcc = find_tool("nvcc")
     toolkit = Path(nvcc.path).resolve().parent.parent
     system = (toolkit, *SYSTEM_INCLUDES)
-    found = _included(src, sha256_file(src), _flags(arch, None), nvcc, cache, timeout)
+    found = _included(src, sha256_file(src), _flags(arch, options), nvcc, cache, timeout)
     out = []
     for name in found:
         p = Path(name).resolve()
@@ -113,7 +168,7 @@ def emit_cuda(
     source: str | Path,
     arch: str,
     entry: str | None = None,
-    defines: dict | None = None,
+    options: NvccOptions | None = None,
     kernel_key: str | None = None,
     cache: Cache | None = None,
     timeout: float = 600.0,
@@ -128,7 +183,7 @@ def emit_cuda(
         raise SpecError(f"{src}: no such CUDA source file")
     cache = cache or Cache()
     nvcc = find_tool("nvcc")
-    flags = _flags(arch, defines)
+    flags = _flags(arch, options)
     src_sha = sha256_file(src)
     inputs = _included(src, src_sha, flags, nvcc, cache, timeout)
     key = stage_key("emit-cuda", src=src_sha, deps=inputs, flags=flags, nvcc=nvcc.sha256)

@@ -153,9 +153,10 @@ class CudaFileSource(_FileSource):
     kind = "cuda"
 
     def emit(self, arch: str, cache: Cache, only_cached: bool = False) -> Emitted | None:
-        from ptxprobe.sources.cuda import emit_cuda
+        from ptxprobe.sources.cuda import emit_cuda, nvcc_options
 
-        e = emit_cuda(self.path, arch, self.entry, cache=cache, only_cached=only_cached)
+        e = emit_cuda(self.path, arch, self.entry, options=nvcc_options(self.spec_path), cache=cache,
+                      only_cached=only_cached)
         if e is None:
             return None
         return Emitted(self.label, arch, e.entry, e.ptx, e.frontend, e.metadata, {}, e.entries)
@@ -163,12 +164,12 @@ class CudaFileSource(_FileSource):
     def input_files(self, archs: tuple[str, ...], cache: Cache) -> list[Path]:
         """The file, the headers of its own it includes (for any of ``archs``) and the spec."""
         from ptxprobe.core.errors import PtxprobeError
-        from ptxprobe.sources.cuda import user_headers
+        from ptxprobe.sources.cuda import nvcc_options, user_headers
 
         headers: set[Path] = set()
         for arch in self.build_archs(archs):
             try:
-                headers.update(user_headers(self.path, arch, cache))
+                headers.update(user_headers(self.path, arch, cache, options=nvcc_options(self.spec_path)))
             except PtxprobeError:  # it does not compile: the sweep says so; the file alone is kept
                 break
         return [*super().input_files(archs, cache), *sorted(headers)]

@@ -305,7 +305,8 @@ def unfilled(spec, where: str = "") -> list[str]:
     return []
 
 
-SPEC_KEYS = {"signature", "constexprs", "divisible_by_16", "num_warps", "num_stages", "maxnreg", "name", "launch"}
+SPEC_KEYS = {"signature", "constexprs", "divisible_by_16", "num_warps", "num_stages", "maxnreg", "name", "launch",
+             "nvcc"}
 
 
 def load_kernel_spec(path: str | Path) -> dict:

@@ -438,6 +438,8 @@ def write_spec(text: str, out: str | None, force: bool) -> Path | None:
         raise SpecError(f"{p} exists: spec init does not overwrite it without --force")
     if p.is_dir():
         raise SpecError(f"{p} is a directory: give the spec file's path")
+    # the header's command names the file written, not the default name
+    text = re.sub(r"^(#   ptxprobe .*--spec )\S+", lambda m: m.group(1) + str(p), text, count=1, flags=re.MULTILINE)
     try:
         p.write_text(text)
     except OSError as exc:
