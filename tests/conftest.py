@@ -24,6 +24,14 @@ TEST_TOOLCHAINS = Path(os.environ.get("PTXPROBE_TEST_TOOLCHAINS")
                        or Path.home() / ".cache" / "ptxprobe-test-toolchains")
 NO_INDEX = "http://ptxprobe-tests-have-no-network.invalid/simple"
 
+# The tests start hundreds of Python processes (the CLI, pool workers, programs). Where the machine sets
+# PYTHONDONTWRITEBYTECODE each of them compiles ptxprobe's modules from source again (a fifth of a CLI test's
+# CPU): Python's bytecode is kept for the run, outside the tree (a wheel built from the checkout never sees it).
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+os.environ.setdefault("PYTHONPYCACHEPREFIX", str(Path.home() / ".cache" / "ptxprobe-test-pycache"))
+sys.dont_write_bytecode = False
+sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"]
+
 
 class NetworkUsed(AssertionError):
     """A test reached for the network: what it needs must be installed before the run (see .ci/run)."""
