@@ -2,11 +2,12 @@
 
     python experiments/benchmarks/bench_sweep.py [-e default] [-j N] [--out DIR]
 
-Cold: an empty cache. Efficiency = wall / (process-tree CPU / cores), the CPU taken from
+Cold: an empty cache (the median of three). Efficiency = wall / (process-tree CPU / cores), the CPU taken from
 ``resource.getrusage(RUSAGE_CHILDREN)`` (the CLI, its pool workers, every ptxas and nvcc):
 1.0 means every core was busy the whole time. Warm: the same sweep into a new output
-directory with everything cached, start-up imports included. Prints one JSON record; with ``--out`` also writes
-it to DIR/bench.json with the commit and host it was measured on.
+directory with everything cached, start-up imports included (the median of three; and once more with
+Python's bytecode cache off, as on machines that set PYTHONDONTWRITEBYTECODE). Prints one JSON record; with
+``--out`` also writes it to DIR/bench.json with the commit and host it was measured on.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+COLD_RUNS = 3  # cold runs (this machine's CPU speed varies by a third from run to run); the median is the figure
+WARM_RUNS = 3  # warm runs, each into a new output directory; the median is the figure
 
 
 def timed_cli(argv: list[str], env: dict) -> tuple[float, float, int]:
@@ -40,11 +44,21 @@ def main() -> None:
     ap.add_argument("--out", help="also write DIR/bench.json (a committed result)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
-        env = {**os.environ, "PTXPROBE_CACHE": str(Path(d) / "cache")}
+        # as an installed package runs: Python's bytecode written once and read after (pip compiles it at install;
+        # PYTHONDONTWRITEBYTECODE, set on some machines, makes every start compile ptxprobe's modules again)
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        env.update(PYTHONPYCACHEPREFIX=str(Path(d) / "pyc"))
         base = ["rename-sweep", "-e", args.experiment, "-j", str(args.jobs), "-q", "--no-run"]
-        cold_wall, cold_cpu, rc_cold = timed_cli([*base, "-o", str(Path(d) / "cold")], env)
-        warm_wall, warm_cpu, rc_warm = timed_cli([*base, "-o", str(Path(d) / "warm")], env)
-        rows = [json.loads(x) for x in (Path(d) / "warm" / "results.jsonl").read_text().splitlines()]
+        colds = [timed_cli([*base, "-o", str(Path(d) / f"cold{i}")], {**env, "PTXPROBE_CACHE": str(Path(d) / f"c{i}")})
+                 for i in range(COLD_RUNS)]  # each with an empty cache of its own; the last one is warmed
+        cold_wall, cold_cpu, rc_cold = sorted(colds)[len(colds) // 2]  # the median run
+        env["PTXPROBE_CACHE"] = str(Path(d) / f"c{COLD_RUNS - 1}")
+        warm = [timed_cli([*base, "-o", str(Path(d) / f"warm{i}")], env) for i in range(WARM_RUNS)]
+        plain = {k: v for k, v in env.items() if k != "PYTHONPYCACHEPREFIX"}  # the libraries' own bytecode only
+        no_bytecode = timed_cli([*base, "-o", str(Path(d) / "warm-nobytecode")],
+                                {**plain, "PYTHONDONTWRITEBYTECODE": "1"})
+        warm_wall, warm_cpu, rc_warm = sorted(warm)[len(warm) // 2]  # the median run
+        rows = [json.loads(x) for x in (Path(d) / "warm0" / "results.jsonl").read_text().splitlines()]
     # the same verdicts with the fixed repeats the default experiment used before (3 runs, 5 on sm_100a/sm_120a)
     from ptxprobe.sources import sources_of
     from ptxprobe.static.experiment import load_experiment
@@ -62,8 +76,12 @@ def main() -> None:
         "cold_wall_s": round(cold_wall, 2),
         "cold_cpu_s": round(cold_cpu, 2),
         "cold_wall_over_cpu_per_core": round(cold_wall / (cold_cpu / args.jobs), 3),
+        "cold_runs": [{"wall_s": round(w, 2), "cpu_s": round(c, 2),
+                       "wall_over_cpu_per_core": round(w / (c / args.jobs), 3)} for w, c, _ in colds],
         "warm_wall_s": round(warm_wall, 2),
         "warm_cpu_s": round(warm_cpu, 2),
+        "warm_wall_s_runs": [round(w[0], 2) for w in warm],
+        "warm_wall_s_without_bytecode": round(no_bytecode[0], 2),
         "warm_over_cold": round(warm_wall / cold_wall, 4),
         "warm_all_cached": all(r["cached"] for r in rows),
         "fixed_repeat_variants": fixed,
