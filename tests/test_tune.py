@@ -430,9 +430,13 @@ def test_tune_races_sgemm_on_a_gpu(tmp_path):
                         "-o", str(tmp_path / "t"), "-q"], capture_output=True, text=True, timeout=900)
     assert r.returncode in (0, 1), r.stderr[-2000:]
     doc = json.loads((tmp_path / "t" / "tuned.json").read_text())
-    assert doc["gpu"] and all(k["status"] == "tuned" for k in doc["kernels"])
+    # the GPU's arch is raced; the others are pruned statically and say so
+    gpu_arch = doc["gpu"]["arch"]
+    assert any(k["arch"] == gpu_arch for k in doc["kernels"])
+    assert all(k["status"] == ("tuned" if k["arch"] == gpu_arch else "static-only") for k in doc["kernels"])
     for k in doc["kernels"]:
-        assert k["best_is_yours"] == (k["gain"] is None) and k["race"]["rounds_measured"] > 0
+        if k["status"] == "tuned":
+            assert k["best_is_yours"] == (k["gain"] is None) and k["race"]["rounds_measured"] > 0
 
 
 def test_the_gpu_adapter_races_with_the_card_simulated(monkeypatch):
