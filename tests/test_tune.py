@@ -412,6 +412,24 @@ def test_tune_ends_with_the_program_run_with_its_recommendation_or_says_why_not(
     assert not (tmp_path / "never.jsonl").exists()
 
 
+@pytest.mark.integration
+def test_install_fetches_only_the_named_releases_that_are_missing(tmp_path, monkeypatch, capsys,
+                                                                  installed_ptxas_124):
+    """`tune --install --ptxas 12.4,12.2`: 12.4 (installed for the tests) is used as it is, 12.2 is installed first
+    (the pip download replaced here: tests have no network), and without --install nothing is fetched."""
+    from ptxprobe.toolchain import tools
+
+    asked: list[str] = []
+    monkeypatch.setattr(tools, "install", lambda version, kinds=("ptxas",), dest=None: asked.append(version) or [])
+    ptx = tmp_path / "axpy.ptx"
+    ptx.write_text(_AXPY)
+    argv = ["tune", "--ptx", str(ptx), "-s", "archs=sm_90a", "--ptxas", "12.4,12.2", "--no-run", "-q"]
+    assert main([*argv, "-o", str(tmp_path / "a")]) == 3  # 12.2 was not really installed: said, not a bug
+    assert "no ptxas 12.2 found" in capsys.readouterr().err and asked == []
+    assert main([*argv, "--install", "-o", str(tmp_path / "b")]) == 3
+    assert asked == ["12.2"]
+
+
 # --- on a GPU ------------------------------------------------------------------------------------------------------
 
 @pytest.mark.gpu

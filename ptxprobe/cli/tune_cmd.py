@@ -41,6 +41,8 @@ def add_parsers(sub, formatter, common, seconds, at_least) -> None:
                                    "and the trigger-free spelling)")
     s.add_argument("--ptxas", help="ptxas releases besides yours (Triton's, or nvcc's for --cu): comma list of "
                                    "all, newest, VERSION, PATH (default: all installed)")
+    s.add_argument("--install", action="store_true",
+                   help="first install the --ptxas releases that are not installed (from their pip wheels)")
     s.add_argument("--options", metavar="'default;-O2;...'",
                    help="ptxas option sets on top of your flags, ';'-separated (default: 'default;-O2'); a set a "
                         "release's --help lacks is pruned there as not applicable")
@@ -103,8 +105,13 @@ def cmd_tune(args) -> int:
                       tuple(p.strip() for p in args.ptxas.split(",")) if args.ptxas is not None else None,
                       args.options, args.numerics, race, args.run, args.jobs, args.timeout, not args.no_cache,
                       args.fresh)
-    plan = plan_tune(req)
     quiet = bool(args.quiet_level) or args.json
+    if args.install:
+        from ptxprobe.tune.run import install_missing
+
+        install_missing(req.ptxas, notify=(lambda text: None) if quiet else (lambda text: print(f"ptxprobe: {text}",
+                                                                                             file=sys.stderr)))
+    plan = plan_tune(req)
     outcome = run_tune(plan, progress=not quiet and sys.stderr.isatty(),
                        notify=(lambda text: None) if quiet else (lambda text: print(f"ptxprobe: {text}",
                                                                                    file=sys.stderr)))
