@@ -258,3 +258,16 @@ def test_diff_ptx_assembles_each_name_as_often_as_a_sweep_and_exit_codes_match(t
     out = capsys.readouterr().out
     assert "over 3 assemblies per name" in out
     assert rc == (0 if "identical" in out.split("over 3")[1].split("\n")[0] else 1)
+
+
+def test_diff_ptx_for_another_arch_retargets_the_ptx_as_a_sweep_does(tmp_path, capsys):
+    """A PTX file written for sm_90a, diffed for sm_100a: retargeted (.target and .version), as rename-sweep does
+    with -s archs=sm_100a, instead of ptxas refusing 'sm_90a' for a future architecture (exit 3 before)."""
+    from ptxprobe.cli import main
+    from tests.ptx_text import AXPY_PTX
+
+    ptx = tmp_path / "axpy.ptx"
+    ptx.write_text(AXPY_PTX)
+    assert ".target sm_90a" in AXPY_PTX
+    assert main(["diff", "--ptx", str(ptx), "--arch", "sm_100a", "--repeat", "1", "--json"]) in (0, 1)
+    assert json.loads(capsys.readouterr().out)["noise"]["runs"] == 1

@@ -16,6 +16,7 @@ from ptxprobe.binary.diff import Diff, diff_cubins
 from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import PtxprobeError
 from ptxprobe.ptx.rename import apply_template, rename_entry
+from ptxprobe.ptx.text import retargeted
 from ptxprobe.sources.files import load_ptx
 from ptxprobe.static.experiment import load_experiment
 from ptxprobe.static.verdicts import SAME_CODE, static_verdict
@@ -48,10 +49,11 @@ def noise_aware_ptx_diff(path: str, template: str, arch: str | None, ptxas: str,
     src = load_ptx(path, entry)
     entry = src.entry
     arch = arch or src.arch
+    ptx = src.ptx if arch == src.arch else retargeted(src.ptx, arch)  # --arch: as the sweep retargets a PTX file
     new = apply_template(template, entry) if "{base}" in template else template
     tool = select_ptxas(arch, ptxas)[0]
     runs = repeat or default_repeats(arch)
-    texts = {entry: src.ptx, new: rename_entry(src.ptx, entry, new).ptx}
+    texts = {entry: ptx, new: rename_entry(ptx, entry, new).ptx}
     cubins: dict[str, list[bytes]] = {entry: [], new: []}
     codes: dict[str, Counter] = {entry: Counter(), new: Counter()}
     cache = Cache()
