@@ -183,6 +183,7 @@ def _cases(d: Path) -> list[tuple[list[str], int, str]]:
         ([*new, "--cu", str(d / "syn.cu")], USAGE, 'syn.cu(3): error: expected a ";"'),
         ([*new, "--cu", str(d / "inc.cu")], USAGE, "nothere.h: No such file or directory"),
         ([*new, "--cu", str(d / "eof.cu")], USAGE, 'At end of source: error: expected a "}"'),
+        ([*one_arch, "--ptx", k, "-o", str(d)], USAGE, "not a ptxprobe run directory and not empty"),  # its files
         ([*new, "--cu", str(d / "pperr.cu")], USAGE, 'pperr.cu:1:2: error: #error "needs CUDA 14"'),
         ([*new, "--cu", str(d / "host.cu")], USAGE, "is there a __global__ function?"),
         ([*new, "--cu", str(d / "ok.cu"), "--entry", "nope"], USAGE, "no kernel 'nope'"),
@@ -284,6 +285,7 @@ def test_every_bad_input_is_said_in_one_line_in_the_rejecting_tools_words_and_no
     assert not failures, f"{len(failures)} of {len(_cases(inputs))} cases:\n" + "\n".join(failures)
     assert {run: _digest(inputs / run) for run in RUNS} == before, "a bad re-run changed an existing run directory"
     assert not (inputs / "new").exists(), "a refused sweep left a run directory behind"
+    assert not (inputs / ".lock").exists() and not (inputs / "manifest.json").exists()  # nothing among its files
     assert not (inputs / "notrun" / "report").exists(), "report on a non-run directory left a report/ behind"
 
 

@@ -99,6 +99,18 @@ def append_records(f, records: list[dict], durable: bool = True) -> None:
         os.fsync(f.fileno())
 
 
+def refuse_foreign(out: Path) -> None:
+    """A sweep writes into a new or empty directory or a run directory (one with a manifest or a variant log; an
+    interrupted start holds only ``inputs/`` and dotfiles): never among a user's own files."""
+    if not out.is_dir() or (out / MANIFEST).exists() or (out / LOG).exists() or compressed(out / LOG).exists():
+        return
+    foreign = sorted(p.name for p in out.iterdir() if not p.name.startswith(".") and p.name != "inputs")
+    if foreign:
+        shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise SpecError(f"-o {out}: not a ptxprobe run directory and not empty (it holds {shown}); give a new or "
+                        "empty directory")
+
+
 def prepare_dir(out: Path) -> Path:
     """Create the output directory, or say clearly why it cannot be used."""
     if out.exists() and not out.is_dir():

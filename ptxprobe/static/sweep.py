@@ -34,6 +34,7 @@ from ptxprobe.core.store import (
     lock_dir,
     prepare_dir,
     read_log,
+    refuse_foreign,
     remove_if_unused,
     write_jsonl,
     write_manifest,
@@ -148,6 +149,7 @@ def run_sweep(
     left = left_out(exp)
     identity = experiment_identity(exp, sources)
     created = not Path(out_dir).exists()
+    refuse_foreign(Path(out_dir))
     out = prepare_dir(Path(out_dir))
     with writing_to(out), lock_dir(out):
         log = out / LOG
