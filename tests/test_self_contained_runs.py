@@ -245,3 +245,26 @@ def test_a_cu_file_built_with_the_specs_include_folders_and_defines_reproduces_a
     doc = json.loads(res.stdout)
     assert res.returncode == 0 and doc["ok"], res.stderr
     assert doc["rows"] and all(r["status"] == "match" for r in doc["rows"])
+
+
+def test_a_header_shadowing_another_in_an_earlier_include_folder_is_seen(tmp_path):
+    """include_dirs = [a, b]: scale.h first found in b; a scale.h then put in a is what nvcc includes, so the PTX
+    must change, though no header seen before changed (a remembered include list would serve the old PTX)."""
+    import shutil as sh
+
+    from ptxprobe.core.cache import Cache
+    from ptxprobe.sources.cuda import NvccOptions, emit_cuda
+
+    if sh.which("nvcc") is None:
+        pytest.skip("nvcc not installed")
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "b" / "scale.h").write_text("__device__ inline float scaled(float x) { return 3.0f * x; }\n")
+    cu = tmp_path / "k.cu"
+    cu.write_text('#include "scale.h"\n__global__ void k(float* x) { x[0] = scaled(x[0]); }\n')
+    opts = NvccOptions.of(None, (str(tmp_path / "a"), str(tmp_path / "b")))
+    cache = Cache(tmp_path / "cache")
+    first = emit_cuda(cu, "sm_90a", options=opts, cache=cache).ptx
+    (tmp_path / "a" / "scale.h").write_text("__device__ inline float scaled(float x) { return 5.0f * x; }\n")
+    second = emit_cuda(cu, "sm_90a", options=opts, cache=cache).ptx
+    assert "0f40400000" in first and "0f40A00000" in second  # 3.0f, then 5.0f

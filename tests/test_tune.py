@@ -370,10 +370,15 @@ def test_options_after_the_tune_dir_are_ptxprobes_and_everything_after_dashdash_
     assert (args.out, args.run, args.rounds, args.program) == ("C", True, 4, ["python", "p.py", "-o", "x"])
     assert _parse(build_parser(), ["capture", "--run", "4", "--", "python", "p.py"]) == (None, 2)
     assert "give the program once, after --" in capsys.readouterr().err
-    assert _parse(build_parser(), ["apply", "T", "--rounds", "2"])[0].program == []
+    assert _parse(build_parser(), ["apply", "T", "--rounds", "6"])[0].program == []
     # a command that runs no program does not take one
     assert _parse(build_parser(), ["report", "R", "--", "python", "p.py"]) == (None, 2)
     assert "unrecognized arguments: -- python p.py" in capsys.readouterr().err
+    # rounds too few for a verdict are bad input, not a calibration failure later; a missing DIR is named alone
+    assert _parse(build_parser(), ["apply", "T", "--rounds", "3", "--", "python", "p.py"]) == (None, 2)
+    assert "at least 6 (a verdict needs them), got 3" in capsys.readouterr().err
+    assert _parse(build_parser(), ["apply", "--", "python", "p.py"]) == (None, 2)
+    assert "the following arguments are required: DIR (" in capsys.readouterr().err  # not "-- CMD"
 
 
 @pytest.mark.integration
@@ -399,7 +404,7 @@ def test_tune_ends_with_the_program_run_with_its_recommendation_or_says_why_not(
     monkeypatch.setattr(tune_run, "run_tune", raced)
     argv = ["tune", "-o", str(out), "--ptx", str(ptx), "--json", "--rounds", "0", "--", sys.executable, str(prog),
             str(seen)]
-    assert main(argv) == 0
+    assert main(argv) == 1  # run once (no A/B): the exit code stays tune's, a faster configuration found
     doc = json.loads(capsys.readouterr().out)  # one document: the program's record with tune's answer inside
     assert doc["tuned"]["kernels"][0]["best"]["name"] == "cutlass_scale_kernel"
     assert doc["kernels"][0]["verified"] and (out / "apply" / "apply.json").is_file()

@@ -4,6 +4,8 @@ over the run (or one compare call) rejects at the interval's own level; a signif
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -110,3 +112,10 @@ def test_hodges_lehmann_is_the_median_of_the_walsh_averages_bitwise():
     i, j = np.triu_indices(9)
     want = np.median((np.moveaxis(y, 1, -1)[..., i] + np.moveaxis(y, 1, -1)[..., j]) / 2.0, axis=-1)
     assert np.array_equal(stats.hodges_lehmann(y, axis=1), want)
+    for bad in ([1.0, 2.0, 3.0, 4.0, np.nan], [], [[1.0, np.nan], [1.0, 2.0]]):  # NaN and nothing: as np.median
+        b = np.asarray(bad, dtype=float)
+        i, j = np.triu_indices(b.shape[-1])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # the median of nothing
+            want = np.median((b[..., i] + b[..., j]) / 2.0, axis=-1)
+        assert np.array_equal(stats.hodges_lehmann(b), want, equal_nan=True), bad

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from statistics import median
 
 COLD_RUNS = 3  # cold runs (this machine's CPU speed varies by a third from run to run); the median is the figure
 WARM_RUNS = 3  # warm runs, each into a new output directory; the median is the figure
@@ -51,13 +52,13 @@ def main() -> None:
         base = ["rename-sweep", "-e", args.experiment, "-j", str(args.jobs), "-q", "--no-run"]
         colds = [timed_cli([*base, "-o", str(Path(d) / f"cold{i}")], {**env, "PTXPROBE_CACHE": str(Path(d) / f"c{i}")})
                  for i in range(COLD_RUNS)]  # each with an empty cache of its own; the last one is warmed
-        cold_wall, cold_cpu, rc_cold = sorted(colds)[len(colds) // 2]  # the median run
+        cold_wall, cold_cpu, rc_cold = (median([c[i] for c in colds]) for i in range(3))  # each figure's median
         env["PTXPROBE_CACHE"] = str(Path(d) / f"c{COLD_RUNS - 1}")
         warm = [timed_cli([*base, "-o", str(Path(d) / f"warm{i}")], env) for i in range(WARM_RUNS)]
         plain = {k: v for k, v in env.items() if k != "PYTHONPYCACHEPREFIX"}  # the libraries' own bytecode only
         no_bytecode = timed_cli([*base, "-o", str(Path(d) / "warm-nobytecode")],
                                 {**plain, "PYTHONDONTWRITEBYTECODE": "1"})
-        warm_wall, warm_cpu, rc_warm = sorted(warm)[len(warm) // 2]  # the median run
+        warm_wall, warm_cpu, rc_warm = (median([w[i] for w in warm]) for i in range(3))
         rows = [json.loads(x) for x in (Path(d) / "warm0" / "results.jsonl").read_text().splitlines()]
     # the same verdicts with the fixed repeats the default experiment used before (3 runs, 5 on sm_100a/sm_120a)
     from ptxprobe.sources import sources_of
@@ -75,7 +76,7 @@ def main() -> None:
         "exit_codes": [rc_cold, rc_warm],
         "cold_wall_s": round(cold_wall, 2),
         "cold_cpu_s": round(cold_cpu, 2),
-        "cold_wall_over_cpu_per_core": round(cold_wall / (cold_cpu / args.jobs), 3),
+        "cold_wall_over_cpu_per_core": round(median([w / (c / args.jobs) for w, c, _ in colds]), 3),
         "cold_runs": [{"wall_s": round(w, 2), "cpu_s": round(c, 2),
                        "wall_over_cpu_per_core": round(w / (c / args.jobs), 3)} for w, c, _ in colds],
         "warm_wall_s": round(warm_wall, 2),

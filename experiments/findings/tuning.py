@@ -83,10 +83,16 @@ def problems(where: Path | None = None) -> list[str]:
             if a["verdict"] != c["verdict"] or abs(a.get("ratio", 0) - c.get("ratio", 0)) > 1e-12:
                 out.append(f"{step}: the program's {c['arm']} comparison recomputes to {a['verdict']} "
                            f"{a.get('ratio')}, recorded {c['verdict']} {c.get('ratio')}")
-        swapped = rec["kernels"][0]
-        best_code = doc["kernels"][0]["best"]["machine_code_sha256"]
-        if swapped["machine_code_sha256"] != best_code or not swapped["verified"]:
-            out.append(f"{step}: the program ran another code than the recommended one")
+        by_entry = {k.get("entry"): k for k in doc["kernels"] if k["status"] == "tuned"}
+        for swapped in rec["kernels"]:
+            k = by_entry.get(swapped["entry"])
+            if k is None or swapped["machine_code_sha256"] != k["best"]["machine_code_sha256"] \
+                    or not swapped["verified"]:
+                out.append(f"{step}: the program ran another code than the recommended one for {swapped['entry']}")
+            elif swapped["gain"] != k["gain"]:
+                out.append(f"{step}: the gain apply.json compares with is not tune's for {swapped['entry']}")
+        if "prediction" in rec and rec["prediction"] != prediction_check(rec):
+            out.append(f"{step}: the recorded prediction check is not what its numbers give")
     return out
 
 
@@ -122,8 +128,8 @@ def table(where: Path | None = None) -> list[str]:
             r = k["runner_up"]
             runner = f"`{r['label']}` {pct(r['ratio'], 2)}" if r else "-"
             race = f"{k['race']['rounds_measured']} pair-rounds, stopped by {k['race']['stopped_by']}"
-            out.append(f"| `{_where(k)}` | {len(k['distinct'])} of {n} | {best} | {gain} | {runner} | {race} | "
-                       f"{k['gpu_seconds']:.1f} |")
+            out.append(f"| `{_where(k)}` ({step}) | {len(k['distinct'])} of {n} | {best} | {gain} | {runner} | "
+                       f"{race} | {k['gpu_seconds']:.1f} |")
     return out
 
 
@@ -203,4 +209,4 @@ def section(where: Path | None = None) -> list[str]:
             "", "The program, tuned and proven:", "", *programs(where), "", *goals(where), "",
             "In the run whose space held only `{base}` and `cutlass_{base}` (ffma-trigger-names) the race's leader "
             "was recommended; since then the fewest changes among the configurations the race cannot tell apart "
-            "is.", "", f"Run directory: `{RUN}`."]
+            "is."]

@@ -268,7 +268,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = _sub(sub, "capture", "run a Python program, keep every Triton kernel it compiles, rename-sweep them",
              "cmd_capture")
-    s.add_argument("program", nargs="*", metavar="-- CMD",
+    s.add_argument("program", nargs="*", default=[], metavar="-- CMD",
                    help="the program to run, after --, e.g. -- python train.py --steps 1")
     s.add_argument("--out", "-o", default="runs/capture", help="where the captured PTX and the sweep go")
     s.add_argument("--experiment", "-e", default="default", help="names, archs and repeats to sweep with")

@@ -7,23 +7,31 @@ from pathlib import Path
 
 from ptxprobe.cli import FOUND_DIFFERENCES, INTERRUPTED, OK, TOOL_FAILED
 from ptxprobe.cli.render import emit_json, say, show, table
+from ptxprobe.tune.space import PREFERENCES
+
+TUNE_DESCRIPTION = """the fastest entry name x ptxas release x ptxas options per kernel: every candidate assembled
+once (OUT/static), candidates with the same machine code pruned, the rest raced on the GPU against your own
+configuration with the calibrated paired timing and gated on their numbers; then, with a program after --, that
+program run with the recommendation, A/B against yours (docs/tune.md)"""
 
 TUNE_EPILOG = """exit codes: 0 tuned (or pruned without a GPU) and your configuration stays: nothing measured faster;
 1 a configuration faster than yours was found for some kernel; 2 bad usage or input (an empty search space, an
 unknown gate); 3 a tool failed (your own configuration did not assemble, a kernel did not build); 4 internal error;
-130 interrupted. tuned.json is in --out. With `-- python prog.py` the program then runs with the recommendation
-swapped in, A/B against yours (--rounds, as `apply`), and the exit code is the program's: 0 no difference, 1 faster
-or slower, 3 it failed or the A/A copy differed"""
+130 interrupted. tuned.json is in --out. With `-- python prog.py` and a recommendation, the program then runs
+with it swapped in, A/B against yours (--rounds, as `apply`; --json prints apply.json with tuned.json inside), and
+the exit code is the program's: 0 no difference found, 1 it differs (faster, slower, or inside the 0.5 % margin), 3
+it failed or the A/A copy differed; with --rounds 0 it runs once and the code stays tune's"""
 
-APPLY_EPILOG = """exit codes: 0 applied (and with --rounds: no difference found, or faster); 1 with --rounds: the
-tuned program is faster or slower than yours; 2 bad usage or input (no tuned.json); 3 the program failed (its own
-words), compiled none of the tuned kernels, or the A/A calibration failed; 4 internal error"""
+APPLY_EPILOG = """exit codes: 0 applied (with --rounds: no difference found between the tuned program and yours);
+1 with --rounds: the tuned program differs from yours (faster, slower, or a difference inside the 0.5 % margin);
+2 bad usage or input (no tuned.json); 3 the program failed (its own words), compiled none of the tuned kernels, or
+the A/A calibration failed; 4 internal error"""
 
 
 def add_parsers(sub, formatter, common, seconds, at_least) -> None:
     """The two commands, registered beside the others (``cli.parser`` calls this)."""
     s = sub.add_parser("tune", help="the fastest name x ptxas release x options per kernel: pruned statically, "
-                       "raced on the GPU, gated on numerics", description=__doc__, formatter_class=formatter,
+                       "raced on the GPU, gated on numerics", description=TUNE_DESCRIPTION, formatter_class=formatter,
                        epilog=TUNE_EPILOG)
     s.set_defaults(func=cmd_tune)
     s.add_argument("--out", "-o", required=True, help="output dir: tuned.json, the static sweep in OUT/static")
@@ -52,7 +60,7 @@ def add_parsers(sub, formatter, common, seconds, at_least) -> None:
     s.add_argument("--first-rounds", type=at_least(3), default=10, help="rounds of the race's first rung")
     s.add_argument("--max-rounds", type=at_least(3), default=80, help="rounds per contender at most")
     s.add_argument("--target", type=float, default=0.002, help="the winner's interval half-width to reach")
-    s.add_argument("--prefer", choices=("simplest", "fastest"), default="simplest",
+    s.add_argument("--prefer", choices=PREFERENCES, default=PREFERENCES[0],
                    help="among configurations the race cannot tell from its leader: the fewest changes from yours "
                         "(a rename or an option before another ptxas release), or the fastest estimate")
     s.add_argument("--no-run", dest="run", action="store_false", default=None, help="static pruning only")
@@ -75,10 +83,26 @@ def add_parsers(sub, formatter, common, seconds, at_least) -> None:
     common(s, "print apply.json as one JSON document")
 
 
+def rounds_for_verdicts(text: str) -> int:
+    """``--rounds``: 0 (run the program once) or enough rounds for a verdict (``capture.ab.MIN_ROUNDS``)."""
+    import argparse
+
+    from ptxprobe.capture.ab import MIN_ROUNDS
+
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if n != 0 and n < MIN_ROUNDS:
+        raise argparse.ArgumentTypeError(f"0 (run the program once) or at least {MIN_ROUNDS} (a verdict needs "
+                                         f"them), got {n}")
+    return n
+
+
 def program_args(s, seconds, at_least, *, rounds: int, what: str) -> None:
     """The program a tuned configuration is applied to, and its A/B (``apply``; ``tune`` ends with it)."""
-    s.add_argument("program", nargs="*", metavar="-- CMD", help=f"after --: {what}")
-    s.add_argument("--rounds", type=at_least(0), default=rounds,
+    s.add_argument("program", nargs="*", default=[], metavar="-- CMD", help=f"after --: {what}")
+    s.add_argument("--rounds", type=rounds_for_verdicts, default=rounds,
                    help="with a program: 0 runs it once with the tuned kernels; N: A/B of N rounds against your "
                         "configuration and an A/A copy (verdicts need at least 6)")
     s.add_argument("--metric", metavar="REGEX", help="with a program: measure a number it prints (smaller is "
@@ -132,7 +156,8 @@ def cmd_tune(args) -> int:
     if outcome.emit_errors or any(k.get("user") is None for k in doc["kernels"]):
         return TOOL_FAILED
     if proof:  # the proof: the program with the recommendation, A/B against yours
-        return run_program_tuned(doc, list(args.program), outcome.path.parent / "apply", args, tuned=doc)
+        rc = run_program_tuned(doc, list(args.program), outcome.path.parent / "apply", args, tuned=doc)
+        return rc if args.rounds or rc != OK else FOUND_DIFFERENCES  # run once, no A/B: tune's own answer
     if args.program:
         print("ptxprobe: the program was not run: " + (f"nothing was raced ({outcome.static_only_reason})"
               if outcome.static_only_reason else "your configuration stays"), file=sys.stderr)

@@ -217,7 +217,7 @@ def write_parquet(path: Path, rows: list[dict], drop: tuple[str, ...] = ()) -> N
     if not rows:
         return
     keys = list(dict.fromkeys(k for r in rows for k in r if k not in drop))
-    text = "".join(json.dumps({k: r[k] for k in keys if k in r}, default=str) + "\n" for r in rows).encode()
+    text = "".join(json.dumps({k: r[k] for k in keys if k in r}, default=_plain) + "\n" for r in rows).encode()
     strings = {k for r in rows for k, v in r.items() if isinstance(v, str) and k in keys}
     table = pa_json.read_json(
         pa.BufferReader(text), read_options=pa_json.ReadOptions(block_size=len(text) + 1),
@@ -234,6 +234,13 @@ def write_parquet(path: Path, rows: list[dict], drop: tuple[str, ...] = ()) -> N
     except BaseException:  # nothing half-written is left beside the table
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _plain(value):
+    """A numpy scalar as the Python number it holds (anything else a row should not hold: refused)."""
+    if hasattr(value, "item") and not hasattr(value, "__len__"):
+        return value.item()
+    raise TypeError(f"a table cell of type {type(value).__name__} cannot be written: {value!r}")
 
 
 def package_version(dist: str) -> str | None:

@@ -130,7 +130,7 @@ def _experiment(req: SweepRequest, nvcc_assembles: bool) -> Experiment:
     if req.names_from_scan:
         exp = names_from_scan(exp)
     if (k.ptx or k.cubin or k.cu or k.triton) and not any(s.startswith("names=") for s in sets):
-        exp = names_for_triggered_entries(exp)
+        exp = names_for_triggered_entries(exp, req.use_cache)
     return exp
 
 
@@ -169,7 +169,7 @@ def refuse_one_name(exp: Experiment, use_cache: bool = True) -> None:
                                     "templates that make different names")
 
 
-def names_for_triggered_entries(exp: Experiment) -> Experiment:
+def names_for_triggered_entries(exp: Experiment, use_cache: bool = True) -> Experiment:
     """When every given kernel's own name already holds the trigger, ``cutlass_{base}`` beside ``xutlass_{base}``
     would compare two triggered names and read as "no effect". Compare instead the name without the trigger
     (baseline), the name as given, and a second trigger-free spelling (control), and say so."""
@@ -183,7 +183,7 @@ def names_for_triggered_entries(exp: Experiment) -> Experiment:
         # name (its repr= may add the trigger, as Triton's Gluon attention example does for fp8) from its first
         # emit; both are cached: the sweep's own emit reads that cache entry
         if src.kind in ("ptx", "cubin", "cuda", "triton"):
-            emitted = src.emit(src.build_archs(exp.archs)[0], Cache())
+            emitted = src.emit(src.build_archs(exp.archs)[0], Cache(enabled=use_cache))
             entries += list(emitted.swept_entries)
     with_trigger = [e for e in entries if TRIGGER in e]
     if not entries or not with_trigger:

@@ -72,7 +72,10 @@ def _known_inputs(cache: Cache, src_sha: str, flags: list[str], nvcc_sha: str) -
 
 def _included(src: Path, src_sha: str, flags: list[str], nvcc, cache: Cache, timeout: float) -> dict:
     """The source and every header it includes -> sha256 (nvcc -M, remembered while none of them changes)."""
-    inputs = _known_inputs(cache, src_sha, flags, nvcc.sha256)
+    # with include folders a new header of the same name placed in an earlier folder changes what is included
+    # without changing any header seen before: ask nvcc every time then
+    searched = any(f.startswith("-I") for f in flags)
+    inputs = None if searched else _known_inputs(cache, src_sha, flags, nvcc.sha256)
     if inputs is None:  # first sight of this source (or a header changed): ask nvcc what it includes
         deps = _dependencies(nvcc.path, flags, src, timeout)
         inputs = {str(p): sha256_file(p) for p in deps if p.is_file()}

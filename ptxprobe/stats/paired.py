@@ -73,14 +73,18 @@ def hodges_lehmann(x: np.ndarray, axis: int = -1) -> np.ndarray:
     The pairwise sums are partitioned in place around the middle and halved at the end (a power of two: the
     result is bitwise ``np.median`` of the averages), half the time of the bootstraps that call it per resample."""
     x = np.moveaxis(np.asarray(x, dtype=float), axis, -1)
+    if x.shape[-1] == 0:
+        return np.full(x.shape[:-1], np.nan)[()]
     i, j = np.triu_indices(x.shape[-1])
     sums = x[..., i]
     sums += x[..., j]
     k = sums.shape[-1] // 2
     if sums.shape[-1] % 2:
-        return np.partition(sums, k, axis=-1)[..., k] / 2.0
-    mid = np.partition(sums, (k - 1, k), axis=-1)
-    return (mid[..., k - 1] + mid[..., k]) / 4.0
+        out = np.partition(sums, k, axis=-1)[..., k] / 2.0
+    else:
+        mid = np.partition(sums, (k - 1, k), axis=-1)
+        out = (mid[..., k - 1] + mid[..., k]) / 4.0
+    return np.where(np.isnan(x).any(axis=-1), np.nan, out)[()]  # a NaN makes the median NaN, as np.median says
 
 
 INTERVAL_METHODS = ("signed-rank", "bca")

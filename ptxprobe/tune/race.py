@@ -24,9 +24,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ptxprobe.stats import paired as stats
+from ptxprobe.tune.space import PREFERENCES
 
 Measure = Callable[[Sequence[str], int], Mapping[str, Sequence[float]]]
-PREFERENCES = ("simplest", "fastest")
 
 
 @dataclass(frozen=True)

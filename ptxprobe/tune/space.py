@@ -18,6 +18,7 @@ from ptxprobe.core.errors import SpecError
 # earlier one are the same candidate and pruned as such
 DEFAULT_NAMES = ("{base}", "{base_triggered}", "{base_untriggered}")
 DEFAULT_OPTION_SETS: tuple[tuple[str, ...], ...] = ((), ("-O2",))
+PREFERENCES = ("simplest", "fastest")  # among configurations a race cannot tell apart: fewest changes, or leader
 DEFAULT_PTXAS = ("all",)  # every installed ptxas that supports the arch, after the user's own
 
 
