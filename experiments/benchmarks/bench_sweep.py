@@ -2,10 +2,10 @@
 
     python experiments/benchmarks/bench_sweep.py [-e default] [-j N] [--out DIR]
 
-Cold: an empty cache (the median of three). Efficiency = wall / (process-tree CPU / cores), the CPU taken from
+Cold: an empty cache (the median of five). Efficiency = wall / (process-tree CPU / cores), the CPU taken from
 ``resource.getrusage(RUSAGE_CHILDREN)`` (the CLI, its pool workers, every ptxas and nvcc):
 1.0 means every core was busy the whole time. Warm: the same sweep into a new output
-directory with everything cached, start-up imports included (the median of three; and once more with
+directory with everything cached, start-up imports included (the median of five; and once more with
 Python's bytecode cache off, as on machines that set PYTHONDONTWRITEBYTECODE). Prints one JSON record; with
 ``--out`` also writes it to DIR/bench.json with the commit and host it was measured on.
 """
@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from statistics import median
 
-COLD_RUNS = 3  # cold runs (this machine's CPU speed varies by a third from run to run); the median is the figure
-WARM_RUNS = 3  # warm runs, each into a new output directory; the median is the figure
+COLD_RUNS = 5  # cold runs (this machine's CPU speed varies by a third from run to run); the median is the figure
+WARM_RUNS = 5  # warm runs, each into a new output directory; the median is the figure
 
 
 def timed_cli(argv: list[str], env: dict) -> tuple[float, float, int]:
