@@ -356,7 +356,7 @@ def test_a_program_that_fails_under_apply_is_its_own_error_in_one_line(tmp_path,
     assert len(err) == 1 and "program failed" in err[0] and "out of memory, said the program" in err[0]
 
 
-def test_options_after_the_tune_dir_are_ptxprobes_and_everything_after_dashdash_is_the_programs(capsys):
+def test_options_after_the_tune_dir_are_ptxprobes_and_everything_after_dashdash_is_the_programs(tmp_path, capsys):
     """As docs/tune.md writes it: `apply DIR --rounds 8 --metric R -- python prog.py --rounds 3`."""
     from ptxprobe.cli import _parse
     from ptxprobe.cli.parser import build_parser
@@ -379,6 +379,12 @@ def test_options_after_the_tune_dir_are_ptxprobes_and_everything_after_dashdash_
     assert "at least 6 (a verdict needs them), got 3" in capsys.readouterr().err
     assert _parse(build_parser(), ["apply", "--", "python", "p.py"]) == (None, 2)
     assert "the following arguments are required: DIR (" in capsys.readouterr().err  # not "-- CMD"
+    # --rounds or --metric without a program would be ignored: said, as bad input
+    tdir = tmp_path / "t"
+    tdir.mkdir()
+    (tdir / "tuned.json").write_text("{}")
+    assert main(["apply", str(tdir), "--rounds", "8"]) == 2
+    assert "--rounds and --metric go with a program" in capsys.readouterr().err
 
 
 @pytest.mark.integration

@@ -99,12 +99,23 @@ def rounds_for_verdicts(text: str) -> int:
     return n
 
 
+def program_settings(args) -> None:
+    """``--rounds``/``--metric`` without a program would be ignored: refused; the default rounds filled in."""
+    from ptxprobe.core.errors import SpecError
+
+    if not args.program and (args.rounds is not None or args.metric):
+        raise SpecError("--rounds and --metric go with a program: put it after --, e.g. -- python prog.py")
+    if args.rounds is None:
+        args.rounds = args.default_rounds
+
+
 def program_args(s, seconds, at_least, *, rounds: int, what: str) -> None:
     """The program a tuned configuration is applied to, and its A/B (``apply``; ``tune`` ends with it)."""
     s.add_argument("program", nargs="*", default=[], metavar="-- CMD", help=f"after --: {what}")
-    s.add_argument("--rounds", type=rounds_for_verdicts, default=rounds,
-                   help="with a program: 0 runs it once with the tuned kernels; N: A/B of N rounds against your "
-                        "configuration and an A/A copy (verdicts need at least 6)")
+    s.add_argument("--rounds", type=rounds_for_verdicts, default=None,
+                   help=f"with a program: 0 runs it once with the tuned kernels; N: A/B of N rounds against your "
+                        f"configuration and an A/A copy (verdicts need at least 6; default {rounds})")
+    s.set_defaults(default_rounds=rounds)
     s.add_argument("--metric", metavar="REGEX", help="with a program: measure a number it prints (smaller is "
                                                      "better) instead of its wall time")
     s.add_argument("--program-timeout", type=seconds, default=1800.0, help="seconds the program may run")
@@ -116,6 +127,7 @@ def cmd_tune(args) -> int:
     from ptxprobe.tune.race import RacePlan
     from ptxprobe.tune.run import TuneRequest, plan_tune, run_tune
 
+    program_settings(args)
     kernels = UserKernels(tuple(args.ptx), tuple(args.cubin), tuple(args.cu), args.triton, args.spec, args.entry)
     try:
         race = RacePlan(first_rounds=args.first_rounds, max_rounds=max(args.max_rounds, args.first_rounds),
@@ -195,6 +207,7 @@ def cmd_apply(args) -> int:
     from ptxprobe.tune.answer import read_tuned
     from ptxprobe.tune.apply import changes
 
+    program_settings(args)
     doc = read_tuned(args.tune_dir)
     argv = list(args.program)
     if not argv:
