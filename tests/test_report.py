@@ -7,6 +7,7 @@ import re
 import shutil
 import struct
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -238,6 +239,37 @@ def test_a_full_disk_names_the_file_and_leaves_no_part_of_a_report(user_run, mon
     assert not new.exists()
     assert {p.name: p.read_bytes() for p in old.iterdir()} == before  # nothing beside it either
     assert not list(user_run.parent.glob(".new.*")) and not list(user_run.parent.glob(".old.*"))
+
+
+def test_a_report_replaces_an_earlier_one_whole_or_leaves_it_whole(user_run, monkeypatch):
+    """Re-running a report into its folder leaves none of the earlier report's files (a SASS diff the new one does
+    not write would mislead); when moving the new one in fails, the earlier report is back, whole. A folder of the
+    user's own files keeps them, the report's files beside them."""
+    import os
+
+    out = user_run.parent / "rep"
+    assert main(["report", str(user_run), "-o", str(out), "-q"]) == 0
+    (out / "stale-sass.html").write_text("an earlier report's file")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    real = os.replace
+
+    def refuse_the_new(src, dst):
+        if str(src).endswith(".part") and Path(dst) == out:
+            raise OSError(5, "Input/output error")
+        return real(src, dst)
+
+    monkeypatch.setattr(os, "replace", refuse_the_new)
+    assert main(["report", str(user_run), "-o", str(out), "-q"]) in (2, 3)  # said, in one line
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # the earlier report, whole
+    monkeypatch.undo()
+    assert main(["report", str(user_run), "-o", str(out), "-q"]) == 0
+    assert not (out / "stale-sass.html").exists() and (out / "index.html").is_file()
+    assert not [p for p in user_run.parent.iterdir() if p.name.startswith(".rep.")]
+    mine = user_run.parent / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("my notes")
+    assert main(["report", str(user_run), "-o", str(mine), "-q"]) == 0
+    assert (mine / "notes.txt").read_text() == "my notes" and (mine / "index.html").is_file()
 
 
 def test_ctrl_c_during_report_leaves_nothing_half_made(user_run, monkeypatch):

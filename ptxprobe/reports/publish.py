@@ -13,6 +13,8 @@ from pathlib import Path
 
 from ptxprobe.core.errors import output_failure
 
+RECORD = "report.json"  # every report writes it: a folder holding it is an earlier report
+
 
 class ReportFiles:
     """The files of one report, staged in ``.<out>.*`` beside ``out`` (same file system: moving them is a rename)."""
@@ -36,11 +38,16 @@ class ReportFiles:
             raise output_failure(self.out / name, _without_name(exc)) from None
 
     def publish(self) -> None:
-        """Move every staged file into ``out`` (the whole folder when ``out`` is new or empty); a Ctrl-C waits."""
+        """Put the staged report in place; a Ctrl-C waits. A new or empty ``out``, or an earlier report (it holds
+        ``RECORD``), is replaced as a whole folder (the earlier one back in place if that fails, and none of its
+        files left to mix with the new ones); a folder of other files gets the report's files beside them."""
         with _no_interrupt():
             try:
                 if not self.out.exists() or (self.out.is_dir() and not any(self.out.iterdir())):
                     os.replace(self.staging, self.out)
+                    return
+                if (self.out / RECORD).is_file():
+                    self._swap()
                     return
                 for f in sorted(self.staging.iterdir()):
                     os.replace(f, self.out / f.name)
@@ -48,6 +55,17 @@ class ReportFiles:
             except OSError as exc:
                 self.discard()
                 raise output_failure(self.out, _without_name(exc), "output directory ") from None
+
+    def _swap(self) -> None:
+        """The earlier report folder set aside, the new one renamed into place, the earlier one removed."""
+        old = self.staging.with_name(self.staging.name.removesuffix(".part") + ".old")
+        os.replace(self.out, old)
+        try:
+            os.replace(self.staging, self.out)
+        except OSError:
+            os.replace(old, self.out)  # the earlier report, whole, as it was
+            raise
+        shutil.rmtree(old, ignore_errors=True)
 
     def discard(self) -> None:
         shutil.rmtree(self.staging, ignore_errors=True)
