@@ -30,7 +30,7 @@ from ptxprobe.capture.swap import ENV, SITECUSTOMIZE
 from ptxprobe.core.cache import Cache, atomic_write, sha256_text
 from ptxprobe.core.errors import SpecError, ToolFailed
 from ptxprobe.core.proc import run_tool
-from ptxprobe.ptx.rename import TRIGGER, TRIGGER_FREE_NAMES, apply_template, rename_entry
+from ptxprobe.ptx.rename import TRIGGER, TRIGGER_FREE_NAMES, apply_template, renamed_ptx
 from ptxprobe.stats import paired as stats
 from ptxprobe.toolchain.assemble import assemble
 from ptxprobe.toolchain.tools import Tool
@@ -83,7 +83,7 @@ def build_arms(kernels: list, capture_dir: Path, out: Path, tools_by_arch: dict[
         tool = tools_by_arch[arch]
         for role, template in zip(ROLES, templates_for(k.entry, templates), strict=True):
             name = apply_template(template, k.entry)
-            text = ptx if name == k.entry else rename_entry(ptx, k.entry, name).ptx
+            text = renamed_ptx(ptx, k.entry, name)
             art = assemble(text, arch, tool, cache=cache)
             if not art.ok:
                 raise ToolFailed(f"ptxas {tool.version} could not assemble {k.entry} as {name}: {art.stderr[-300:]}")
@@ -167,23 +167,26 @@ def run_rounds(argv: list[str], arms: list[Arm], out: Path, rounds: int, timeout
     return runs
 
 
-def compare(runs: list[Run], margin: float = stats.EQUIVALENCE_MARGIN, n_boot: int = 2000, seed: int = 0) -> list[dict]:
-    """Each arm against the baseline, round by round (rounds where either run was discarded are dropped);
-    with fewer than ``MIN_ROUNDS`` usable rounds the verdict is ``too_few_runs``."""
+def compare(runs: list[Run], margin: float = stats.EQUIVALENCE_MARGIN, seed: int = 0, baseline: str = "baseline",
+            arms: tuple[str, ...] = ("trigger", "control", "aa")) -> list[dict]:
+    """Each of ``arms`` against ``baseline``, round by round (rounds where either run was discarded are dropped):
+    Hodges-Lehmann with the signed-rank interval, a direction only when the sign-flip test also rejects; with fewer
+    than ``MIN_ROUNDS`` usable rounds the verdict is ``too_few_runs``. (``tune.apply`` compares its arms here too:
+    its baseline is ``yours``, so its rows hold ``yours_median``.)"""
     by = {(x.arm, x.round): x.value for x in runs}
     rounds = sorted({x.round for x in runs})
     rows = []
-    for arm in ("trigger", "control", "aa"):
-        pairs = [(by.get(("baseline", r)), by.get((arm, r))) for r in rounds]
+    for arm in arms:
+        pairs = [(by.get((baseline, r)), by.get((arm, r))) for r in rounds]
         pairs = [(b, v) for b, v in pairs if b is not None and v is not None and b > 0 and v > 0]
         row = {"arm": arm, "rounds": len(pairs)}
         if len(pairs) >= MIN_ROUNDS:
             logs = stats.log_ratios([b for b, _ in pairs], [v for _, v in pairs])
-            iv = stats.paired_interval(logs, n_boot=n_boot, seed=seed, method="signed-rank")
+            iv = stats.paired_interval(logs, method="signed-rank")
             p = stats.sign_flip_pvalue(logs, seed=seed)
-            row.update(ratio=iv.estimate, low=iv.low, high=iv.high, verdict=small_sample_verdict(iv, p, margin),
-                       p_value=p, ci_method="signed-rank",
-                       baseline_median=float(np.median([b for b, _ in pairs])),
+            row.update(ratio=iv.estimate, low=iv.low, high=iv.high, half_width=stats.half_width(iv),
+                       verdict=small_sample_verdict(iv, p, margin), p_value=p, ci_method="signed-rank",
+                       **{f"{baseline}_median": float(np.median([b for b, _ in pairs]))},
                        arm_median=float(np.median([v for _, v in pairs])))
         else:
             row.update(verdict="too_few_runs")

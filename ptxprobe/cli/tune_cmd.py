@@ -142,15 +142,13 @@ def cmd_tune(args) -> int:
                       args.options, args.numerics, race, args.run, args.jobs, args.timeout, not args.no_cache,
                       args.fresh)
     quiet = bool(args.quiet_level) or args.json
+    notify = (lambda text: None) if quiet else (lambda text: print(f"ptxprobe: {text}", file=sys.stderr))
     if args.install:
         from ptxprobe.tune.run import install_missing
 
-        install_missing(req.ptxas, notify=(lambda text: None) if quiet else (lambda text: print(f"ptxprobe: {text}",
-                                                                                             file=sys.stderr)))
+        install_missing(req.ptxas, notify=notify)
     plan = plan_tune(req)
-    outcome = run_tune(plan, progress=not quiet and sys.stderr.isatty(),
-                       notify=(lambda text: None) if quiet else (lambda text: print(f"ptxprobe: {text}",
-                                                                                   file=sys.stderr)))
+    outcome = run_tune(plan, progress=not quiet and sys.stderr.isatty(), notify=notify)
     doc = outcome.doc
     if outcome.static_only_reason:
         print(f"ptxprobe: {outcome.static_only_reason}: nothing was timed; tuned.json lists the distinct codes a GPU "
@@ -259,8 +257,6 @@ def run_program_tuned(doc: dict, argv: list[str], out: Path, args, tuned: dict |
     if rec["calibration_failed"]:
         print("ptxprobe: CALIBRATION FAILED: the A/A arm differs from yours or had too few rounds; the A/B is not "
               "trusted", file=sys.stderr)
-        return TOOL_FAILED
-    tuned = next((c for c in rec["comparisons"] if c["arm"] == "tuned"), None)
-    from ptxprobe.stats.paired import SIGNIFICANT
+    from ptxprobe.cli.capture_cmd import program_ab_exit
 
-    return FOUND_DIFFERENCES if tuned and tuned["verdict"] in SIGNIFICANT else OK
+    return program_ab_exit(rec)

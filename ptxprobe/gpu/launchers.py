@@ -14,7 +14,7 @@ import tempfile
 
 from ptxprobe.binary.cubin import read_cubin
 from ptxprobe.core.cache import Cache, sha256_bytes
-from ptxprobe.ptx.rename import rename_entry
+from ptxprobe.ptx.rename import renamed_ptx
 from ptxprobe.sources import Emitted
 from ptxprobe.sources.triton import Specialization, is_gluon, renamed_fn
 from ptxprobe.toolchain.assemble import assemble
@@ -166,7 +166,7 @@ def with_cubin(compiled, name: str, cubin: bytes):
 
 def cubin_for(emitted: Emitted, name: str, tool: Tool, cache: Cache | None = None) -> tuple[bytes, dict]:
     """ptxprobe's cubin for emitted PTX under ``name``: rename -> assemble (cached)."""
-    ptx = emitted.ptx if name == emitted.entry else rename_entry(emitted.ptx, emitted.entry, name).ptx
+    ptx = renamed_ptx(emitted.ptx, emitted.entry, name)
     art = assemble(ptx, emitted.arch, tool, cache=cache)
     if not art.ok:
         raise RuntimeError(f"ptxas {art.status} for {emitted.kernel} as {name}: {art.stderr[-500:]}")

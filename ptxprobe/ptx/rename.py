@@ -151,6 +151,11 @@ def rename_entry(ptx: str, old: str, new: str) -> Renamed:
     return Renamed(text, old, new, sites + n)
 
 
+def renamed_ptx(ptx: str, entry: str, name: str) -> str:
+    """The PTX with its entry ``entry`` called ``name``: the text itself when that is its name already."""
+    return ptx if name == entry else rename_entry(ptx, entry, name).ptx
+
+
 def _names_kernel_in_strings(body: list[str], old: str) -> bool:
     """Does a .debug_str table (comma lists of .b8 bytes, or one per line) hold the kernel's name?"""
     data = bytearray()

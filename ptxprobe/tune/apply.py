@@ -14,13 +14,11 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import numpy as np
-
 from ptxprobe.binary.cubin import read_cubin
-from ptxprobe.capture.ab import MIN_ROUNDS, Arm, run_rounds, small_sample_verdict
+from ptxprobe.capture.ab import Arm, calibration_failed, compare, run_rounds
 from ptxprobe.core.cache import Cache, atomic_write, sha256_text
 from ptxprobe.core.errors import SpecError, ToolFailed, ToolNotFound
-from ptxprobe.ptx.rename import apply_template, rename_entry
+from ptxprobe.ptx.rename import apply_template, renamed_ptx
 from ptxprobe.stats import paired as stats
 from ptxprobe.toolchain.assemble import assemble
 from ptxprobe.toolchain.tools import Tool, identify
@@ -84,7 +82,7 @@ def build_swap(ptx: str, entry: str, ptx_sha256: str, rec: dict, which: str, doc
     tool = ptxas_tool(doc, cfg["ptxas_sha256"])
     flags = (*doc["space"].get("user_flags", []), *cfg["options"])
     name = apply_template(cfg["name_template"], entry)
-    text = ptx if name == entry else rename_entry(ptx, entry, name).ptx
+    text = renamed_ptx(ptx, entry, name)
     art = assemble(text, _arch_of(ptx), tool, tuple(flags), cache=cache)
     if not art.ok:
         raise ToolFailed(f"ptxas {tool.version} could not assemble {entry} as {name}: {art.message[-300:]}")
@@ -119,27 +117,8 @@ def write_arm(label: str, swaps: list[Swap], out: Path) -> Arm:
 
 
 def compare_arms(runs: list, margin: float = stats.EQUIVALENCE_MARGIN, seed: int = 0) -> list[dict]:
-    """The tuned arm and the A/A copy against the user's arm, round by round (discarded runs' rounds dropped):
-    Hodges-Lehmann with the signed-rank interval, a direction only when the sign-flip test also rejects."""
-    by = {(r.arm, r.round): r.value for r in runs}
-    rounds = sorted({r.round for r in runs})
-    out = []
-    for arm in ARMS[1:]:
-        pairs = [(by.get((ARMS[0], r)), by.get((arm, r))) for r in rounds]
-        pairs = [(b, v) for b, v in pairs if b and v and b > 0 and v > 0]
-        row: dict = {"arm": arm, "rounds": len(pairs)}
-        if len(pairs) >= MIN_ROUNDS:
-            logs = stats.log_ratios([b for b, _ in pairs], [v for _, v in pairs])
-            iv = stats.paired_interval(logs, method="signed-rank")
-            p = stats.sign_flip_pvalue(logs, seed=seed)
-            row.update(ratio=iv.estimate, low=iv.low, high=iv.high, half_width=stats.half_width(iv), p_value=p,
-                       verdict=small_sample_verdict(iv, p, margin),
-                       yours_median=float(np.median([b for b, _ in pairs])),
-                       arm_median=float(np.median([v for _, v in pairs])))
-        else:
-            row["verdict"] = "too_few_runs"
-        out.append(row)
-    return out
+    """The tuned arm and the A/A copy against the user's arm: ``capture.ab.compare``'s rule and rows."""
+    return compare(runs, margin, seed, baseline=ARMS[0], arms=ARMS[1:])
 
 
 def apply_program(doc: dict, argv: list[str], out: Path, *, rounds: int, metric: str | None, timeout: float,
@@ -179,8 +158,7 @@ def apply_program(doc: dict, argv: list[str], out: Path, *, rounds: int, metric:
            "yours": [{**asdict(s), "options": list(s.options)} for s in swaps["yours"]],
            "runs": [asdict(r) for r in runs],
            "comparisons": compare_arms(runs) if rounds else []}
-    aa = next((c for c in rec["comparisons"] if c["arm"] == "aa"), None)
-    rec["calibration_failed"] = bool(rounds) and (aa is None or aa["verdict"] in (*stats.SIGNIFICANT, "too_few_runs"))
+    rec["calibration_failed"] = bool(rounds) and calibration_failed(rec["comparisons"])
     rec["prediction"] = prediction_check(rec)
     atomic_write(out / APPLIED, json.dumps(rec, indent=1).encode())
     return rec
