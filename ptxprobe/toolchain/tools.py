@@ -399,11 +399,14 @@ class Installed:
     sha256: str
 
 
+CUDA_RELEASE = r"1[2-9]\.\d+(\.\d+)?"  # a CUDA release that has pip wheels, as given (12.6, 12.4.131)
+
+
 def install(version: str, kinds: tuple[str, ...] = ("ptxas",), dest: Path | None = None) -> list[Installed]:
     """Fetch the wheels of a CUDA release with pip and unpack just the tools into the cache."""
     import tempfile
 
-    if not re.fullmatch(r"1[2-9]\.\d+(\.\d+)?", version):
+    if not re.fullmatch(CUDA_RELEASE, version):
         raise SpecError(f"not a CUDA release: {version!r} (e.g. 12.4.131, 12.6 or 13.0.88; 12.0 and later)")
     bad = [k for k in kinds if k not in WHEELS]
     if bad:

@@ -82,18 +82,15 @@ class TuneOutcome:
     static_only_reason: str | None  # why nothing was raced (no GPU, --no-run), None when a GPU raced
 
 
-RELEASE = r"1[2-9]\.\d+(\.\d+)?"  # a CUDA release as --ptxas spells it (12.6, 12.4.131)
-
-
 def install_missing(entries: tuple[str, ...] | None, notify=lambda text: None) -> list[str]:
     """``--install``: the releases named in ``--ptxas`` that no installed ptxas matches, installed from their pip
     wheels (``ptxprobe toolchain install``) before anything is planned; the versions installed."""
     import re
 
-    from ptxprobe.toolchain.tools import discover, install, version_matches
+    from ptxprobe.toolchain.tools import CUDA_RELEASE, discover, install, version_matches
 
     have = [t.version for t in discover(("ptxas",))]
-    wanted = [e.strip() for e in entries or () if re.fullmatch(RELEASE, e.strip())]
+    wanted = [e.strip() for e in entries or () if re.fullmatch(CUDA_RELEASE, e.strip())]
     missing = [v for v in dict.fromkeys(wanted) if not any(version_matches(h, v) for h in have)]
     for v in missing:
         notify(f"installing ptxas {v} (its pip wheel)")
