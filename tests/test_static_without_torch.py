@@ -76,3 +76,19 @@ def test_a_static_sweep_writes_its_tables_without_pandas(tmp_path):
     assert set(table.columns) == {k for r in rows for k in r}
     assert table.run_at.tolist() == [r["run_at"] for r in rows]  # not made timestamps
     assert table.registers.tolist() == [r["registers"] for r in rows]
+
+
+def test_a_table_cell_holding_a_numpy_number_is_that_number_and_an_object_is_refused(tmp_path):
+    """write_parquet serialises rows as JSON: a numpy scalar becomes its Python number (not the string of it), and a
+    cell of another type is refused instead of written as its repr."""
+    import numpy as np
+    import pandas as pd
+
+    from ptxprobe.core.store import write_parquet
+
+    write_parquet(tmp_path / "t.parquet", [{"a": np.float32(1.5), "b": np.int64(3)}, {"a": 2.0, "b": 4}])
+    t = pd.read_parquet(tmp_path / "t.parquet")
+    assert t.a.tolist() == [1.5, 2.0] and t.b.tolist() == [3, 4]
+    with pytest.raises(TypeError, match="cannot be written"):
+        write_parquet(tmp_path / "u.parquet", [{"a": object()}])
+    assert not (tmp_path / "u.parquet").exists()
