@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .triton_attention import attention_common
+from .attention_common import attention_common
 
 SOURCE = Path(__file__).resolve().parent / "cuda" / "flash_attention.cu"
 BLOCK_M = BLOCK_N = 64

@@ -63,3 +63,23 @@ def test_docs_link_to_pages_that_exist():
     for page in (ROOT / "docs").glob("*.md"):
         for target in re.findall(r"\]\(([^)#:]+\.md)", page.read_text()):
             assert (page.parent / target).resolve().exists(), (page.name, target)
+
+
+def test_every_command_the_parser_offers_runs_a_function_that_exists():
+    """Commands are imported when they run (the parser imports none): each name must lead to its function."""
+    import argparse
+    import importlib
+
+    from ptxprobe.cli import parser as cli_parser
+
+    sub = next(a for a in cli_parser.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    seen = set()
+    for name, p in sub.choices.items():
+        func = p.get_default("func")
+        if isinstance(func, cli_parser._Command):
+            module = importlib.import_module(f"ptxprobe.cli.{cli_parser._COMMAND_MODULES.get(func.name, 'commands')}")
+            assert callable(getattr(module, func.name, None)), f"{name}: no {func.name}"
+            seen.add(name)
+        else:
+            assert callable(func), name
+    assert {"rename-sweep", "capture", "report", "cache"} <= seen

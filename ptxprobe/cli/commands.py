@@ -8,11 +8,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from ptxprobe.cli import FOUND_DIFFERENCES, OK, TOOL_FAILED
-from ptxprobe.cli.capture_cmd import cmd_capture  # noqa: F401 (parser looks it up)
-from ptxprobe.cli.reduce_cmd import cmd_reduce  # noqa: F401 (parser looks it up)
 from ptxprobe.cli.render import emit_json, say, show, table
-from ptxprobe.cli.study_cmds import cmd_bisect, cmd_explain, cmd_ptxas_scan, cmd_report, cmd_repro  # noqa: F401 (parser looks them up)
-from ptxprobe.cli.sweep_cmd import cmd_rename_sweep  # noqa: F401
 from ptxprobe.core.errors import CubinError, SpecError
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import importlib
+from dataclasses import dataclass
 
 from ptxprobe import __version__
 
@@ -100,11 +102,29 @@ def _kernel_args(s: argparse.ArgumentParser, dtype: str) -> None:
     s.add_argument("--arch", default="sm_90a", help="target arch")
 
 
-def _sub(sub, name: str, help_text: str, func_name: str, epilog: str = EPILOG) -> argparse.ArgumentParser:
-    from ptxprobe.cli import commands
+# the modules of the commands that are not in ``cli.commands``
+_COMMAND_MODULES = {
+    "cmd_rename_sweep": "sweep_cmd",
+    "cmd_capture": "capture_cmd",
+    "cmd_reduce": "reduce_cmd",
+    **dict.fromkeys(("cmd_bisect", "cmd_explain", "cmd_ptxas_scan", "cmd_report", "cmd_repro"), "study_cmds"),
+}
 
+
+@dataclass(frozen=True)
+class _Command:
+    """A command's function, imported when it runs: building the parser imports no command's code."""
+
+    name: str
+
+    def __call__(self, args: argparse.Namespace) -> int:
+        module = importlib.import_module(f"ptxprobe.cli.{_COMMAND_MODULES.get(self.name, 'commands')}")
+        return getattr(module, self.name)(args)
+
+
+def _sub(sub, name: str, help_text: str, func_name: str, epilog: str = EPILOG) -> argparse.ArgumentParser:
     s = sub.add_parser(name, help=help_text, description=help_text, formatter_class=_Formatter, epilog=epilog)
-    s.set_defaults(func=getattr(commands, func_name))
+    s.set_defaults(func=_Command(func_name))
     return s
 
 

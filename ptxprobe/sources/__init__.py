@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from ptxprobe.core.errors import SpecError
 from ptxprobe.sources.base import Emitted, KernelSource
+from ptxprobe.sources.catalog import family_catalog, family_info
 from ptxprobe.sources.kinds import (
     CubinFileSource,
     CudaFileSource,
@@ -18,7 +19,6 @@ from ptxprobe.sources.kinds import (
     require_arch,
     split_spec,
 )
-from ptxprobe.sources.registry import family, unavailable
 
 USER_AXES = ("ptx_files", "cubin_files", "cu_files", "triton_functions")
 
@@ -61,14 +61,14 @@ def narrowed(exp) -> tuple[list[RegisteredSource], list[dict]]:
     none of an axis's values, or which the installed Triton cannot build). Narrowing the default experiment by
     any axis (``-s archs=sm_90a``) runs what supports it; only when nothing is left is the experiment refused.
     """
-    refused = unavailable()
+    _, refused = family_catalog()
     out: list[RegisteredSource] = []
     left: list[dict] = []
     for k in exp.kernels:
         if k in refused:
             left.append({"kernel": k, "axis": None, "values": [], "why": refused[k]})
             continue
-        fam = family(k)
+        fam = family_info(k)
         unsupported = {}
         for axis, attr, what in _SUPPORTED:
             have = getattr(fam, attr)
@@ -88,7 +88,7 @@ def narrowed(exp) -> tuple[list[RegisteredSource], list[dict]]:
             out.append(RegisteredSource(k, dt, d, c, spec.config.label, exp.seq_len))
     if exp.kernels and not out and not exp.has_user_kernels:
         if all(r["kernel"] in refused for r in left):
-            family(left[0]["kernel"])  # the installed Triton builds none of them: the environment, said as such
+            family_info(left[0]["kernel"])  # the installed Triton builds none of them: the environment, said as such
         raise SpecError(f"nothing left to sweep: {left_out_text(left)}")
     return out, left
 

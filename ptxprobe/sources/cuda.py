@@ -6,7 +6,10 @@ them), the flags and the nvcc binary's sha256, so an edited header re-compiles.
 
 from __future__ import annotations
 
+import functools
+import os
 import re
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,14 +61,30 @@ def _deps_key(src_sha: str, flags: list[str], nvcc_sha: str) -> str:
     return stage_key("cuda-deps", src=src_sha, flags=flags, nvcc=nvcc_sha)
 
 
+def _current_sha(path: str) -> str | None:
+    """A header's sha256 now, or None when it is gone: hashed once per process while its inode, size and
+    change time stay the same (a sweep checks the same toolkit headers once per target)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return _sha_of_version(path, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+@functools.lru_cache(maxsize=4096)
+def _sha_of_version(path: str, ino: int, size: int, mtime_ns: int, ctime_ns: int) -> str:
+    return sha256_file(path)
+
+
 def _known_inputs(cache: Cache, src_sha: str, flags: list[str], nvcc_sha: str) -> dict | None:
     """The include set nvcc -M gave for this source before, if every file in it is unchanged since."""
     rec = cache.get_json("cuda-deps", _deps_key(src_sha, flags, nvcc_sha))
     if rec is None:
         return None
     for path, sha in rec.items():
-        p = Path(path)
-        if not p.is_file() or sha256_file(p) != sha:
+        if _current_sha(path) != sha:
             return None
     return rec
 

@@ -10,10 +10,11 @@ from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import SpecError
 from ptxprobe.ptx.text import retargeted, target_of
 from ptxprobe.sources.base import Emitted, KernelSource
-from ptxprobe.sources.registry import KernelFamily, KernelSpec, Problem, family
+from ptxprobe.sources.catalog import emitted_pointer, family_info
+from ptxprobe.sources.registry import FamilyInfo, KernelFamily, KernelSpec, Problem, family
 
 
-def require_arch(fam: KernelFamily, arch: str) -> None:
+def require_arch(fam: KernelFamily | FamilyInfo, arch: str) -> None:
     """Refuse a target the family cannot be built for, before the compiler aborts the process on it."""
     if fam.archs and arch not in fam.archs:
         raise SpecError(f"{fam.name}: cannot be built for {arch} (targets: {', '.join(fam.archs)})")
@@ -33,18 +34,25 @@ class RegisteredSource(KernelSource):
 
     @property
     def family(self) -> KernelFamily:
+        """The family itself (its module imported): to compile or launch it."""
         return family(self.family_name)
+
+    @functools.cached_property
+    def info(self) -> FamilyInfo:
+        """What the family supports (from the registry index: its module not imported; asked once per source)."""
+        return family_info(self.family_name)
 
     @property
     def spec(self) -> KernelSpec:
-        return self.family.spec(self.dtype, self.head_dim, self.causal, self.config)
+        return self.info.spec(self.dtype, self.head_dim, self.causal, self.config)
 
     @property
     def label(self) -> str:
         return self.spec.key
 
     def build_archs(self, requested: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(a for a in requested if not self.family.archs or a in self.family.archs)
+        archs = self.info.archs
+        return tuple(a for a in requested if not archs or a in archs)
 
     def columns(self) -> dict:
         return {
@@ -59,19 +67,27 @@ class RegisteredSource(KernelSource):
         return {**super().identity(), "seq_len": self.seq_len}
 
     def emit(self, arch: str, cache: Cache, only_cached: bool = False, name: str | None = None) -> Emitted | None:
-        fam, spec = self.family, self.spec
-        require_arch(fam, arch)
-        if fam.frontend == "triton":
-            from ptxprobe.sources.triton import cached_specialize, emitted_from, triton_ptx
+        info, spec = self.info, self.spec
+        require_arch(info, arch)
+        if info.frontend == "triton":
+            from ptxprobe.sources.triton import cached_specialize, emit_key, emitted_from, triton_ptx
 
-            problem = Problem(seq_len=self.seq_len)
-            sp = cached_specialize(fam.fn, fam.launch_args(spec, problem, None), cache)
-            options = fam.compile_options(spec)
-            rec = triton_ptx(fam.fn, sp, arch, options, cache, name=name, only_cached=only_cached, spec_key=spec.key)
-            if rec is None:
-                return None
+            pointer = emitted_pointer(spec.key, self.seq_len, arch, name) if cache.enabled else None
+            known = cache.get_json("registered-emit", pointer) if pointer else None
+            rec = cache.get_json("emit-triton", known["emit_key"]) if known else None
+            if rec is None:  # not seen under this index: Triton's own key, the family imported
+                fam = self.family
+                sp = cached_specialize(fam.fn, fam.launch_args(spec, Problem(seq_len=self.seq_len), None), cache)
+                options = fam.compile_options(spec)
+                key = emit_key(fam.fn, sp, arch, options, name, spec.key)
+                rec = triton_ptx(fam.fn, sp, arch, options, cache, name=name, only_cached=only_cached, key=key)
+                if rec is None:
+                    return None
+                if pointer:
+                    cache.put_json("registered-emit", pointer, {"emit_key": key})
             e = emitted_from(rec, spec.key)
             return Emitted(e.kernel, arch, e.entry, e.ptx, e.frontend, e.metadata, e.stages)
+        fam = self.family
         if fam.emit is None:
             raise SpecError(f"{fam.name}: frontend {fam.frontend!r} has no emit function")
         return fam.emit(spec, arch, cache, only_cached=only_cached)

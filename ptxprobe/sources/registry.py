@@ -78,6 +78,49 @@ class PointerArg:
 
 
 @dataclass(frozen=True)
+class FamilyInfo:
+    """What a family supports and how a spec of it is named: all a plan needs, known without importing the
+    family's module (``sources.catalog`` keeps it, so a warm sweep never imports Triton)."""
+
+    name: str
+    frontend: str
+    dtypes: tuple[str, ...]
+    head_dims: tuple[int, ...]
+    configs: tuple[KernelConfig, ...]
+    default_config: KernelConfig | None = None
+    archs: tuple[str, ...] = ()
+
+    def supports(self, dtype: str, head_dim: int, arch: str) -> bool:
+        return dtype in self.dtypes and head_dim in self.head_dims and (not self.archs or arch in self.archs)
+
+    def spec(self, dtype: str, head_dim: int, causal: bool, config: str | KernelConfig | None = None) -> KernelSpec:
+        if dtype not in self.dtypes:
+            raise SpecError(f"{self.name}: dtype {dtype!r} not supported (have {', '.join(self.dtypes)})")
+        if head_dim not in self.head_dims:
+            raise SpecError(f"{self.name}: head dim {head_dim} not supported (have {self.head_dims})")
+        if config is None or config == "default":
+            cfg = self.default_config or self.configs[0]
+        elif isinstance(config, KernelConfig):
+            cfg = config
+        else:
+            cfg = KernelConfig.parse(config)
+        return KernelSpec(self.name, dtype, head_dim, causal, cfg)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "frontend": self.frontend, "dtypes": list(self.dtypes),
+                "head_dims": list(self.head_dims), "configs": [c.label for c in self.configs],
+                "default_config": self.default_config.label if self.default_config else None,
+                "archs": list(self.archs)}
+
+    @classmethod
+    def from_json(cls, rec: dict) -> FamilyInfo:
+        default = rec["default_config"]
+        return cls(rec["name"], rec["frontend"], tuple(rec["dtypes"]), tuple(rec["head_dims"]),
+                   tuple(KernelConfig.parse(c) for c in rec["configs"]),
+                   KernelConfig.parse(default) if default else None, tuple(rec["archs"]))
+
+
+@dataclass(frozen=True)
 class KernelFamily:
     name: str
     frontend: str  # "triton" (others: "cuda", "gluon", "ptx")
@@ -104,21 +147,16 @@ class KernelFamily:
         """Triton compile options of one spec: its config's warps and stages, and the family's own options."""
         return {"num_warps": spec.config.num_warps, "num_stages": spec.config.num_stages, **self.options}
 
+    @property
+    def info(self) -> FamilyInfo:
+        return FamilyInfo(self.name, self.frontend, self.dtypes, self.head_dims, self.configs, self.default_config,
+                          self.archs)
+
     def supports(self, dtype: str, head_dim: int, arch: str) -> bool:
-        return dtype in self.dtypes and head_dim in self.head_dims and (not self.archs or arch in self.archs)
+        return self.info.supports(dtype, head_dim, arch)
 
     def spec(self, dtype: str, head_dim: int, causal: bool, config: str | KernelConfig | None = None) -> KernelSpec:
-        if dtype not in self.dtypes:
-            raise SpecError(f"{self.name}: dtype {dtype!r} not supported (have {', '.join(self.dtypes)})")
-        if head_dim not in self.head_dims:
-            raise SpecError(f"{self.name}: head dim {head_dim} not supported (have {self.head_dims})")
-        if config is None or config == "default":
-            cfg = self.default_config or self.configs[0]
-        elif isinstance(config, KernelConfig):
-            cfg = config
-        else:
-            cfg = KernelConfig.parse(config)
-        return KernelSpec(self.name, dtype, head_dim, causal, cfg)
+        return self.info.spec(dtype, head_dim, causal, config)
 
 
 KERNELS_PACKAGE = "ptxprobe_kernels"
@@ -206,25 +244,31 @@ def _load_for(version: str | None) -> tuple[dict[str, KernelFamily], dict[str, s
     of times)."""
     out: dict[str, KernelFamily] = {}
     refused: dict[str, str] = {}
+    for km in _MODULES:
+        fams, why = _load_module(km, version)
+        out.update(fams)
+        refused.update(why)
+    return out, refused
+
+
+@functools.cache
+def _load_module(km: KernelModule, version: str | None) -> tuple[dict[str, KernelFamily], dict[str, str]]:
+    """One kernel module's families, or why this Triton cannot build them (only that module is imported: the
+    CUDA C++ family loads without Triton)."""
     kernels_package()
     m = re.match(r"(\d+)\.(\d+)", version or "")
     here = (int(m.group(1)), int(m.group(2))) if m else None
-    for km in _MODULES:
-        if km.triton and here is not None and not km.triton[0] <= here < km.triton[1]:
-            for name in km.names:
-                refused[name] = f"{name} needs {km.needs()} (its Gluon API); Triton {version} is installed"
-            continue
-        try:
-            mod = importlib.import_module(km.module)
-        except ImportError as exc:
-            if km.triton is None or not (exc.name or "triton").startswith("triton"):
-                raise
-            for name in km.names:
-                refused[name] = f"{name} needs {km.needs()}; with Triton {version} it cannot be imported: {exc}"
-            continue
-        for fam in mod.FAMILIES:
-            out[fam.name] = fam
-    return out, refused
+    if km.triton and here is not None and not km.triton[0] <= here < km.triton[1]:
+        return {}, {name: f"{name} needs {km.needs()} (its Gluon API); Triton {version} is installed"
+                    for name in km.names}
+    try:
+        mod = importlib.import_module(km.module)
+    except ImportError as exc:
+        if km.triton is None or not (exc.name or "triton").startswith("triton"):
+            raise
+        return {}, {name: f"{name} needs {km.needs()}; with Triton {version} it cannot be imported: {exc}"
+                    for name in km.names}
+    return {fam.name: fam for fam in mod.FAMILIES}, {}
 
 
 def families() -> dict[str, KernelFamily]:
@@ -238,9 +282,11 @@ def unavailable() -> dict[str, str]:
 
 
 def family(name: str) -> KernelFamily:
-    fams, refused = _load()
+    """A registered family, its module imported (and only its module)."""
+    km = next((m for m in _MODULES if name in m.names), None)
+    fams, refused = _load_module(km, installed_triton()) if km is not None else ({}, {})
     if name in refused:
         raise KernelUnavailable(refused[name])
     if name not in fams:
-        raise SpecError(f"unknown kernel {name!r} (have: {', '.join(sorted(fams))})")
+        raise SpecError(f"unknown kernel {name!r} (have: {', '.join(sorted(families()))})")
     return fams[name]

@@ -197,8 +197,7 @@ def compiler_identity() -> dict:
     import triton
     from triton._C.libtriton import get_cache_invalidating_env_vars
 
-    lib = Path(triton.__file__).parent / "_C"
-    stamp = [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(lib.glob("libtriton*"))]
+    lib, stamp = libtriton_stamp()
     memo_key = stage_key("triton-key", stamp=stamp, version=triton.__version__, root=str(lib))
     cache = Cache()
     rec = cache.get_json("triton-key", memo_key)
@@ -210,23 +209,22 @@ def compiler_identity() -> dict:
     return {"triton_key": rec["triton_key"], "env": dict(sorted(get_cache_invalidating_env_vars().items()))}
 
 
-def triton_ptx(
-    fn,
-    spec_: Specialization,
-    arch: str,
-    options: dict,
-    cache: Cache,
-    name: str | None = None,
-    only_cached: bool = False,
-    spec_key: str | None = None,
-) -> dict | None:
-    """Triton's stages up to PTX for one specialisation, cached by everything that shapes the PTX.
+def libtriton_stamp() -> tuple[Path | None, list]:
+    """The installed Triton's ``_C`` folder and (name, size, mtime) of its libtriton, found without importing
+    Triton: what stands for ``triton_key()`` in memos that must not pay for hashing it."""
+    import importlib.util
 
-    Returns the cached record {"ptx", "metadata", "stages"}; None only with ``only_cached`` and a miss.
-    """
-    import triton
+    spec = importlib.util.find_spec("triton")
+    if spec is None or not spec.submodule_search_locations:
+        return None, []
+    lib = Path(list(spec.submodule_search_locations)[0]) / "_C"
+    return lib, [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(lib.glob("libtriton*"))]
 
-    key = stage_key(
+
+def emit_key(fn, spec_: Specialization, arch: str, options: dict, name: str | None = None,
+             spec_key: str | None = None) -> str:
+    """The ``emit-triton`` key: everything that shapes the PTX of one specialisation."""
+    return stage_key(
         "emit-triton",
         fn=fn.cache_key,
         specialization=spec_.to_json(),
@@ -237,6 +235,27 @@ def triton_ptx(
         compiler=compiler_identity(),
         spec=spec_key,
     )
+
+
+def triton_ptx(
+    fn,
+    spec_: Specialization,
+    arch: str,
+    options: dict,
+    cache: Cache,
+    name: str | None = None,
+    only_cached: bool = False,
+    spec_key: str | None = None,
+    key: str | None = None,
+) -> dict | None:
+    """Triton's stages up to PTX for one specialisation, cached by everything that shapes the PTX (``emit_key``,
+    or ``key`` when the caller computed it).
+
+    Returns the cached record {"ptx", "metadata", "stages"}; None only with ``only_cached`` and a miss.
+    """
+    import triton
+
+    key = key or emit_key(fn, spec_, arch, options, name, spec_key)
     rec = cache.get_json("emit-triton", key)
     if rec is None and not only_cached:
         outputs, meta = compile_stages(renamed_fn(fn, name) if name else fn, spec_, arch, options)
