@@ -91,3 +91,41 @@ def test_the_program_ab_had_too_few_rounds_and_more_rounds_would_decide():
     more = [Run(r.arm, r.round + k * 3, r.position, r.ok, r.seconds, r.value, r.swapped)
             for k in range(MIN_ROUNDS // 3 + 1) for r in runs]
     assert {r["verdict"] for r in compare(more)} <= {"faster", "slower", "negligible", "equivalent", "inconclusive"}
+
+
+FA4 = analysis.RESULTS / "2026-12-04-h200-fa4-hopper"
+
+
+@pytest.mark.parametrize("release", ["12.9.86", "13.0.88"])
+def test_fa4_verdicts_recompute_from_the_raw_times_and_a_planted_fault_is_caught(tmp_path, release):
+    """What the H200 printed (each name against the trigger-free spelling, ptxprobe.api.compare's rule) follows from
+    the stored per-round times; the machine-code column from the prepared cubins' hashes; the TFLOPS from the FLOP
+    count. Planted: a 1 % slowdown of the trigger in one case, and a trigger hash made the baseline's."""
+    from ptxprobe.stats.paired import VERDICT_RULE
+
+    run, prep = FA4 / f"cute_aot-{release}.json", FA4 / f"prepared-{release}.json"
+    rec = json.loads(run.read_text())
+    t = analysis_external.aot_comparisons(run, rule=VERDICT_RULE, prepared=prep).set_index(["case", "role"])
+    for case, c in rec["cases"].items():
+        s = c["shape"] if "shape" in c else json.loads(prep.read_text())["cases"][case]["shape"]
+        assert c["flops"] == 4.0 * s["b"] * s["h"] * s["s"] ** 2 * s["d"] / (2 if s["causal"] else 1)
+        assert c["tflops"]["baseline"] == pytest.approx(c["flops"] / c["median_ms"]["baseline"] / 1e9)
+        for role, stored in c["comparisons"].items():
+            again = t.loc[(case, role)]
+            assert again.ratio == pytest.approx(stored["ratio"], abs=1e-12)
+            assert (again.low, again.high) == pytest.approx((stored["low"], stored["high"]), abs=1e-12)
+            assert again.verdict == stored["verdict"]
+        assert t.loc[(case, "control"), "same_code"]  # the control spelling never changed the code
+    slowed = json.loads(run.read_text())
+    case = next(iter(slowed["cases"]))
+    slowed["cases"][case]["times_ms"]["trigger"] = [x * 1.01 for x in slowed["cases"][case]["times_ms"]["trigger"]]
+    (tmp_path / "slow.json").write_text(json.dumps(slowed))
+    moved = analysis_external.aot_comparisons(tmp_path / "slow.json", rule=VERDICT_RULE, prepared=prep)
+    row = moved.set_index(["case", "role"]).loc[(case, "trigger")]
+    assert row.verdict == "slower" and row.high < 0.995
+    hashes = json.loads(prep.read_text())
+    v = hashes["cases"][case]["variants"]
+    v["trigger"]["machine_code_sha256"] = "0" * 64
+    (tmp_path / "prep.json").write_text(json.dumps(hashes))
+    swapped = analysis_external.aot_comparisons(run, rule=VERDICT_RULE, prepared=tmp_path / "prep.json")
+    assert not swapped.set_index(["case", "role"]).loc[(case, "trigger"), "same_code"]

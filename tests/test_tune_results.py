@@ -65,3 +65,41 @@ def test_a_planted_fault_in_a_copy_is_caught(tmp_path, fault):
     t_path.write_text(json.dumps(doc))
     a_path.write_text(json.dumps(rec))
     assert tuning.problems(copy)
+
+
+BURSTS = tuning.analysis.results_dir(tuning.BURSTS) / "burst_length.json"
+
+
+def _walsh_median(x: list[float]) -> float:
+    """Hodges-Lehmann written out: the median of all pairwise means (i <= j)."""
+    import numpy as np
+
+    a = np.asarray(x)
+    return float(np.median([(a[i] + a[j]) / 2 for i in range(len(a)) for j in range(i, len(a))]))
+
+
+def test_the_burst_gains_follow_from_the_samples_and_a_planted_slowdown_moves_only_its_burst(tmp_path):
+    """Each burst length's gain is the Hodges-Lehmann estimate of the per-round log ratios (recomputed here by
+    hand); the clocks and power are the samples' medians; the gain shrinks from the race's regime to the power cap.
+    Planted: the trigger-free name made 3 % slower in the 640-launch bursts only."""
+    import math
+
+    from experiments.analysis.gpu_runs import burst_gains
+
+    rec = json.loads(BURSTS.read_text())
+    t = burst_gains(BURSTS).set_index("burst")
+    for n in rec["bursts"]:
+        ms = {(s["round"], s["role"]): s["ms"] for s in rec["samples"] if s["burst"] == n}
+        logs = [math.log(ms[(r, "cutlass")] / ms[(r, "trigger_free")]) for r in range(rec["rounds"])]
+        assert t.loc[n, "ratio"] == pytest.approx(math.exp(_walsh_median(logs)), rel=1e-12)
+        assert t.loc[n, "low"] < t.loc[n, "ratio"] < t.loc[n, "high"]
+    longest, shortest = max(rec["bursts"]), min(rec["bursts"])
+    assert t.loc[longest, "ratio"] < t.ratio.max() and t.loc[longest, "trigger_free_capped"] == 1.0
+    planted = json.loads(BURSTS.read_text())
+    for s in planted["samples"]:
+        if s["burst"] == longest and s["role"] == "trigger_free":
+            s["ms"] *= 1.03
+    (tmp_path / "b.json").write_text(json.dumps(planted))
+    moved = burst_gains(tmp_path / "b.json").set_index("burst")
+    assert moved.loc[longest, "ratio"] == pytest.approx(t.loc[longest, "ratio"] / 1.03, rel=2e-3)
+    assert moved.loc[shortest, "ratio"] == t.loc[shortest, "ratio"]

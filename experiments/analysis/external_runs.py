@@ -93,22 +93,33 @@ def checks_summary(paths: list[Path]) -> dict:
     return {"checks": len(rows), "ok": len(ok), "failed": [c for c in rows if not c.get("ok")], "worst": worst}
 
 
-def aot_comparisons(path: Path, seed: int = 0, method: str = "signed-rank") -> pd.DataFrame:
+def aot_comparisons(path: Path, seed: int = 0, method: str = "signed-rank", rule: str = "interval",
+                    prepared: Path | None = None) -> pd.DataFrame:
     """CuTe DSL ahead-of-time runs: each name against the trigger-free baseline, recomputed from the per-round
     times (paired log ratios, Hodges-Lehmann with its signed-rank interval, the ±0.5 % TOST decision);
-    ``method="bca"`` recomputes what runs before the signed-rank default stored."""
+    ``method="bca"`` recomputes what runs before the signed-rank default stored. ``rule``: ``"interval"`` (what
+    the runs of 2026-12-03 recorded) or ``stats.VERDICT_RULE`` (what ``ptxprobe.api.compare`` says now: the
+    signed-rank p-value, Benjamini-Hochberg over a case's two comparisons). ``prepared``: the prepare step's
+    manifest, whose per-name machine-code hashes say whether the name changed the code (``same_code``)."""
     rec = json.loads(Path(path).read_text())
+    facts = json.loads(Path(prepared).read_text())["cases"] if prepared else None
     out = []
     for case, c in rec["cases"].items():
         t = c["times_ms"]
-        for role in ("trigger", "control"):
-            logs = stats.log_ratios(t["baseline"], t[role])
-            iv = stats.paired_interval(logs, seed=seed, method=method)
-            out.append({"case": case, "role": role, "rounds": len(logs), "ratio": iv.estimate, "low": iv.low,
-                        "high": iv.high, "verdict": stats.decide_by_interval(iv),
-                        "baseline_ms": float(np.median(t["baseline"])),
-                        "bitwise": c["bitwise_equal_to_baseline"][role], "rel_error": max(c["rel_error"].values()),
-                        "name": rec["manifest"]["cases"][case]["variants"][role]["name"]})
+        logs = {role: stats.log_ratios(t["baseline"], t[role]) for role in ("trigger", "control")}
+        q = dict(zip(logs, stats.bh_qvalues([stats.signed_rank_pvalue(x) for x in logs.values()]), strict=True))
+        for role, x in logs.items():
+            iv = stats.paired_interval(x, seed=seed, method=method)
+            verdict = stats.decide(iv, q_value=q[role]) if rule == stats.VERDICT_RULE else stats.decide_by_interval(iv)
+            row = {"case": case, "role": role, "rounds": len(x), "ratio": iv.estimate, "low": iv.low,
+                   "high": iv.high, "verdict": verdict, "baseline_ms": float(np.median(t["baseline"])),
+                   "bitwise": c["bitwise_equal_to_baseline"][role], "rel_error": max(c["rel_error"].values()),
+                   "name": rec["manifest"]["cases"][case]["variants"][role]["name"]}
+            if facts is not None:
+                v = facts[case]["variants"]
+                row["same_code"] = v[role]["machine_code_sha256"] == v["baseline"]["machine_code_sha256"]
+                row["tflops"] = c["tflops"]["baseline"]
+            out.append(row)
     return pd.DataFrame(out)
 
 

@@ -6,6 +6,7 @@ section are computed here from the committed data.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -371,4 +372,31 @@ def first_in_replay(run_dir: str | Path) -> pd.DataFrame:
                     # one compared pair: every position is 0 with no predecessor, so nothing can be checked
                     "consistent": None if len(compare) < 2 else
                     a["positions"] == expected_pos and a["predecessors"] == expected_prev})
+    return pd.DataFrame(out)
+
+
+SW_POWER_CAP = 0x4  # nvidia-smi's clocks_event_reasons bit: the clocks lowered to stay under the power limit
+
+
+def burst_gains(path: Path, seed: int = 0) -> pd.DataFrame:
+    """experiments/burst_length.py's run: per burst length, the trigger-free name against the ``cutlass_`` one
+    (paired per round: log(cutlass ms / trigger-free ms), Hodges-Lehmann with its signed-rank interval; ratio > 1:
+    the trigger-free name is faster), and per name the median SM clock, power and the share of bursts during
+    which the power cap held the clocks down."""
+    rec = json.loads(Path(path).read_text())
+    s = pd.DataFrame(rec["samples"])
+    out = []
+    for n in rec["bursts"]:
+        b = s[s.burst == n].pivot_table(index="round", columns="role", values="ms")
+        iv = stats.paired_interval(stats.log_ratios(b["cutlass"], b["trigger_free"]), seed=seed)
+        row = {"burst": n, "rounds": len(b), "seconds": float(b.mean().mean()) * n / 1000, "ratio": iv.estimate,
+               "low": iv.low, "high": iv.high}
+        for role in ("trigger_free", "cutlass"):
+            r = s[(s.burst == n) & (s.role == role)]
+            row[f"{role}_ms"] = float(r.ms.median())
+            row[f"{role}_mhz"] = float(r.sm_mhz.median())
+            row[f"{role}_w"] = float(r.power_w.median())
+            capped = r.reasons_any.dropna().map(lambda x: bool(int(x, 16) & SW_POWER_CAP))
+            row[f"{role}_capped"] = float(capped.mean()) if len(capped) else float("nan")
+        out.append(row)
     return pd.DataFrame(out)

@@ -30,8 +30,9 @@ def results_dir(name: str) -> Path:
 
 
 def load_static(run_dir: str | Path) -> pd.DataFrame:
-    """Static rows with verdicts (derived from the variant log; see ``ptxprobe.runs.rundir``)."""
-    return RunDir(run_dir).static_table()
+    """Static rows with verdicts (derived from the variant log; a capture's from its sweep; see
+    ``ptxprobe.runs.rundir``)."""
+    return RunDir(run_dir).static_part().static_table()
 
 
 def load_runtime(run_dir: str | Path) -> pd.DataFrame:

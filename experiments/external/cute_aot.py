@@ -55,6 +55,7 @@ def prepare(out: Path, cases: list[str], ptxas: str, external: Path) -> dict:
     from cute_dsl_compile import CASES as BUILDERS
     from cutlass.runtime import make_fake_stream
 
+    from ptxprobe.binary.cubin import read_cubin
     from ptxprobe.core.cache import Cache, sha256_text
     from ptxprobe.ptx.rename import apply_template, rename_entry
     from ptxprobe.ptx.text import entries_of
@@ -90,8 +91,10 @@ def prepare(out: Path, cases: list[str], ptxas: str, external: Path) -> dict:
                 raise SystemExit(f"ptxas {tool.version} failed on {case} as {role}: {art.stderr[-400:]}")
             cubin = out / f"{prefix}.cubin"
             cubin.write_bytes(art.cubin())
+            facts = read_cubin(art.cubin()).kernel(name)  # ptxprobe's one "same machine code"
             variants[role] = {"prefix": prefix, "name": name, "cubin": cubin.name, "ptx_sha256": sha256_text(text),
-                              "registers": _regs(art)}
+                              "registers": _regs(art), "machine_code_sha256": facts.machine_code_sha256,
+                              "n_instructions": facts.n_instructions}
         manifest["cases"][case] = {"entry": entry, "shape": shape, "variants": variants,
                                    "ptx_sha256": sha256_text(ptx), "ptx_version": _ptx_directive(ptx, "version"),
                                    "ptx_target": _ptx_directive(ptx, "target"),

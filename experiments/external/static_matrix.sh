@@ -14,6 +14,9 @@ pp capture --arch sm_90a -o "$OUT/cute-sm90a" -s archs=sm_90a -s ptxas=all -s re
   -- python3 experiments/external/cute_dsl_compile.py hopper > "$OUT/cute-sm90a.txt" 2>&1; echo "cute-sm90a: exit $?"
 pp capture --arch sm_100a -o "$OUT/cute-sm100a" -s archs=sm_100a -s ptxas=all -s repeat=2 -s max_repeat=4 -q --fresh \
   -- python3 experiments/external/cute_dsl_compile.py blackwell > "$OUT/cute-sm100a.txt" 2>&1; echo "cute-sm100a: exit $?"
+# FlashAttention-4's Hopper forward (flash-attn-4 from PyPI), compiled without a GPU for sm_90a, every release
+pp capture --arch sm_90a -o "$OUT/fa4-sm90a" -s archs=sm_90a -s ptxas=all -s repeat=2 -s max_repeat=4 -q --fresh \
+  -- python3 experiments/external/cute_dsl_compile.py fa4 > "$OUT/fa4-sm90a.txt" 2>&1; echo "fa4-sm90a: exit $?"
 # Triton's Gluon attention example, its fp8 kernel (named cutlass_gluon_attention by the example), sm_100a
 sweep gluon-tutorial-sm100a --triton external/triton_gluon_attention.py:attention_kernel \
   --spec experiments/external/gluon_attention.toml -s archs=sm_100a -s ptxas=all -s repeat=2 -s max_repeat=4

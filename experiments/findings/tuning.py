@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from experiments.analysis import gpu_runs
 from experiments.analysis import static_runs as analysis
 from experiments.findings.common import pct
 from ptxprobe.capture.ab import Run
@@ -19,6 +20,7 @@ from ptxprobe.tune.prune import Candidate
 from ptxprobe.tune.race import RaceResult, Standing
 
 RUN = "2026-12-04-h200-tune"
+BURSTS = "2026-12-04-h200-burst-length"
 STEPS = ("sgemm", "attention-fp8", "ffma", "ffma-proof", "ffma-trigger-names")
 GOAL_GPU_SECONDS = 180.0  # one kernel tuned in at most 3 GPU minutes
 GOAL_HALF_WIDTH = 0.002  # the recommended configuration's interval half-width
@@ -202,11 +204,34 @@ def goals(where: Path | None = None) -> list[str]:
             f"{sum(diffs) / len(diffs):+.2f})."]
 
 
+def regime() -> list[str]:
+    """How long the GPU runs the kernel back to back, against the name's gain (experiments/burst_length.py)."""
+    t = gpu_runs.burst_gains(analysis.results_dir(BURSTS) / "burst_length.json")
+    short, long_ = t.loc[t.ratio.idxmax()], t.iloc[-1]
+    out = [f"**How long the GPU runs it changes the gain** (`{BURSTS}`: the FFMA matmul, Triton's own compile under "
+           f"both names, bursts of back-to-back launches in random order, {int(t.rounds.min())} rounds, nvidia-smi "
+           "logging clock, power and the clock-event reasons every 50 ms):", "",
+           "| launches per burst | seconds | trigger-free name faster by | SM clock MHz (trigger-free / cutlass) | "
+           "power W | bursts under the power cap |", "|---|---|---|---|---|---|"]
+    out += [f"| {int(r.burst)} | {r.seconds:.2f} | {pct(r.ratio)} [{pct(r.low)}, {pct(r.high)}] | "
+            f"{r.trigger_free_mhz:.0f} / {r.cutlass_mhz:.0f} | {r.trigger_free_w:.0f} / {r.cutlass_w:.0f} | "
+            f"{r.trigger_free_capped:.0%} / {r.cutlass_capped:.0%} |" for r in t.itertuples()]
+    race = tuned("ffma")["kernels"][0]["gain"]
+    out += ["", f"tune's race (samples of about 10 ms, pauses between them) measured {pct(race['ratio'])} for this "
+            f"kernel, as bursts of up to {short.seconds:.2f} s do ({pct(short.ratio)}). Held at the power limit for "
+            f"{long_.seconds:.1f} s the gain is {pct(long_.ratio)}: the clock falls to "
+            f"{long_.trigger_free_mhz:.0f} MHz under the faster code and {long_.cutlass_mhz:.0f} MHz under the slower, "
+            "so part of the gain is given back as clock. A training job that keeps the GPU at its power limit gets "
+            "the lower figure; the programs above (40 launches right after a float64 check) measured below the race "
+            "in the same direction."]
+    return out
+
+
 def section(where: Path | None = None) -> list[str]:
     sg = tuned("sgemm", where)
     return [f"`{RUN}`, each kernel over {_space(sg)} (the FFMA matmul: {_space(tuned('ffma', where))}):", "",
             *table(where), "", "What each raced configuration measured against yours:", "", *name_effects(where),
-            "", "The program, tuned and proven:", "", *programs(where), "", *goals(where), "",
+            "", "The program, tuned and proven:", "", *programs(where), "", *goals(where), "", *regime(), "",
             "In the run whose space held only `{base}` and `cutlass_{base}` (ffma-trigger-names) the race's leader "
             "was recommended; since then the fewest changes among the configurations the race cannot tell apart "
             "is."]
