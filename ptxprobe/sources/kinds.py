@@ -75,6 +75,8 @@ class RegisteredSource(KernelSource):
             pointer = emitted_pointer(spec.key, self.seq_len, arch, name) if cache.enabled else None
             known = cache.get_json("registered-emit", pointer) if pointer else None
             rec = cache.get_json("emit-triton", known["emit_key"]) if known else None
+            if rec is None and only_cached and pointer:  # not seen under this index: the emitting worker imports
+                return None                              # Triton and finds or compiles it (and leaves the pointer)
             if rec is None:  # not seen under this index: Triton's own key, the family imported
                 fam = self.family
                 sp = cached_specialize(fam.fn, fam.launch_args(spec, Problem(seq_len=self.seq_len), None), cache)
