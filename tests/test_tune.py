@@ -526,3 +526,20 @@ def test_the_gpu_adapter_races_with_the_card_simulated(monkeypatch):
     assert rec["gpu_seconds"] > 0 and rec["entry"] == "k" and rec["ptx_sha256"] == emitted.ptx_sha256
     assert rec["change"].startswith("@triton.jit(repr=lambda _: 'cutlass_k')")
     json.dumps(rec)  # tuned.json can hold it
+
+
+@pytest.mark.integration
+def test_two_configurations_differing_by_an_option_alone_get_two_cubins(tmp_path):
+    """A tuned `-O2` under your own name and ptxas is swapped as its own cubin, never the file of yours (the files
+    were named by PTX and ptxas alone: the A/B then ran one cubin in both arms)."""
+    from ptxprobe.core.cache import Cache, sha256_text
+    from ptxprobe.tune.apply import build_swap
+
+    ptx = _AXPY.replace("axpy", "scale_kernel")
+    doc = _tuned_doc(ptx, sha256_text(ptx))
+    rec = doc["kernels"][0]
+    rec["best"] = {**rec["user"], "options": ["-O0"], "machine_code_sha256": None}  # same name and ptxas as yours
+    mine = build_swap(ptx, "scale_kernel", "other", rec, "user", doc, tmp_path, Cache())
+    tuned = build_swap(ptx, "scale_kernel", "other", rec, "best", doc, tmp_path, Cache())
+    assert mine.cubin != tuned.cubin and mine.machine_code_sha256 != tuned.machine_code_sha256
+    assert Path(mine.cubin).read_bytes() != Path(tuned.cubin).read_bytes()

@@ -12,7 +12,8 @@ from ptxprobe.tune.space import PREFERENCES
 TUNE_DESCRIPTION = """the fastest entry name x ptxas release x ptxas options per kernel: every candidate assembled
 once (OUT/static), candidates with the same machine code pruned, the rest raced on the GPU against your own
 configuration with the calibrated paired timing and gated on their numbers; then, with a program after --, that
-program run with the recommendation, A/B against yours (docs/tune.md)"""
+program run with the recommendation, A/B against yours. A program given alone (no sources) is tuned by its own
+measure: its captured kernels swept and pruned, each raced inside the program (docs/tune.md)"""
 
 TUNE_EPILOG = """exit codes: 0 tuned (or pruned without a GPU) and your configuration stays: nothing measured faster;
 1 a configuration faster than yours was found for some kernel; 2 bad usage or input (an empty search space, an
@@ -147,8 +148,16 @@ def cmd_tune(args) -> int:
         from ptxprobe.tune.run import install_missing
 
         install_missing(req.ptxas, notify=notify)
-    plan = plan_tune(req)
-    outcome = run_tune(plan, progress=not quiet and sys.stderr.isatty(), notify=notify)
+    progress = not quiet and sys.stderr.isatty()
+    if args.program and kernels == UserKernels() and args.experiment == "default" and not args.set:
+        from ptxprobe.tune.program import ProgramRace, program_race_plan, run_program_tune
+
+        # the program alone: its own kernels, raced inside it by its own measure
+        race_ = ProgramRace(tuple(args.program), args.metric, args.program_timeout,
+                            program_race_plan(args.rounds, args.prefer))
+        outcome = run_program_tune(req, race_, progress=progress, notify=notify)
+    else:
+        outcome = run_tune(plan_tune(req), progress=progress, notify=notify)
     doc = outcome.doc
     if outcome.static_only_reason:
         print(f"ptxprobe: {outcome.static_only_reason}: nothing was timed; tuned.json lists the distinct codes a GPU "

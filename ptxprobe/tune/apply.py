@@ -93,7 +93,8 @@ def build_swap(ptx: str, entry: str, ptx_sha256: str, rec: dict, which: str, doc
         raise ToolFailed(f"the cubin assembled for {entry} has no kernel {name}: {exc}") from exc
     same = ptx_sha256 == rec.get("ptx_sha256")
     verified = code == cfg["machine_code_sha256"] if same else True
-    path = out / "cubins" / f"{name}-{sha256_text(text)[:12]}-{tool.version}.cubin"
+    # one file per PTX, ptxas and flags: two configurations that differ by an option alone never share it
+    path = out / "cubins" / f"{name}-{sha256_text(text + chr(0) + ' '.join(flags))[:12]}-{tool.version}.cubin"
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, data)
     return Swap(entry, name, str(path.resolve()), ptx_sha256, tool.version, tuple(cfg["options"]), code, same,
@@ -114,6 +115,13 @@ def write_arm(label: str, swaps: list[Swap], out: Path) -> Arm:
     atomic_write(plan, json.dumps({"arm": label, "kernels": kernels, "report": str(report.resolve())},
                                   indent=1).encode())
     return Arm(label, str(plan), {s.entry: s.name for s in swaps}, str(report.resolve()))
+
+
+def program_env(arms_dir: Path) -> dict[str, str]:
+    """What the program's runs need beside the hook: Inductor through Triton's launcher (which the hook patches),
+    and a Triton cache of the arms' own (kernels compiled again, so each run's PTX is seen and swapped)."""
+    return {"TORCHINDUCTOR_USE_STATIC_CUDA_LAUNCHER": "0",
+            "TRITON_CACHE_DIR": str((arms_dir / "triton-cache").resolve())}
 
 
 def compare_arms(runs: list, margin: float = stats.EQUIVALENCE_MARGIN, seed: int = 0) -> list[dict]:
@@ -143,8 +151,7 @@ def apply_program(doc: dict, argv: list[str], out: Path, *, rounds: int, metric:
         raise ToolFailed(f"{bad[0].entry}: the program's PTX is the one tune timed, yet its cubin's machine code is "
                          "not the tuned one (ptxas gave other code this time)")
     arms = {label: write_arm(label, swaps["yours" if label == "aa" else label], arms_dir) for label in ARMS}
-    env = {"TORCHINDUCTOR_USE_STATIC_CUDA_LAUNCHER": "0",
-           "TRITON_CACHE_DIR": str((arms_dir / "triton-cache").resolve())}
+    env = program_env(arms_dir)
     chosen = [arms[a] for a in (ARMS if rounds else ("tuned",))]
     runs = run_rounds(argv, chosen, arms_dir, max(1, rounds), timeout, metric, env_extra=env, log=log)
     failed = [r for r in runs if not r.ok]

@@ -105,17 +105,26 @@ def user_ptxas_sha(space: TuneSpace, archs: set[str]) -> dict[str, str]:
     return {arch: select_ptxas(arch, space.ptxas[0])[0].sha256 for arch in archs}
 
 
-def run_tune(plan: TunePlan, progress: bool = False, notify=lambda text: None) -> TuneOutcome:
-    """The static sweep, the pruning, and the race on a GPU when there is one; tuned.json written."""
+def static_pruning(plan: TunePlan, cache: Cache, progress: bool = False):
+    """The static sweep of every candidate and its pruning: (the sweep's outcome, (kernel, arch) -> Pruned, the
+    ptxas binaries by sha256 with where they live)."""
     from ptxprobe.static.sweep import run_sweep
 
     req = plan.request
-    cache = Cache(enabled=req.use_cache)
     outcome = run_sweep(plan.sweep.experiment, plan.sweep.out, jobs=req.jobs, cache=cache, timeout=req.timeout,
                         progress=progress, argv=sys.argv, fresh=req.fresh)
-    rows = [r for r in outcome.rows]
+    rows = list(outcome.rows)
     by_kernel = candidates_from_rows(rows, plan.space, user_ptxas_sha(plan.space, {r["arch"] for r in rows}))
-    static = {key: prune(cands) for key, cands in by_kernel.items()}
+    ptxas = {r["ptxas_sha256"]: {"version": r["ptxas_version"]} for r in rows}
+    _ptxas_paths(ptxas)
+    return outcome, {key: prune(cands) for key, cands in by_kernel.items()}, ptxas
+
+
+def run_tune(plan: TunePlan, progress: bool = False, notify=lambda text: None) -> TuneOutcome:
+    """The static sweep, the pruning, and the race on a GPU when there is one; tuned.json written."""
+    req = plan.request
+    cache = Cache(enabled=req.use_cache)
+    outcome, static, ptxas = static_pruning(plan, cache, progress)
     records: list[dict] = []
     gpu_info, why_static = None, None
     if outcome.interrupted:
@@ -129,8 +138,6 @@ def run_tune(plan: TunePlan, progress: bool = False, notify=lambda text: None) -
             why_static = f"{exc}".replace("static results only", "static pruning only")
     timed = {(r["kernel"], r["arch"]) for r in records}
     records += [static_answer(p) for key, p in static.items() if key not in timed]
-    ptxas = {r["ptxas_sha256"]: {"version": r["ptxas_version"]} for r in rows}
-    _ptxas_paths(ptxas)
     doc = document(records, space=plan.space.to_json(), ptxas=ptxas, gpu=gpu_info, static_dir=str(plan.sweep.out),
                    note=why_static or "", race_plan=None if gpu_info is None else asdict(req.race),
                    argv=list(sys.argv))

@@ -1,0 +1,164 @@
+"""``tune -o DIR -- python prog.py``: a whole program tuned by its own measure, kernel by kernel.
+
+The program is run once with the capture knobs (``capture.program``): every Triton and CuTe DSL kernel it compiles
+is kept as PTX. Those PTX files are the sources of the static sweep (names x ptxas x options, ``tune.run``'s
+``static_pruning``), pruned to distinct machine codes. Captured kernels have no launch spec, so they cannot be
+timed alone: the race's ``measure`` runs the whole program instead, each contender's cubins swapped in by the
+capture hook (``capture.swap``, the other kernels left as the user has them), every round each arm once in a
+fresh random order, the paired log ratio of the user's arm's measure (its wall time, or ``--metric``) over the
+contender's. A first round is the gate: a configuration the program fails with, or that the hook cannot swap in,
+is left out with the program's own words. The answer is ``tuned.json`` as ``tune`` writes it, so ``apply`` and
+the proof (``tune`` ending with the program A/B) take it unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from ptxprobe.capture.ab import MIN_ROUNDS, run_rounds
+from ptxprobe.core.cache import Cache
+from ptxprobe.core.errors import NoGpu, ToolFailed
+from ptxprobe.runs.request import UserKernels
+from ptxprobe.stats import paired as stats
+from ptxprobe.tune.answer import document, kernel_answer, static_answer, write_tuned
+from ptxprobe.tune.apply import build_swap, program_env, write_arm
+from ptxprobe.tune.prune import Candidate, Pruned
+from ptxprobe.tune.race import RacePlan, race
+from ptxprobe.tune.run import TuneOutcome, TuneRequest, plan_tune, static_pruning
+
+CAPTURE_DIR, ARMS_DIR = "capture", "arms"
+PROGRAM_GATE = "program"  # the gate's name in tuned.json: the program's own checks, and the hook's swap
+
+
+@dataclass(frozen=True)
+class ProgramRace:
+    """How the program is raced: its command, measure and time limit; the race's rounds."""
+
+    argv: tuple[str, ...]
+    metric: str | None
+    timeout: float
+    plan: RacePlan
+    seed: int = 0
+
+
+def program_race_plan(rounds: int, prefer: str) -> RacePlan:
+    """The race of a program: ``MIN_ROUNDS`` rounds first (fewer give no usable interval), then successive halving
+    up to ``rounds`` per contender, aiming at the ±0.5 % the proof needs."""
+    first = MIN_ROUNDS
+    return RacePlan(first_rounds=first, eta=2, growth=1, max_rounds=max(first, rounds),
+                    target_halfwidth=stats.EQUIVALENCE_MARGIN, prefer=prefer)
+
+
+def captured_sources(argv: list[str], out: Path, timeout: float) -> tuple[list, UserKernels]:
+    """Run the program once with the capture knobs: its kernels, and their PTX files as the sweep's sources."""
+    from ptxprobe.capture.program import run_program
+
+    kernels, _ = run_program(argv, out / CAPTURE_DIR, timeout)
+    files = tuple(dict.fromkeys(str((out / CAPTURE_DIR / k.ptx).resolve()) for k in kernels))
+    return kernels, UserKernels(ptx=files)
+
+
+def race_program(static: dict[tuple, Pruned], kernels: list, doc: dict, race_: ProgramRace, out: Path,
+                 cache: Cache, log=lambda text: None) -> list[dict]:
+    """Each captured kernel with something to race, raced inside the program: its tuned.json records."""
+    by_entry = {k.entry: k for k in kernels}
+    records = []
+    for (_, _arch), pruned in static.items():
+        if pruned.user is None:
+            raise ToolFailed(f"{pruned.kernel}: your own configuration did not assemble (see the static sweep)")
+        k = by_entry.get(pruned.user.name)
+        contenders = [c for c in pruned.distinct if not c.is_user]
+        if k is None or not contenders:
+            records.append(static_answer(pruned, {"entry": pruned.user.name, "source_kind": "program"}))
+            continue
+        records.append(_race_kernel(pruned, contenders, k, doc, race_, out, cache, log))
+    return records
+
+
+def _race_kernel(pruned: Pruned, contenders: list[Candidate], k, doc: dict, race_: ProgramRace, out: Path,
+                 cache: Cache, log) -> dict:
+    started = time.perf_counter()
+    ptx = (out / CAPTURE_DIR / k.ptx).read_text()
+    arms_dir = out / ARMS_DIR / k.ptx_sha256[:12]
+    ids = {c.label: f"c{i}" for i, c in enumerate([pruned.user, *contenders])}
+    arms = {}
+    for c in [pruned.user, *contenders]:
+        swap = build_swap(ptx, k.entry, k.ptx_sha256, {"config": c.to_json(), "ptx_sha256": k.ptx_sha256}, "config",
+                          doc, arms_dir, cache)
+        if not swap.verified:  # the program's PTX is the swept one: ptxas must give the code that was pruned
+            raise ToolFailed(f"{k.entry}: assembled again as {c.label}, ptxas gave other machine code than the "
+                             "static sweep's")
+        arms[c.label] = write_arm(ids[c.label], [swap], arms_dir)
+    env = program_env(arms_dir)
+    seconds, calls = [0.0], [0]
+
+    def rounds_of(labels, n):
+        chosen = [arms[pruned.user.label], *(arms[x] for x in labels)]
+        runs = run_rounds(list(race_.argv), chosen, arms_dir, n, race_.timeout, race_.metric,
+                          seed=stats.stable_seed(race_.seed, f"{k.entry}#{calls[0]}"), env_extra=env, log=log)
+        calls[0] += 1
+        seconds[0] += sum(r.seconds for r in runs)
+        return runs
+
+    gate_runs = rounds_of([c.label for c in contenders], 1)
+    failed = {r.arm: r.note or "no measure" for r in gate_runs if r.value is None}
+    user_id = ids[pruned.user.label]
+    if user_id in failed:
+        raise ToolFailed(f"the program failed with your own configuration of {k.entry} swapped in: {failed[user_id]}")
+    gate = {c.label: f"the program with it: {failed[ids[c.label]]}" for c in contenders if ids[c.label] in failed}
+    racing = [c.label for c in contenders if c.label not in gate]
+    log(f"{k.entry}: {len(pruned.distinct)} distinct codes, {len(racing)} pass the program's own run")
+
+    def measure(labels, n):
+        runs = rounds_of(labels, n)
+        bad = next((r for r in runs if r.value is None), None)
+        if bad is not None:
+            raise ToolFailed(f"the program failed in the race (arm {bad.arm}, round {bad.round + 1}): {bad.note}")
+        value = {(r.arm, r.round): r.value for r in runs}
+        done = sorted({r.round for r in runs})
+        return {x: [math.log(value[(user_id, i)] / value[(ids[x], i)]) for i in done] for x in labels}
+
+    result = race(racing, measure, race_.plan)
+    target = {"group_id": k.entry, "source_kind": "program", "entry": k.entry, "ptx_sha256": k.ptx_sha256,
+              "frontend": k.frontend, "command": list(race_.argv), "metric": race_.metric or "wall seconds"}
+    return kernel_answer(pruned, result, nums={}, gate=gate, numerics=PROGRAM_GATE, gpu_seconds=seconds[0],
+                         wall_seconds=time.perf_counter() - started, prefer=race_.plan.prefer, target=target)
+
+
+def run_program_tune(req: TuneRequest, race_: ProgramRace, progress: bool = False,
+                     notify=lambda text: None) -> TuneOutcome:
+    """Capture, sweep and prune the program's kernels, race each inside the program; tuned.json written."""
+    out = Path(req.out)
+    cache = Cache(enabled=req.use_cache)
+    kernels, sources = captured_sources(list(race_.argv), out, race_.timeout)
+    notify(f"the program compiled {len(kernels)} kernels: " + ", ".join(k.entry[:60] for k in kernels[:4])
+           + (" ..." if len(kernels) > 4 else ""))
+    plan = plan_tune(replace(req, kernels=sources, run=False))
+    outcome, static, ptxas = static_pruning(plan, cache, progress)
+    doc = {"ptxas": ptxas, "space": plan.space.to_json()}
+    why_static = "interrupted" if outcome.interrupted else ("--no-run: static pruning only" if req.run is False
+                                                            else None)
+    records = (race_program(static, kernels, doc, race_, out, cache, notify) if why_static is None
+               else [static_answer(p, {"entry": p.user.name if p.user else None, "source_kind": "program"})
+                     for p in static.values()])
+    doc = document(records, space=plan.space.to_json(), ptxas=ptxas, gpu=_gpu(), static_dir=str(plan.sweep.out),
+                   note=why_static or "", race_plan=None if why_static else asdict(race_.plan), argv=list(sys.argv))
+    doc.update(numerics=PROGRAM_GATE, program={"command": list(race_.argv), "metric": race_.metric or "wall seconds",
+                                              "capture": str(out / CAPTURE_DIR)})
+    path = write_tuned(out, doc)
+    return TuneOutcome(doc, path, outcome.interrupted, tuple(outcome.emit_errors), why_static)
+
+
+def _gpu() -> dict | None:
+    """The GPU the program ran on, when this machine has one (the program is what needs it, not ptxprobe)."""
+    from ptxprobe.gpu.device import gpu_info
+
+    try:
+        info = gpu_info(0)
+    except NoGpu:
+        return None
+    return {k: info.get(k) for k in ("gpu", "arch", "driver", "torch", "cuda_runtime")}

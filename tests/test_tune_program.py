@@ -1,0 +1,76 @@
+"""``tune -- PROGRAM``: a whole program tuned by its own measure, on programs the tests write with a known best.
+
+The programs compile one Triton kernel ahead of time (no GPU), let the capture hook load the cubin of the arm, and
+print a measure derived from what was loaded: the truth is known, so the race must find it (and keep yours when
+nothing is better), and a configuration the program fails with is gated out in the program's own words.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+
+import pytest
+
+from ptxprobe.cli import main
+from ptxprobe.tune.program import ProgramRace, program_race_plan, run_program_tune
+from ptxprobe.tune.run import TuneRequest
+from tests.ptx_text import SCALE_KERNEL_PROGRAM
+
+pytestmark = pytest.mark.e2e
+
+
+def _program(measure: str) -> str:
+    """A program that loads its kernel (the hook swaps the arm's cubin in first) and prints ``ms=<measure>``, an
+    expression of ``size``, the loaded cubin's byte count (-O0's is the larger)."""
+    start = "import os, sys\nsys.modules['torch'] = None  # no torch: each run of the program stays short\n"
+    return start + SCALE_KERNEL_PROGRAM + textwrap.dedent(f'''
+        try:
+            k._init_handles()  # the swap hook runs first; Triton's own load then stops without a driver
+        except Exception:
+            pass
+        size = len(k.kernel)
+        print(f"ms={{{measure}}}")
+    ''')
+
+
+def _tune(tmp_path, measure: str, rounds: int = 6):
+    prog = tmp_path / "prog.py"
+    prog.write_text(_program(measure))
+    req = TuneRequest(str(tmp_path / "t"), names=("{base}",), ptxas=(), options="default;-O0")
+    race = ProgramRace((sys.executable, str(prog)), r"ms=(\S+)", 300.0, program_race_plan(rounds, "simplest"))
+    return run_program_tune(req, race)
+
+
+def test_a_configuration_the_program_fails_with_is_gated_out_in_its_words(tmp_path):
+    # the first contender's arm (the hook reads its plan from PTXPROBE_SWAP) fails the program's own check
+    fail = "sys.exit('checksum mismatch, said the program')"
+    out = _tune(tmp_path, f"{fail} if os.environ.get('PTXPROBE_SWAP', '').endswith('plan-c1.json') else 1.0")
+    (k,) = out.doc["kernels"]
+    gated = [p for p in k["pruned"] if p["reason"] == "numerics"]
+    assert gated and "checksum mismatch, said the program" in gated[0]["detail"] and k["best_is_yours"]
+
+
+def test_the_cli_tunes_a_program_given_alone_and_refuses_one_that_fails(tmp_path, capsys):
+    prog = tmp_path / "prog.py"
+    prog.write_text(_program("1000.0 / size"))
+    rc = main(["tune", "-q", "-o", str(tmp_path / "t"), "--names", "{base}", "--ptxas", "", "--options",
+               "default;-O0", "--rounds", "6", "--metric", r"ms=(\S+)", "--", sys.executable, str(prog)])
+    doc = json.loads((tmp_path / "t" / "tuned.json").read_text())
+    assert doc["program"]["command"][-1] == str(prog) and doc["numerics"] == "program"
+    (k,) = doc["kernels"]  # the larger (-O0) cubin gives the smaller measure: the known best, found
+    assert k["status"] == "tuned" and k["source_kind"] == "program" and k["entry"] == "scale_kernel"
+    assert k["best"]["options"] == ["-O0"] and not k["best_is_yours"] and k["gain"]["verdict"] == "faster"
+    assert k["race"]["standings"][0]["rounds"] == 6  # one rung of MIN_ROUNDS (the gate round not counted)
+    proof = json.loads((tmp_path / "t" / "apply" / "apply.json").read_text())  # the proof ran the recommendation
+    assert proof["kernels"][0]["options"] == ["-O0"] and proof["rounds"] == 6
+    from ptxprobe.cli.capture_cmd import program_ab_exit
+
+    assert rc == program_ab_exit(proof)  # the proof's verdict is the exit code
+    fails = tmp_path / "fails.py"
+    fails.write_text("import sys\nsys.exit('no GPU here, said the program')\n")
+    capsys.readouterr()
+    assert main(["tune", "-q", "-o", str(tmp_path / "t2"), "--", sys.executable, str(fails)]) == 3
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no GPU here, said the program" in err[0]
