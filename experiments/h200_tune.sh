@@ -14,6 +14,9 @@
 #          $OUT/h200-tune-ffma.{txt,json,tar.gz}, $OUT/h200-apply-ffma.{txt,json}
 #   proof  the same in one command: `ptxprobe tune ... --rounds 10 -- python3 experiments/user/ffma_matmul.py ...`
 #          (tune, then the program with the recommendation A/B against yours); $OUT/h200-tune-proof.{txt,json,tar.gz}
+#   program  the FFMA matmul's program given alone: `ptxprobe tune ... -- python3 experiments/user/ffma_matmul.py
+#          cutlass_matmul_fp32` captures its kernel, prunes, races each distinct code inside the program by its ms=
+#          line, then the proof A/B; $OUT/h200-tune-program.{txt,json,tar.gz}, $OUT/h200-tune-program-apply.json
 # Each step prints its exit code (0: yours stays, 1: a faster configuration found) and a short table.
 set -uo pipefail
 if [ -z "${DRY_RUN:-}" ]; then
@@ -85,5 +88,8 @@ for what in "$@"; do case "$what" in
            --spec experiments/user/ffma_matmul.toml -s archs=sm_90a \
            --names '{base},{base_triggered},{base_untriggered}' --rounds "${APPLY_ROUNDS:-10}" --metric 'ms=(\S+)' \
            -- python3 experiments/user/ffma_matmul.py cutlass_matmul_fp32 ;;
-  *) echo "unknown step $what (tune, sgemm, ffma, proof)"; exit 2 ;;
+  program) step h200-tune-program "${SECONDS_PROGRAM:-560}" --names '{base},{base_triggered},{base_untriggered}' \
+           --rounds "${APPLY_ROUNDS:-8}" --metric 'ms=(\S+)' -- python3 experiments/user/ffma_matmul.py cutlass_matmul_fp32
+         cp "$RUNS/h200-tune-program/apply/apply.json" "$OUT/h200-tune-program-apply.json" 2>/dev/null ;;
+  *) echo "unknown step $what (tune, sgemm, ffma, proof, program)"; exit 2 ;;
 esac; done
