@@ -38,6 +38,10 @@ def _program(measure: str) -> str:
 def _tune(tmp_path, measure: str, rounds: int = 6):
     prog = tmp_path / "prog.py"
     prog.write_text(_program(measure))
+    return _tune_at(tmp_path, prog, rounds)
+
+
+def _tune_at(tmp_path, prog, rounds: int = 6):
     req = TuneRequest(str(tmp_path / "t"), names=("{base}",), ptxas=(), options="default;-O0")
     race = ProgramRace((sys.executable, str(prog)), r"ms=(\S+)", 300.0, program_race_plan(rounds, "simplest"))
     return run_program_tune(req, race)
@@ -74,3 +78,22 @@ def test_the_cli_tunes_a_program_given_alone_and_refuses_one_that_fails(tmp_path
     assert main(["tune", "-q", "-o", str(tmp_path / "t2"), "--", sys.executable, str(fails)]) == 3
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no GPU here, said the program" in err[0]
+
+
+def test_the_standings_follow_from_the_runs_the_record_keeps(tmp_path):
+    """tuned.json keeps every program run of the race: the standings recompute from them (race.standing + judged)."""
+    import numpy as np
+
+    from ptxprobe.tune.program import race_logs
+    from ptxprobe.tune.race import judged, rung_level, standing
+
+    prog = tmp_path / "prog.py"  # the measure varies a little from run to run (its process id), as a real one does
+    prog.write_text(_program("1000.0 / size * (1 + (os.getpid() % 7) * 1e-4)"))
+    out = _tune_at(tmp_path, prog)
+    (k,) = out.doc["kernels"]
+    logs = race_logs(k)
+    level = rung_level(k["race"]["rungs"], 0.95)
+    again = judged([standing(label, x, level) for label, x in logs.items()], logs, 0.005)
+    for s, recorded in zip(again, k["race"]["standings"], strict=True):
+        assert s.label == recorded["label"] and s.verdict == recorded["verdict"]
+        assert np.allclose([s.ratio, s.low, s.high], [recorded["ratio"], recorded["low"], recorded["high"]])

@@ -94,13 +94,13 @@ def _race_kernel(pruned: Pruned, contenders: list[Candidate], k, doc: dict, race
                              "static sweep's")
         arms[c.label] = write_arm(ids[c.label], [swap], arms_dir)
     env = program_env(arms_dir)
-    seconds, calls = [0.0], [0]
+    seconds, calls = [0.0], []  # every call's runs, the gate's first: what the standings are computed from
 
     def rounds_of(labels, n):
         chosen = [arms[pruned.user.label], *(arms[x] for x in labels)]
         runs = run_rounds(list(race_.argv), chosen, arms_dir, n, race_.timeout, race_.metric,
-                          seed=stats.stable_seed(race_.seed, f"{k.entry}#{calls[0]}"), env_extra=env, log=log)
-        calls[0] += 1
+                          seed=stats.stable_seed(race_.seed, f"{k.entry}#{len(calls)}"), env_extra=env, log=log)
+        calls.append([asdict(r) for r in runs])
         seconds[0] += sum(r.seconds for r in runs)
         return runs
 
@@ -124,7 +124,9 @@ def _race_kernel(pruned: Pruned, contenders: list[Candidate], k, doc: dict, race
 
     result = race(racing, measure, race_.plan)
     target = {"group_id": k.entry, "source_kind": "program", "entry": k.entry, "ptx_sha256": k.ptx_sha256,
-              "frontend": k.frontend, "command": list(race_.argv), "metric": race_.metric or "wall seconds"}
+              "frontend": k.frontend, "command": list(race_.argv), "metric": race_.metric or "wall seconds",
+              "program_runs": {"arms": {i: label for label, i in ids.items()}, "user_arm": user_id,
+                               "calls": calls}}
     return kernel_answer(pruned, result, nums={}, gate=gate, numerics=PROGRAM_GATE, gpu_seconds=seconds[0],
                          wall_seconds=time.perf_counter() - started, prefer=race_.plan.prefer, target=target)
 
@@ -135,7 +137,8 @@ def run_program_tune(req: TuneRequest, race_: ProgramRace, progress: bool = Fals
     out = Path(req.out)
     cache = Cache(enabled=req.use_cache)
     kernels, sources = captured_sources(list(race_.argv), out, race_.timeout)
-    notify(f"the program compiled {len(kernels)} kernels: " + ", ".join(k.entry[:60] for k in kernels[:4])
+    notify(f"the program compiled {len(kernels)} kernel{'s' if len(kernels) != 1 else ''}: "
+           + ", ".join(k.entry[:60] for k in kernels[:4])
            + (" ..." if len(kernels) > 4 else ""))
     plan = plan_tune(replace(req, kernels=sources, run=False))
     outcome, static, ptxas = static_pruning(plan, cache, progress)
@@ -162,3 +165,16 @@ def _gpu() -> dict | None:
     except NoGpu:
         return None
     return {k: info.get(k) for k in ("gpu", "arch", "driver", "torch", "cuda_runtime")}
+
+
+def race_logs(rec: dict) -> dict[str, list[float]]:
+    """A program-raced kernel's per-round log ratios (yours over the contender) by contender label, from the runs
+    its record keeps (the gate call left out): what its standings were computed from."""
+    pr = rec["program_runs"]
+    logs: dict[str, list[float]] = {}
+    for runs in pr["calls"][1:]:
+        value = {(r["arm"], r["round"]): r["value"] for r in runs}
+        for (arm, rnd), v in sorted(value.items()):
+            if arm != pr["user_arm"]:
+                logs.setdefault(pr["arms"][arm], []).append(math.log(value[(pr["user_arm"], rnd)] / v))
+    return logs
