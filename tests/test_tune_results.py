@@ -103,3 +103,22 @@ def test_the_burst_gains_follow_from_the_samples_and_a_planted_slowdown_moves_on
     moved = burst_gains(tmp_path / "b.json").set_index("burst")
     assert moved.loc[longest, "ratio"] == pytest.approx(t.loc[longest, "ratio"] / 1.03, rel=2e-3)
     assert moved.loc[shortest, "ratio"] == t.loc[shortest, "ratio"]
+
+
+def test_the_program_tuned_by_itself_is_proven_inside_its_race_and_a_changed_run_is_caught(tmp_path):
+    """tune -- prog (no sources): the race's standings recompute from the program runs tuned.json keeps, the proof's
+    comparisons from apply.json's runs, and the proof lies inside the race's interval. Planted: one program run of
+    the race made 2 % slower."""
+    for step in tuning.PROGRAM_STEPS:
+        rec = tuning.applied(step)
+        assert tuning.prediction_check(rec)["inside"]
+        assert {c["arm"]: c["verdict"] for c in rec["comparisons"]} == {"tuned": "faster", "aa": "equivalent"}
+    copy = tmp_path / "run"
+    shutil.copytree(tuning.run_dir(), copy)
+    path = copy / "program" / "tuned.json"
+    doc = json.loads(path.read_text())
+    pr = doc["kernels"][0]["program_runs"]
+    run = next(r for r in pr["calls"][1] if r["arm"] != pr["user_arm"])
+    run["value"] *= 1.02
+    path.write_text(json.dumps(doc))
+    assert any("recomputes to" in m for m in tuning.problems(copy))

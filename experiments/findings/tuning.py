@@ -16,12 +16,14 @@ from ptxprobe.capture.ab import Run
 from ptxprobe.ptx.rename import TRIGGER
 from ptxprobe.tune.answer import chosen
 from ptxprobe.tune.apply import compare_arms, prediction_check
+from ptxprobe.tune.program import race_logs
 from ptxprobe.tune.prune import Candidate
-from ptxprobe.tune.race import RaceResult, Standing
+from ptxprobe.tune.race import RaceResult, Standing, judged, rung_level, standing
 
 RUN = "2026-12-04-h200-tune"
 BURSTS = "2026-12-04-h200-burst-length"
 STEPS = ("sgemm", "attention-fp8", "ffma", "ffma-proof", "ffma-trigger-names")
+PROGRAM_STEPS = ("program", "program-repeat")  # `tune -- prog` with no sources: raced inside the program
 GOAL_GPU_SECONDS = 180.0  # one kernel tuned in at most 3 GPU minutes
 GOAL_HALF_WIDTH = 0.002  # the recommended configuration's interval half-width
 INTRO = ("`ptxprobe tune` on the H200: per kernel, names × ptxas releases × option sets, pruned by machine code, "
@@ -68,13 +70,15 @@ def recommended_again(k: dict) -> str:
 def problems(where: Path | None = None) -> list[str]:
     """Every claim of the committed run recomputed; an empty list when the files agree with themselves."""
     out = []
-    for step in STEPS:
+    for step in (*STEPS, *PROGRAM_STEPS):
         doc = tuned(step, where)
         for k in doc["kernels"]:
             if recommended_again(k) != k["best"]["label"]:
                 out.append(f"{step}: the standings recommend {recommended_again(k)}, the record {k['best']['label']}")
             if (k["gain"] is None) != k["best_is_yours"]:
                 out.append(f"{step}: a gain without a recommendation (or the reverse)")
+            if "program_runs" in k:
+                out += [f"{step}: {m}" for m in standings_recomputed(k, doc["race_plan"])]
         rec = applied(step, where)
         if rec is None:
             continue
@@ -104,6 +108,36 @@ def _space(doc: dict) -> str:
     sp = doc["space"]
     return (f"{len(names)} names ({', '.join(f'`{n}`' for n in names)}) × {len(sp['ptxas'])} ptxas × "
             f"{len(sp['option_sets'])} option sets")
+
+
+def standings_recomputed(k: dict, plan: dict) -> list[str]:
+    """A program-raced kernel's final standings computed again from the program runs its record keeps."""
+    logs = race_logs(k)
+    level = rung_level(k["race"]["rungs"], plan["level"])
+    recorded = k["race"]["standings"]
+    again = judged([standing(s["label"], logs[s["label"]], level) for s in recorded], logs, plan["margin"])
+    return [f"{s['label']} recomputes to {a.ratio:.5f} [{a.low:.5f}, {a.high:.5f}] {a.verdict}, recorded "
+            f"{s['ratio']:.5f} [{s['low']:.5f}, {s['high']:.5f}] {s['verdict']}"
+            for s, a in zip(recorded, again, strict=True)
+            if a.label != s["label"] or a.verdict != s["verdict"]
+            or max(abs(a.ratio - s["ratio"]), abs(a.low - s["low"]), abs(a.high - s["high"])) > 1e-12]
+
+
+def program_tuning(where: Path | None = None) -> list[str]:
+    """``tune -- prog`` with no sources: the program's kernel raced inside it, then the proof on fresh rounds."""
+    out = []
+    for step in PROGRAM_STEPS:
+        doc, rec = tuned(step, where), applied(step, where)
+        k = doc["kernels"][0]
+        c = {x["arm"]: x for x in rec["comparisons"]}
+        pred = prediction_check(rec)
+        out.append(f"- {step}: {_space(doc)}; {len(k['distinct'])} distinct codes, raced inside the program "
+                   f"({k['race']['rounds_measured']} contender-rounds, {k['gpu_seconds']:.0f} s of program runs): "
+                   f"**{k['best']['label']}** {_iv(k['gain'])}. The proof on {rec['rounds']} fresh rounds: "
+                   f"{_iv(c['tuned'])} {c['tuned']['verdict']}, A/A {_iv(c['aa'])} {c['aa']['verdict']}; "
+                   f"{'inside' if pred['inside'] else 'outside'} the race's interval "
+                   f"({pred['difference'] * 100:+.2f} points).")
+    return out
 
 
 def _where(k: dict) -> str:
@@ -188,6 +222,13 @@ def programs(where: Path | None = None) -> list[str]:
     return out
 
 
+def program_goal(where: Path | None = None) -> str:
+    preds = [prediction_check(applied(step, where)) for step in PROGRAM_STEPS]
+    return (f"Tuned by the program itself, the proof lies inside the race's interval in "
+            f"{sum(p['inside'] for p in preds)} of {len(preds)} runs (goal: all): the race and the proof measure in "
+            "the same regime, the program's own.")
+
+
 def goals(where: Path | None = None) -> list[str]:
     ks = [k for step in STEPS for k in tuned(step, where)["kernels"]]
     sizes = sorted({len(k["distinct"]) + len(k["pruned"]) for k in ks})
@@ -232,6 +273,10 @@ def section(where: Path | None = None) -> list[str]:
     return [f"`{RUN}`, each kernel over {_space(sg)} (the FFMA matmul: {_space(tuned('ffma', where))}):", "",
             *table(where), "", "What each raced configuration measured against yours:", "", *name_effects(where),
             "", "The program, tuned and proven:", "", *programs(where), "", *goals(where), "", *regime(), "",
+            "**The program tuned by itself** (`tune -o DIR --metric 'ms=(\\S+)' -- python3 "
+            "experiments/user/ffma_matmul.py cutlass_matmul_fp32`, no sources: its kernel captured, swept, pruned, "
+            "each distinct code raced inside the program by its `ms=` line, then the proof A/B):", "",
+            *program_tuning(where), "", program_goal(where), "",
             "In the run whose space held only `{base}` and `cutlass_{base}` (ffma-trigger-names) the race's leader "
             "was recommended; since then the fewest changes among the configurations the race cannot tell apart "
             "is."]
