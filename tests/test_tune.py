@@ -543,3 +543,44 @@ def test_two_configurations_differing_by_an_option_alone_get_two_cubins(tmp_path
     tuned = build_swap(ptx, "scale_kernel", "other", rec, "best", doc, tmp_path, Cache())
     assert mine.cubin != tuned.cubin and mine.machine_code_sha256 != tuned.machine_code_sha256
     assert Path(mine.cubin).read_bytes() != Path(tuned.cubin).read_bytes()
+
+
+def _problem_record(group: str, standings: list[tuple[str, float, str]], best: str | None) -> dict:
+    """A tuned record of kernel k at one problem: candidates a rename (A), another ptxas (B), and yours (U)."""
+    sha = {"U": "u" * 64, "A": "u" * 64, "B": "b" * 64}
+    name = {"U": "k", "A": "xutlass_k", "B": "k"}
+    cands = {c: {"label": c, "name_template": "{base}", "name": name[c], "ptxas_version": "12.8.93" if c != "B"
+                 else "13.0.88", "ptxas_sha256": sha[c], "options": [], "machine_code_sha256": c * 64,
+                 "is_user": c == "U"} for c in "UAB"}
+    st = [{"label": c, "ratio": r, "low": r - 0.002, "high": r + 0.002, "verdict": v, "rounds": 20, "level": 0.95,
+           "half_width": 0.002, "p_value": 0.01} for c, r, v in standings]
+    return {"kernel": "k", "arch": "sm_90a", "status": "tuned", "entry": "k", "group_id": group, "frontend": "triton",
+            "user": cands["U"], "best": cands[best or "U"], "best_is_yours": best is None,
+            "gain": next((s for s in st if s["label"] == best), None), "distinct": list(cands.values()),
+            "race": {"standings": st}, "change": ""}
+
+
+def test_one_configuration_across_problem_sizes():
+    """Sizes that agree keep their best; sizes that disagree get the configuration faster at every one (the fewest
+    changes, its gain the size where it gains least); none faster everywhere keeps yours. (Planted: the first size's
+    best applied, as before, fails the second case.)"""
+    from ptxprobe.core.errors import SpecError
+    from ptxprobe.tune.answer import across_problems
+    from ptxprobe.tune.apply import tuned_by_entry
+
+    small = _problem_record("N=1k", [("B", 1.04, "faster"), ("A", 1.03, "faster")], "B")
+    large = _problem_record("N=16k", [("A", 1.02, "faster"), ("B", 1.01, "inconclusive")], "A")
+    assert across_problems([small]) is small
+    one = across_problems([small, large])
+    assert one["best"]["label"] == "A" and not one["best_is_yours"] and one["gain"]["ratio"] == 1.02
+    assert "repr=" in one["change"] and [a["group_id"] for a in one["across"]] == ["N=1k", "N=16k"]
+    both = _problem_record("N=16k", [("B", 1.03, "faster"), ("A", 1.02, "faster")], "B")
+    assert across_problems([small, both])["best"]["label"] == "A"  # a rename (1 change) before another ptxas (2)
+    apart = _problem_record("N=16k", [("B", 1.02, "faster"), ("A", 0.99, "slower")], "B")
+    small_a = _problem_record("N=1k", [("A", 1.04, "faster"), ("B", 0.98, "slower")], "A")
+    kept = across_problems([small_a, apart])
+    assert kept["best_is_yours"] and kept["gain"] is None and "yours stays" in kept["change"]
+    entries, notes = tuned_by_entry({"kernels": [small, large]})
+    assert entries["k"]["best"]["label"] == "A" and "faster at every one" in notes[0]
+    with pytest.raises(SpecError, match="nothing to apply"):
+        tuned_by_entry({"kernels": [small_a, apart]})

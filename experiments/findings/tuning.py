@@ -45,12 +45,6 @@ def applied(step: str, where: Path | None = None) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def _candidate(d: dict, kernel: str, arch: str) -> Candidate:
-    return Candidate(kernel, arch, d["name_template"], d["name"], d["ptxas_version"], d["ptxas_sha256"],
-                     tuple(d["options"]), d.get("machine_code_sha256"), d.get("status", "ok"), None,
-                     d.get("registers"), bool(d.get("is_user")))
-
-
 def _standing(s: dict) -> Standing:
     return Standing(s["label"], s["rounds"], s["ratio"], s["low"], s["high"], s["level"], s["verdict"],
                     s["p_value"])
@@ -59,7 +53,7 @@ def _standing(s: dict) -> Standing:
 def recommended_again(k: dict) -> str:
     """The recommendation recomputed from the final standings with the rule the record names (``prefer``; a record
     without one was made when the race's leader was always recommended)."""
-    by_label = {c["label"]: _candidate(c, k["kernel"], k["arch"]) for c in k["distinct"]}
+    by_label = {c["label"]: Candidate.from_json(c, k["kernel"], k["arch"]) for c in k["distinct"]}
     result = RaceResult(tuple(_standing(s) for s in k["race"]["standings"]), (), k["race"]["rungs"],
                         k["race"]["rounds_measured"], k["race"]["stopped_by"])
     user = by_label[k["user"]["label"]]

@@ -99,6 +99,34 @@ def kernel_answer(pruned: Pruned, result: RaceResult, *, nums: dict, gate: dict[
     return rec
 
 
+def across_problems(records: list[dict]) -> dict:
+    """One configuration for a kernel tuned at several problems (sizes): the best where they all agree; else the
+    configuration proven ``faster`` at every problem with the fewest changes (the larger worst-case gain on a tie),
+    its gain the problem where it gains least; else yours stays (no configuration is faster everywhere). The record
+    says which problems it stands for (``across``)."""
+    first = records[0]
+    if len(records) == 1:
+        return first
+    per_problem = [{s["label"]: s for s in r["race"]["standings"] if s["verdict"] == "faster"}
+                   if r.get("race") else {} for r in records]
+    everywhere = [label for label in per_problem[0] if all(label in p for p in per_problem[1:])]
+    user = Candidate.from_json(first["user"], first["kernel"], first["arch"])
+    by_label = {d["label"]: d for d in first["distinct"]}
+    across = [{"group_id": r.get("group_id"), "best": r["best"]["label"], "gain": r.get("gain")} for r in records]
+    if not everywhere:
+        return {**first, "best": first["user"], "best_is_yours": True, "gain": None, "across": across,
+                "change": "none: no configuration is faster at every problem tuned; yours stays"}
+
+    def worst(label: str) -> dict:
+        return min((p[label] for p in per_problem), key=lambda s: s["ratio"])
+
+    pick = min(everywhere, key=lambda label: (change_cost(Candidate.from_json(by_label[label], first["kernel"],
+                                                                              first["arch"]), user),
+                                               -worst(label)["ratio"]))
+    rec = {**first, "best": by_label[pick], "best_is_yours": False, "gain": worst(pick), "across": across}
+    return {**rec, "change": source_change(rec)}
+
+
 def source_change(rec: dict) -> str:
     """The one-line change that applies the best configuration to the user's source, where there is one."""
     best, user = rec.get("best"), rec.get("user")

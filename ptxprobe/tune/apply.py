@@ -22,29 +22,34 @@ from ptxprobe.ptx.rename import apply_template, renamed_ptx
 from ptxprobe.stats import paired as stats
 from ptxprobe.toolchain.assemble import assemble
 from ptxprobe.toolchain.tools import Tool, identify
-from ptxprobe.tune.answer import TUNED_STATUS
+from ptxprobe.tune.answer import TUNED_STATUS, across_problems
 
 APPLIED = "apply.json"
 ARMS = ("yours", "tuned", "aa")  # the user's own configuration, the tuned one, an A/A copy of the user's
 
 
 def tuned_by_entry(doc: dict) -> tuple[dict[str, dict], list[str]]:
-    """Each raced kernel's record by its entry (the first record of an entry when several problems were tuned),
-    and notes on entries whose problems disagree on the best."""
+    """Each raced kernel's record by its entry: one configuration across the problems it was tuned at
+    (``answer.across_problems``), and notes on entries whose problems disagree. An entry where yours stays
+    everywhere is not swapped."""
+    groups: dict[str, list[dict]] = {}
+    for rec in doc["kernels"]:
+        if rec.get("status") == TUNED_STATUS and rec.get("entry"):
+            groups.setdefault(rec["entry"], []).append(rec)
     out: dict[str, dict] = {}
     notes = []
-    for rec in doc["kernels"]:
-        if rec.get("status") != TUNED_STATUS or not rec.get("entry"):
-            continue
-        have = out.get(rec["entry"])
-        if have is None:
-            out[rec["entry"]] = rec
-        elif have["best"]["label"] != rec["best"]["label"]:
-            notes.append(f"{rec['entry']}: the problems disagree on the best ({have['best']['label']} at "
-                         f"{have.get('group_id')}, {rec['best']['label']} at {rec.get('group_id')}); the first applies")
+    for entry, recs in groups.items():
+        one = across_problems(recs)
+        if len({r["best"]["label"] for r in recs}) > 1:
+            said = ", ".join(f"{a['best']} at {a['group_id']}" for a in one["across"])
+            notes.append(f"{entry}: the problems disagree on the best ({said}); "
+                         + ("yours stays: no configuration is faster at all of them" if one["best_is_yours"]
+                            else f"{one['best']['label']} is faster at every one"))
+        if not one["best_is_yours"]:
+            out[entry] = one
     if not out:
-        raise SpecError("the tuned answer holds no raced kernel (static pruning only?): run `ptxprobe tune` on a GPU "
-                        "first")
+        raise SpecError("the tuned answer holds no raced kernel with a configuration faster than yours (static "
+                        "pruning only, or yours stays): nothing to apply; run `ptxprobe tune` on a GPU")
     return out, notes
 
 

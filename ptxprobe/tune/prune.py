@@ -44,6 +44,14 @@ class Candidate:
         """How the candidate is named in the answer and the race: name, ptxas release, options (unique per kernel)."""
         return f"{self.name} | ptxas {self.ptxas_tag or self.ptxas_version} | {' '.join(self.options) or 'default'}"
 
+    @classmethod
+    def from_json(cls, d: dict, kernel: str, arch: str) -> Candidate:
+        """A candidate as ``to_json`` wrote it in tuned.json (its label's ptxas tag kept)."""
+        tag = d["label"].split(" | ptxas ")[1].split(" | ")[0] if " | ptxas " in d.get("label", "") else ""
+        return cls(kernel, arch, d["name_template"], d["name"], d["ptxas_version"], d["ptxas_sha256"],
+                   tuple(d["options"]), d.get("machine_code_sha256"), d.get("status", "ok"), None, d.get("registers"),
+                   bool(d.get("is_user")), "" if tag == d["ptxas_version"] else tag)
+
     def to_json(self) -> dict:
         return {"label": self.label, "name_template": self.name_template, "name": self.name,
                 "ptxas_version": self.ptxas_version, "ptxas_sha256": self.ptxas_sha256, "options": list(self.options),
