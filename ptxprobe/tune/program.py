@@ -65,18 +65,26 @@ def captured_sources(argv: list[str], out: Path, timeout: float) -> tuple[list, 
 def race_program(static: dict[tuple, Pruned], kernels: list, doc: dict, race_: ProgramRace, out: Path,
                  cache: Cache, log=lambda text: None) -> list[dict]:
     """Each captured kernel with something to race, raced inside the program: its tuned.json records."""
-    by_entry = {k.entry: k for k in kernels}
     records = []
     for (_, _arch), pruned in static.items():
         if pruned.user is None:
             raise ToolFailed(f"{pruned.kernel}: your own configuration did not assemble (see the static sweep)")
-        k = by_entry.get(pruned.user.name)
+        k = _captured(pruned, kernels)
         contenders = [c for c in pruned.distinct if not c.is_user]
         if k is None or not contenders:
             records.append(static_answer(pruned, {"entry": pruned.user.name, "source_kind": "program"}))
             continue
         records.append(_race_kernel(pruned, contenders, k, doc, race_, out, cache, log))
     return records
+
+
+def _captured(pruned: Pruned, kernels: list):
+    """The captured kernel a pruned source is: its PTX file (the sweep labels a PTX file by its name) and entry;
+    one entry compiled in several specialisations is several files, each raced on its own."""
+    for k in kernels:
+        if k.entry == pruned.user.name and pruned.kernel.split(":")[0] == Path(k.ptx).name:
+            return k
+    return next((k for k in kernels if k.entry == pruned.user.name), None)
 
 
 def _race_kernel(pruned: Pruned, contenders: list[Candidate], k, doc: dict, race_: ProgramRace, out: Path,
