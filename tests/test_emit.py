@@ -48,6 +48,21 @@ def test_specialisation_mirrors_triton_launch():
     assert "N_CTX" not in s2.signature_names_with_attrs()
 
 
+def test_a_cached_specialisation_is_the_one_computed(tmp_path):
+    """The disk cache stores JSON with sorted keys: a specialisation read back must keep the parameters' order, or
+    its divisibility (indices into that order) names other parameters, the emit key changes (Triton compiled again)
+    and results record the wrong ``divisible_by_16``."""
+    fam = registry.family("attention")
+    spec = fam.spec("fp16", 128, False)
+    args = fam.launch_args(spec, registry.Problem(seq_len=4096), None)
+    cache = Cache(tmp_path)
+    fresh = tsrc.cached_specialize(fam.fn, args, cache)
+    again = tsrc.cached_specialize(fam.fn, args, cache)  # from the cache
+    assert list(again.signature) == list(fresh.signature) == [p.name for p in fam.fn.params]
+    assert again.to_json() == fresh.to_json() and again.attrs == fresh.attrs
+    assert tsrc.emit_key(fam.fn, again, "sm_90a", {}) == tsrc.emit_key(fam.fn, fresh, "sm_90a", {})
+
+
 def test_bad_spec_axes():
     fam = registry.family("attention")
     with pytest.raises(SpecError, match="dtype"):

@@ -116,8 +116,11 @@ def cached_specialize(fn, args: list, cache: Cache) -> Specialization:
     key = stage_key("triton-specialization", fn=fn.cache_key, args=described,
                     compiler=compiler_identity()["triton_key"])
     rec = cache.get_json("triton-specialization", key)
-    if rec is not None:
-        return Specialization(rec["signature"], rec["constexprs"], {(i,): a for i, a in rec["attrs"]})
+    if rec is not None:  # the cache sorts JSON keys: put the parameters back in order (attrs index into it)
+        order = [p.name for p in fn.params]
+        return Specialization({n: rec["signature"][n] for n in order if n in rec["signature"]},
+                              {n: rec["constexprs"][n] for n in order if n in rec["constexprs"]},
+                              {(i,): a for i, a in rec["attrs"]})
     sp = specialize(fn, args)
     try:
         cache.put_json("triton-specialization", key, {"signature": sp.signature, "constexprs": sp.constexprs,
