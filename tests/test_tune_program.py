@@ -97,3 +97,20 @@ def test_the_standings_follow_from_the_runs_the_record_keeps(tmp_path):
     for s, recorded in zip(again, k["race"]["standings"], strict=True):
         assert s.label == recorded["label"] and s.verdict == recorded["verdict"]
         assert np.allclose([s.ratio, s.low, s.high], [recorded["ratio"], recorded["low"], recorded["high"]])
+
+
+def test_a_bad_metric_is_refused_before_the_program_runs_and_a_non_number_is_the_programs_failure(tmp_path, capsys):
+    """--metric: a pattern that is no regular expression, or has more than one group, is bad usage (exit 2, one
+    line, nothing run); a match that is not a number is a run without a measure (exit 3), never an internal error."""
+    prog = tmp_path / "prog.py"
+    prog.write_text(_program("'fast'"))  # prints ms=fast
+    for metric in ("ms=(", r"(ms)=(\S+)"):
+        for argv in (["tune", "-o", str(tmp_path / "bad")], ["apply", str(tmp_path / "bad")]):
+            rc = main([*argv, "--metric", metric, "--", sys.executable, str(prog)])
+            err = capsys.readouterr().err.strip().splitlines()
+            assert rc == 2 and len(err) == 1 and "--metric" in err[0], (metric, argv, err)
+    assert not (tmp_path / "bad").exists()
+    rc = main(["tune", "-q", "-o", str(tmp_path / "t"), "--names", "{base}", "--ptxas", "", "--options",
+               "default;-O0", "--metric", r"ms=(\S+)", "--", sys.executable, str(prog)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 3 and len(err) == 1 and "no number for --metric" in err[0], err

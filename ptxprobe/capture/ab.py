@@ -118,7 +118,10 @@ def _measure(stdout: str, metric: re.Pattern | None, seconds: float) -> float | 
     if not found:
         return None
     last = found[-1]
-    return float(last[0] if isinstance(last, tuple) else last)
+    try:
+        return float(last[0] if isinstance(last, tuple) else last)
+    except ValueError:  # matched, but not a number: the run has no measure (its note says so)
+        return None
 
 
 def _report_lines(arm: Arm) -> list[str]:
@@ -160,7 +163,7 @@ def run_rounds(argv: list[str], arms: list[Arm], out: Path, rounds: int, timeout
             elif mismatched:  # part of the program ran its own cubins: the run measured a mixture
                 note, value = f"PTX differs from the capture for {', '.join(mismatched)[:120]}", None
             elif res.ok and value is None:
-                note = f"no match for --metric {metric!r} in the output"
+                note = f"no number for --metric {metric!r} in the output"
             runs.append(Run(label, r, pos, res.ok, round(secs, 4), value, swapped, note))
         log(f"round {r + 1}/{rounds}: " + ", ".join(f"{x.arm} {x.value if x.value is not None else 'x'}"
                                                      for x in runs[-len(arms):]))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 from dataclasses import dataclass
 
 from ptxprobe import __version__
@@ -37,6 +38,17 @@ def _seconds(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
     return value
+
+
+def metric_regex(text: str) -> str:
+    """``--metric``: a regular expression with one group at most (the number is the group, or the whole match)."""
+    try:
+        groups = re.compile(text).groups
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"not a regular expression ({exc}): {text!r}") from None
+    if groups > 1:
+        raise argparse.ArgumentTypeError(f"one group (the number) at most, got {groups}: {text!r}")
+    return text
 
 
 def _at_least(low: int):
@@ -301,7 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "control names and an A/A copy, each arm assembled by one ptxas (ab.json)")
     s.add_argument("--rounds", type=_at_least(1), default=10,
                    help="with --run: rounds (every arm once each, random order); verdicts need at least 6")
-    s.add_argument("--metric", metavar="REGEX",
+    s.add_argument("--metric", metavar="REGEX", type=metric_regex,
                    help="with --run: measure a number the program prints (one group, smaller is better) instead "
                         "of its wall time")
     s.add_argument("--ab-ptxas", default="triton", metavar="VERSION",

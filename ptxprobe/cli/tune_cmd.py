@@ -117,8 +117,10 @@ def program_args(s, seconds, at_least, *, rounds: int, what: str) -> None:
                    help=f"with a program: 0 runs it once with the tuned kernels; N: A/B of N rounds against your "
                         f"configuration and an A/A copy (verdicts need at least 6; default {rounds})")
     s.set_defaults(default_rounds=rounds)
-    s.add_argument("--metric", metavar="REGEX", help="with a program: measure a number it prints (smaller is "
-                                                     "better) instead of its wall time")
+    from ptxprobe.cli.parser import metric_regex
+
+    s.add_argument("--metric", metavar="REGEX", type=metric_regex,
+                   help="with a program: measure a number it prints (smaller is better) instead of its wall time")
     s.add_argument("--program-timeout", type=seconds, default=1800.0, help="seconds the program may run")
 
 
