@@ -189,7 +189,9 @@ def show_tuned(doc: dict, path: Path) -> None:
     """The one-screen answer: per kernel the best, its gain [interval], the runner-up, codes timed of candidates."""
     from ptxprobe.tune.answer import table_rows
 
-    gpu = (doc.get("gpu") or {}).get("gpu") or "no GPU: static pruning only"
+    raced_in_program = doc.get("program") and doc.get("race_plan")  # the program had the GPU, not ptxprobe
+    gpu = (doc.get("gpu") or {}).get("gpu") or ("raced inside the program" if raced_in_program
+                                                else "no GPU: static pruning only")
     show(table(f"tuned ({gpu}; gain = your time / its time, > 1 faster) -> {path}",
                ["kernel", "arch", "best", "gain [interval]", "runner-up", "codes", "GPU s"], table_rows(doc)))
     for k in doc["kernels"]:
