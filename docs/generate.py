@@ -180,11 +180,25 @@ def method_constants() -> str:
     return "\n".join(["| what | value |", "|---|---|", *(f"| {a} | {b} |" for a, b in rows)])
 
 
+def cache_stages() -> str:
+    """The cache's stages (each a namespace of ``ptxprobe cache info`` and ``cache clear --stage``)."""
+    from ptxprobe.core.stages import STAGES
+
+    rows = ["| stage (cache namespace) | keyed by | holds | ptxprobe code in the key |", "|---|---|---|---|"]
+    for st in STAGES.values():
+        code = f"`{st.code}` and what it imports" if st.code else "none: ptxas's own output"
+        held = st.output if st.cached else f"{st.output} (computed on every call, not stored)"
+        rows.append(f"| `{st.name}` | {', '.join(f'`{i}`' for i in st.inputs)} | {_cell(held)} | {code} |")
+    rows.append("| `cubin` | the cubin's sha256 | the cubin bytes an assembly wrote (content-addressed) | none |")
+    return "\n".join(rows)
+
+
 BLOCKS = {
     "schema.md": {"columns": columns},
     "spec.md": {"sweep-defaults": sweep_defaults, "run-defaults": run_defaults,
                 "timing-defaults": timing_defaults, "launch-keys": launch_keys},
     "gpu-method.md": {"method-constants": method_constants},
+    "development.md": {"cache-stages": cache_stages},
 }
 
 

@@ -29,7 +29,7 @@ def test_generated_docs_are_current():
 def test_the_docs_check_can_fail(tmp_path, monkeypatch):
     """A planted change to a generated default, a column and an option is seen."""
     mod = _generator()
-    for page in ("gpu-method.md", "schema.md", "cli.md"):
+    for page in ("gpu-method.md", "schema.md", "cli.md", "development.md"):
         (tmp_path / page).write_text((ROOT / "docs" / page).read_text())
     for page in ("spec.md",):
         (tmp_path / page).write_text((ROOT / "docs" / page).read_text())
@@ -37,7 +37,9 @@ def test_the_docs_check_can_fail(tmp_path, monkeypatch):
     assert mod.main(["--check"]) == 0
     for page, old, new in (("gpu-method.md", "| 0.1 s |", "| 0.2 s |"),
                            ("schema.md", "- `verdict` (str, always set)", "- `verdict` (str)"),
-                           ("cli.md", "| `--timeout` | TIMEOUT | `600.0` |", "| `--timeout` | TIMEOUT | `60.0` |")):
+                           ("cli.md", "| `--timeout` | TIMEOUT | `600.0` |", "| `--timeout` | TIMEOUT | `60.0` |"),
+                           ("development.md", "| `registry-index` | `kernels`, `triton`, `env` |",
+                            "| `registry-index` | `kernels`, `triton` |")):
         path = tmp_path / page
         good = path.read_text()
         assert old in good, (page, old)

@@ -159,6 +159,9 @@ def cmd_tune(args) -> int:
                             program_race_plan(args.rounds, args.prefer))
         outcome = run_program_tune(req, race_, progress=progress, notify=notify)
     else:
+        if args.program:  # sources or axes given beside the program: the program is the proof, not the subject
+            notify("tuning the sources and experiment given; the program after -- only runs the proof (give the "
+                   "program alone to tune its own kernels)")
         outcome = run_tune(plan_tune(req), progress=progress, notify=notify)
     doc = outcome.doc
     if outcome.static_only_reason:
