@@ -14,7 +14,7 @@ import textwrap
 import pytest
 
 from ptxprobe.cli import main
-from ptxprobe.tune.program import ProgramRace, program_race_plan, run_program_tune
+from ptxprobe.tune.program import ProgramRace, program_race_plan, race_program, run_program_tune
 from ptxprobe.tune.run import TuneRequest
 from tests.ptx_text import SCALE_KERNEL_PROGRAM
 
@@ -116,3 +116,23 @@ def test_a_bad_metric_is_refused_before_the_program_runs_and_a_non_number_is_the
                "default;-O0", "--metric", r"ms=(\S+)", "--", sys.executable, str(prog)])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 3 and len(err) == 1 and "no number for --metric" in err[0], err
+
+
+def test_a_cute_dsl_kernel_of_the_program_is_pruned_and_said_not_raced(tmp_path):
+    """The capture hook swaps Triton's kernels only: a CuTe DSL kernel the program compiled keeps its static answer
+    (its distinct codes) with the reason, and the program is not run for it."""
+    from ptxprobe.capture.program import CapturedKernel
+    from ptxprobe.core.cache import Cache
+    from ptxprobe.tune.prune import Candidate, Pruned
+
+    def cand(name, sha, user):
+        return Candidate("k.ptx", "sm_90a", "{base}", name, "12.8.93", "p" * 64, (), sha, is_user=user)
+
+    user, other = cand("kernel_cutlass_k", "a" * 64, True), cand("kernel_xutlass_k", "b" * 64, False)
+    pruned = Pruned("k.ptx", "sm_90a", user, (user, other), ())
+    k = CapturedKernel("kernel_cutlass_k", "sm_90a", "ptx/k.ptx", "c" * 64, {}, "k.ptx", "cute-dsl")
+    said = []
+    never = ProgramRace(("false",), None, 1.0, program_race_plan(6, "simplest"))  # would fail if it ran
+    (rec,) = race_program({("k.ptx", "sm_90a"): pruned}, [k], {}, never, tmp_path, Cache(), log=said.append)
+    assert rec["status"] == "static-only" and "cute-dsl" in rec["note"] and len(rec["distinct"]) == 2
+    assert said and "not raced" in said[0]

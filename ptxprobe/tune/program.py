@@ -32,6 +32,7 @@ from ptxprobe.tune.run import TuneOutcome, TuneRequest, plan_tune, static_prunin
 
 CAPTURE_DIR, ARMS_DIR = "capture", "arms"
 PROGRAM_GATE = "program"  # the gate's name in tuned.json: the program's own checks, and the hook's swap
+SWAPPABLE = ("triton", "gluon")  # the frontends whose kernels capture.swap loads in place of the program's own
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,13 @@ def race_program(static: dict[tuple, Pruned], kernels: list, doc: dict, race_: P
             raise ToolFailed(f"{pruned.kernel}: your own configuration did not assemble (see the static sweep)")
         k = _captured(pruned, kernels)
         contenders = [c for c in pruned.distinct if not c.is_user]
-        if k is None or not contenders:
-            records.append(static_answer(pruned, {"entry": pruned.user.name, "source_kind": "program"}))
+        target = {"entry": pruned.user.name, "source_kind": "program"}
+        if k is not None and k.frontend not in SWAPPABLE and contenders:
+            log(f"{k.entry[:60]}: {k.frontend} kernels are not raced (the capture hook swaps {', '.join(SWAPPABLE)} "
+                "kernels only); its distinct codes are in tuned.json")
+            target["note"] = f"not raced: the capture hook cannot swap a {k.frontend} kernel into the program"
+        if k is None or not contenders or "note" in target:
+            records.append(static_answer(pruned, target))
             continue
         records.append(_race_kernel(pruned, contenders, k, doc, race_, out, cache, log))
     return records
