@@ -186,7 +186,8 @@ def table_rows(doc: dict) -> list[list[str]]:
                                                                                else ""))
         codes = f"{len(k['distinct'])}/{len(k['distinct']) + len(k['pruned'])}"
         if k["status"] == STATIC_ONLY:
-            rows.append([where, k["arch"], "not timed (no GPU)", "-", "-", codes, "-"])
+            rows.append([where, k["arch"], "not raced (tuned.json: note)" if k.get("note") else "not timed (no GPU)",
+                         "-", "-", codes, "-"])
             continue
         g = k["gain"]
         best = "keep yours" if k["best_is_yours"] else k["best"]["label"]
