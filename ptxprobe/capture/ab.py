@@ -38,7 +38,7 @@ from ptxprobe.toolchain.tools import Tool
 AB = "ab.json"
 ROLES = ("baseline", "trigger", "control")
 DEFAULT_TEMPLATES = ("{base}", "cutlass_{base}", "xutlass_{base}")
-MIN_ROUNDS = 6  # fewer paired rounds give a bootstrap interval that means nothing (3 rounds: 10 resamples)
+MIN_ROUNDS = 6  # the fewest rounds whose exact signed-rank interval can exclude 1 (5 rounds: p >= 0.0625)
 
 
 @dataclass(frozen=True)
@@ -170,12 +170,14 @@ def run_rounds(argv: list[str], arms: list[Arm], out: Path, rounds: int, timeout
     return runs
 
 
-def compare(runs: list[Run], margin: float = stats.EQUIVALENCE_MARGIN, seed: int = 0, baseline: str = "baseline",
+def compare(runs: list[Run], margin: float = stats.EQUIVALENCE_MARGIN, baseline: str = "baseline",
             arms: tuple[str, ...] = ("trigger", "control", "aa")) -> list[dict]:
     """Each of ``arms`` against ``baseline``, round by round (rounds where either run was discarded are dropped):
-    Hodges-Lehmann with the signed-rank interval, a direction only when the sign-flip test also rejects; with fewer
-    than ``MIN_ROUNDS`` usable rounds the verdict is ``too_few_runs``. (``tune.apply`` compares its arms here too:
-    its baseline is ``yours``, so its rows hold ``yours_median``.)"""
+    Hodges-Lehmann with the exact signed-rank interval and the ±margin decision (``stats.decide``), the signed-rank
+    p-value beside it; with fewer than ``MIN_ROUNDS`` usable rounds the verdict is ``too_few_runs``. The exact
+    interval holds its level at the handful of rounds a program affords (a BCa bootstrap did not:
+    tests/test_capture_ab.py measures both). (``tune.apply`` compares its arms here too: its baseline is ``yours``,
+    so its rows hold ``yours_median``.)"""
     by = {(x.arm, x.round): x.value for x in runs}
     rounds = sorted({x.round for x in runs})
     rows = []
@@ -186,26 +188,14 @@ def compare(runs: list[Run], margin: float = stats.EQUIVALENCE_MARGIN, seed: int
         if len(pairs) >= MIN_ROUNDS:
             logs = stats.log_ratios([b for b, _ in pairs], [v for _, v in pairs])
             iv = stats.paired_interval(logs, method="signed-rank")
-            p = stats.sign_flip_pvalue(logs, seed=seed)
             row.update(ratio=iv.estimate, low=iv.low, high=iv.high, half_width=stats.half_width(iv),
-                       verdict=small_sample_verdict(iv, p, margin), p_value=p, ci_method="signed-rank",
-                       **{f"{baseline}_median": float(np.median([b for b, _ in pairs]))},
+                       verdict=stats.decide(iv, margin), p_value=stats.signed_rank_pvalue(logs),
+                       ci_method="signed-rank", **{f"{baseline}_median": float(np.median([b for b, _ in pairs]))},
                        arm_median=float(np.median([v for _, v in pairs])))
         else:
             row.update(verdict="too_few_runs")
         rows.append(row)
     return rows
-
-
-def small_sample_verdict(iv: stats.Interval, p_value: float, margin: float = stats.EQUIVALENCE_MARGIN,
-                         alpha: float = 0.05) -> str:
-    """A direction needs the interval to exclude 1 *and* the exact sign-flip test to reject: with the handful of
-    rounds a whole program allows, the bootstrap interval alone calls A/A differences far above its nominal 5 %
-    (seen at 6-12 rounds in tests/test_capture_ab.py); the sign-flip test is exact at any number of rounds."""
-    verdict = stats.decide(iv, margin)
-    if verdict in stats.SIGNIFICANT and p_value > alpha:  # a claimed effect, beyond the margin or inside it
-        return stats.INCONCLUSIVE
-    return verdict
 
 
 def calibration_failed(rows: list[dict]) -> bool:

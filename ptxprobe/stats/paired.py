@@ -137,17 +137,6 @@ def paired_interval(logs, level: float = 0.95, n_boot: int = 2000, seed: int = 0
     return Interval(float(np.exp(est)), float(np.exp(lo)), float(np.exp(hi)), level)
 
 
-def sign_flip_pvalue(logs, n_perm: int = 4000, seed: int = 0) -> float:
-    """Two-sided randomisation test of 'no difference' (paired contrasts symmetric about 0), HL statistic."""
-    x = np.asarray(logs, dtype=float)
-    if x.size == 0 or np.all(x == 0):
-        return 1.0
-    obs = abs(float(hodges_lehmann(x)))
-    signs = np.random.default_rng(seed).choice((-1.0, 1.0), size=(n_perm, x.size))
-    null = np.abs(hodges_lehmann(signs * x))
-    return float((1 + np.sum(null >= obs - 1e-15)) / (n_perm + 1))
-
-
 def decide(iv: Interval, margin: float = EQUIVALENCE_MARGIN, q_value: float | None = None) -> str:
     """The verdict on one comparison (the rule ``VERDICT_RULE`` names).
 

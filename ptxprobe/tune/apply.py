@@ -129,9 +129,9 @@ def program_env(arms_dir: Path) -> dict[str, str]:
             "TRITON_CACHE_DIR": str((arms_dir / "triton-cache").resolve())}
 
 
-def compare_arms(runs: list, margin: float = stats.EQUIVALENCE_MARGIN, seed: int = 0) -> list[dict]:
+def compare_arms(runs: list, margin: float = stats.EQUIVALENCE_MARGIN) -> list[dict]:
     """The tuned arm and the A/A copy against the user's arm: ``capture.ab.compare``'s rule and rows."""
-    return compare(runs, margin, seed, baseline=ARMS[0], arms=ARMS[1:])
+    return compare(runs, margin, baseline=ARMS[0], arms=ARMS[1:])
 
 
 def apply_program(doc: dict, argv: list[str], out: Path, *, rounds: int, metric: str | None, timeout: float,
