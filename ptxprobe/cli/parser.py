@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import re
 from dataclasses import dataclass
 
 from ptxprobe import __version__
@@ -38,17 +37,6 @@ def _seconds(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
     return value
-
-
-def metric_regex(text: str) -> str:
-    """``--metric``: a regular expression with one group at most (the number is the group, or the whole match)."""
-    try:
-        groups = re.compile(text).groups
-    except re.error as exc:
-        raise argparse.ArgumentTypeError(f"not a regular expression ({exc}): {text!r}") from None
-    if groups > 1:
-        raise argparse.ArgumentTypeError(f"one group (the number) at most, got {groups}: {text!r}")
-    return text
 
 
 def _at_least(low: int):
@@ -141,6 +129,9 @@ def _sub(sub, name: str, help_text: str, func_name: str, epilog: str = EPILOG) -
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from ptxprobe.cli.tune_cmd import add_parsers as add_tune_parsers
+    from ptxprobe.cli.tune_cmd import metric_regex  # --metric of capture, tune and apply: one definition
+
     p = _Parser(prog="ptxprobe", formatter_class=_Formatter, epilog=EPILOG,
                                 description="What does ptxas do differently depending on a kernel's entry name?")
     p.add_argument("--version", action="version", version=f"ptxprobe {__version__}")
@@ -383,7 +374,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("cubin", help="cubin file")
     _common(s, None)
 
-    from ptxprobe.cli.tune_cmd import add_parsers as add_tune_parsers
 
     add_tune_parsers(sub, _Formatter, _common, _seconds, _at_least)
     return p

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -84,6 +86,17 @@ def add_parsers(sub, formatter, common, seconds, at_least) -> None:
     common(s, "print apply.json as one JSON document")
 
 
+def metric_regex(text: str) -> str:
+    """``--metric``: a regular expression with one group at most (the number is the group, or the whole match)."""
+    try:
+        groups = re.compile(text).groups
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"not a regular expression ({exc}): {text!r}") from None
+    if groups > 1:
+        raise argparse.ArgumentTypeError(f"one group (the number) at most, got {groups}: {text!r}")
+    return text
+
+
 def rounds_for_verdicts(text: str) -> int:
     """``--rounds``: 0 (run the program once) or enough rounds for a verdict (``capture.ab.MIN_ROUNDS``)."""
     import argparse
@@ -117,8 +130,6 @@ def program_args(s, seconds, at_least, *, rounds: int, what: str) -> None:
                    help=f"with a program: 0 runs it once with the tuned kernels; N: A/B of N rounds against your "
                         f"configuration and an A/A copy (verdicts need at least 6; default {rounds})")
     s.set_defaults(default_rounds=rounds)
-    from ptxprobe.cli.parser import metric_regex
-
     s.add_argument("--metric", metavar="REGEX", type=metric_regex,
                    help="with a program: measure a number it prints (smaller is better) instead of its wall time")
     s.add_argument("--program-timeout", type=seconds, default=1800.0, help="seconds the program may run")
