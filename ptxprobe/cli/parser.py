@@ -374,6 +374,5 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("cubin", help="cubin file")
     _common(s, None)
 
-
     add_tune_parsers(sub, _Formatter, _common, _seconds, _at_least)
     return p

@@ -99,8 +99,6 @@ def metric_regex(text: str) -> str:
 
 def rounds_for_verdicts(text: str) -> int:
     """``--rounds``: 0 (run the program once) or enough rounds for a verdict (``capture.ab.MIN_ROUNDS``)."""
-    import argparse
-
     from ptxprobe.capture.ab import MIN_ROUNDS
 
     try:

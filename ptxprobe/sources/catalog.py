@@ -47,8 +47,7 @@ def _index_key(version: str | None, env: tuple) -> str:
 
 def family_catalog() -> tuple[dict[str, FamilyInfo], dict[str, str]]:
     """Every registered family this Triton builds -> what it supports, and the others -> why not."""
-    version = registry.installed_triton()
-    return _catalog_for(_index_key(version, tuple(compiler_env().items())), version)
+    return _catalog_for(index_key(), registry.installed_triton())
 
 
 @functools.cache

@@ -272,13 +272,8 @@ def _load_module(km: KernelModule, version: str | None) -> tuple[dict[str, Kerne
 
 
 def families() -> dict[str, KernelFamily]:
-    """The families the installed Triton can build (see :func:`unavailable` for the others)."""
+    """The families the installed Triton can build (``sources.catalog.family_catalog`` says why not the others)."""
     return dict(_load()[0])
-
-
-def unavailable() -> dict[str, str]:
-    """Registered families the installed Triton cannot build -> the one-line reason (naming what they need)."""
-    return dict(_load()[1])
 
 
 def family(name: str) -> KernelFamily:

@@ -132,9 +132,8 @@ def _race_kernel(pruned: Pruned, contenders: list[Candidate], k, doc: dict, race
         bad = next((r for r in runs if r.value is None), None)
         if bad is not None:
             raise ToolFailed(f"the program failed in the race (arm {bad.arm}, round {bad.round + 1}): {bad.note}")
-        value = {(r.arm, r.round): r.value for r in runs}
-        done = sorted({r.round for r in runs})
-        return {x: [math.log(value[(user_id, i)] / value[(ids[x], i)]) for i in done] for x in labels}
+        logs = paired_logs({(r.arm, r.round): r.value for r in runs}, user_id)
+        return {x: logs[ids[x]] for x in labels}
 
     result = race(racing, measure, race_.plan)
     target = {"group_id": k.entry, "source_kind": "program", "entry": k.entry, "ptx_sha256": k.ptx_sha256,
@@ -187,8 +186,14 @@ def race_logs(rec: dict) -> dict[str, list[float]]:
     pr = rec["program_runs"]
     logs: dict[str, list[float]] = {}
     for runs in pr["calls"][1:]:
-        value = {(r["arm"], r["round"]): r["value"] for r in runs}
-        for (arm, rnd), v in sorted(value.items()):
-            if arm != pr["user_arm"]:
-                logs.setdefault(pr["arms"][arm], []).append(math.log(value[(pr["user_arm"], rnd)] / v))
+        for arm, x in paired_logs({(r["arm"], r["round"]): r["value"] for r in runs}, pr["user_arm"]).items():
+            logs.setdefault(pr["arms"][arm], []).extend(x)
     return logs
+
+
+def paired_logs(values: dict[tuple[str, int], float], user_arm: str) -> dict[str, list[float]]:
+    """One call's program runs ((arm, round) -> measure) as each other arm's log(yours / its), round by round:
+    what the race's ``measure`` returns and what the kept runs give again."""
+    rounds = sorted({r for _, r in values})
+    arms = sorted({a for a, _ in values} - {user_arm})
+    return {a: [math.log(values[(user_arm, r)] / values[(a, r)]) for r in rounds] for a in arms}
