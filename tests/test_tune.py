@@ -571,10 +571,12 @@ def test_one_configuration_across_problem_sizes():
     small = _problem_record("N=1k", [("B", 1.04, "faster"), ("A", 1.03, "faster")], "B")
     large = _problem_record("N=16k", [("A", 1.02, "faster"), ("B", 1.01, "inconclusive")], "A")
     assert across_problems([small]) is small
+    agreed = _problem_record("N=16k", [("B", 1.05, "faster"), ("A", 1.01, "faster")], "B")
+    assert across_problems([small, agreed]) is small  # both races chose B: A, simpler yet clearly slower, is not it
     one = across_problems([small, large])
     assert one["best"]["label"] == "A" and not one["best_is_yours"] and one["gain"]["ratio"] == 1.02
     assert "repr=" in one["change"] and [a["group_id"] for a in one["across"]] == ["N=1k", "N=16k"]
-    both = _problem_record("N=16k", [("B", 1.03, "faster"), ("A", 1.02, "faster")], "B")
+    both = _problem_record("N=16k", [("A", 1.03, "faster"), ("B", 1.02, "faster")], "A")
     assert across_problems([small, both])["best"]["label"] == "A"  # a rename (1 change) before another ptxas (2)
     apart = _problem_record("N=16k", [("B", 1.02, "faster"), ("A", 0.99, "slower")], "B")
     small_a = _problem_record("N=1k", [("A", 1.04, "faster"), ("B", 0.98, "slower")], "A")

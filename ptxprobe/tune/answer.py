@@ -105,7 +105,7 @@ def across_problems(records: list[dict]) -> dict:
     its gain the problem where it gains least; else yours stays (no configuration is faster everywhere). The record
     says which problems it stands for (``across``)."""
     first = records[0]
-    if len(records) == 1:
+    if len({r["best"]["label"] for r in records}) == 1:  # one problem, or every problem's race chose the same
         return first
     per_problem = [{s["label"]: s for s in r["race"]["standings"] if s["verdict"] == "faster"}
                    if r.get("race") else {} for r in records]
