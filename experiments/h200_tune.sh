@@ -17,13 +17,20 @@
 #   program  the FFMA matmul's program given alone: `ptxprobe tune ... -- python3 experiments/user/ffma_matmul.py
 #          cutlass_matmul_fp32` captures its kernel, prunes, races each distinct code inside the program by its ms=
 #          line, then the proof A/B; $OUT/h200-tune-program.{txt,json,tar.gz}, $OUT/h200-tune-program-apply.json
+#   cute   a CuTe DSL program: the GPU test of apply's JIT swap (tests/test_gpu_cute.py), then CUTLASS's FA2 example
+#          (fetched into external/) run by its own run() through experiments/external/cute_fa2_program.py, tuned
+#          by its us= line: its kernel's name as the DSL gives it (cutlass) against the trigger-free spelling, your
+#          own ptxas, raced inside the program, then the proof A/B; the DSL's wheels (cp312) must be in .whl/;
+#          $OUT/h200-tune-cute.{txt,json,tar.gz}, $OUT/h200-tune-cute-apply.json, $OUT/gpu-test-cute.log
 # Each step prints its exit code (0: yours stays, 1: a faster configuration found) and a short table.
 set -uo pipefail
 if [ -z "${DRY_RUN:-}" ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 2
   ln -sfn "$PWD/kernels" /tmp/site/ptxprobe_kernels
   [ -f .whl/toolchains.tar.xz ] && tar -C /tmp -xJf .whl/toolchains.tar.xz  # ptxas releases the image lacks
-  export PYTHONPATH="/tmp/site:$PWD" PTXPROBE_CACHE=/tmp/ptxprobe-cache PTXPROBE_TOOLCHAINS=/tmp/toolchains
+  # the CuTe DSL's .pth (which puts its dsl_packages on sys.path) is not read from a PYTHONPATH entry: named here
+  export PYTHONPATH="/tmp/site/nvidia_cutlass_dsl/dsl_packages:/tmp/site:$PWD" PTXPROBE_CACHE=/tmp/ptxprobe-cache \
+    PTXPROBE_TOOLCHAINS=/tmp/toolchains
   RUN=()
 else
   export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -91,5 +98,12 @@ for what in "$@"; do case "$what" in
   program) step h200-tune-program "${SECONDS_PROGRAM:-560}" --names '{base},{base_triggered},{base_untriggered}' \
            --rounds "${APPLY_ROUNDS:-8}" --metric 'ms=(\S+)' -- python3 experiments/user/ffma_matmul.py cutlass_matmul_fp32
          cp "$RUNS/h200-tune-program/apply/apply.json" "$OUT/h200-tune-program-apply.json" 2>/dev/null ;;
-  *) echo "unknown step $what (tune, sgemm, ffma, proof, program)"; exit 2 ;;
+  cute)  timeout -s INT "${SECONDS_CUTE_TEST:-240}" python3 -m pytest -q -p no:cacheprovider -o addopts="" \
+           tests/test_gpu_cute.py -m gpu > "$OUT/gpu-test-cute.log" 2>&1
+         echo "gpu-test-cute: exit $?" | tee -a "$OUT/status.txt"; tail -3 "$OUT/gpu-test-cute.log"
+         step h200-tune-cute "${SECONDS_CUTE:-480}" --names '{base},{base_untriggered}' --ptxas '' \
+           --options "${CUTE_OPTIONS:-default}" --rounds "${APPLY_ROUNDS:-6}" --metric 'us=(\S+)' \
+           -- python3 experiments/external/cute_fa2_program.py
+         cp "$RUNS/h200-tune-cute/apply/apply.json" "$OUT/h200-tune-cute-apply.json" 2>/dev/null ;;
+  *) echo "unknown step $what (tune, sgemm, ffma, proof, program, cute)"; exit 2 ;;
 esac; done

@@ -118,9 +118,9 @@ def test_a_bad_metric_is_refused_before_the_program_runs_and_a_non_number_is_the
     assert rc == 3 and len(err) == 1 and "no number for --metric" in err[0], err
 
 
-def test_a_cute_dsl_kernel_of_the_program_is_pruned_and_said_not_raced(tmp_path):
-    """The capture hook swaps Triton's kernels only: a CuTe DSL kernel the program compiled keeps its static answer
-    (its distinct codes) with the reason, and the program is not run for it."""
+def test_a_kernel_the_hook_cannot_swap_is_pruned_and_said_not_raced(tmp_path):
+    """The capture hook swaps Triton's and the CuTe DSL's kernels: a kernel of another frontend keeps its static
+    answer (its distinct codes) with the reason, and the program is not run for it."""
     from ptxprobe.capture.program import CapturedKernel
     from ptxprobe.core.cache import Cache
     from ptxprobe.tune.prune import Candidate, Pruned
@@ -130,9 +130,9 @@ def test_a_cute_dsl_kernel_of_the_program_is_pruned_and_said_not_raced(tmp_path)
 
     user, other = cand("kernel_cutlass_k", "a" * 64, True), cand("kernel_xutlass_k", "b" * 64, False)
     pruned = Pruned("k.ptx", "sm_90a", user, (user, other), ())
-    k = CapturedKernel("kernel_cutlass_k", "sm_90a", "ptx/k.ptx", "c" * 64, {}, "k.ptx", "cute-dsl")
+    k = CapturedKernel("kernel_cutlass_k", "sm_90a", "ptx/k.ptx", "c" * 64, {}, "k.ptx", "numba-cuda")
     said = []
     never = ProgramRace(("false",), None, 1.0, program_race_plan(6, "simplest"))  # would fail if it ran
     (rec,) = race_program({("k.ptx", "sm_90a"): pruned}, [k], {}, never, tmp_path, Cache(), log=said.append)
-    assert rec["status"] == "static-only" and "cute-dsl" in rec["note"] and len(rec["distinct"]) == 2
+    assert rec["status"] == "static-only" and "numba-cuda" in rec["note"] and len(rec["distinct"]) == 2
     assert said and "not raced" in said[0]

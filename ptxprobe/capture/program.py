@@ -29,6 +29,7 @@ from ptxprobe.core.store import package_version
 from ptxprobe.ptx.text import entries_of, target_of
 
 CAPTURED = "captured.json"
+CUTE_FRONTEND = "cute-dsl"  # the frontend of a kernel the CuTe DSL compiled (its host code loads it by its own name)
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class CapturedKernel:
     ptx_sha256: str
     metadata: dict  # what Triton wrote beside the PTX (name, num_warps, num_stages, shared, target, ...)
     dumped_as: str  # Triton's own hash directory, or the CuTe DSL's dump file name
-    frontend: str = "triton"  # or cute-dsl
+    frontend: str = "triton"  # or CUTE_FRONTEND
 
 
 def capture_env(dump: Path, cache: Path, cute_dump: Path | None = None, arch: str | None = None) -> dict[str, str]:
@@ -139,7 +140,7 @@ def collect_cute(dump: Path, out: Path) -> list[CapturedKernel]:
         meta = {"dsl": "nvidia-cutlass-dsl", "dsl_version": package_version("nvidia-cutlass-dsl"),
                 "function": ptx_path.name.split(".")[0][:200]}
         kernels.extend(CapturedKernel(name, _target(text), str(target.relative_to(out)), digest, meta,
-                                      ptx_path.name[:200], "cute-dsl") for name in names)
+                                      ptx_path.name[:200], CUTE_FRONTEND) for name in names)
     return kernels
 
 

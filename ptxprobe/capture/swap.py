@@ -1,11 +1,12 @@
-"""Inside a program run by ``capture --run``: load ptxprobe's cubins in place of the program's own kernels.
+"""Inside a program run by ``capture --run``, ``tune`` or ``apply``: ptxprobe's cubins in place of its own kernels.
 
 The program runs unmodified. ``PTXPROBE_SWAP`` names a JSON plan, and a ``sitecustomize`` that
 ptxprobe puts first on ``PYTHONPATH`` calls :func:`install_from_env`. When Triton is imported,
 ``CompiledKernel._init_handles`` is wrapped: a kernel whose entry is in the plan (and whose PTX,
 when Triton kept it, has the captured sha256) is loaded from the plan's cubin under the plan's name
-instead of Triton's own. Every arm of an A/B, the baseline name included, loads ptxprobe's cubins
-assembled by the same ptxas, so the arms differ by the entry name alone.
+instead of Triton's own. When the CuTe DSL is imported, its loader and its export are wrapped the same
+way (``capture.swap_cute``). Every arm of an A/B, the baseline name included, loads ptxprobe's cubins
+assembled by the same ptxas, so the arms differ by the configuration alone.
 
 At exit the hook appends one JSON line to the plan's ``report`` file: which kernels it swapped and
 which plan entries it never saw (a run that swapped nothing measured nothing and is discarded).
@@ -24,6 +25,8 @@ from pathlib import Path
 
 ENV = "PTXPROBE_SWAP"
 TRITON_MODULE = "triton.compiler.compiler"
+CUTE_EXECUTOR_MODULE = "cutlass.cutlass_dsl.cuda_jit_executor"  # capture.swap_cute: the JIT loader
+CUTE_BASE_MODULE = "cutlass.base_dsl.jit_executor"  # capture.swap_cute: the AOT export
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,9 @@ class _State:
             return
         kernel.kernel = Path(rep.cubin).read_bytes()
         kernel.name = rep.name
+        self.count(rep)
+
+    def count(self, rep: Replacement) -> None:
         self.swapped[_key(rep)] = self.swapped.get(_key(rep), 0) + 1
 
     def write_report(self) -> None:
@@ -141,13 +147,25 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         return spec
 
 
+def _cute_patch(name: str):
+    def patch(module, state: _State) -> None:
+        from ptxprobe.capture import swap_cute
+
+        (swap_cute.patch_executor if name == CUTE_EXECUTOR_MODULE else swap_cute.patch_export)(module, state)
+
+    return patch
+
+
 def install(plan_path: str | os.PathLike) -> _State:
     reps, rec = read_plan(plan_path)
     state = _State(reps, rec.get("report"))
-    if TRITON_MODULE in sys.modules:
-        patch_triton(sys.modules[TRITON_MODULE], state)
-    else:
-        sys.meta_path.insert(0, _AfterImport(TRITON_MODULE, lambda m: patch_triton(m, state)))
+    patches = {TRITON_MODULE: patch_triton, CUTE_EXECUTOR_MODULE: _cute_patch(CUTE_EXECUTOR_MODULE),
+               CUTE_BASE_MODULE: _cute_patch(CUTE_BASE_MODULE)}
+    for name, patch in patches.items():
+        if name in sys.modules:
+            patch(sys.modules[name], state)
+        else:
+            sys.meta_path.insert(0, _AfterImport(name, lambda m, patch=patch: patch(m, state)))
     atexit.register(state.write_report)
     return state
 

@@ -81,9 +81,17 @@ def add_parsers(sub, formatter, common, seconds, at_least) -> None:
     s.set_defaults(func=cmd_apply)
     s.add_argument("tune_dir", metavar="DIR", help="a `ptxprobe tune` output dir (its tuned.json)")
     s.add_argument("--out", "-o", help="where the capture, cubins and apply.json go (default: DIR/apply)")
+    s.add_argument("--arch", help="a CuTe DSL program's target, pinned (CUTE_DSL_ARCH) so it compiles without a GPU: "
+                   "a script that exports (export_to_c) the tuned code on a build machine")
     program_args(s, seconds, at_least, rounds=0,
                  what="the program to run; without one the source changes are printed")
     common(s, "print apply.json as one JSON document")
+
+
+def _code_of(swap: dict) -> str:
+    """The name the swapped code was assembled under; a CuTe DSL kernel's is loaded under its own."""
+    compiled = swap.get("compiled_as") or swap["name"]
+    return compiled if compiled == swap["name"] else f"{compiled} (loaded as its own name)"
 
 
 def metric_regex(text: str) -> str:
@@ -257,13 +265,13 @@ def run_program_tuned(doc: dict, argv: list[str], out: Path, args, tuned: dict |
 
     quiet = bool(args.quiet_level) or args.json
     rec = apply_program(doc, argv, out, rounds=args.rounds, metric=args.metric, timeout=args.program_timeout,
-                        cache=Cache(), log=(lambda m: None) if quiet else say)
+                        cache=Cache(), log=(lambda m: None) if quiet else say, arch=getattr(args, "arch", None))
     if args.json:
         emit_json({**rec, "tuned": tuned} if tuned else rec)
     else:
         show(table(f"applied to {' '.join(argv)[:60]} -> {out / APPLIED}",
-                   ["entry", "loaded as", "ptxas", "options", "checked", "change"],
-                   [[k["entry"], k["name"], k["ptxas_version"], " ".join(k["options"]) or "default",
+                   ["entry", "code of", "ptxas", "options", "checked", "change"],
+                   [[k["entry"], _code_of(k), k["ptxas_version"], " ".join(k["options"]) or "default",
                      "name+hash" if k["same_ptx_as_tuned"] else "name (program's own PTX)", k["change"]]
                     for k in rec["kernels"]]))
         for c in rec["comparisons"]:

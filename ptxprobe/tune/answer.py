@@ -145,6 +145,12 @@ def source_change(rec: dict) -> str:
         if options:
             parts.append(f"launch with ptx_options={options!r}")
         return "; ".join(parts)
+    if frontend == "cute-dsl":  # the DSL names every kernel itself (kernel_cutlass_...): no source line gives it
+        what = ", ".join(x for x in (f"the code of {name[:60]}" if renamed else "",
+                                    f"ptxas {best['ptxas_version']}" if not same_ptxas else "",
+                                    options) if x)
+        return (f"run it, or export_to_c it, under `ptxprobe apply DIR -- CMD` ({what}, loaded under the DSL's own "
+                "name)")
     parts = [f"name the kernel {name} (the symbol ptxas sees)"] if renamed else []
     if not same_ptxas or options:
         xptxas = f" -Xptxas {','.join(best['options'])}" if options else ""

@@ -1,11 +1,14 @@
-"""``apply DIR -- python prog.py``: the program run with the tuned configuration of each of its Triton kernels.
+"""``apply DIR -- python prog.py``: the program run with the tuned configuration of each of its kernels.
 
 The program is first run once with the capture knobs (``capture.program``): its own PTX of every kernel is what the
 tuned configuration is applied to (the tuned name, ptxas release and options), never a cubin built from another
 specialisation. Each swapped cubin is verified by name (its entry is the tuned name) and, where the program's PTX
 is the one tune timed, by hash (its machine code is the tuned one). The capture hook (``capture.swap``) then loads
-those cubins in place of the program's own. With ``rounds`` the program is A/B-timed against the user's own
-configuration assembled the same way, plus an A/A copy: ``capture --run``'s design and small-sample rule.
+those cubins in place of the program's own. A CuTe DSL kernel's host code looks it up by its own name, so its cubin
+is assembled under the tuned name and its symbol then spelt back (``binary.symbols``; names of one length): the code
+is the tuned name's, the name the program's; an export (``export_to_c``) made under apply embeds that cubin. With
+``rounds`` the program is A/B-timed against the user's own configuration assembled the same way, plus an A/A copy:
+``capture --run``'s design and small-sample rule.
 """
 
 from __future__ import annotations
@@ -15,7 +18,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ptxprobe.binary.cubin import read_cubin
+from ptxprobe.binary.symbols import respelled
 from ptxprobe.capture.ab import Arm, calibration_failed, compare, run_rounds
+from ptxprobe.capture.program import CUTE_FRONTEND
 from ptxprobe.core.cache import Cache, atomic_write, sha256_text
 from ptxprobe.core.errors import SpecError, ToolFailed, ToolNotFound
 from ptxprobe.ptx.rename import apply_template, renamed_ptx
@@ -70,7 +75,7 @@ class Swap:
     """One kernel of the program in one arm: its entry, the name and cubin loaded instead, and the checks."""
 
     entry: str
-    name: str
+    name: str  # the symbol the program loads: the tuned name, or (CuTe DSL) its own
     cubin: str
     ptx_sha256: str
     ptxas_version: str
@@ -78,11 +83,13 @@ class Swap:
     machine_code_sha256: str
     same_ptx_as_tuned: bool  # the program's PTX is the one tune timed: the machine code must be the tuned one
     verified: bool  # the cubin's entry is ``name`` (and, with same_ptx_as_tuned, its machine code the tuned one)
+    compiled_as: str = ""  # the name ptxas assembled it under (the tuned name)
 
 
 def build_swap(ptx: str, entry: str, ptx_sha256: str, rec: dict, which: str, doc: dict, out: Path,
-               cache: Cache) -> Swap:
-    """``which`` ('best' or 'user') configuration of a tuned record applied to the program's own PTX."""
+               cache: Cache, frontend: str | None = None) -> Swap:
+    """``which`` ('best' or 'user') configuration of a tuned record applied to the program's own PTX; for a CuTe
+    DSL kernel, assembled under the tuned name and loaded under its own (``binary.symbols.respelled``)."""
     cfg = rec[which]
     tool = ptxas_tool(doc, cfg["ptxas_sha256"])
     flags = (*doc["space"].get("user_flags", []), *cfg["options"])
@@ -96,14 +103,20 @@ def build_swap(ptx: str, entry: str, ptx_sha256: str, rec: dict, which: str, doc
         code = read_cubin(data).kernel(name).machine_code_sha256
     except Exception as exc:  # the cubin lacks the tuned name: not what tune chose
         raise ToolFailed(f"the cubin assembled for {entry} has no kernel {name}: {exc}") from exc
+    loaded_as = entry if frontend == CUTE_FRONTEND else name
+    if loaded_as != name:
+        data = respelled(data, name, loaded_as)
+        if read_cubin(data).kernel(loaded_as).machine_code_sha256 != code:  # the respelling touched the code
+            raise ToolFailed(f"{entry}: spelling the symbol back changed the machine code of {name}")
     same = ptx_sha256 == rec.get("ptx_sha256")
     verified = code == cfg["machine_code_sha256"] if same else True
     # one file per PTX, ptxas and flags: two configurations that differ by an option alone never share it
-    path = out / "cubins" / f"{name}-{sha256_text(text + chr(0) + ' '.join(flags))[:12]}-{tool.version}.cubin"
+    stem = f"{name}-{sha256_text(text + chr(0) + ' '.join(flags))[:12]}-{tool.version}"
+    path = out / "cubins" / f"{stem}{'-as-own' if loaded_as != name else ''}.cubin"
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, data)
-    return Swap(entry, name, str(path.resolve()), ptx_sha256, tool.version, tuple(cfg["options"]), code, same,
-                verified)
+    return Swap(entry, loaded_as, str(path.resolve()), ptx_sha256, tool.version, tuple(cfg["options"]), code, same,
+                verified, name)
 
 
 def _arch_of(ptx: str) -> str:
@@ -115,18 +128,25 @@ def _arch_of(ptx: str) -> str:
 def write_arm(label: str, swaps: list[Swap], out: Path) -> Arm:
     """The swap plan of one arm (``capture.swap`` reads it) and where its hook reports."""
     plan, report = out / f"plan-{label}.json", out / f"report-{label}.jsonl"
-    kernels = [{"entry": s.entry, "name": s.name, "cubin": s.cubin, "ptx_sha256": s.ptx_sha256,
-                "ptxas": s.ptxas_version} for s in swaps]
+    kernels = [{"entry": s.entry, "name": s.name, "compiled_as": s.compiled_as, "cubin": s.cubin,
+                "ptx_sha256": s.ptx_sha256, "ptxas": s.ptxas_version} for s in swaps]
     atomic_write(plan, json.dumps({"arm": label, "kernels": kernels, "report": str(report.resolve())},
                                   indent=1).encode())
     return Arm(label, str(plan), {s.entry: s.name for s in swaps}, str(report.resolve()))
 
 
-def program_env(arms_dir: Path) -> dict[str, str]:
+def program_env(arms_dir: Path, arch: str | None = None) -> dict[str, str]:
     """What the program's runs need beside the hook: Inductor through Triton's launcher (which the hook patches),
-    and a Triton cache of the arms' own (kernels compiled again, so each run's PTX is seen and swapped)."""
-    return {"TORCHINDUCTOR_USE_STATIC_CUDA_LAUNCHER": "0",
-            "TRITON_CACHE_DIR": str((arms_dir / "triton-cache").resolve())}
+    a Triton cache of the arms' own (kernels compiled again, so each run's PTX is seen and swapped), the CuTe DSL's
+    PTX kept (the hook matches a compiled function by it) and, with ``arch``, its target pinned (no GPU asked)."""
+    cute_dump = (arms_dir / "cute-dump").resolve()
+    cute_dump.mkdir(parents=True, exist_ok=True)  # the DSL writes only into a directory that exists
+    env = {"TORCHINDUCTOR_USE_STATIC_CUDA_LAUNCHER": "0",
+           "TRITON_CACHE_DIR": str((arms_dir / "triton-cache").resolve()),
+           "CUTE_DSL_KEEP": "ptx", "CUTE_DSL_DUMP_DIR": str(cute_dump)}
+    if arch:
+        env["CUTE_DSL_ARCH"] = arch
+    return env
 
 
 def compare_arms(runs: list, margin: float = stats.EQUIVALENCE_MARGIN) -> list[dict]:
@@ -135,12 +155,13 @@ def compare_arms(runs: list, margin: float = stats.EQUIVALENCE_MARGIN) -> list[d
 
 
 def apply_program(doc: dict, argv: list[str], out: Path, *, rounds: int, metric: str | None, timeout: float,
-                  cache: Cache, log=lambda text: None) -> dict:
-    """Capture the program's kernels, swap the tuned configuration in, run it (once, or an A/B of ``rounds``)."""
+                  cache: Cache, log=lambda text: None, arch: str | None = None) -> dict:
+    """Capture the program's kernels, swap the tuned configuration in, run it (once, or an A/B of ``rounds``);
+    ``arch`` pins a CuTe DSL program's target (an export on a machine without a GPU)."""
     from ptxprobe.capture.program import run_program
 
     tuned, notes = tuned_by_entry(doc)
-    kernels, _ = run_program(argv, out / "capture", timeout)
+    kernels, _ = run_program(argv, out / "capture", timeout, arch)
     matched = [k for k in kernels if k.entry in tuned]
     if not matched:
         raise ToolFailed(f"the program compiled none of the tuned kernels (tuned: {', '.join(sorted(tuned))}; it "
@@ -150,13 +171,14 @@ def apply_program(doc: dict, argv: list[str], out: Path, *, rounds: int, metric:
     for k in matched:
         ptx = (out / "capture" / k.ptx).read_text()
         for arm, which in (("tuned", "best"), ("yours", "user")):
-            swaps[arm].append(build_swap(ptx, k.entry, k.ptx_sha256, tuned[k.entry], which, doc, arms_dir, cache))
+            swaps[arm].append(build_swap(ptx, k.entry, k.ptx_sha256, tuned[k.entry], which, doc, arms_dir, cache,
+                                         k.frontend))
     bad = [s for s in swaps["tuned"] if not s.verified]
     if bad:
         raise ToolFailed(f"{bad[0].entry}: the program's PTX is the one tune timed, yet its cubin's machine code is "
                          "not the tuned one (ptxas gave other code this time)")
     arms = {label: write_arm(label, swaps["yours" if label == "aa" else label], arms_dir) for label in ARMS}
-    env = program_env(arms_dir)
+    env = program_env(arms_dir, arch)
     chosen = [arms[a] for a in (ARMS if rounds else ("tuned",))]
     runs = run_rounds(argv, chosen, arms_dir, max(1, rounds), timeout, metric, env_extra=env, log=log)
     failed = [r for r in runs if not r.ok]
@@ -185,10 +207,11 @@ def prediction_check(rec: dict) -> dict | None:
     if measured is None or len(gains) != 1 or not gains[0]:
         return None
     g = gains[0]
+    slack = 1e-9  # two computations of one ratio (a deterministic measure gives zero-width intervals) may differ there
     return {"predicted": {k: g[k] for k in ("ratio", "low", "high")},
             "measured": {k: measured[k] for k in ("ratio", "low", "high", "verdict")},
-            "inside": g["low"] <= measured["ratio"] <= g["high"],
-            "overlap": measured["low"] <= g["high"] and g["low"] <= measured["high"],
+            "inside": g["low"] - slack <= measured["ratio"] <= g["high"] + slack,
+            "overlap": measured["low"] - slack <= g["high"] and g["low"] - slack <= measured["high"],
             "difference": measured["ratio"] - g["ratio"]}
 
 

@@ -20,8 +20,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ptxprobe.capture.ab import MIN_ROUNDS, run_rounds
+from ptxprobe.capture.program import CUTE_FRONTEND
 from ptxprobe.core.cache import Cache
-from ptxprobe.core.errors import NoGpu, ToolFailed
+from ptxprobe.core.errors import NoGpu, SpecError, ToolFailed
 from ptxprobe.runs.request import UserKernels
 from ptxprobe.stats import paired as stats
 from ptxprobe.tune.answer import document, kernel_answer, static_answer, write_tuned
@@ -32,7 +33,7 @@ from ptxprobe.tune.run import TuneOutcome, TuneRequest, plan_tune, static_prunin
 
 CAPTURE_DIR, ARMS_DIR = "capture", "arms"
 PROGRAM_GATE = "program"  # the gate's name in tuned.json: the program's own checks, and the hook's swap
-SWAPPABLE = ("triton", "gluon")  # the frontends whose kernels capture.swap loads in place of the program's own
+SWAPPABLE = ("triton", "gluon", CUTE_FRONTEND)  # the frontends whose kernels capture.swap loads in the program
 
 
 @dataclass(frozen=True)
@@ -99,14 +100,21 @@ def _race_kernel(pruned: Pruned, contenders: list[Candidate], k, doc: dict, race
     ptx = (out / CAPTURE_DIR / k.ptx).read_text()
     arms_dir = out / ARMS_DIR / k.ptx_sha256[:12]
     ids = {c.label: f"c{i}" for i, c in enumerate([pruned.user, *contenders])}
-    arms = {}
+    arms, unswappable = {}, {}
     for c in [pruned.user, *contenders]:
-        swap = build_swap(ptx, k.entry, k.ptx_sha256, {"config": c.to_json(), "ptx_sha256": k.ptx_sha256}, "config",
-                          doc, arms_dir, cache)
+        try:
+            swap = build_swap(ptx, k.entry, k.ptx_sha256, {"config": c.to_json(), "ptx_sha256": k.ptx_sha256},
+                              "config", doc, arms_dir, cache, k.frontend)
+        except SpecError as exc:  # a CuTe DSL kernel under a name of another length: its host code cannot load it
+            if c.is_user:
+                raise
+            unswappable[c.label] = f"cannot be loaded into the program: {exc}"
+            continue
         if not swap.verified:  # the program's PTX is the swept one: ptxas must give the code that was pruned
             raise ToolFailed(f"{k.entry}: assembled again as {c.label}, ptxas gave other machine code than the "
                              "static sweep's")
         arms[c.label] = write_arm(ids[c.label], [swap], arms_dir)
+    contenders = [c for c in contenders if c.label not in unswappable]
     env = program_env(arms_dir)
     seconds, calls = [0.0], []  # every call's runs, the gate's first: what the standings are computed from
 
@@ -124,6 +132,7 @@ def _race_kernel(pruned: Pruned, contenders: list[Candidate], k, doc: dict, race
     if user_id in failed:
         raise ToolFailed(f"the program failed with your own configuration of {k.entry} swapped in: {failed[user_id]}")
     gate = {c.label: f"the program with it: {failed[ids[c.label]]}" for c in contenders if ids[c.label] in failed}
+    gate.update(unswappable)
     racing = [c.label for c in contenders if c.label not in gate]
     log(f"{k.entry}: {len(pruned.distinct)} distinct codes, {len(racing)} pass the program's own run")
 
