@@ -21,7 +21,8 @@
 #          (fetched into external/) run by its own run() through experiments/external/cute_fa2_program.py, tuned
 #          by its us= line: its kernel's name as the DSL gives it (cutlass) against the trigger-free spelling, your
 #          own ptxas, raced inside the program, then the proof A/B; the DSL's wheels (cp312) must be in .whl/;
-#          $OUT/h200-tune-cute.{txt,json,tar.gz}, $OUT/h200-tune-cute-apply.json, $OUT/gpu-test-cute.log
+#          $OUT/h200-tune-cute.{txt,json,tar.gz}, $OUT/h200-tune-cute-apply.json, $OUT/gpu-test-cute.log;
+#          CUTE_ARGS=--static-layout CUTE_TAG=-static SKIP_GPU_TEST=1: the static-layout variant of the program
 # Each step prints its exit code (0: yours stays, 1: a faster configuration found) and a short table.
 set -uo pipefail
 if [ -z "${DRY_RUN:-}" ]; then
@@ -98,12 +99,15 @@ for what in "$@"; do case "$what" in
   program) step h200-tune-program "${SECONDS_PROGRAM:-560}" --names '{base},{base_triggered},{base_untriggered}' \
            --rounds "${APPLY_ROUNDS:-8}" --metric 'ms=(\S+)' -- python3 experiments/user/ffma_matmul.py cutlass_matmul_fp32
          cp "$RUNS/h200-tune-program/apply/apply.json" "$OUT/h200-tune-program-apply.json" 2>/dev/null ;;
-  cute)  timeout -s INT "${SECONDS_CUTE_TEST:-240}" python3 -m pytest -q -p no:cacheprovider -o addopts="" \
-           tests/test_gpu_cute.py -m gpu > "$OUT/gpu-test-cute.log" 2>&1
-         echo "gpu-test-cute: exit $?" | tee -a "$OUT/status.txt"; tail -3 "$OUT/gpu-test-cute.log"
-         step h200-tune-cute "${SECONDS_CUTE:-480}" --names '{base},{base_untriggered}' --ptxas '' \
+  cute)  if [ -z "${SKIP_GPU_TEST:-}" ]; then
+           timeout -s INT "${SECONDS_CUTE_TEST:-240}" python3 -m pytest -q -p no:cacheprovider -o addopts="" \
+             tests/test_gpu_cute.py -m gpu > "$OUT/gpu-test-cute.log" 2>&1
+           echo "gpu-test-cute: exit $?" | tee -a "$OUT/status.txt"; tail -3 "$OUT/gpu-test-cute.log"
+         fi
+         step "h200-tune-cute${CUTE_TAG:-}" "${SECONDS_CUTE:-480}" --names '{base},{base_untriggered}' --ptxas '' \
            --options "${CUTE_OPTIONS:-default}" --rounds "${APPLY_ROUNDS:-6}" --metric 'us=(\S+)' \
-           -- python3 experiments/external/cute_fa2_program.py
-         cp "$RUNS/h200-tune-cute/apply/apply.json" "$OUT/h200-tune-cute-apply.json" 2>/dev/null ;;
+           -- python3 experiments/external/cute_fa2_program.py ${CUTE_ARGS:-}
+         cp "$RUNS/h200-tune-cute${CUTE_TAG:-}/apply/apply.json" "$OUT/h200-tune-cute${CUTE_TAG:-}-apply.json" \
+           2>/dev/null ;;
   *) echo "unknown step $what (tune, sgemm, ffma, proof, program, cute)"; exit 2 ;;
 esac; done
