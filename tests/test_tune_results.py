@@ -122,3 +122,33 @@ def test_the_program_tuned_by_itself_is_proven_inside_its_race_and_a_changed_run
     run["value"] *= 1.02
     path.write_text(json.dumps(doc))
     assert any("recomputes to" in m for m in tuning.problems(copy))
+
+
+def test_the_cute_dsl_program_ran_the_trigger_free_code_under_its_own_name_and_a_changed_record_is_caught(tmp_path):
+    """`tune -- prog` of CUTLASS's CuTe DSL FA2 example on the H200: the static-layout program recommends the
+    trigger-free spelling and its proof, loaded under the DSL's own name by every run, lies inside the race's
+    interval; the dynamic-layout program keeps the DSL's own name. Planted: the applied code recorded as assembled
+    under the DSL's own name; one race run 2 % slower."""
+    static, dynamic = (tuning.tuned(step)["kernels"][0] for step in tuning.CUTE_STEPS)
+    assert static["frontend"] == dynamic["frontend"] == "cute-dsl"
+    assert not static["best_is_yours"] and "xutlass" in static["best"]["name"] and dynamic["best_is_yours"]
+    rec = tuning.applied(tuning.CUTE_STEPS[0])
+    (k,) = rec["kernels"]
+    assert k["name"] == k["entry"] == static["entry"] and k["compiled_as"] == static["best"]["name"]
+    assert all(r["ok"] and r["swapped"] == 1 for r in rec["runs"]) and len(rec["runs"]) == 3 * rec["rounds"]
+    assert tuning.prediction_check(rec)["inside"] and tuning.applied(tuning.CUTE_STEPS[1]) is None
+    for fault in ("own name's code", "a slower run"):
+        copy = tmp_path / fault.replace(" ", "-").replace("'", "")
+        shutil.copytree(tuning.run_dir(), copy)
+        step = copy / tuning.CUTE_STEPS[0]
+        if fault == "own name's code":
+            path = step / "apply" / "apply.json"
+            doc = json.loads(path.read_text())
+            doc["kernels"][0]["compiled_as"] = doc["kernels"][0]["entry"]
+        else:
+            path = step / "tuned.json"
+            doc = json.loads(path.read_text())
+            pr = doc["kernels"][0]["program_runs"]
+            next(r for r in pr["calls"][1] if r["arm"] != pr["user_arm"])["value"] *= 1.02
+        path.write_text(json.dumps(doc))
+        assert tuning.problems(copy), fault
