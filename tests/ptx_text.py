@@ -56,3 +56,25 @@ def scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
 sig = {"x_ptr": "*fp32", "y_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"}
 k = triton.compile(ASTSource(scale_kernel, sig, constexprs={"BLOCK": 256}), target=GPUTarget("cuda", 90, 32))
 """
+
+
+# a CuTe DSL kernel and the host function that launches it, for the programs the CuTe DSL tests write around it (the
+# stream is typed so that ``export_to_c`` can write the host function's C signature); the DSL compiles it for the GPU
+# it finds, or for CUTE_DSL_ARCH without one
+CUTE_SCALE_KERNEL = """import cuda.bindings.driver as cuda
+import cutlass
+import cutlass.cute as cute
+
+
+@cute.kernel
+def scale_kernel(g_in: cute.Tensor, g_out: cute.Tensor):
+    tidx, _, _ = cute.arch.thread_idx()
+    bidx, _, _ = cute.arch.block_idx()
+    i = bidx * 128 + tidx
+    g_out[i] = g_in[i] * 2.0
+
+
+@cute.jit
+def scale(m_in: cute.Tensor, m_out: cute.Tensor, stream: cuda.CUstream):
+    scale_kernel(m_in, m_out).launch(grid=(32, 1, 1), block=(128, 1, 1), stream=stream)
+"""

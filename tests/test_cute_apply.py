@@ -22,7 +22,7 @@ from ptxprobe.core.errors import CubinError, SpecError
 from ptxprobe.ptx.rename import renamed_ptx
 from ptxprobe.toolchain.assemble import assemble
 from ptxprobe.toolchain.tools import triton_ptxas
-from tests.ptx_text import AXPY_PTX
+from tests.ptx_text import AXPY_PTX, CUTE_SCALE_KERNEL
 
 pytestmark = pytest.mark.integration
 
@@ -54,27 +54,9 @@ def test_a_name_of_another_length_or_found_elsewhere_is_refused(monkeypatch):
 
 # --- a CuTe DSL program: apply's export carries the tuned code ----------------------------------------------------
 
-EXPORT_PROGRAM = textwrap.dedent('''
-    import sys
-    import cuda.bindings.driver as cuda
-    import cutlass
-    import cutlass.cute as cute
+EXPORT_PROGRAM = "import sys\n" + CUTE_SCALE_KERNEL + textwrap.dedent('''
     from cutlass.cute.runtime import make_fake_compact_tensor
     from cutlass.runtime import make_fake_stream
-
-
-    @cute.kernel
-    def scale_kernel(g_in: cute.Tensor, g_out: cute.Tensor):
-        tidx, _, _ = cute.arch.thread_idx()
-        bidx, _, _ = cute.arch.block_idx()
-        i = bidx * 128 + tidx
-        g_out[i] = g_in[i] * 2.0
-
-
-    @cute.jit
-    def scale(m_in: cute.Tensor, m_out: cute.Tensor, stream: cuda.CUstream):
-        scale_kernel(m_in, m_out).launch(grid=(32, 1, 1), block=(128, 1, 1), stream=stream)
-
 
     x = make_fake_compact_tensor(cutlass.Float32, (4096,), assumed_align=16)
     y = make_fake_compact_tensor(cutlass.Float32, (4096,), assumed_align=16)

@@ -11,29 +11,15 @@ import textwrap
 
 import pytest
 
+from tests.ptx_text import CUTE_SCALE_KERNEL
+
 pytestmark = pytest.mark.integration
 
 pytest.importorskip("cutlass.cute", reason="nvidia-cutlass-dsl is not installed (pip install '.[test]')")
 
-PROGRAM = textwrap.dedent('''
-    import cutlass
-    import cutlass.cute as cute
+PROGRAM = CUTE_SCALE_KERNEL + textwrap.dedent('''
     from cutlass.cute.runtime import make_fake_compact_tensor
     from cutlass.runtime import make_fake_stream
-
-
-    @cute.kernel
-    def scale_kernel(g_in: cute.Tensor, g_out: cute.Tensor):
-        tidx, _, _ = cute.arch.thread_idx()
-        bidx, _, _ = cute.arch.block_idx()
-        i = bidx * 128 + tidx
-        g_out[i] = g_in[i] * 2.0
-
-
-    @cute.jit
-    def scale(m_in: cute.Tensor, m_out: cute.Tensor, stream):
-        scale_kernel(m_in, m_out).launch(grid=(32, 1, 1), block=(128, 1, 1), stream=stream)
-
 
     x = make_fake_compact_tensor(cutlass.Float32, (4096,), assumed_align=16)
     y = make_fake_compact_tensor(cutlass.Float32, (4096,), assumed_align=16)

@@ -14,31 +14,14 @@ import textwrap
 
 import pytest
 
+from tests.ptx_text import CUTE_SCALE_KERNEL
 from tests.test_cute_apply import _tuned_doc
+from tests.test_gpu import _gpu_arch
 
 pytestmark = pytest.mark.gpu
 
-JIT_PROGRAM = textwrap.dedent('''
-    import json, sys
-    import torch
-    import cuda.bindings.driver as cuda
-    import cutlass
-    import cutlass.cute as cute
+JIT_PROGRAM = "import json\nimport torch\n" + CUTE_SCALE_KERNEL + textwrap.dedent('''
     from cutlass.cute.runtime import from_dlpack
-
-
-    @cute.kernel
-    def scale_kernel(g_in: cute.Tensor, g_out: cute.Tensor):
-        tidx, _, _ = cute.arch.thread_idx()
-        bidx, _, _ = cute.arch.block_idx()
-        i = bidx * 128 + tidx
-        g_out[i] = g_in[i] * 2.0
-
-
-    @cute.jit
-    def scale(m_in: cute.Tensor, m_out: cute.Tensor, stream: cuda.CUstream):
-        scale_kernel(m_in, m_out).launch(grid=(32, 1, 1), block=(128, 1, 1), stream=stream)
-
 
     x = torch.arange(4096, dtype=torch.float32, device="cuda")
     y = torch.zeros_like(x)
@@ -52,18 +35,9 @@ JIT_PROGRAM = textwrap.dedent('''
 ''')
 
 
-def _gpu() -> None:
-    try:
-        import torch
-    except ImportError:
-        pytest.skip("torch not installed")
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA GPU visible")
-    pytest.importorskip("cutlass.cute", reason="nvidia-cutlass-dsl is not installed")
-
-
 def test_apply_launches_the_tuned_cubin_in_a_cute_dsl_program(tmp_path):
-    _gpu()
+    _gpu_arch()  # skips without torch or a GPU
+    pytest.importorskip("cutlass.cute", reason="nvidia-cutlass-dsl is not installed")
     from ptxprobe.capture.program import run_program
     from ptxprobe.core.cache import Cache
     from ptxprobe.tune.apply import apply_program
