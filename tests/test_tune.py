@@ -162,6 +162,30 @@ def test_the_race_finds_the_known_best_and_spends_its_rounds_on_contenders():
             assert spent["rounds"] == res.rounds_measured < len(EFFECTS) * racing.RacePlan().max_rounds
 
 
+def test_an_interrupted_race_answers_with_the_rungs_it_completed():
+    """Ctrl-C during the second rung: the first rung's standings, judged, stopped_by interrupted (the rung cut
+    short adds nothing); during the first rung there is nothing to answer with and the interrupt goes on."""
+    measure, _ = _simulated(EFFECTS, 0.0013, 0)
+    calls = []
+
+    def stopped_at(n):
+        def m(cands, rounds):
+            calls.append(rounds)
+            if len(calls) == n:
+                raise KeyboardInterrupt
+            return measure(cands, rounds)
+        return m
+
+    plan = racing.RacePlan(target_halfwidth=1e-5)  # never at the target: a second rung follows
+    res = racing.race(list(EFFECTS), stopped_at(2), plan)
+    assert res.stopped_by == racing.INTERRUPTED and res.rungs == 1 and calls == [10, 20]
+    assert res.rounds_measured == 10 * len(EFFECTS) and all(s.rounds == 10 for s in res.standings)
+    assert res.winner is not None and res.winner.label == "b" and all(s.verdict for s in res.standings)
+    calls.clear()
+    with pytest.raises(KeyboardInterrupt):
+        racing.race(list(EFFECTS), stopped_at(1), plan)
+
+
 def test_with_nothing_faster_the_users_configuration_stays():
     """Every code the same speed as the user's: rarely a 'winner' (BH over the final standings, the ±0.5 % margin)."""
     wins = 0

@@ -133,6 +133,34 @@ def test_a_kernel_the_hook_cannot_swap_is_pruned_and_said_not_raced(tmp_path):
     k = CapturedKernel("kernel_cutlass_k", "sm_90a", "ptx/k.ptx", "c" * 64, {}, "k.ptx", "numba-cuda")
     said = []
     never = ProgramRace(("false",), None, 1.0, program_race_plan(6, "simplest"))  # would fail if it ran
-    (rec,) = race_program({("k.ptx", "sm_90a"): pruned}, [k], {}, never, tmp_path, Cache(), log=said.append)
+    (rec,), interrupted = race_program({("k.ptx", "sm_90a"): pruned}, [k], {}, never, tmp_path, Cache(),
+                                       log=said.append)
+    assert not interrupted
     assert rec["status"] == "static-only" and "numba-cuda" in rec["note"] and len(rec["distinct"]) == 2
     assert said and "not raced" in said[0]
+
+
+def test_an_interrupt_in_the_race_keeps_tuned_json_and_exits_130(tmp_path, monkeypatch, capsys):
+    """Ctrl-C while the program race's first rung runs: tuned.json is written (the kernel keeps its static answer,
+    its note says why), no proof runs, and the exit code is 130."""
+    from ptxprobe.tune import program as tune_program
+
+    prog = tmp_path / "prog.py"
+    prog.write_text(_program("1000.0 / size"))
+    real, calls = tune_program.run_rounds, []
+
+    def interrupted_after_the_gate(*args, **kwargs):
+        calls.append(args[3])
+        if len(calls) == 2:  # the gate's one round ran; the first rung is cut short
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tune_program, "run_rounds", interrupted_after_the_gate)
+    rc = main(["tune", "-q", "-o", str(tmp_path / "t"), "--names", "{base}", "--ptxas", "", "--options",
+               "default;-O0", "--rounds", "6", "--metric", r"ms=(\S+)", "--", sys.executable, str(prog)])
+    assert rc == 130 and calls == [1, 6]
+    doc = json.loads((tmp_path / "t" / "tuned.json").read_text())
+    (k,) = doc["kernels"]
+    assert k["status"] == "static-only" and "interrupted" in k["note"] and "interrupted" in doc["note"]
+    assert not (tmp_path / "t" / "apply").exists()  # no proof after an interrupt
+    assert "interrupted during the race" in capsys.readouterr().err

@@ -184,6 +184,8 @@ def cmd_tune(args) -> int:
     if outcome.static_only_reason:
         print(f"ptxprobe: {outcome.static_only_reason}: nothing was timed; tuned.json lists the distinct codes a GPU "
               "would race", file=sys.stderr)
+    elif outcome.interrupted:
+        print(f"ptxprobe: {doc['note']} ({outcome.path})", file=sys.stderr)
     for e in outcome.emit_errors:
         print(f"ptxprobe: could not build {e}", file=sys.stderr)
     found = any(k.get("best_is_yours") is False for k in doc["kernels"])

@@ -28,8 +28,8 @@ from ptxprobe.stats import paired as stats
 from ptxprobe.tune.answer import document, kernel_answer, static_answer, write_tuned
 from ptxprobe.tune.apply import build_swap, program_env, write_arm
 from ptxprobe.tune.prune import Candidate, Pruned
-from ptxprobe.tune.race import RacePlan, race
-from ptxprobe.tune.run import TuneOutcome, TuneRequest, plan_tune, static_pruning
+from ptxprobe.tune.race import INTERRUPTED, RacePlan, race
+from ptxprobe.tune.run import RACE_INTERRUPTED, TuneOutcome, TuneRequest, plan_tune, static_pruning
 
 CAPTURE_DIR, ARMS_DIR = "capture", "arms"
 PROGRAM_GATE = "program"  # the gate's name in tuned.json: the program's own checks, and the hook's swap
@@ -65,10 +65,12 @@ def captured_sources(argv: list[str], out: Path, timeout: float) -> tuple[list, 
 
 
 def race_program(static: dict[tuple, Pruned], kernels: list, doc: dict, race_: ProgramRace, out: Path,
-                 cache: Cache, log=lambda text: None) -> list[dict]:
-    """Each captured kernel with something to race, raced inside the program: its tuned.json records."""
-    records = []
-    for (_, _arch), pruned in static.items():
+                 cache: Cache, log=lambda text: None) -> tuple[list[dict], bool]:
+    """Each captured kernel with something to race, raced inside the program: its tuned.json records, and whether
+    an interrupt (Ctrl-C) ended the race (the kernels raced by then keep the rungs they completed)."""
+    records: list[dict] = []
+    items = list(static.items())
+    for i, ((_, _arch), pruned) in enumerate(items):
         if pruned.user is None:
             raise ToolFailed(f"{pruned.kernel}: your own configuration did not assemble (see the static sweep)")
         k = _captured(pruned, kernels)
@@ -81,8 +83,19 @@ def race_program(static: dict[tuple, Pruned], kernels: list, doc: dict, race_: P
         if k is None or not contenders or "note" in target:
             records.append(static_answer(pruned, target))
             continue
-        records.append(_race_kernel(pruned, contenders, k, doc, race_, out, cache, log))
-    return records
+        try:
+            rec = _race_kernel(pruned, contenders, k, doc, race_, out, cache, log)
+        except KeyboardInterrupt:  # before its first rung: this kernel and the rest keep their static answers
+            return records + _not_raced(items[i:]), True
+        records.append(rec)
+        if rec["race"]["stopped_by"] == INTERRUPTED:
+            return records + _not_raced(items[i + 1:]), True
+    return records, False
+
+
+def _not_raced(items) -> list[dict]:
+    return [static_answer(p, {"entry": p.user.name if p.user else None, "source_kind": "program",
+                              "note": "not raced: interrupted"}) for _, p in items]
 
 
 def _captured(pruned: Pruned, kernels: list):
@@ -167,15 +180,16 @@ def run_program_tune(req: TuneRequest, race_: ProgramRace, progress: bool = Fals
     doc = {"ptxas": ptxas, "space": plan.space.to_json()}
     why_static = "interrupted" if outcome.interrupted else ("--no-run: static pruning only" if req.run is False
                                                             else None)
-    records = (race_program(static, kernels, doc, race_, out, cache, notify) if why_static is None
-               else [static_answer(p, {"entry": p.user.name if p.user else None, "source_kind": "program"})
-                     for p in static.values()])
+    records, race_interrupted = (race_program(static, kernels, doc, race_, out, cache, notify) if why_static is None
+                                 else ([static_answer(p, {"entry": p.user.name if p.user else None,
+                                                          "source_kind": "program"}) for p in static.values()], False))
     doc = document(records, space=plan.space.to_json(), ptxas=ptxas, gpu=_gpu(), static_dir=str(plan.sweep.out),
-                   note=why_static or "", race_plan=None if why_static else asdict(race_.plan), argv=list(sys.argv))
+                   note=why_static or (RACE_INTERRUPTED if race_interrupted else ""),
+                   race_plan=None if why_static else asdict(race_.plan), argv=list(sys.argv))
     doc.update(numerics=PROGRAM_GATE, program={"command": list(race_.argv), "metric": race_.metric or "wall seconds",
                                               "capture": str(out / CAPTURE_DIR)})
     path = write_tuned(out, doc)
-    return TuneOutcome(doc, path, outcome.interrupted, tuple(outcome.emit_errors), why_static)
+    return TuneOutcome(doc, path, outcome.interrupted or race_interrupted, tuple(outcome.emit_errors), why_static)
 
 
 def _gpu() -> dict | None:

@@ -12,7 +12,8 @@ interval still reaches the leader's lower bound: a candidate is dropped only whe
 clearly worse than the leader, so noise cannot drop the true best unless its interval misses by chance. Rounds grow
 by ``growth`` per rung. The race stops when the leader's half-width is at the target and no other contender's
 interval reaches its lower bound (``target``), when every contender still in contention is at the target
-(``tied``: they cannot be told apart at that precision), or at the round cap (``cap``).
+(``tied``: they cannot be told apart at that precision), or at the round cap (``cap``). Interrupted (Ctrl-C) after
+a rung, it ends there (``interrupted``): the standings of the rungs it completed, judged as at any end.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ptxprobe.stats import paired as stats
 from ptxprobe.tune.space import PREFERENCES
 
 Measure = Callable[[Sequence[str], int], Mapping[str, Sequence[float]]]
+INTERRUPTED = "interrupted"  # RaceResult.stopped_by of a race stopped by Ctrl-C after at least one rung
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ class RaceResult:
     dropped: tuple[Dropped, ...]
     rungs: int
     rounds_measured: int  # contender-rounds in all (one paired A B B A with the user's configuration each)
-    stopped_by: str  # target, tied, cap, alone (nothing to race)
+    stopped_by: str  # target, tied, cap, alone (nothing to race), INTERRUPTED
 
     @property
     def leader(self) -> Standing | None:
@@ -143,9 +145,15 @@ def race(candidates: Sequence[str], measure: Measure, plan: RacePlan = RacePlan(
     logs: dict[str, list[float]] = {c: [] for c in alive}
     dropped: list[Dropped] = []
     rounds, rung, measured = plan.first_rounds, 0, 0
+    kept: list[Standing] = []
     while True:
         rounds = min(rounds, plan.max_rounds - len(logs[alive[0]]))
-        got = measure(tuple(alive), rounds)
+        try:
+            got = measure(tuple(alive), rounds)
+        except KeyboardInterrupt:
+            if not kept:  # not one rung measured: nothing to answer with
+                raise
+            return RaceResult(judged(kept, logs, plan.margin), tuple(dropped), rung, measured, INTERRUPTED)
         for c in alive:
             if len(got[c]) != rounds:
                 raise ValueError(f"measure returned {len(got[c])} rounds for {c!r}, asked {rounds}")

@@ -18,10 +18,12 @@ from ptxprobe.runs.request import SweepPlan, SweepRequest, UserKernels, plan_swe
 from ptxprobe.static.experiment import override
 from ptxprobe.tune.answer import NUMERICS_MODES, document, static_answer, write_tuned
 from ptxprobe.tune.prune import candidates_from_rows, prune
-from ptxprobe.tune.race import RacePlan
+from ptxprobe.tune.race import INTERRUPTED, RacePlan
 from ptxprobe.tune.space import TuneSpace, build_space, parse_option_sets
 
 STATIC_DIR = "static"
+RACE_INTERRUPTED = ("interrupted during the race: the kernels raced by then keep the rungs they completed, the rest "
+                    "their static answers")
 _SPACE_AXES = ("names=", "ptxas=", "flags=", "repeat=", "max_repeat=")
 
 
@@ -126,24 +128,24 @@ def run_tune(plan: TunePlan, progress: bool = False, notify=lambda text: None) -
     cache = Cache(enabled=req.use_cache)
     outcome, static, ptxas = static_pruning(plan, cache, progress)
     records: list[dict] = []
-    gpu_info, why_static = None, None
+    gpu_info, why_static, race_interrupted = None, None, False
     if outcome.interrupted:
         why_static = "interrupted"
     elif req.run is False:
         why_static = "--no-run: static pruning only"
     else:
         try:
-            gpu_info, records = _race_on_gpu(plan, cache, notify)
+            gpu_info, records, race_interrupted = _race_on_gpu(plan, cache, notify)
         except NoGpu as exc:
             why_static = f"{exc}".replace("static results only", "static pruning only")
     timed = {(r["kernel"], r["arch"]) for r in records}
     records += [static_answer(p) for key, p in static.items() if key not in timed]
     doc = document(records, space=plan.space.to_json(), ptxas=ptxas, gpu=gpu_info, static_dir=str(plan.sweep.out),
-                   note=why_static or "", race_plan=None if gpu_info is None else asdict(req.race),
-                   argv=list(sys.argv))
+                   note=why_static or (RACE_INTERRUPTED if race_interrupted else ""),
+                   race_plan=None if gpu_info is None else asdict(req.race), argv=list(sys.argv))
     doc["numerics"] = req.numerics
     path = write_tuned(plan.out, doc)
-    return TuneOutcome(doc, path, outcome.interrupted, tuple(outcome.emit_errors), why_static)
+    return TuneOutcome(doc, path, outcome.interrupted or race_interrupted, tuple(outcome.emit_errors), why_static)
 
 
 def _ptxas_paths(ptxas: dict) -> None:
@@ -161,8 +163,9 @@ def _ptxas_paths(ptxas: dict) -> None:
             ptxas[t.sha256].update(path=t.path, origin=t.origin)
 
 
-def _race_on_gpu(plan: TunePlan, cache: Cache, notify) -> tuple[dict, list[dict]]:
-    """Every kernel of the GPU's arch, at every problem its [run] table or launch spec gives, raced."""
+def _race_on_gpu(plan: TunePlan, cache: Cache, notify) -> tuple[dict, list[dict], bool]:
+    """Every kernel of the GPU's arch, at every problem its [run] table or launch spec gives, raced; whether an
+    interrupt (Ctrl-C) ended it (the kernels raced by then keep their answers, the rest their static ones)."""
     from ptxprobe.gpu.device import device_arch, gpu_info
     from ptxprobe.gpu.plan import plan_groups, run_config
     from ptxprobe.tune.gpu import tune_group
@@ -177,9 +180,18 @@ def _race_on_gpu(plan: TunePlan, cache: Cache, notify) -> tuple[dict, list[dict]
     if not groups:
         raise NoGpu(f"nothing to time on this GPU ({arch}): the kernels are built for other archs or have no "
                     "[launch] table; static pruning only")
-    records = []
+    records: list[dict] = []
     for g in groups:
         notify(f"racing {g.group_id}")
-        records.append(tune_group(g, plan.space, cfg, plan.request.race, plan.request.numerics, info, cache,
-                                  log=notify))
-    return {k: info.get(k) for k in ("gpu", "arch", "driver", "torch", "cuda_runtime")}, records
+        try:
+            rec = tune_group(g, plan.space, cfg, plan.request.race, plan.request.numerics, info, cache, log=notify)
+        except KeyboardInterrupt:  # before this kernel's first rung: it keeps its static answer
+            return _gpu_facts(info), records, True
+        records.append(rec)
+        if rec.get("race", {}).get("stopped_by") == INTERRUPTED:
+            return _gpu_facts(info), records, True
+    return _gpu_facts(info), records, False
+
+
+def _gpu_facts(info: dict) -> dict:
+    return {k: info.get(k) for k in ("gpu", "arch", "driver", "torch", "cuda_runtime")}
