@@ -23,6 +23,10 @@
 #          own ptxas, raced inside the program, then the proof A/B; the DSL's wheels (cp312) must be in .whl/;
 #          $OUT/h200-tune-cute.{txt,json,tar.gz}, $OUT/h200-tune-cute-apply.json, $OUT/gpu-test-cute.log;
 #          CUTE_ARGS=--static-layout CUTE_TAG=-static SKIP_GPU_TEST=1: the static-layout variant of the program
+#   inductor  a torch.compile'd transformer block (experiments/external/inductor_model.py: Inductor writes its Triton
+#          kernels) tuned by its step_ms= line: names {base}/cutlass_{base}, your ptxas, default and -O2, each
+#          captured kernel raced inside the program, then the proof; stopped by SIGINT at SECONDS_INDUCTOR (tuned.json
+#          then holds what the race completed); $OUT/h200-tune-inductor.{txt,json,tar.gz}
 # Each step prints its exit code (0: yours stays, 1: a faster configuration found) and a short table.
 set -uo pipefail
 if [ -z "${DRY_RUN:-}" ]; then
@@ -109,5 +113,9 @@ for what in "$@"; do case "$what" in
            -- python3 experiments/external/cute_fa2_program.py ${CUTE_ARGS:-}
          cp "$RUNS/h200-tune-cute${CUTE_TAG:-}/apply/apply.json" "$OUT/h200-tune-cute${CUTE_TAG:-}-apply.json" \
            2>/dev/null ;;
-  *) echo "unknown step $what (tune, sgemm, ffma, proof, program, cute)"; exit 2 ;;
+  inductor) step h200-tune-inductor "${SECONDS_INDUCTOR:-540}" --names '{base},{base_triggered}' --ptxas '' \
+           --options 'default;-O2' --rounds "${APPLY_ROUNDS:-6}" --metric 'step_ms=(\S+)' \
+           -- python3 experiments/external/inductor_model.py --seconds "${PROGRAM_SECONDS:-0.3}"
+         cp "$RUNS/h200-tune-inductor/apply/apply.json" "$OUT/h200-tune-inductor-apply.json" 2>/dev/null ;;
+  *) echo "unknown step $what (tune, sgemm, ffma, proof, program, cute, inductor)"; exit 2 ;;
 esac; done
