@@ -164,3 +164,20 @@ def test_an_interrupt_in_the_race_keeps_tuned_json_and_exits_130(tmp_path, monke
     assert k["status"] == "static-only" and "interrupted" in k["note"] and "interrupted" in doc["note"]
     assert not (tmp_path / "t" / "apply").exists()  # no proof after an interrupt
     assert "interrupted during the race" in capsys.readouterr().err
+
+
+def test_a_kernel_with_one_machine_code_is_answered_without_running_the_program_again(tmp_path, capsys):
+    """-O3 is ptxas's default: both option sets give your code, so nothing is raced, your configuration stays with
+    that reason (a tuned record, not 'no GPU'), and the program runs only for the capture."""
+    prog = tmp_path / "prog.py"
+    ran = tmp_path / "ran.txt"  # one line per run of the program: whether the hook had a swap plan
+    record = f"open({str(ran)!r}, 'a').write(os.environ.get('PTXPROBE_SWAP', 'none') + '\\n')\n"
+    prog.write_text(_program("1.0") + record)
+    rc = main(["tune", "-q", "-o", str(tmp_path / "t"), "--names", "{base}", "--ptxas", "", "--options",
+               "default;-O3", "--rounds", "6", "--metric", r"ms=(\S+)", "--", sys.executable, str(prog)])
+    assert rc == 0
+    (k,) = json.loads((tmp_path / "t" / "tuned.json").read_text())["kernels"]
+    assert k["status"] == "tuned" and k["best_is_yours"] and k["race"]["stopped_by"] == "alone"
+    assert len(k["distinct"]) == 1 and k["change"] == "none: every configuration tried gives your machine code"
+    assert ran.read_text().splitlines() == ["none"]  # the capture run alone
+    assert "not timed (no GPU)" not in capsys.readouterr().out

@@ -17,7 +17,7 @@ from pathlib import Path
 from ptxprobe.core.cache import atomic_write
 from ptxprobe.core.errors import SpecError
 from ptxprobe.tune.prune import Candidate, Pruned
-from ptxprobe.tune.race import RaceResult, Standing
+from ptxprobe.tune.race import ALONE, RaceResult, Standing
 
 TUNED = "tuned.json"
 NUMERICS_MODES = ("bitwise", "tolerance")
@@ -130,6 +130,8 @@ def across_problems(records: list[dict]) -> dict:
 def source_change(rec: dict) -> str:
     """The one-line change that applies the best configuration to the user's source, where there is one."""
     best, user = rec.get("best"), rec.get("user")
+    if (rec.get("race") or {}).get("stopped_by") == ALONE:
+        return "none: every configuration tried gives your machine code"
     if not best or rec.get("best_is_yours"):
         return "none: your configuration is the fastest measured"
     name = best["name"]

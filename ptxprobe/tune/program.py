@@ -80,7 +80,13 @@ def race_program(static: dict[tuple, Pruned], kernels: list, doc: dict, race_: P
             log(f"{k.entry[:60]}: {k.frontend} kernels are not raced (the capture hook swaps {', '.join(SWAPPABLE)} "
                 "kernels only); its distinct codes are in tuned.json")
             target["note"] = f"not raced: the capture hook cannot swap a {k.frontend} kernel into the program"
-        if k is None or not contenders or "note" in target:
+        if k is not None and not contenders:  # one machine code: yours, with nothing to race (the program not run)
+            records.append(kernel_answer(pruned, race([], _never), nums={}, gate={}, numerics=PROGRAM_GATE,
+                                         gpu_seconds=0.0, wall_seconds=0.0, prefer=race_.plan.prefer,
+                                         target={**target, "group_id": k.entry, "entry": k.entry,
+                                                 "ptx_sha256": k.ptx_sha256, "frontend": k.frontend}))
+            continue
+        if k is None or "note" in target:
             records.append(static_answer(pruned, target))
             continue
         try:
@@ -91,6 +97,10 @@ def race_program(static: dict[tuple, Pruned], kernels: list, doc: dict, race_: P
         if rec["race"]["stopped_by"] == INTERRUPTED:
             return records + _not_raced(items[i + 1:]), True
     return records, False
+
+
+def _never(labels, rounds):  # the measure of a race with nothing in it
+    raise AssertionError("nothing to measure")
 
 
 def _not_raced(items) -> list[dict]:

@@ -29,6 +29,7 @@ from ptxprobe.tune.space import PREFERENCES
 
 Measure = Callable[[Sequence[str], int], Mapping[str, Sequence[float]]]
 INTERRUPTED = "interrupted"  # RaceResult.stopped_by of a race stopped by Ctrl-C after at least one rung
+ALONE = "alone"  # RaceResult.stopped_by when there was nothing to race (your machine code is the only one)
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ class RaceResult:
     dropped: tuple[Dropped, ...]
     rungs: int
     rounds_measured: int  # contender-rounds in all (one paired A B B A with the user's configuration each)
-    stopped_by: str  # target, tied, cap, alone (nothing to race), INTERRUPTED
+    stopped_by: str  # target, tied, cap, ALONE, INTERRUPTED
 
     @property
     def leader(self) -> Standing | None:
@@ -141,7 +142,7 @@ def race(candidates: Sequence[str], measure: Measure, plan: RacePlan = RacePlan(
     """Successive halving of ``candidates`` (labels) against the user's configuration; see the module doc."""
     alive = list(dict.fromkeys(candidates))
     if not alive:
-        return RaceResult((), (), 0, 0, "alone")
+        return RaceResult((), (), 0, 0, ALONE)
     logs: dict[str, list[float]] = {c: [] for c in alive}
     dropped: list[Dropped] = []
     rounds, rung, measured = plan.first_rounds, 0, 0
