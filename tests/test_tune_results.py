@@ -152,3 +152,19 @@ def test_the_cute_dsl_program_ran_the_trigger_free_code_under_its_own_name_and_a
             next(r for r in pr["calls"][1] if r["arm"] != pr["user_arm"])["value"] *= 1.02
         path.write_text(json.dumps(doc))
         assert tuning.problems(copy), fault
+
+
+def test_the_torch_compiled_block_had_nothing_to_race_and_a_contradicting_record_is_caught(tmp_path):
+    """Every Inductor kernel of the block: one machine code over the space, race 'alone', no GPU seconds. Planted:
+    a kernel recorded with two distinct codes yet no race."""
+    doc = tuning.tuned(tuning.INDUCTOR_STEP)
+    assert len(doc["kernels"]) == 6 and doc["gpu"]["gpu"] == "NVIDIA H200"
+    assert all(len(k["distinct"]) == 1 and k["best_is_yours"] and k["gpu_seconds"] == 0 for k in doc["kernels"])
+    copy = tmp_path / "run"
+    shutil.copytree(tuning.run_dir(), copy)
+    path = copy / tuning.INDUCTOR_STEP / "tuned.json"
+    bad = json.loads(path.read_text())
+    k = bad["kernels"][0]
+    k["distinct"].append({**k["distinct"][0], "label": "another code", "machine_code_sha256": "0" * 64})
+    path.write_text(json.dumps(bad))
+    assert any("2 distinct codes, its race alone" in m for m in tuning.problems(copy))

@@ -26,6 +26,7 @@ AOT = "2026-12-03-h200-cute-dsl-aot"  # the FA2 example's static-shape case, com
 STEPS = ("sgemm", "attention-fp8", "ffma", "ffma-proof", "ffma-trigger-names")
 PROGRAM_STEPS = ("program", "program-repeat")  # `tune -- prog` with no sources: raced inside the program
 CUTE_STEPS = ("cute-fa2-static", "cute-fa2")  # the same for a CuTe DSL program (CUTLASS's FA2 example, JIT)
+INDUCTOR_STEP = "inductor"  # the same for a torch.compile'd block (Inductor's kernels)
 GOAL_GPU_SECONDS = 180.0  # one kernel tuned in at most 3 GPU minutes
 GOAL_HALF_WIDTH = 0.002  # the recommended configuration's interval half-width
 INTRO = ("`ptxprobe tune` on the H200: per kernel, names × ptxas releases × option sets, pruned by machine code, "
@@ -66,9 +67,13 @@ def recommended_again(k: dict) -> str:
 def problems(where: Path | None = None) -> list[str]:
     """Every claim of the committed run recomputed; an empty list when the files agree with themselves."""
     out = []
-    for step in (*STEPS, *PROGRAM_STEPS, *CUTE_STEPS):
+    for step in (*STEPS, *PROGRAM_STEPS, *CUTE_STEPS, INDUCTOR_STEP):
         doc = tuned(step, where)
         for k in doc["kernels"]:
+            stopped = (k.get("race") or {}).get("stopped_by")
+            if (len(k["distinct"]) == 1) != (stopped == "alone"):
+                out.append(f"{step}: {k['kernel']} has {len(k['distinct'])} distinct codes, its race {stopped}")
+                continue
             if recommended_again(k) != k["best"]["label"]:
                 out.append(f"{step}: the standings recommend {recommended_again(k)}, the record {k['best']['label']}")
             if (k["gain"] is None) != k["best_is_yours"]:
@@ -178,6 +183,21 @@ def cute_programs(where: Path | None = None) -> list[str]:
                f"{dynamic['verdict']} ({pct(dynamic['ratio'])}): which name is faster belongs to the program's own "
                "kernel, which is why tune measures it there.")
     return out
+
+
+def inductor_program(where: Path | None = None) -> str:
+    """``tune -- prog`` of a torch.compile'd block: what static pruning left of Inductor's kernels."""
+    doc = tuned(INDUCTOR_STEP, where)
+    ks = doc["kernels"]
+    one = [k for k in ks if len(k["distinct"]) == 1]
+    entries = sorted({k["entry"] for k in ks})
+    return (f"**A torch.compile'd block** (`{INDUCTOR_STEP}`: `{' '.join(doc['program']['command'][1:])}`, "
+            f"{_space(doc)}): the program compiled {len(ks)} kernels ({len(entries)} entries: "
+            f"{', '.join(f'`{e}`' for e in entries)}); {len(one)} of {len(ks)} give one machine code under every "
+            f"configuration" + (f", so tune raced nothing ({sum(k['gpu_seconds'] for k in ks):.0f} GPU s) and ran "
+                                "the program only to capture it: for these kernels neither the name nor -O2 "
+                                "matters under this ptxas." if len(one) == len(ks) else
+                                f"; the other {len(ks) - len(one)} were raced inside the program."))
 
 
 def _where(k: dict) -> str:
@@ -319,7 +339,7 @@ def section(where: Path | None = None) -> list[str]:
             *program_tuning(where), "", program_goal(where), "",
             "**A CuTe DSL program tuned by itself** (CUTLASS's FA2 example, JIT-compiled on the H200 by the program; "
             "the capture hook loads each contender's cubin, assembled under its name and spelt back to the DSL's "
-            "own, in place of the DSL's):", "", *cute_programs(where), "",
+            "own, in place of the DSL's):", "", *cute_programs(where), "", inductor_program(where), "",
             "In the run whose space held only `{base}` and `cutlass_{base}` (ffma-trigger-names) the race's leader "
             "was recommended; since then the fewest changes among the configurations the race cannot tell apart "
             "is."]
