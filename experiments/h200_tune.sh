@@ -6,6 +6,8 @@
 #   DRY_RUN=1 bash experiments/h200_tune.sh tune sgemm   # any machine: the static pruning alone (--no-run)
 #   tune   the fp8 persistent attention (experiments/h200_tune.toml): names {base}/cutlass_{base}, ptxas
 #          triton/12.4/13.0, options default and -O2; <= 3 GPU minutes; $OUT/h200-tune.{txt,json,tar.gz}
+#   cuda   the registered CUDA C++ FA2 attention (experiments/h200_tune_cuda.toml: fp16, D128, N 16k), the same space
+#          as tune; $OUT/h200-tune-cuda.{txt,json,tar.gz}
 #   sgemm  the CUDA C++ FFMA sgemm (experiments/user/sgemm.cu + sgemm.toml, both sizes): nvcc 13.0's ptxas is yours,
 #          Triton's and 12.4 besides; $OUT/h200-tune-sgemm.{txt,json,tar.gz}
 #   ffma   the Triton FFMA matmul named as a CUTLASS-minded author might (cutlass_matmul_fp32 of
@@ -85,6 +87,7 @@ step() {  # name, seconds, ptxprobe tune arguments...
 }
 for what in "$@"; do case "$what" in
   tune)  step h200-tune "${SECONDS_TUNE:-300}" -e experiments/h200_tune.toml ;;
+  cuda)  step h200-tune-cuda "${SECONDS_CUDA:-300}" -e experiments/h200_tune_cuda.toml ;;
   sgemm) step h200-tune-sgemm "${SECONDS_SGEMM:-240}" --cu experiments/user/sgemm.cu --entry sgemm \
            --spec experiments/user/sgemm.toml -s archs=sm_90a --ptxas "${PTXAS_SGEMM:-triton,12.4}" ;;
   ffma)  step h200-tune-ffma "${SECONDS_FFMA:-150}" --triton experiments/user/ffma_matmul.py:cutlass_matmul_fp32 \
@@ -117,5 +120,5 @@ for what in "$@"; do case "$what" in
            --options 'default;-O2' --rounds "${APPLY_ROUNDS:-6}" --metric 'step_ms=(\S+)' \
            -- python3 experiments/external/inductor_model.py --seconds "${PROGRAM_SECONDS:-0.3}"
          cp "$RUNS/h200-tune-inductor/apply/apply.json" "$OUT/h200-tune-inductor-apply.json" 2>/dev/null ;;
-  *) echo "unknown step $what (tune, sgemm, ffma, proof, program, cute, inductor)"; exit 2 ;;
+  *) echo "unknown step $what (tune, cuda, sgemm, ffma, proof, program, cute, inductor)"; exit 2 ;;
 esac; done
