@@ -23,7 +23,7 @@ from ptxprobe.tune.race import RaceResult, Standing, judged, rung_level, standin
 RUN = "2026-12-04-h200-tune"
 BURSTS = "2026-12-04-h200-burst-length"
 AOT = "2026-12-03-h200-cute-dsl-aot"  # the FA2 example's static-shape case, compiled ahead of time
-STEPS = ("sgemm", "attention-fp8", "ffma", "ffma-proof", "ffma-trigger-names")
+STEPS = ("sgemm", "attention-fp8", "attention-cuda", "ffma", "ffma-proof", "ffma-trigger-names")
 PROGRAM_STEPS = ("program", "program-repeat")  # `tune -- prog` with no sources: raced inside the program
 CUTE_STEPS = ("cute-fa2-static", "cute-fa2")  # the same for a CuTe DSL program (CUTLASS's FA2 example, JIT)
 INDUCTOR_STEP = "inductor"  # the same for a torch.compile'd block (Inductor's kernels)
@@ -251,7 +251,7 @@ def o2_gives_trigger_free_code(k: dict) -> bool:
 
 def name_effects(where: Path | None = None) -> list[str]:
     out = []
-    for step in STEPS[:3]:
+    for step in ("sgemm", "attention-fp8", "attention-cuda", "ffma"):  # one per kernel (the ffma runs share one)
         k = tuned(step, where)["kernels"][-1]
         eff = name_effect(k)
         o2 = ("; with `-O2` both names assemble to the trigger-free name's default code under every release"
