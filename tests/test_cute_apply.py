@@ -42,7 +42,7 @@ def test_a_respelled_cubin_is_byte_for_byte_the_one_ptxas_gives_under_that_name(
 def test_a_name_of_another_length_or_found_elsewhere_is_refused(monkeypatch):
     tool = triton_ptxas("sm_90a")
     data = assemble(renamed_ptx(AXPY_PTX, "axpy", A), "sm_90a", tool, ("-lineinfo",)).cubin()
-    with pytest.raises(SpecError, match="as many characters"):
+    with pytest.raises(SpecError, match=r"\(19 characters\) cannot be loaded under kernel_xutlass_axpy_v2 \(22\)"):
         respelled(data, A, A + "_v2")
     with pytest.raises(CubinError, match="no symbol"):
         respelled(data, "kernel_nothere_axpy", B[: len("kernel_nothere_axpy")])
@@ -120,3 +120,41 @@ def test_an_export_under_apply_carries_the_tuned_code_under_the_dsls_own_name(tm
     their_code = read_cubin(theirs[theirs.find(b"\x7fELF"):]).kernel(k.entry).machine_code_sha256
     assert their_code != swap["machine_code_sha256"]
     assert (tuned / "scale.h").read_text() == (own / "scale.h").read_text()  # the same loader loads it
+
+
+def test_apply_refuses_another_target_and_a_run_without_the_measure(tmp_path):
+    """A configuration tuned for sm_90a is not applied to the program's sm_80 kernel (its code is its target's own);
+    a run whose --metric finds no number is the program's failure, in those words, not a calibration failure."""
+    pytest.importorskip("cutlass.cute", reason="nvidia-cutlass-dsl is not installed (pip install '.[test]')")
+    from ptxprobe.capture.program import run_program
+    from ptxprobe.core.cache import Cache
+    from ptxprobe.core.errors import ToolFailed
+    from ptxprobe.tune.apply import apply_program
+
+    prog = tmp_path / "export.py"
+    prog.write_text(EXPORT_PROGRAM)
+    (tmp_path / "o").mkdir()
+    argv = [sys.executable, str(prog), str(tmp_path / "o")]
+    (k,), _ = run_program(argv, tmp_path / "cap", 300, arch="sm_90a")
+    doc = _tuned_doc((tmp_path / "cap" / k.ptx).read_text(), k.entry, k.ptx_sha256)
+    with pytest.raises(SpecError, match="for sm_80 .tuned for sm_90a.: tune it for that target"):
+        apply_program(doc, argv, tmp_path / "a80", rounds=0, metric=None, timeout=300, cache=Cache(), arch="sm_80")
+    with pytest.raises(ToolFailed, match="no number for --metric"):
+        apply_program(doc, argv, tmp_path / "am", rounds=0, metric=r"ms=(\S+)", timeout=300, cache=Cache(),
+                      arch="sm_90a")
+
+
+def test_the_hook_matches_a_function_without_its_ptx_by_entry_alone():
+    """A function the DSL loaded from its cache holds the PTX's path where the PTX would be: matched by its
+    kernel's entry (kernel_info), where the plan has one kernel under it."""
+    from types import SimpleNamespace
+
+    from ptxprobe.capture.swap import Replacement, _State
+    from ptxprobe.capture.swap_cute import replacement_for
+
+    rep = Replacement("kernel_cutlass_k_0", "kernel_cutlass_k_0", "/x.cubin", "a" * 64)
+    state = _State({rep.entry: [rep]}, None)
+    compiled = SimpleNamespace(__ptx__="/tmp/dump/k.sm_90a.ptx", kernel_info={"kernel_cutlass_k_0": {}})
+    assert replacement_for(state, compiled) == rep
+    other = SimpleNamespace(__ptx__=".visible .entry kernel_cutlass_k_0(\n)", kernel_info={})
+    assert replacement_for(state, other) is None and state.mismatched == ["kernel_cutlass_k_0"]  # other PTX

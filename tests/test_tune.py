@@ -278,6 +278,21 @@ def test_bad_inputs_say_one_line_with_their_exit_code(tmp_path, capsys):
     assert doc["gpu"] is None and doc["kernels"][0]["status"] == "static-only"
     assert main(["apply", str(tmp_path / "t")]) == 2  # nothing raced: nothing to apply
     assert "static pruning only" in capsys.readouterr().err
+    for cmd in (["apply", str(tmp_path / "t")], ["tune", "-o", str(tmp_path / "t3")], ["capture", "-o",
+                                                                                        str(tmp_path / "c")]):
+        assert main([*cmd, "--arch", "sm_bogus", "--", "python3", "prog.py"]) == 2  # before the program runs
+        assert "not a target ptxprobe knows" in capsys.readouterr().err
+
+
+def test_apply_writes_beside_an_earlier_record_instead_of_over_it(tmp_path):
+    from ptxprobe.cli.tune_cmd import unused_dir
+
+    assert unused_dir(tmp_path, "apply") == tmp_path / "apply"
+    for n in ("apply", "apply-2"):
+        (tmp_path / n).mkdir()
+        (tmp_path / n / "apply.json").write_text("{}")
+    (tmp_path / "apply-3").mkdir()  # a directory without a record (an interrupted apply) is taken
+    assert unused_dir(tmp_path, "apply") == tmp_path / "apply-3"
 
 
 _AXPY = """.version 8.0
@@ -408,7 +423,7 @@ def test_options_after_the_tune_dir_are_ptxprobes_and_everything_after_dashdash_
     tdir.mkdir()
     (tdir / "tuned.json").write_text("{}")
     assert main(["apply", str(tdir), "--rounds", "8"]) == 2
-    assert "--rounds and --metric go with a program" in capsys.readouterr().err
+    assert "--rounds, --metric and --arch go with a program" in capsys.readouterr().err
 
 
 @pytest.mark.integration

@@ -181,3 +181,29 @@ def test_a_kernel_with_one_machine_code_is_answered_without_running_the_program_
     assert len(k["distinct"]) == 1 and k["change"] == "none: every configuration tried gives your machine code"
     assert ran.read_text().splitlines() == ["none"]  # the capture run alone
     assert "not timed (no GPU)" not in capsys.readouterr().out
+
+
+def test_a_cute_dsl_name_that_cannot_be_loaded_gives_its_code_to_a_loadable_candidate():
+    """Pruning keeps the first candidate of a code; for a CuTe DSL kernel a name of another length cannot be loaded,
+    so it is pruned as not loadable first and its code is raced under the same-length name that shares it."""
+    from ptxprobe.capture.program import CapturedKernel
+    from ptxprobe.tune.program import loadable
+    from ptxprobe.tune.prune import NOT_LOADABLE, Candidate, prune
+    from ptxprobe.tune.space import TuneSpace
+
+    space = TuneSpace(("{base}", "{base}_v2", "{base_untriggered}"), ("triton",), ((),))
+
+    def cand(template, name, code, user=False):
+        return Candidate("k.ptx", "sm_90a", template, name, "12.8.93", "p" * 64, (), code, is_user=user)
+
+    user = cand("{base}", "kernel_cutlass_k", "a" * 64, True)
+    longer, free = cand("{base}_v2", "kernel_cutlass_k_v2", "b" * 64), cand("{base_untriggered}", "kernel_xutlass_k",
+                                                                             "b" * 64)
+    before = prune([user, longer, free])
+    assert [c.name for c in before.distinct] == ["kernel_cutlass_k", "kernel_cutlass_k_v2"]  # the longer one leads
+    k = CapturedKernel("kernel_cutlass_k", "sm_90a", "ptx/k.ptx", "c" * 64, {}, "k.ptx", "cute-dsl")
+    after = loadable(before, [k], space)
+    assert [c.name for c in after.distinct] == ["kernel_cutlass_k", "kernel_xutlass_k"]
+    assert [(p.candidate.name, p.reason) for p in after.pruned] == [("kernel_cutlass_k_v2", NOT_LOADABLE)]
+    triton = CapturedKernel("kernel_cutlass_k", "sm_90a", "ptx/k.ptx", "c" * 64, {}, "k.ptx", "triton")
+    assert loadable(before, [triton], space) is before  # Triton loads any name

@@ -39,9 +39,9 @@ def respelled(data: bytes, old: str, new: str) -> bytes:
     if old == new:
         return data
     if len(old) != len(new):
-        raise SpecError(f"{old[:60]} can be loaded under {new[:60]} only when the two names have as many "
-                        f"characters ({len(old)} and {len(new)}): the program's host code looks the kernel up by its "
-                        "own name, and a longer or shorter one would move every string-table offset of the cubin")
+        raise SpecError(f"the code of {_short(old)} ({len(old)} characters) cannot be loaded under {_short(new)} "
+                        f"({len(new)}): the program's host code looks the kernel up by its own name, and a longer or "
+                        "shorter one would move every string-table offset of the cubin")
     needle, spans = old.encode(), name_spans(data)
     out = bytearray(data)
     inside = 0
@@ -50,8 +50,13 @@ def respelled(data: bytes, old: str, new: str) -> bytes:
         inside += part.count(needle)
         out[offset: offset + size] = part.replace(needle, new.encode())
     if inside == 0:
-        raise CubinError(f"the cubin has no symbol {old[:80]}")
+        raise CubinError(f"the cubin has no symbol {_short(old)}")
     if data.count(needle) != inside:  # the name is also somewhere the tables do not cover: not only a name there
-        raise CubinError(f"{old[:80]} appears outside the cubin's string tables and PTX text "
+        raise CubinError(f"{_short(old)} appears outside the cubin's string tables and PTX text "
                          f"({', '.join(n for _, _, n in spans)}): ptxprobe does not rewrite it there")
     return bytes(out)
+
+
+def _short(name: str, keep: int = 28) -> str:
+    """A long symbol for a message: its start and its end, where two names of one kernel differ."""
+    return name if len(name) <= 2 * keep + 3 else f"{name[:keep]}...{name[-keep:]}"

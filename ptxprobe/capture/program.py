@@ -48,8 +48,8 @@ def capture_env(dump: Path, cache: Path, cute_dump: Path | None = None, arch: st
     in its own cache; CuTe DSL keeps its PTX (for ``arch``, compiled without asking the GPU)."""
     env = {**os.environ, "TRITON_KERNEL_DUMP": "1", "TRITON_DUMP_DIR": str(dump), "TRITON_ALWAYS_COMPILE": "1",
            "TRITON_CACHE_DIR": str(cache)}
-    if cute_dump is not None:
-        env.update(CUTE_DSL_KEEP="ptx", CUTE_DSL_DUMP_DIR=str(cute_dump))
+    if cute_dump is not None:  # compiled again, not loaded from the DSL's file cache (which keeps no PTX)
+        env.update(CUTE_DSL_KEEP="ptx", CUTE_DSL_DUMP_DIR=str(cute_dump), CUTE_DSL_DISABLE_FILE_CACHING="1")
     if arch:
         env["CUTE_DSL_ARCH"] = arch
     return env

@@ -37,7 +37,8 @@ def replacement_for(state, compiled):
         ptx = compiled.__ptx__
     except Exception:  # no artifacts kept
         ptx = None
-    ptx = ptx if isinstance(ptx, str) and ptx else None
+    # the DSL keeps the PTX's path there when it has no file to read (a function loaded from its cache): not PTX
+    ptx = ptx if isinstance(ptx, str) and ".entry" in ptx else None
     for entry in _entries(compiled, ptx):
         if entry not in state.reps:
             continue

@@ -130,7 +130,7 @@ def _sub(sub, name: str, help_text: str, func_name: str, epilog: str = EPILOG) -
 
 def build_parser() -> argparse.ArgumentParser:
     from ptxprobe.cli.tune_cmd import add_parsers as add_tune_parsers
-    from ptxprobe.cli.tune_cmd import metric_regex  # --metric of capture, tune and apply: one definition
+    from ptxprobe.cli.tune_cmd import metric_regex, program_arch  # capture, tune and apply: one definition
 
     p = _Parser(prog="ptxprobe", formatter_class=_Formatter, epilog=EPILOG,
                                 description="What does ptxas do differently depending on a kernel's entry name?")
@@ -312,7 +312,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--names", metavar="BASE,TRIGGER,CONTROL",
                    help="with --run: the three name templates (default: {base},cutlass_{base},xutlass_{base}, or "
                         "the trigger-free names for a kernel whose name holds the trigger)")
-    s.add_argument("--arch", help="target for programs that compile without a GPU (CuTe DSL's CUTE_DSL_ARCH)")
+    s.add_argument("--arch", type=program_arch,
+                   help="target for programs that compile without a GPU (CuTe DSL's CUTE_DSL_ARCH)")
     _executor_args(s)
     _common(s, "print the sweep's summary as one JSON document")
 

@@ -27,8 +27,9 @@ it failed or the A/A copy differed; with --rounds 0 it runs once and the code st
 
 APPLY_EPILOG = """exit codes: 0 applied (with --rounds: no difference found between the tuned program and yours);
 1 with --rounds: the tuned program differs from yours (faster, slower, or a difference inside the 0.5 % margin);
-2 bad usage or input (no tuned.json); 3 the program failed (its own words), compiled none of the tuned kernels, or
-the A/A calibration failed; 4 internal error"""
+2 bad usage or input (no tuned.json, nothing to apply, an unknown --arch, a kernel compiled for another target than
+it was tuned for); 3 the program failed (its own words) or printed no --metric number, compiled none of the tuned
+kernels, or the A/A calibration failed; 4 internal error"""
 
 
 def add_parsers(sub, formatter, common, seconds, at_least) -> None:
@@ -81,8 +82,6 @@ def add_parsers(sub, formatter, common, seconds, at_least) -> None:
     s.set_defaults(func=cmd_apply)
     s.add_argument("tune_dir", metavar="DIR", help="a `ptxprobe tune` output dir (its tuned.json)")
     s.add_argument("--out", "-o", help="where the capture, cubins and apply.json go (default: DIR/apply)")
-    s.add_argument("--arch", help="a CuTe DSL program's target, pinned (CUTE_DSL_ARCH) so it compiles without a GPU: "
-                   "a script that exports (export_to_c) the tuned code on a build machine")
     program_args(s, seconds, at_least, rounds=0,
                  what="the program to run; without one the source changes are printed")
     common(s, "print apply.json as one JSON document")
@@ -92,6 +91,17 @@ def _code_of(swap: dict) -> str:
     """The name the swapped code was assembled under; a CuTe DSL kernel's is loaded under its own."""
     compiled = swap.get("compiled_as") or swap["name"]
     return compiled if compiled == swap["name"] else f"{compiled} (loaded as its own name)"
+
+
+def program_arch(text: str) -> str:
+    """``--arch`` of a program (capture, tune, apply): a target ptxprobe knows, refused before the program runs."""
+    from ptxprobe.core.errors import SpecError
+    from ptxprobe.static.experiment import check_arch
+
+    try:
+        return check_arch(text)
+    except SpecError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def metric_regex(text: str) -> str:
@@ -123,8 +133,8 @@ def program_settings(args) -> None:
     """``--rounds``/``--metric`` without a program would be ignored: refused; the default rounds filled in."""
     from ptxprobe.core.errors import SpecError
 
-    if not args.program and (args.rounds is not None or args.metric):
-        raise SpecError("--rounds and --metric go with a program: put it after --, e.g. -- python prog.py")
+    if not args.program and (args.rounds is not None or args.metric or args.arch):
+        raise SpecError("--rounds, --metric and --arch go with a program: put it after --, e.g. -- python prog.py")
     if args.rounds is None:
         args.rounds = args.default_rounds
 
@@ -139,6 +149,9 @@ def program_args(s, seconds, at_least, *, rounds: int, what: str) -> None:
     s.add_argument("--metric", metavar="REGEX", type=metric_regex,
                    help="with a program: measure a number it prints (smaller is better) instead of its wall time")
     s.add_argument("--program-timeout", type=seconds, default=1800.0, help="seconds the program may run")
+    s.add_argument("--arch", type=program_arch,
+                   help="with a program: its CuTe DSL target, pinned (CUTE_DSL_ARCH) so it compiles without a GPU "
+                        "(an export_to_c of the tuned code on a build machine); else the DSL asks the GPU")
 
 
 def cmd_tune(args) -> int:
@@ -173,9 +186,14 @@ def cmd_tune(args) -> int:
 
         # the program alone: its own kernels, raced inside it by its own measure
         race_ = ProgramRace(tuple(args.program), args.metric, args.program_timeout,
-                            program_race_plan(args.rounds, args.prefer))
+                            program_race_plan(args.rounds, args.prefer), arch=args.arch)
         outcome = run_program_tune(req, race_, progress=progress, notify=notify)
     else:
+        if args.arch:
+            from ptxprobe.core.errors import SpecError
+
+            raise SpecError("--arch pins the target of a program tuned alone; with sources or an experiment use "
+                            "-s archs=...")
         if args.program:  # sources or axes given beside the program: the program is the proof, not the subject
             notify("tuning the sources and experiment given; the program after -- only runs the proof (give the "
                    "program alone to tune its own kernels)")
@@ -254,8 +272,19 @@ def cmd_apply(args) -> int:
             show(table("the change per kernel", ["kernel", "arch", "change"],
                        [[r["kernel"], r["arch"], r["change"]] for r in rows]))
         return OK
-    out = Path(args.out) if args.out else Path(args.tune_dir) / "apply"
+    out = Path(args.out) if args.out else unused_dir(Path(args.tune_dir), "apply")
     return run_program_tuned(doc, argv, out, args)
+
+
+def unused_dir(parent: Path, stem: str) -> Path:
+    """``parent/stem``, or ``stem-2``, ``stem-3``... where an earlier apply (or tune's proof) left its record."""
+    from ptxprobe.tune.apply import APPLIED
+
+    n, path = 1, parent / stem
+    while (path / APPLIED).exists():
+        n += 1
+        path = parent / f"{stem}-{n}"
+    return path
 
 
 def run_program_tuned(doc: dict, argv: list[str], out: Path, args, tuned: dict | None = None) -> int:
@@ -267,7 +296,7 @@ def run_program_tuned(doc: dict, argv: list[str], out: Path, args, tuned: dict |
 
     quiet = bool(args.quiet_level) or args.json
     rec = apply_program(doc, argv, out, rounds=args.rounds, metric=args.metric, timeout=args.program_timeout,
-                        cache=Cache(), log=(lambda m: None) if quiet else say, arch=getattr(args, "arch", None))
+                        cache=Cache(), log=(lambda m: None) if quiet else say, arch=args.arch)
     if args.json:
         emit_json({**rec, "tuned": tuned} if tuned else rec)
     else:

@@ -52,9 +52,11 @@ def tuned_by_entry(doc: dict) -> tuple[dict[str, dict], list[str]]:
                             else f"{one['best']['label']} is faster at every one"))
         if not one["best_is_yours"]:
             out[entry] = one
+    if not out and groups:
+        raise SpecError("yours stays for every kernel tune raced (no configuration was faster): nothing to apply")
     if not out:
-        raise SpecError("the tuned answer holds no raced kernel with a configuration faster than yours (static "
-                        "pruning only, or yours stays): nothing to apply; run `ptxprobe tune` on a GPU")
+        raise SpecError("the tuned answer holds no raced kernel (static pruning only): nothing to apply; run "
+                        "`ptxprobe tune` on a GPU")
     return out, notes
 
 
@@ -143,7 +145,8 @@ def program_env(arms_dir: Path, arch: str | None = None) -> dict[str, str]:
     cute_dump.mkdir(parents=True, exist_ok=True)  # the DSL writes only into a directory that exists
     env = {"TORCHINDUCTOR_USE_STATIC_CUDA_LAUNCHER": "0",
            "TRITON_CACHE_DIR": str((arms_dir / "triton-cache").resolve()),
-           "CUTE_DSL_KEEP": "ptx", "CUTE_DSL_DUMP_DIR": str(cute_dump)}
+           "CUTE_DSL_KEEP": "ptx", "CUTE_DSL_DUMP_DIR": str(cute_dump),
+           "CUTE_DSL_DISABLE_FILE_CACHING": "1"}  # compiled again, so the PTX the hook matches by is kept
     if arch:
         env["CUTE_DSL_ARCH"] = arch
     return env
@@ -162,7 +165,12 @@ def apply_program(doc: dict, argv: list[str], out: Path, *, rounds: int, metric:
 
     tuned, notes = tuned_by_entry(doc)
     kernels, _ = run_program(argv, out / "capture", timeout, arch)
-    matched = [k for k in kernels if k.entry in tuned]
+    matched = [k for k in kernels if k.entry in tuned and k.arch in (None, tuned[k.entry]["arch"])]
+    elsewhere = sorted({f"{k.entry} for {k.arch} (tuned for {tuned[k.entry]['arch']})" for k in kernels
+                        if k.entry in tuned and k not in matched})
+    if elsewhere and not matched:  # a configuration's code is its target's own: tune for this one
+        raise SpecError(f"the program compiled {elsewhere[0][:200]}: tune it for that target")
+    notes += [f"not applied: {e[:200]}" for e in elsewhere]
     if not matched:
         raise ToolFailed(f"the program compiled none of the tuned kernels (tuned: {', '.join(sorted(tuned))}; it "
                          f"compiled: {', '.join(sorted({k.entry for k in kernels}))[:200]})")
@@ -181,9 +189,10 @@ def apply_program(doc: dict, argv: list[str], out: Path, *, rounds: int, metric:
     env = program_env(arms_dir, arch)
     chosen = [arms[a] for a in (ARMS if rounds else ("tuned",))]
     runs = run_rounds(argv, chosen, arms_dir, max(1, rounds), timeout, metric, env_extra=env, log=log)
-    failed = [r for r in runs if not r.ok]
+    failed = [r for r in runs if r.value is None]  # failed, gave no --metric number, or ran nothing of ptxprobe's
     if failed:
-        raise ToolFailed(f"the program failed with the tuned kernels swapped in: {failed[0].note}")
+        raise ToolFailed(f"the program with {'the tuned kernels' if failed[0].arm == 'tuned' else 'your own'} swapped "
+                         f"in (arm {failed[0].arm}, round {failed[0].round + 1}): {failed[0].note}")
     if not any(r.swapped for r in runs if r.arm == "tuned"):
         raise ToolFailed(f"the program ran but the hook swapped none of its kernels ({runs[0].note})")
     rec = {"command": argv, "rounds": rounds, "metric": metric or "wall seconds", "notes": notes,

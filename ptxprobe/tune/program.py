@@ -27,7 +27,7 @@ from ptxprobe.runs.request import UserKernels
 from ptxprobe.stats import paired as stats
 from ptxprobe.tune.answer import document, kernel_answer, static_answer, write_tuned
 from ptxprobe.tune.apply import build_swap, program_env, write_arm
-from ptxprobe.tune.prune import Candidate, Pruned
+from ptxprobe.tune.prune import Candidate, Pruned, arranged, prune
 from ptxprobe.tune.race import INTERRUPTED, RacePlan, race
 from ptxprobe.tune.run import RACE_INTERRUPTED, TuneOutcome, TuneRequest, plan_tune, static_pruning
 
@@ -45,6 +45,7 @@ class ProgramRace:
     timeout: float
     plan: RacePlan
     seed: int = 0
+    arch: str | None = None  # a CuTe DSL program's target, pinned (CUTE_DSL_ARCH)
 
 
 def program_race_plan(rounds: int, prefer: str) -> RacePlan:
@@ -55,11 +56,12 @@ def program_race_plan(rounds: int, prefer: str) -> RacePlan:
                     target_halfwidth=stats.EQUIVALENCE_MARGIN, prefer=prefer)
 
 
-def captured_sources(argv: list[str], out: Path, timeout: float) -> tuple[list, UserKernels]:
+def captured_sources(argv: list[str], out: Path, timeout: float, arch: str | None = None
+                     ) -> tuple[list, UserKernels]:
     """Run the program once with the capture knobs: its kernels, and their PTX files as the sweep's sources."""
     from ptxprobe.capture.program import run_program
 
-    kernels, _ = run_program(argv, out / CAPTURE_DIR, timeout)
+    kernels, _ = run_program(argv, out / CAPTURE_DIR, timeout, arch)
     files = tuple(dict.fromkeys(str((out / CAPTURE_DIR / k.ptx).resolve()) for k in kernels))
     return kernels, UserKernels(ptx=files)
 
@@ -108,6 +110,20 @@ def _not_raced(items) -> list[dict]:
                               "note": "not raced: interrupted"}) for _, p in items]
 
 
+def loadable(pruned: Pruned, kernels: list, space) -> Pruned:
+    """A CuTe DSL kernel's host code finds it by its own name, so only names of that length can be loaded into the
+    program (``binary.symbols.respelled``): the others are pruned as not loadable before representatives are chosen,
+    and a code they share with a loadable candidate is raced under that one."""
+    k = _captured(pruned, kernels) if pruned.user is not None else None
+    if k is None or k.frontend != CUTE_FRONTEND:
+        return pruned
+    own = len(pruned.user.name)
+    cands = arranged([*pruned.distinct, *(pc.candidate for pc in pruned.pruned)], space)
+    return prune(cands, lambda c: None if len(c.name) == own else
+                 f"{len(c.name)} characters where the DSL's own name has {own}: its host code looks the kernel up by "
+                 "that name")
+
+
 def _captured(pruned: Pruned, kernels: list):
     """The captured kernel a pruned source is: its PTX file (the sweep labels a PTX file by its name) and entry;
     one entry compiled in several specialisations is several files, each raced on its own."""
@@ -138,7 +154,7 @@ def _race_kernel(pruned: Pruned, contenders: list[Candidate], k, doc: dict, race
                              "static sweep's")
         arms[c.label] = write_arm(ids[c.label], [swap], arms_dir)
     contenders = [c for c in contenders if c.label not in unswappable]
-    env = program_env(arms_dir)
+    env = program_env(arms_dir, race_.arch)
     seconds, calls = [0.0], []  # every call's runs, the gate's first: what the standings are computed from
 
     def rounds_of(labels, n):
@@ -181,12 +197,13 @@ def run_program_tune(req: TuneRequest, race_: ProgramRace, progress: bool = Fals
     """Capture, sweep and prune the program's kernels, race each inside the program; tuned.json written."""
     out = Path(req.out)
     cache = Cache(enabled=req.use_cache)
-    kernels, sources = captured_sources(list(race_.argv), out, race_.timeout)
+    kernels, sources = captured_sources(list(race_.argv), out, race_.timeout, race_.arch)
     notify(f"the program compiled {len(kernels)} kernel{'s' if len(kernels) != 1 else ''}: "
            + ", ".join(k.entry[:60] for k in kernels[:4])
            + (" ..." if len(kernels) > 4 else ""))
     plan = plan_tune(replace(req, kernels=sources, run=False))
     outcome, static, ptxas = static_pruning(plan, cache, progress)
+    static = {key: loadable(p, kernels, plan.space) for key, p in static.items()}
     doc = {"ptxas": ptxas, "space": plan.space.to_json()}
     why_static = "interrupted" if outcome.interrupted else ("--no-run: static pruning only" if req.run is False
                                                             else None)

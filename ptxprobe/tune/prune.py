@@ -8,7 +8,7 @@ for the GPU) in, frozen records out.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from ptxprobe.static.verdicts import SAME_CODE
@@ -18,6 +18,8 @@ from ptxprobe.tune.space import TuneSpace
 SAME_CODE_AS = "same machine code as"
 NOT_APPLICABLE = "not applicable"
 FAILED = "assembly failed"
+NOT_LOADABLE = "not loadable"  # the program cannot load this configuration (a CuTe DSL kernel under a name of
+# another length): pruned before representatives are chosen, so a code it shares is raced under a loadable candidate
 
 
 @dataclass(frozen=True)
@@ -140,10 +142,11 @@ def order_key(c: Candidate, space: TuneSpace) -> tuple:
     return (not c.is_user, version_key(c.ptxas_version), c.ptxas_sha256, opt, name)
 
 
-def prune(candidates: Sequence[Candidate]) -> Pruned:
+def prune(candidates: Sequence[Candidate], unloadable: Callable[[Candidate], str | None] | None = None) -> Pruned:
     """Keep the first candidate of every distinct machine code; the rest are pruned with their representative.
 
-    A candidate without a cubin is pruned as not applicable (an option its ptxas lacks) or failed (ptxas's words)."""
+    A candidate without a cubin is pruned as not applicable (an option its ptxas lacks) or failed (ptxas's words);
+    one that ``unloadable`` gives a reason for, as not loadable, before it could represent a code."""
     if not candidates:
         raise ValueError("prune needs the candidates of one kernel")
     chosen: dict[str, Candidate] = {}
@@ -153,6 +156,10 @@ def prune(candidates: Sequence[Candidate]) -> Pruned:
             reason = NOT_APPLICABLE if c.status == "unsupported_option" else FAILED
             pruned.append(PrunedCandidate(c, reason, None, (c.error or c.status).strip().splitlines()[0][:200]
                                           if (c.error or c.status) else ""))
+            continue
+        why = unloadable(c) if unloadable is not None and not c.is_user else None
+        if why:
+            pruned.append(PrunedCandidate(c, NOT_LOADABLE, None, why))
             continue
         rep = chosen.get(c.machine_code_sha256)
         if rep is None:
