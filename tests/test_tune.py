@@ -625,3 +625,17 @@ def test_one_configuration_across_problem_sizes():
     assert entries["k"]["best"]["label"] == "A" and "faster at every one" in notes[0]
     with pytest.raises(SpecError, match="nothing to apply"):
         tuned_by_entry({"kernels": [small_a, apart]})
+
+
+def test_tune_says_nothing_of_the_sweeps_own_choice_of_names(tmp_path, capsys, caplog):
+    """The sweep, given a kernel whose name holds the trigger, would choose trigger-free names and say so; tune sets
+    the names itself, so that choice is neither made nor said."""
+    ptx = tmp_path / "k.ptx"
+    ptx.write_text(_AXPY.replace("axpy", "cutlass_axpy"))
+    assert main(["tune", "--ptx", str(ptx), "-o", str(tmp_path / "t"), "--names", "{base},{base_untriggered}",
+                 "--ptxas", "", "--no-run"]) == 0
+    said = capsys.readouterr().err + caplog.text
+    assert "control (cutlass -> zutlass)" not in said
+    names = {c["name"] for k in json.loads((tmp_path / "t" / "tuned.json").read_text())["kernels"]
+             for c in [*k["distinct"], *k["pruned"]]}
+    assert names == {"cutlass_axpy", "xutlass_axpy"}

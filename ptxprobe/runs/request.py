@@ -61,6 +61,7 @@ class SweepRequest:
     ray_address: str | None = None
     run: bool | None = None
     explain: bool = False
+    names_set_later: bool = False  # the caller sets the names axis itself (tune): no choice of names made here
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,8 @@ def _experiment(req: SweepRequest, nvcc_assembles: bool) -> Experiment:
         exp = replace(exp, name="user", description="user kernels given on the command line")
     if req.names_from_scan:
         exp = names_from_scan(exp)
-    if (k.ptx or k.cubin or k.cu or k.triton) and not any(s.startswith("names=") for s in sets):
+    if (k.ptx or k.cubin or k.cu or k.triton) and not req.names_set_later and not any(s.startswith("names=")
+                                                                                  for s in sets):
         exp = names_for_triggered_entries(exp, req.use_cache)
     return exp
 

@@ -67,7 +67,7 @@ def plan_tune(req: TuneRequest) -> TunePlan:
     out = Path(req.out)
     sweep = plan_sweep(SweepRequest(req.experiment, req.sets, req.kernels, out=str(out / STATIC_DIR), jobs=req.jobs,
                                     timeout=req.timeout, use_cache=req.use_cache, fresh=req.fresh,
-                                    run=req.run))
+                                    run=req.run, names_set_later=True))
     user_flags = tuple(sweep.experiment.flags[0])
     space = build_space(req.names, user_ptxas, tuple(given) if req.ptxas is not None else None,
                         parse_option_sets(req.options), user_flags)
