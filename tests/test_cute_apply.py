@@ -48,7 +48,7 @@ def test_a_name_of_another_length_or_found_elsewhere_is_refused(monkeypatch):
         respelled(data, "kernel_nothere_axpy", B[: len("kernel_nothere_axpy")])
     # -lineinfo keeps the PTX text in the cubin: a respelling that left it would leave the old name behind
     monkeypatch.setattr("ptxprobe.binary.symbols.NAME_TEXT_SECTIONS", ())
-    with pytest.raises(CubinError, match="appears outside"):
+    with pytest.raises(SpecError, match="appears outside"):
         respelled(data, A, B)
 
 

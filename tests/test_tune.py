@@ -639,3 +639,38 @@ def test_tune_says_nothing_of_the_sweeps_own_choice_of_names(tmp_path, capsys, c
     names = {c["name"] for k in json.loads((tmp_path / "t" / "tuned.json").read_text())["kernels"]
              for c in [*k["distinct"], *k["pruned"]]}
     assert names == {"cutlass_axpy", "xutlass_axpy"}
+
+
+def test_an_interrupted_source_race_notes_the_kernels_it_did_not_reach(tmp_path, monkeypatch, capsys):
+    """The race of sources stopped by Ctrl-C before a kernel: that kernel keeps its static answer with the reason,
+    tuned.json says the race was interrupted, exit 130."""
+    from ptxprobe.tune import run as tune_run
+
+    monkeypatch.setattr(tune_run, "_race_on_gpu", lambda plan, cache, notify: ({"gpu": "simulated"}, [], True))
+    ptx = tmp_path / "k.ptx"
+    ptx.write_text(_AXPY)
+    assert main(["tune", "-q", "--ptx", str(ptx), "-o", str(tmp_path / "t"), "--ptxas", "triton"]) == 130
+    doc = json.loads((tmp_path / "t" / "tuned.json").read_text())
+    assert "interrupted during the race" in doc["note"]
+    assert [k["note"] for k in doc["kernels"]] == ["not raced: interrupted"]
+
+
+def test_nothing_to_race_says_what_else_was_left_out():
+    from ptxprobe.tune.answer import source_change
+
+    rec = {"race": {"stopped_by": "alone"}, "best_is_yours": True,
+           "pruned": [{"reason": "same machine code as"}, {"reason": "not loadable"}, {"reason": "not loadable"}]}
+    assert source_change(rec) == ("none: every other configuration that could be timed gives your machine code "
+                                  "(2 not loadable)")
+    rec["pruned"] = rec["pruned"][:1]
+    assert source_change(rec) == "none: every configuration tried gives your machine code"
+
+
+def test_one_tuned_kernel_per_cute_dsl_compiled_function():
+    from ptxprobe.capture.program import CapturedKernel
+    from ptxprobe.tune.apply import one_per_cute_module
+
+    a, b = (CapturedKernel(e, "sm_90a", "ptx/m.ptx", "m" * 64, {}, "m.ptx", "cute-dsl") for e in ("ka", "kb"))
+    t1, t2 = (CapturedKernel(e, "sm_90a", f"ptx/{e}.ptx", "t" * 64, {}, f"{e}.ptx", "triton") for e in ("t1", "t2"))
+    shared, kept = one_per_cute_module([a, b, t1, t2])
+    assert [(k.entry, first) for k, first in shared] == [("kb", "ka")] and kept == [a, t1, t2]

@@ -119,8 +119,9 @@ def test_a_bad_metric_is_refused_before_the_program_runs_and_a_non_number_is_the
 
 
 def test_a_kernel_the_hook_cannot_swap_is_pruned_and_said_not_raced(tmp_path):
-    """The capture hook swaps Triton's and the CuTe DSL's kernels: a kernel of another frontend keeps its static
-    answer (its distinct codes) with the reason, and the program is not run for it."""
+    """The capture hook swaps Triton's and the CuTe DSL's kernels, the only frontends capture records today; should
+    it record another, such a kernel keeps its static answer (its distinct codes) with the reason, and the program is
+    not run for it (a defensive branch, exercised here with a made-up frontend)."""
     from ptxprobe.capture.program import CapturedKernel
     from ptxprobe.core.cache import Cache
     from ptxprobe.tune.prune import Candidate, Pruned
@@ -207,3 +208,35 @@ def test_a_cute_dsl_name_that_cannot_be_loaded_gives_its_code_to_a_loadable_cand
     assert [(p.candidate.name, p.reason) for p in after.pruned] == [("kernel_cutlass_k_v2", NOT_LOADABLE)]
     triton = CapturedKernel("kernel_cutlass_k", "sm_90a", "ptx/k.ptx", "c" * 64, {}, "k.ptx", "triton")
     assert loadable(before, [triton], space) is before  # Triton loads any name
+
+
+def test_an_interrupt_after_a_completed_rung_keeps_that_rung_as_the_kernels_answer(tmp_path, monkeypatch):
+    """Ctrl-C in the second rung of a program race: the kernel's record holds the first rung's standings
+    (stopped_by interrupted), tuned.json is written, no proof runs, exit 130."""
+    from dataclasses import replace as with_
+
+    from ptxprobe.tune import program as tune_program
+    from ptxprobe.tune import race as racing
+
+    prog = tmp_path / "prog.py"
+    prog.write_text(_program("1000.0 / size"))
+
+    def second_rung_interrupted(labels, measure, plan):
+        calls = []
+
+        def cut(cands, rounds):
+            calls.append(rounds)
+            if len(calls) == 2:
+                raise KeyboardInterrupt
+            return measure(cands, rounds)
+
+        # never at the target (the measure is deterministic: zero-width intervals), so a second rung follows
+        return racing.race(labels, cut, with_(plan, target_halfwidth=-1.0, max_rounds=12))
+
+    monkeypatch.setattr(tune_program, "race", second_rung_interrupted)
+    rc = main(["tune", "-q", "-o", str(tmp_path / "t"), "--names", "{base}", "--ptxas", "", "--options",
+               "default;-O0", "--rounds", "12", "--metric", r"ms=(\S+)", "--", sys.executable, str(prog)])
+    (k,) = json.loads((tmp_path / "t" / "tuned.json").read_text())["kernels"]
+    assert rc == 130 and k["status"] == "tuned" and k["race"]["stopped_by"] == "interrupted"
+    assert k["race"]["rungs"] == 1 and k["race"]["standings"][0]["rounds"] == 6 and not k["best_is_yours"]
+    assert not (tmp_path / "t" / "apply").exists()

@@ -152,34 +152,40 @@ def cute_programs(where: Path | None = None) -> list[str]:
         doc, rec = tuned(step, where), applied(step, where)
         k = doc["kernels"][0]
         (s,) = k["race"]["standings"]
+        free_name = next(c["name"] for c in k["distinct"] if c["label"] == s["label"])
         runs = k["program_runs"]["calls"][1:]
         us = {a: sorted(r["value"] for c in runs for r in c if r["arm"] == a) for a in k["program_runs"]["arms"]}
         med = {k["program_runs"]["arms"][a]: v[len(v) // 2] for a, v in us.items()}
-        own, free = (med[c["label"]] for c in sorted(k["distinct"], key=lambda c: TRIGGER not in c["name"]))
+        contender = "the trigger-free spelling" if TRIGGER not in free_name else f"`{free_name[:40]}`"
         line = (f"- {step} (`{' '.join(doc['program']['command'][1:])}`): {len(k['distinct'])} distinct codes; "
-                f"median {own:.0f} µs under the DSL's own name, {free:.0f} µs trigger-free; the trigger-free "
-                f"spelling {_iv(s)} **{s['verdict']}** ({s['rounds']} rounds). ")
-        if rec is None:
-            line += "Recommended: **yours** (the DSL's own name): nothing to apply, no proof run."
+                f"median {med[k['user']['label']]:.0f} µs under the DSL's own name, {med[s['label']]:.0f} µs as "
+                f"{contender}: {_iv(s)} **{s['verdict']}** ({s['rounds']} rounds). ")
+        if k["best_is_yours"]:
+            line += ("Recommended: **yours** (the DSL's own name): nothing to apply"
+                     + (", no proof run." if rec is None else "."))
         else:
             c = {x["arm"]: x for x in rec["comparisons"]}
             pred = prediction_check(rec)
-            line += (f"Recommended: **the trigger-free spelling**, applied by the hook (its code loaded under the "
-                     f"DSL's own name). The proof on {rec['rounds']} fresh rounds: {_iv(c['tuned'])} "
+            line += (f"Recommended: **{contender}**, applied by the hook (its code loaded under the DSL's own "
+                     f"name). The proof on {rec['rounds']} fresh rounds: {_iv(c['tuned'])} "
                      f"{c['tuned']['verdict']}, A/A {_iv(c['aa'])} {c['aa']['verdict']}; "
                      f"{'inside' if pred['inside'] else 'outside'} the race's interval "
                      f"({pred['difference'] * 100:+.2f} points).")
         out.append(line)
     from experiments.analysis import external_runs
 
-    aot = external_runs.aot_comparisons(analysis.results_dir(AOT) / "cute_aot.json")
+    aot_path = analysis.results_dir(AOT) / "cute_aot.json"
+    aot = external_runs.aot_comparisons(aot_path)
+    aot_ptxas = json.loads(aot_path.read_text())["manifest"]["ptxas"]["version"]
     r = aot[(aot.case == "ampere_fa2_fp16_full") & (aot.role == "trigger")].iloc[0]
-    static, dynamic = (tuned(step, where)["kernels"][0]["race"]["standings"][0] for step in CUTE_STEPS)
+    (static, static_ptx), (dynamic, dynamic_ptx) = (
+        (k["race"]["standings"][0], k["ptx_sha256"]) for k in (tuned(step, where)["kernels"][0] for step in CUTE_STEPS))
     same = (static["ratio"] > 1) == (r.ratio < 1)  # AOT: the DSL's own over trigger-free; tune: trigger-free's gain
-    out.append(f"The ahead-of-time run of the static-shape case (`{AOT}`, ptxas 12.8.93, cubins loaded through an "
-               f"exported object) measured the trigger-free spelling {pct(1 / r.ratio)} faster: the static-layout "
+    out.append(f"The ahead-of-time run of the static-shape case (`{AOT}`, ptxas {aot_ptxas}, cubins loaded through "
+               f"an exported object) measured the trigger-free spelling at {pct(1 / r.ratio)}: the static-layout "
                f"program {'agrees in direction' if same else 'disagrees'}. Compiled with dynamic layouts, as the "
-               f"example's own `run()` does, the kernel is another PTX and the trigger-free spelling is "
+               f"example's own `run()` does, the kernel is "
+               f"{'another PTX' if static_ptx != dynamic_ptx else 'the same PTX'} and the trigger-free spelling is "
                f"{dynamic['verdict']} ({pct(dynamic['ratio'])}): which name is faster belongs to the program's own "
                "kernel, which is why tune measures it there.")
     return out
@@ -191,13 +197,17 @@ def inductor_program(where: Path | None = None) -> str:
     ks = doc["kernels"]
     one = [k for k in ks if len(k["distinct"]) == 1]
     entries = sorted({k["entry"] for k in ks})
+    options = " and ".join(" ".join(o) or "default" for o in doc["space"]["option_sets"])
+    ran_only_to_capture = applied(INDUCTOR_STEP, where) is None and not any("program_runs" in k for k in ks)
     return (f"**A torch.compile'd block** (`{INDUCTOR_STEP}`: `{' '.join(doc['program']['command'][1:])}`, "
             f"{_space(doc)}): the program compiled {len(ks)} kernels ({len(entries)} entries: "
             f"{', '.join(f'`{e}`' for e in entries)}); {len(one)} of {len(ks)} give one machine code under every "
-            f"configuration" + (f", so tune raced nothing ({sum(k['gpu_seconds'] for k in ks):.0f} GPU s) and ran "
-                                "the program only to capture it: for these kernels neither the name nor -O2 "
-                                "matters under this ptxas." if len(one) == len(ks) else
-                                f"; the other {len(ks) - len(one)} were raced inside the program."))
+            f"configuration" + (f", so tune raced nothing ({sum(k['gpu_seconds'] for k in ks):.0f} GPU s)"
+                                + (" and ran the program only to capture it" if ran_only_to_capture else "")
+                                + f": for these kernels neither the name nor the options ({options}) change the code "
+                                f"under ptxas {', '.join(sorted({v['version'] for v in doc['ptxas'].values()}))}."
+                                if len(one) == len(ks) else f"; the other {len(ks) - len(one)} were raced inside the "
+                                "program."))
 
 
 def _where(k: dict) -> str:
@@ -337,7 +347,8 @@ def section(where: Path | None = None) -> list[str]:
             "experiments/user/ffma_matmul.py cutlass_matmul_fp32`, no sources: its kernel captured, swept, pruned, "
             "each distinct code raced inside the program by its `ms=` line, then the proof A/B):", "",
             *program_tuning(where), "", program_goal(where), "",
-            "**A CuTe DSL program tuned by itself** (CUTLASS's FA2 example, JIT-compiled on the H200 by the program; "
+            f"**A CuTe DSL program tuned by itself** (CUTLASS's FA2 example, JIT-compiled on the "
+            f"{tuned(CUTE_STEPS[0], where)['gpu']['gpu']} by the program; "
             "the capture hook loads each contender's cubin, assembled under its name and spelt back to the DSL's "
             "own, in place of the DSL's):", "", *cute_programs(where), "", inductor_program(where), "",
             "In the run whose space held only `{base}` and `cutlass_{base}` (ffma-trigger-names) the race's leader "

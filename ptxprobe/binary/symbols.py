@@ -7,7 +7,8 @@ the symbols; ``.shstrtab``: ``.text.<k>``, ``.nv.info.<k>``...; every other reco
 symbol index); with ``-lineinfo`` also in ``.nv_debug_ptx_txt``, the PTX text kept for profilers. A name of the
 same length is rewritten in place there and nowhere else, so everything the GPU runs stays byte for byte what ptxas
 gave under the chosen name (``machine_code_sha256`` leaves names out and checks it). A name of another length would
-move every offset after it: refused, as is a name found anywhere else.
+move every offset after it: refused (``SpecError``: the name cannot be used for this program), as is a name found
+anywhere else.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def respelled(data: bytes, old: str, new: str) -> bytes:
     if inside == 0:
         raise CubinError(f"the cubin has no symbol {_short(old)}")
     if data.count(needle) != inside:  # the name is also somewhere the tables do not cover: not only a name there
-        raise CubinError(f"{_short(old)} appears outside the cubin's string tables and PTX text "
+        raise SpecError(f"{_short(old)} appears outside the cubin's string tables and PTX text "
                          f"({', '.join(n for _, _, n in spans)}): ptxprobe does not rewrite it there")
     return bytes(out)
 

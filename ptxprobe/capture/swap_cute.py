@@ -20,9 +20,13 @@ from __future__ import annotations
 
 import ctypes
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the hook's state and plan entries (capture.swap imports this module when the DSL is imported)
+    from ptxprobe.capture.swap import Replacement, _State
 
 
-def _entries(compiled, ptx: str | None) -> list[str]:
+def _entries(compiled: Any, ptx: str | None) -> list[str]:
     if ptx:
         from ptxprobe.ptx.text import entries_of
 
@@ -30,7 +34,7 @@ def _entries(compiled, ptx: str | None) -> list[str]:
     return list(getattr(compiled, "kernel_info", None) or {})
 
 
-def replacement_for(state, compiled):
+def replacement_for(state: _State, compiled: Any) -> Replacement | None:
     """The plan's replacement for one compiled function, or None (counted as mismatched where its entry is in the
     plan but its PTX is another kernel's)."""
     try:
@@ -50,7 +54,7 @@ def replacement_for(state, compiled):
     return None
 
 
-def load_cubin(compiled, data: bytes) -> list:
+def load_cubin(compiled: Any, data: bytes) -> list[Any]:
     """What ``_load_cuda_library`` does, with ``data`` loaded in place of the cubin in the host code: the library
     loaded, then the DSL's ``cuda_load_to_device`` on every device (it looks the kernels up by name, sets their
     attributes and keeps their handles for the launch code)."""
@@ -74,7 +78,7 @@ def load_cubin(compiled, data: bytes) -> list:
     return [cuda_runtime.cudaLibrary_t(library.value)]
 
 
-def patch_executor(module, state) -> None:
+def patch_executor(module: Any, state: _State) -> None:
     """Wrap ``_load_cuda_library`` of an imported ``cutlass.cutlass_dsl.cuda_jit_executor`` (JIT runs)."""
     cls = module.CudaDialectJitCompiledFunction
     if "_ptxprobe_loads" in cls.__dict__:
@@ -96,7 +100,7 @@ def patch_executor(module, state) -> None:
 BINARY_MAGIC = (b"\x50\xed\x55\xba", b"\x7fELF")  # a fatbin's, a cubin's: what cudaLibraryLoadData takes
 
 
-def embed_cubin(export_module, data: bytes) -> str:
+def embed_cubin(export_module: Any, data: bytes) -> str:
     """Put ``data`` in place of the kernel image an export module holds (the DSL lowers it to an LLVM global
     ``<gpu module>_binary``, a fatbin, that the exported ``cuda_init`` hands to ``cudaLibraryLoadData``); the
     global's name. Exactly one such global, or the export is refused rather than left with the DSL's code."""
@@ -122,7 +126,7 @@ def embed_cubin(export_module, data: bytes) -> str:
     return op.attributes["sym_name"].value
 
 
-def patch_export(module, state) -> None:
+def patch_export(module: Any, state: _State) -> None:
     """Wrap ``dump_to_object`` of an imported ``cutlass.base_dsl.jit_executor`` (AOT exports): for one call, the
     export module it builds (``cutlass.base_dsl.export.get_export_module``) gets ptxprobe's cubin."""
     cls = module.JitCompiledFunction

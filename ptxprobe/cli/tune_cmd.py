@@ -217,7 +217,7 @@ def cmd_tune(args) -> int:
     if outcome.emit_errors or any(k.get("user") is None for k in doc["kernels"]):
         return TOOL_FAILED
     if proof:  # the proof: the program with the recommendation, A/B against yours
-        rc = run_program_tuned(doc, list(args.program), outcome.path.parent / "apply", args, tuned=doc)
+        rc = run_program_tuned(doc, list(args.program), unused_dir(outcome.path.parent, "apply"), args, tuned=doc)
         return rc if args.rounds or rc != OK else FOUND_DIFFERENCES  # run once, no A/B: tune's own answer
     if args.program:
         print("ptxprobe: the program was not run: " + (f"nothing was raced ({outcome.static_only_reason})"

@@ -12,11 +12,12 @@ leader.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 from ptxprobe.core.cache import atomic_write
 from ptxprobe.core.errors import SpecError
-from ptxprobe.tune.prune import Candidate, Pruned
+from ptxprobe.tune.prune import SAME_CODE_AS, Candidate, Pruned
 from ptxprobe.tune.race import ALONE, RaceResult, Standing
 
 TUNED = "tuned.json"
@@ -131,7 +132,11 @@ def source_change(rec: dict) -> str:
     """The one-line change that applies the best configuration to the user's source, where there is one."""
     best, user = rec.get("best"), rec.get("user")
     if (rec.get("race") or {}).get("stopped_by") == ALONE:
-        return "none: every configuration tried gives your machine code"
+        left = Counter(p["reason"] for p in rec.get("pruned", []) if p["reason"] != SAME_CODE_AS)
+        if not left:
+            return "none: every configuration tried gives your machine code"
+        return ("none: every other configuration that could be timed gives your machine code ("
+                + ", ".join(f"{n} {reason}" for reason, n in sorted(left.items())) + ")")
     if not best or rec.get("best_is_yours"):
         return "none: your configuration is the fastest measured"
     name = best["name"]

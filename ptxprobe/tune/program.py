@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ptxprobe.capture.ab import MIN_ROUNDS, run_rounds
-from ptxprobe.capture.program import CUTE_FRONTEND
+from ptxprobe.capture.program import CUTE_FRONTEND, CapturedKernel
 from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import NoGpu, SpecError, ToolFailed
 from ptxprobe.runs.request import UserKernels
@@ -30,6 +30,7 @@ from ptxprobe.tune.apply import build_swap, program_env, write_arm
 from ptxprobe.tune.prune import Candidate, Pruned, arranged, prune
 from ptxprobe.tune.race import INTERRUPTED, RacePlan, race
 from ptxprobe.tune.run import RACE_INTERRUPTED, TuneOutcome, TuneRequest, plan_tune, static_pruning
+from ptxprobe.tune.space import TuneSpace
 
 CAPTURE_DIR, ARMS_DIR = "capture", "arms"
 PROGRAM_GATE = "program"  # the gate's name in tuned.json: the program's own checks, and the hook's swap
@@ -110,7 +111,7 @@ def _not_raced(items) -> list[dict]:
                               "note": "not raced: interrupted"}) for _, p in items]
 
 
-def loadable(pruned: Pruned, kernels: list, space) -> Pruned:
+def loadable(pruned: Pruned, kernels: list[CapturedKernel], space: TuneSpace) -> Pruned:
     """A CuTe DSL kernel's host code finds it by its own name, so only names of that length can be loaded into the
     program (``binary.symbols.respelled``): the others are pruned as not loadable before representatives are chosen,
     and a code they share with a loadable candidate is raced under that one."""
@@ -144,7 +145,7 @@ def _race_kernel(pruned: Pruned, contenders: list[Candidate], k, doc: dict, race
         try:
             swap = build_swap(ptx, k.entry, k.ptx_sha256, {"config": c.to_json(), "ptx_sha256": k.ptx_sha256},
                               "config", doc, arms_dir, cache, k.frontend)
-        except SpecError as exc:  # a CuTe DSL kernel under a name of another length: its host code cannot load it
+        except SpecError as exc:  # the name found outside the cubin's string tables (``loadable`` prunes the lengths)
             if c.is_user:
                 raise
             unswappable[c.label] = f"cannot be loaded into the program: {exc}"

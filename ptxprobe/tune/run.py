@@ -139,7 +139,8 @@ def run_tune(plan: TunePlan, progress: bool = False, notify=lambda text: None) -
         except NoGpu as exc:
             why_static = f"{exc}".replace("static results only", "static pruning only")
     timed = {(r["kernel"], r["arch"]) for r in records}
-    records += [static_answer(p) for key, p in static.items() if key not in timed]
+    untimed = {"note": "not raced: interrupted"} if race_interrupted else None
+    records += [static_answer(p, untimed) for key, p in static.items() if key not in timed]
     doc = document(records, space=plan.space.to_json(), ptxas=ptxas, gpu=gpu_info, static_dir=str(plan.sweep.out),
                    note=why_static or (RACE_INTERRUPTED if race_interrupted else ""),
                    race_plan=None if gpu_info is None else asdict(req.race), argv=list(sys.argv))
