@@ -20,10 +20,18 @@ from __future__ import annotations
 
 import ctypes
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:  # the hook's state and plan entries (capture.swap imports this module when the DSL is imported)
-    from ptxprobe.capture.swap import Replacement, _State
+
+class SwapState(Protocol):
+    """What this half needs of the hook's state (``capture.swap._State``, which imports this module)."""
+
+    reps: dict
+    mismatched: list
+
+    def choose(self, entry: str | None, ptx: str | None) -> Any: ...
+
+    def count(self, rep: Any) -> None: ...
 
 
 def _entries(compiled: Any, ptx: str | None) -> list[str]:
@@ -34,9 +42,9 @@ def _entries(compiled: Any, ptx: str | None) -> list[str]:
     return list(getattr(compiled, "kernel_info", None) or {})
 
 
-def replacement_for(state: _State, compiled: Any) -> Replacement | None:
-    """The plan's replacement for one compiled function, or None (counted as mismatched where its entry is in the
-    plan but its PTX is another kernel's)."""
+def replacement_for(state: SwapState, compiled: Any) -> Any:
+    """The plan's replacement (a ``capture.swap.Replacement``) for one compiled function, or None (counted as
+    mismatched where its entry is in the plan but its PTX is another kernel's)."""
     try:
         ptx = compiled.__ptx__
     except Exception:  # no artifacts kept
@@ -78,7 +86,7 @@ def load_cubin(compiled: Any, data: bytes) -> list[Any]:
     return [cuda_runtime.cudaLibrary_t(library.value)]
 
 
-def patch_executor(module: Any, state: _State) -> None:
+def patch_executor(module: Any, state: SwapState) -> None:
     """Wrap ``_load_cuda_library`` of an imported ``cutlass.cutlass_dsl.cuda_jit_executor`` (JIT runs)."""
     cls = module.CudaDialectJitCompiledFunction
     if "_ptxprobe_loads" in cls.__dict__:
@@ -126,7 +134,7 @@ def embed_cubin(export_module: Any, data: bytes) -> str:
     return op.attributes["sym_name"].value
 
 
-def patch_export(module: Any, state: _State) -> None:
+def patch_export(module: Any, state: SwapState) -> None:
     """Wrap ``dump_to_object`` of an imported ``cutlass.base_dsl.jit_executor`` (AOT exports): for one call, the
     export module it builds (``cutlass.base_dsl.export.get_export_module``) gets ptxprobe's cubin."""
     cls = module.JitCompiledFunction
