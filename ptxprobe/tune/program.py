@@ -29,7 +29,14 @@ from ptxprobe.tune.answer import document, kernel_answer, static_answer, write_t
 from ptxprobe.tune.apply import build_swap, program_env, write_arm
 from ptxprobe.tune.prune import Candidate, Pruned, arranged, prune
 from ptxprobe.tune.race import INTERRUPTED, RacePlan, race
-from ptxprobe.tune.run import RACE_INTERRUPTED, TuneOutcome, TuneRequest, plan_tune, static_pruning
+from ptxprobe.tune.run import (
+    NOT_RACED_INTERRUPTED,
+    RACE_INTERRUPTED,
+    TuneOutcome,
+    TuneRequest,
+    plan_tune,
+    static_pruning,
+)
 from ptxprobe.tune.space import TuneSpace
 
 CAPTURE_DIR, ARMS_DIR = "capture", "arms"
@@ -95,10 +102,10 @@ def race_program(static: dict[tuple, Pruned], kernels: list, doc: dict, race_: P
         try:
             rec = _race_kernel(pruned, contenders, k, doc, race_, out, cache, log)
         except KeyboardInterrupt:  # before its first rung: this kernel and the rest keep their static answers
-            return records + _not_raced(items[i:]), True
+            return records + _static_records([p for _, p in items[i:]], NOT_RACED_INTERRUPTED), True
         records.append(rec)
         if rec["race"]["stopped_by"] == INTERRUPTED:
-            return records + _not_raced(items[i + 1:]), True
+            return records + _static_records([p for _, p in items[i + 1:]], NOT_RACED_INTERRUPTED), True
     return records, False
 
 
@@ -106,9 +113,10 @@ def _never(labels, rounds):  # the measure of a race with nothing in it
     raise AssertionError("nothing to measure")
 
 
-def _not_raced(items) -> list[dict]:
+def _static_records(pruned: list[Pruned], note: str | None = None) -> list[dict]:
+    """Program kernels answered by static pruning alone (no race ran: --no-run, or an interrupt; ``note`` says so)."""
     return [static_answer(p, {"entry": p.user.name if p.user else None, "source_kind": "program",
-                              "note": "not raced: interrupted"}) for _, p in items]
+                              **({"note": note} if note else {})}) for p in pruned]
 
 
 def loadable(pruned: Pruned, kernels: list[CapturedKernel], space: TuneSpace) -> Pruned:
@@ -209,8 +217,7 @@ def run_program_tune(req: TuneRequest, race_: ProgramRace, progress: bool = Fals
     why_static = "interrupted" if outcome.interrupted else ("--no-run: static pruning only" if req.run is False
                                                             else None)
     records, race_interrupted = (race_program(static, kernels, doc, race_, out, cache, notify) if why_static is None
-                                 else ([static_answer(p, {"entry": p.user.name if p.user else None,
-                                                          "source_kind": "program"}) for p in static.values()], False))
+                                 else (_static_records(list(static.values())), False))
     doc = document(records, space=plan.space.to_json(), ptxas=ptxas, gpu=_gpu(), static_dir=str(plan.sweep.out),
                    note=why_static or (RACE_INTERRUPTED if race_interrupted else ""),
                    race_plan=None if why_static else asdict(race_.plan), argv=list(sys.argv))

@@ -22,6 +22,7 @@ from ptxprobe.tune.race import INTERRUPTED, RacePlan
 from ptxprobe.tune.space import TuneSpace, build_space, parse_option_sets
 
 STATIC_DIR = "static"
+NOT_RACED_INTERRUPTED = "not raced: interrupted"  # the note of a kernel an interrupted race did not reach
 RACE_INTERRUPTED = ("interrupted during the race: the kernels raced by then keep the rungs they completed, the rest "
                     "their static answers")
 _SPACE_AXES = ("names=", "ptxas=", "flags=", "repeat=", "max_repeat=")
@@ -139,7 +140,7 @@ def run_tune(plan: TunePlan, progress: bool = False, notify=lambda text: None) -
         except NoGpu as exc:
             why_static = f"{exc}".replace("static results only", "static pruning only")
     timed = {(r["kernel"], r["arch"]) for r in records}
-    untimed = {"note": "not raced: interrupted"} if race_interrupted else None
+    untimed = {"note": NOT_RACED_INTERRUPTED} if race_interrupted else None
     records += [static_answer(p, untimed) for key, p in static.items() if key not in timed]
     doc = document(records, space=plan.space.to_json(), ptxas=ptxas, gpu=gpu_info, static_dir=str(plan.sweep.out),
                    note=why_static or (RACE_INTERRUPTED if race_interrupted else ""),
