@@ -48,8 +48,18 @@ def capture_env(dump: Path, cache: Path, cute_dump: Path | None = None, arch: st
     in its own cache; CuTe DSL keeps its PTX (for ``arch``, compiled without asking the GPU)."""
     env = {**os.environ, "TRITON_KERNEL_DUMP": "1", "TRITON_DUMP_DIR": str(dump), "TRITON_ALWAYS_COMPILE": "1",
            "TRITON_CACHE_DIR": str(cache)}
-    if cute_dump is not None:  # compiled again, not loaded from the DSL's file cache (which keeps no PTX)
-        env.update(CUTE_DSL_KEEP="ptx", CUTE_DSL_DUMP_DIR=str(cute_dump), CUTE_DSL_DISABLE_FILE_CACHING="1")
+    if cute_dump is not None:
+        env.update(cute_env(cute_dump, arch))
+    elif arch:
+        env["CUTE_DSL_ARCH"] = arch
+    return env
+
+
+def cute_env(dump: Path, arch: str | None = None) -> dict[str, str]:
+    """The CuTe DSL's knobs for a run whose kernels ptxprobe must see (capture) or match (the swap hook): its PTX
+    kept in ``dump``, compiled again rather than loaded from its file cache (which keeps no PTX) and, with ``arch``,
+    its target pinned (no GPU asked)."""
+    env = {"CUTE_DSL_KEEP": "ptx", "CUTE_DSL_DUMP_DIR": str(dump), "CUTE_DSL_DISABLE_FILE_CACHING": "1"}
     if arch:
         env["CUTE_DSL_ARCH"] = arch
     return env

@@ -20,7 +20,7 @@ from pathlib import Path
 from ptxprobe.binary.cubin import read_cubin
 from ptxprobe.binary.symbols import respelled
 from ptxprobe.capture.ab import Arm, calibration_failed, compare, run_rounds
-from ptxprobe.capture.program import CUTE_FRONTEND
+from ptxprobe.capture.program import CUTE_FRONTEND, cute_env
 from ptxprobe.core.cache import Cache, atomic_write, sha256_text
 from ptxprobe.core.errors import SpecError, ToolFailed, ToolNotFound
 from ptxprobe.ptx.rename import apply_template, renamed_ptx
@@ -143,13 +143,8 @@ def program_env(arms_dir: Path, arch: str | None = None) -> dict[str, str]:
     PTX kept (the hook matches a compiled function by it) and, with ``arch``, its target pinned (no GPU asked)."""
     cute_dump = (arms_dir / "cute-dump").resolve()
     cute_dump.mkdir(parents=True, exist_ok=True)  # the DSL writes only into a directory that exists
-    env = {"TORCHINDUCTOR_USE_STATIC_CUDA_LAUNCHER": "0",
-           "TRITON_CACHE_DIR": str((arms_dir / "triton-cache").resolve()),
-           "CUTE_DSL_KEEP": "ptx", "CUTE_DSL_DUMP_DIR": str(cute_dump),
-           "CUTE_DSL_DISABLE_FILE_CACHING": "1"}  # compiled again, so the PTX the hook matches by is kept
-    if arch:
-        env["CUTE_DSL_ARCH"] = arch
-    return env
+    return {"TORCHINDUCTOR_USE_STATIC_CUDA_LAUNCHER": "0",
+            "TRITON_CACHE_DIR": str((arms_dir / "triton-cache").resolve()), **cute_env(cute_dump, arch)}
 
 
 def compare_arms(runs: list, margin: float = stats.EQUIVALENCE_MARGIN) -> list[dict]:
