@@ -211,14 +211,14 @@ def test_a_worker_without_the_planned_ptxas_fails_that_task_clearly(cluster, exp
     ray.init(address=cluster)
     try:
         task = ray.remote(num_cpus=1)(remote_assembly)
-        good = ray.get(task.remote(planned, 120.0), timeout=300)
-        bad = ray.get(task.remote(stranger, 120.0), timeout=300)
+        good = ray.get(task.remote((planned,), 120.0), timeout=300)
+        bad = ray.get(task.remote((stranger,), 120.0), timeout=300)
     finally:
         ray.shutdown()
-    assert good.row["status"] == "ok" and good.cubin is not None
-    assert bad.row["status"] == TOOL_MISMATCH and bad.row["retriable"] and bad.cubin is None
-    assert "sha256 000000000000 is not here" in bad.row["error"]
-    assert "a different binary" in bad.row["error"]  # the plan's path holds another build
+    assert good.rows[0]["status"] == "ok" and good.cubin is not None
+    assert bad.rows[0]["status"] == TOOL_MISMATCH and bad.rows[0]["retriable"] and bad.cubin is None
+    assert "sha256 000000000000 is not here" in bad.rows[0]["error"]
+    assert "a different binary" in bad.rows[0]["error"]  # the plan's path holds another build
 
 
 def test_worker_tool_finds_the_planned_binary_elsewhere(tmp_path):

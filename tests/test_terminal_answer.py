@@ -150,3 +150,41 @@ def test_report_prints_its_path_and_the_same_answer(tmp_path, capsys, monkeypatc
     recs = json.loads((tmp_path / "rep" / "report.json").read_text())
     differing = [r for r in recs if r["verdict"] == "differs"]
     assert differing and all(r.get("note") == SASS_NOT_BUILT for r in differing)  # no nvdisasm without --sass
+
+
+def _synthetic_pivot(n: int) -> list[dict]:
+    """n instantiations of one template on one target: every third changes by 3k registers, one not compared."""
+    out = []
+    for k in range(n):
+        sym = f"_ZN6marlin6MarlinILi{128 * (1 + k % 2)}ELi{k}ELb{k % 2}EEEvPKi"
+        changed = k % 3 == 0
+        names = {"cutlass_{base}": {"verdict": "differs" if changed else "identical", "delta_registers":
+                                    3 * k if changed else 0, "capmerc_ratio": None, "not_compared": None},
+                 "xutlass_{base}": {"verdict": "identical", "delta_registers": 0, "capmerc_ratio": None,
+                                    "not_compared": None}}
+        answer = NOT_COMPARED if k == n - 1 else (YES if changed else NO)
+        out.append({"kernel": f"lib.so:m.7.sm_90.ptx:{sym}", "arch": "sm_90", "ptxas_version": "13.0.88",
+                    "ptxas_flags": "-lineinfo", "names": names, "name_matters": changed, "answer": answer,
+                    "not_compared": "ptxas timed out" if answer == NOT_COMPARED else None})
+    return out
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_many_kernels_are_summarised_first_and_told_apart_by_their_arguments(width):
+    from ptxprobe.cli.render import show_summary
+    from ptxprobe.static.verdicts import summarize_targets
+
+    answer = _synthetic_pivot(30)
+    (s,) = summarize_targets(answer)
+    assert (s.kernels, s.changed, s.unchanged, s.not_compared) == (30, 10, 19, 1)
+    assert s.largest_register_change == 81 and s.largest_register_kernel.endswith("Li27ELb1EEEvPKi")
+    con = Console(width=width, record=True, color_system=None)
+    show_summary("does the name matter?", answer, TEMPLATES, "--details", console=con)
+    lines = con.export_text().splitlines()
+    assert not [ln for ln in lines if len(ln) > width]
+    text = "\n".join(lines)
+    assert "(10 of 10)" in text and "+81r" in text
+    import re
+
+    shown = [m.group(1) for ln in lines if (m := re.match(r"\s*(?:\S*:)?(Marlin<[^>]*>)\s+sm_90", ln))]
+    assert len(shown) == len(set(shown)) == 10, shown  # ten distinct instantiations, not ten equal shortened names

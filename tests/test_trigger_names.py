@@ -41,7 +41,7 @@ def test_a_triggered_baseline_is_compared_with_its_trigger_free_name(tmp_path):
     assert r.returncode == 0, r.stderr
     out = tmp_path / "out"
     r = ptxprobe("rename-sweep", "--ptx", str(ptx), "-s", "repeat=2", "--no-run", "-o", str(out))
-    assert "every kernel's own name contains 'cutlass'" in r.stderr
+    assert "every kernel's symbol contains 'cutlass' (cutlass_attention: its own name)" in r.stderr
     assert r.returncode == 1, r.stderr  # the trigger in the given name changes the code
     rows = _rows(out)
     by = {r["name_template"]: r for r in rows if r["repeat"] == 0}
@@ -52,7 +52,7 @@ def test_a_triggered_baseline_is_compared_with_its_trigger_free_name(tmp_path):
     # asked for names explicitly: they are used as given
     r = ptxprobe("rename-sweep", "--ptx", str(ptx), "-s", "repeat=1", "-s", "names={base},cutlass_{base}",
                  "--no-run", "-o", str(tmp_path / "asked"))
-    assert "own name contains" not in r.stderr
+    assert "symbol contains" not in r.stderr
     assert {x["name"] for x in _rows(tmp_path / "asked")} == {"cutlass_attention", "cutlass_cutlass_attention"}
 
 

@@ -156,7 +156,23 @@ def read_cubin(data: bytes) -> CubinFacts:
 
 def kernel_columns(data: bytes, name: str) -> dict:
     """The per-kernel facts a result row carries (a pure function of the cubin bytes)."""
-    k = read_cubin(data).kernel(name)
+    return _columns(read_cubin(data).kernel(name))
+
+
+def kernels_columns(data: bytes, names: list[str]) -> dict[str, dict | CubinError]:
+    """``kernel_columns`` of several kernels of one cubin, read once (a module's entries share one cubin); a
+    kernel the cubin lacks gets its error."""
+    facts = read_cubin(data)
+    out: dict[str, dict | CubinError] = {}
+    for name in names:
+        try:
+            out[name] = _columns(facts.kernel(name))
+        except CubinError as exc:
+            out[name] = exc
+    return out
+
+
+def _columns(k: KernelFacts) -> dict:
     return {
         "text_sha256": k.text_sha256,
         "code_sha256": k.code_sha256,

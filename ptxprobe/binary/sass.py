@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ptxprobe.core.errors import SassParseError
 from ptxprobe.core.proc import run_tool
+from ptxprobe.core.text import split_top_level
 from ptxprobe.toolchain.tools import Tool, find_tool
 
 NO_BARRIER = 7
@@ -162,20 +163,7 @@ _LABEL_RE = re.compile(r"^(\.L_\w+|\.text\.\S+|[A-Za-z_$][\w$.]*):\s*$")
 
 
 def _split_operands(text: str) -> list[str]:
-    out, depth, cur = [], 0, []
-    for ch in text:
-        if ch in "[{(":
-            depth += 1
-        elif ch in "]})":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append("".join(cur).strip())
-            cur = []
-        else:
-            cur.append(ch)
-    if "".join(cur).strip():
-        out.append("".join(cur).strip())
-    return out
+    return split_top_level(text, "[{(", "]})")
 
 
 def split_annotations(body: str) -> tuple[str, tuple[str, ...]]:

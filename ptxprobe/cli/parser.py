@@ -146,10 +146,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--ptx", action="append", metavar="FILE", default=[], help="a PTX file of your own (repeatable)")
     s.add_argument("--cubin", action="append", metavar="FILE", default=[],
                    help="a cubin with embedded PTX (built with -lineinfo)")
+    s.add_argument("--lib", action="append", metavar="PATH", default=[],
+                   help="a shared library, fatbin, cubin or wheel (every .so inside): the PTX it embeds, each module "
+                        "for its own target or -s archs (repeatable; extracted with cuobjdump)")
     s.add_argument("--cu", action="append", metavar="FILE", default=[],
                    help="CUDA C++ source, compiled by nvcc for each arch")
-    s.add_argument("--entry", help="with --ptx/--cubin/--cu: the kernel to take (name or symbol; 'all' for every "
-                                   "one); without it, every kernel in the file")
+    s.add_argument("--entry", help="with --ptx/--cubin/--cu/--lib: the kernel to take (name or symbol; 'all' for "
+                                   "every one); without it, every kernel in the file")
     s.add_argument("--triton", metavar="FILE.py:FUNCTION",
                    help="a triton.jit or gluon.jit function: path/to/file.py:function (a path, relative to here) or "
                         "package.module:function; needs --spec")

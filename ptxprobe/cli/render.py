@@ -16,7 +16,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from ptxprobe.core.schema import short_names
+from ptxprobe.ptx.mangling import readable_labels, table_names
 from ptxprobe.static.verdicts import NO, YES
 
 log = logging.getLogger("ptxprobe")
@@ -144,10 +144,10 @@ def answer_table(title: str, pivot: list[dict], templates: list[str], cols: int)
     natural = [max(len(c) for c in col) for col in cells]
     least = [max(len(w) for c in col for w in c.split()) for col in cells]  # a cell wraps at its spaces
     overhead = 2 * (len(heads) + 1) + 1  # one space of padding and one of border per column, and the edges
-    longest = max([len("kernel")] + [len(p["kernel"]) for p in pivot])
+    longest = max([len("kernel")] + [len(k) for k in readable_labels([p["kernel"] for p in pivot]).values()])
     kernel_w = max(min(longest, cols - overhead - sum(natural)), min(longest, KERNEL_MIN))
     kernel_w = min(kernel_w, max(len("kernel"), cols - overhead - sum(least)))
-    short = short_names([p["kernel"] for p in pivot], kernel_w)
+    short = table_names([p["kernel"] for p in pivot], kernel_w)
     widths = _fit(natural[:-1], least[:-1], cols - overhead - kernel_w - natural[-1])
     t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, show_lines=False, pad_edge=False,
               padding=(0, 1, 0, 0))
@@ -183,6 +183,44 @@ def show_answer(title: str, pivot: list[dict], templates: list[str], next_steps:
         con.print(line, highlight=False, width=cols)
 
 
+CHANGED_ROWS = 10  # kernels whose code the name changes that a summarised answer lists, the largest first
+
+
+def show_summary(title: str, pivot: list[dict], templates: list[str], next_steps: str,
+                 console: Console | None = None) -> None:
+    """The answer for many kernels: per target how many kernels the name changes and leaves alone, the largest
+    changes with their kernels, then the kernels where it changes most (the whole table: --details, the report)."""
+    from ptxprobe.static.verdicts import summarize_targets
+
+    con = console or stdout()
+    cols = max(con.width, MIN_WIDTH) if console is None else con.width
+    names = table_names([p["kernel"] for p in pivot], 40, keep_source=False)
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
+    for head in ("target", "kernels", "changed", "same", "not compared"):
+        t.add_column(head, overflow="fold", max_width=14)
+    for head in ("largest register change", "largest capmerc change"):
+        t.add_column(head, overflow="fold", ratio=1)
+    for s in summarize_targets(pivot):
+        target = f"{s.arch} {s.ptxas_version}" + ("" if s.ptxas_flags in ("-lineinfo", "") else f" {s.ptxas_flags}")
+        reg = f"{s.largest_register_change:+d}r {names[s.largest_register_kernel]}" if s.largest_register_kernel \
+            else "-"
+        cap = f"×{s.largest_capmerc_ratio:.2f} {names[s.largest_capmerc_kernel]}" if s.largest_capmerc_kernel \
+            else "-"
+        t.add_row(target, str(s.kernels), str(s.changed), str(s.unchanged), str(s.not_compared), reg, cap)
+    con.print(t, width=cols)
+
+    def size(p: dict) -> int:
+        return max((abs(v.get("delta_registers") or 0) for v in p["names"].values()), default=0)
+
+    changed = sorted((p for p in pivot if p["answer"] == YES), key=lambda p: -size(p))
+    if changed:
+        shown = changed[:CHANGED_ROWS]
+        con.print(answer_table(f"where the name changes the code most ({len(shown)} of {len(changed)})", shown,
+                               templates, cols), width=cols)
+    for line in (legend_for(cols), STATIC, "next: " + next_steps):
+        con.print(line, highlight=False, width=cols)
+
+
 SPEED_ROWS = 6  # timed groups the terminal lists (those where a name changes speed, the largest first)
 SPEED_KERNEL_MIN = 20  # the kernel column of the speed rows: the rest of the width, at least this
 
@@ -208,7 +246,7 @@ def show_speed(title: str, speed: dict, templates: list[str], console: Console |
         natural = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads)]
         longest = max(len(g["kernel"]) for g in changed)
         kernel_w = max(SPEED_KERNEL_MIN, min(longest, cols - sum(natural) - len(heads) - 4))
-        short = short_names([g["kernel"] for g in changed], kernel_w)
+        short = table_names([g["kernel"] for g in changed], kernel_w)
         t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1, 0, 0))
         t.add_column("kernel", no_wrap=True, width=kernel_w)
         for head in heads:

@@ -4,23 +4,24 @@ from __future__ import annotations
 
 import logging
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ptxprobe.cli import FOUND_DIFFERENCES, INTERRUPTED, OK, TOOL_FAILED
-from ptxprobe.cli.render import emit_json, fmt_set, say, show, show_answer, table
+from ptxprobe.cli.render import emit_json, fmt_set, say, show, show_answer, show_summary, table
 from ptxprobe.core.cluster import session_for
 from ptxprobe.core.errors import NoGpu
-from ptxprobe.core.schema import short_names
+from ptxprobe.ptx.mangling import table_names
 from ptxprobe.runs.request import SweepPlan, SweepRequest, UserKernels, plan_sweep
-from ptxprobe.static.verdicts import NO, ONLY_ONE_NAME, YES
+from ptxprobe.static.verdicts import MANY_KERNELS, NO, ONLY_ONE_NAME, YES
 
 log = logging.getLogger("ptxprobe")
 
 
 def request_from_args(args) -> SweepRequest:
     """rename-sweep's arguments as the request the plan is made from (the view's options stay here)."""
-    kernels = UserKernels(tuple(args.ptx), tuple(args.cubin), tuple(args.cu), args.triton, args.spec, args.entry)
+    kernels = UserKernels(tuple(args.ptx), tuple(args.cubin), tuple(args.cu), args.triton, args.spec, args.entry,
+                          tuple(args.lib))
     return SweepRequest(args.experiment, tuple(args.set or ()), kernels, args.names_from_scan, args.out, args.jobs,
                         args.timeout, not args.no_cache, args.fresh, args.executor, args.ray_address, args.run,
                         args.explain)
@@ -50,6 +51,7 @@ def _sweep_and_time(plan: SweepPlan, view: View) -> int:
     """The static sweep, its answer, and (with a GPU) the timed runs: one Ray session around both."""
     from ptxprobe.core.cache import Cache
     from ptxprobe.sources import left_out, left_out_text
+    from ptxprobe.sources.library import library_notes
     from ptxprobe.static.sweep import run_sweep
     from ptxprobe.static.verdicts import pivot, summarize
 
@@ -57,6 +59,9 @@ def _sweep_and_time(plan: SweepPlan, view: View) -> int:
     left = left_out(exp)
     if left:  # a narrowed experiment runs what supports it: what it leaves out is said first, on stderr
         print(f"ptxprobe: left out (not supported by the kernel): {left_out_text(left)}", file=sys.stderr)
+    libraries = library_notes(exp, Cache(enabled=req.use_cache))
+    for note in libraries:  # what a library's rows are (and are not) made of, before they are made
+        print(f"ptxprobe: {note.line()}", file=sys.stderr)
     outcome = run_sweep(exp, out, jobs=req.jobs, cache=Cache(enabled=req.use_cache), timeout=req.timeout,
                         progress=not view.quiet and not view.json and sys.stderr.isatty(), argv=sys.argv,
                         fresh=req.fresh, executor=req.executor, ray_address=req.ray_address)
@@ -66,6 +71,8 @@ def _sweep_and_time(plan: SweepPlan, view: View) -> int:
     doc = {"experiment": exp.name, "out_dir": str(out), "pivot": answer, "summary": summary,
            "failures": _failure_records(failed), "emit_errors": outcome.emit_errors,
            "interrupted": outcome.interrupted, "left_out": outcome.left_out}
+    if libraries:
+        doc["libraries"] = [{**asdict(n), "note": n.line()} for n in libraries]
     if not view.json:
         _say_answer(exp, out, outcome, answer, view.details and summary)
     _report_failures(failed, outcome.emit_errors)
@@ -108,10 +115,12 @@ def _sweep_and_time(plan: SweepPlan, view: View) -> int:
 
 def _say_answer(exp, out: Path, outcome, answer: list[dict], details: list[dict] | None) -> None:
     """The one-screen answer, then what was done and which files hold it (only files that exist)."""
-    if answer:
-        show_answer(f"does the name matter? '{exp.name}' -> {out}", answer, list(exp.names),
-                    ("" if details else "--details (every variant), ") + f"ptxprobe report {out} (HTML), --run on a "
-                    "GPU (speed)")
+    steps = ("" if details else "--details (every kernel and variant), ") + f"ptxprobe report {out} (HTML), --run on " \
+        "a GPU (speed)"
+    if len({p["kernel"] for p in answer}) > MANY_KERNELS and not details:
+        show_summary(f"does the name matter? '{exp.name}' -> {out}", answer, list(exp.names), steps)
+    elif answer:
+        show_answer(f"does the name matter? '{exp.name}' -> {out}", answer, list(exp.names), steps)
     if details:
         show(_details_table(details))
     files = [str(out / f) for f in ("results.parquet", "variants.jsonl") if (out / f).exists()][:1]
@@ -150,7 +159,7 @@ def _report_failures(failed: list[dict], emit_errors: list[str]) -> None:
 
 
 def _details_table(summary: list[dict]):
-    short = short_names([s["kernel"] for s in summary], 40)
+    short = table_names([s["kernel"] for s in summary], 40)
     rows = [[short[s["kernel"]], s["arch"], s["ptxas_version"], s["name"], f"{s['ok']}/{s['runs']}",
              s["distinct_outputs"],
              fmt_set(s["registers"]), fmt_set(s["capmerc_bytes"]), fmt_set(s["spill_bytes"]), s["verdict"],

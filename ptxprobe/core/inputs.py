@@ -7,7 +7,10 @@ source (``manifest["inputs"][label]["files"]``: original absolute path, sha256, 
 the source's tree: its path relative to the folder all of that source's files share). ``stage`` lays each
 source's files out again in that tree, so relative ``#include``s and sibling imports find each other, and gives
 the experiment's user axes pointing at the copies: ``repro`` re-runs from them, in any directory, on any
-machine with a copy of the run directory alone. Registered families are identified by ``kernel_sources``.
+machine with a copy of the run directory alone. Registered families are identified by ``kernel_sources``. A library
+(``--lib``: a .so, fatbin or wheel, often hundreds of MB) is not copied: its sources keep no files, and the manifest
+records its path and sha256 (``LibraryModuleSource.identity``); ``stage`` then gives None and the run is re-run from
+the recorded paths.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from pathlib import Path
 from ptxprobe.core.cache import Cache, sha256_file
 
 INPUTS = "inputs"
-AXIS_OF_KIND = {"ptx": "ptx_files", "cubin": "cubin_files", "cuda": "cu_files", "triton": "triton_functions"}
+AXIS_OF_KIND = {"ptx": "ptx_files", "cubin": "cubin_files", "cuda": "cu_files", "lib": "lib_files",
+                "triton": "triton_functions"}
 
 
 def keep_inputs(out: Path, sources: list, archs: tuple[str, ...], cache: Cache) -> dict[str, dict]:

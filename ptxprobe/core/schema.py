@@ -42,7 +42,7 @@ arch | str! | target (sm_90a, ...)
 ptxas_version | str! | ptxas release
 ptxas_sha256 | str! | the ptxas binary's sha256
 ptxas_flags | str! | flags besides -v and --gpu-name
-name_template | str! | the name template ({base} is the entry's own identifier)
+name_template | str! | the name template ({base} is the function's own identifier in the entry symbol)
 name | str! | the entry symbol assembled
 baseline_name | str! | the baseline template's name for this entry
 repeat | int! | repeat index (ptxas may differ run to run)
@@ -53,6 +53,7 @@ specialization | str | Triton launch specialisation (JSON)
 rename_sites | int! | places the renamer changed
 rename_equivalent | bool! | the independent rename check found only name sites changed
 rename_checked_sites | int! | name sites the independent check found (code, data labels, DWARF strings)
+renamed_with_module | bool | every entry of the module renamed at once (one ptxas run gives each entry's code)
 status | str! | ok, failed, crashed, timeout, unsupported_ptx, unsupported_option, bad_cubin, tool_mismatch, worker_lost
 error | str! | why it failed (ptxas's message, or how it ended); empty when ok
 retriable | bool! | a timeout or an outside kill: re-run on resume

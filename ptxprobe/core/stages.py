@@ -47,6 +47,8 @@ STAGES: OrderedDict[str, Stage] = OrderedDict(
         Stage("cuda-deps", ("src", "flags", "nvcc"), "the headers a .cu file includes (nvcc -M)",
               "ptxprobe.sources.cuda"),
         Stage("emit-cuda", ("src", "deps", "flags", "nvcc"), "PTX from nvcc -ptx", "ptxprobe.sources.cuda"),
+        Stage("lib-extract", ("library", "cuobjdump"), "a library's PTX modules (cuobjdump -xptx), SASS archs and "
+              "stub entries", "ptxprobe.sources.library"),
         Stage("rename", ("ptx", "old", "new"), "renamed PTX and its site count", "ptxprobe.ptx.rename"),
         Stage("rename-check", ("base_ptx", "base_name", "ptx", "name"), "the independent rename check",
               "ptxprobe.ptx.check"),

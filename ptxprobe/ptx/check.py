@@ -14,6 +14,7 @@ or the rule's image.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -75,8 +76,60 @@ def _mangled_parts(name: str) -> tuple[str, str] | None:
 
 
 def _locals_prefix(name: str) -> str:
-    parts = _mangled_parts(name)
-    return f"_ZZ{name[2:]}E" if parts else f"_ZZ{len(name)}{name}E"
+    return f"_ZZ{name[2:]}E" if name.startswith("_Z") else f"_ZZ{len(name)}{name}E"
+
+
+_SPELLINGS_RE = re.compile(r"[cxz]utlass")
+
+
+def _strip_group(text: str, open_: str, close: str) -> str:
+    """``text`` without its last top-level ``open_…close`` group when it ends with one."""
+    if not text.endswith(close):
+        return text
+    depth = 0
+    for k in range(len(text) - 1, -1, -1):
+        depth += text[k] == close
+        depth -= text[k] == open_
+        if depth == 0:
+            return text[:k]
+    return text
+
+
+def _function_name(symbol: str) -> str | None:
+    """A mangled symbol's own function name as the demangler reads it (``flash_fwd_kernel`` of
+    ``void flash::flash_fwd_kernel<…>(…)``), the DWARF ``DW_AT_name`` of the kernel."""
+    parts = _mangled_parts(symbol)
+    if parts:
+        return parts[0]
+    from ptxprobe.ptx.mangling import demangled
+
+    text = demangled(symbol)
+    if text is None:
+        return None
+    text = _strip_group(_strip_group(text.strip(), "(", ")"), "<", ">").strip()
+    return text.rsplit("::", 1)[-1].rsplit(" ", 1)[-1] or None
+
+
+def _meaning_problem(base: str, new: str) -> str | None:
+    """A renamed mangled symbol means the same function to the C++ runtime's demangler (not ptxprobe's grammar
+    reader), apart from the trigger's spelling and the function's name."""
+    from ptxprobe.ptx.mangling import demangled
+
+    read_base, read_new = demangled(base), demangled(new)
+    if read_base is None:
+        return None
+    if read_new is None:
+        return f"{new} is not a valid mangled name (the demangler rejects it), where {base} is"
+    words_b, words_n = re.findall(r"\w+|\W", read_base), re.findall(r"\w+|\W", read_new)
+    if len(words_b) != len(words_n):
+        return f"{new} demangles to {read_new!r}, another shape than {read_base!r}"
+    other = [(a, b) for a, b in zip(words_b, words_n, strict=True)
+             if a != b and _SPELLINGS_RE.sub("cutlass", a) != _SPELLINGS_RE.sub("cutlass", b)]
+    renamed = (_function_name(base), _function_name(new))
+    if any((a, b) != renamed for a, b in other) or len(other) > 1:
+        return (f"{new} demangles to {read_new!r}: it differs from {read_base!r} in more than the function's name "
+                f"and the trigger's spelling ({', '.join(f'{a} -> {b}' for a, b in other[:3])})")
+    return None
 
 
 @dataclass(frozen=True)
@@ -91,17 +144,20 @@ class Rule:
         object.__setattr__(self, "_new_locals", _locals_prefix(self.new))
 
     def problem(self) -> str | None:
-        """A new name that is not a consistent Itanium rename of the base (wrong length prefix, other encoding)."""
+        """A new name that is not a consistent Itanium rename of the base (wrong length prefix, other encoding, not
+        demangling to the same function apart from its name and the trigger's spelling)."""
         b, n = _mangled_parts(self.base), _mangled_parts(self.new)
-        if b is None and self.new.startswith("_Z") and re.match(r"_Z\d", self.new):
+        if not self.base.startswith("_Z") and re.match(r"_Z\d", self.new):
             return f"{self.new} looks mangled but {self.base} is not"
+        if self.base.startswith("_Z") and not self.new.startswith("_Z"):
+            return f"{self.new} is not a mangled name like {self.base}"
         if b is not None:
             if n is None:
                 return f"{self.new} is not a mangled name of the form _Z<length><identifier> like {self.base}"
-            if n[1] != b[1]:
+            if _SPELLINGS_RE.sub("cutlass", n[1]) != _SPELLINGS_RE.sub("cutlass", b[1]):
                 return (f"{self.new}: its length prefix says the identifier is {n[0]!r}, leaving parameter encoding "
                         f"{n[1]!r} where {self.base} has {b[1]!r}")
-        return None
+        return _meaning_problem(self.base, self.new) if self.base.startswith("_Z") else None
 
     def image(self, token: str, dwarf: bool = False) -> str | None:
         """What ``token`` of the base must become in the variant (None: it must stay as it is).
@@ -111,14 +167,35 @@ class Rule:
         if token == self.base:
             return self.new
         if dwarf:
-            b, n = _mangled_parts(self.base), _mangled_parts(self.new)
-            if b and n and token == b[0]:
-                return n[0]
+            b, n = _function_name(self.base), _function_name(self.new)
+            if b and n and token == b:
+                return n
         if token.startswith(self.base + "_param_") and token[len(self.base) + 7 :].isdigit():
             return self.new + token[len(self.base) :]
         if token.startswith(self._base_locals):
             return self._new_locals + token[len(self._base_locals) :]
         return None
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Several entries renamed at once (one module holding every kernel under a name template): a token's image is
+    the one rule that claims it."""
+
+    rules: tuple[Rule, ...]
+
+    def problem(self) -> str | None:
+        return next((p for r in self.rules if (p := r.problem())), None)
+
+    def image(self, token: str, dwarf: bool = False) -> str | None:
+        exact = self._exact.get(token)
+        if exact is not None:
+            return exact
+        return next((i for r in self.rules if (i := r.image(token, dwarf)) is not None), None)
+
+    @functools.cached_property
+    def _exact(self) -> dict[str, str]:
+        return {r.base: r.new for r in self.rules}
 
 
 # --- tokenising ----------------------------------------------------------------------------------
@@ -134,12 +211,52 @@ class Parsed:
         return self.lines[n - 1].strip() if 0 < n <= len(self.lines) else ""
 
 
+def _line_tokens(line: str) -> list[str]:
+    found = _TOKEN_RE.findall(line)
+    if found[:1] == ["."] and found[1:2] == ["file"]:  # a source path is not code: .file N "<path>"
+        found = [t if not t.startswith('"') else '"<path>"' for t in found]
+    return found
+
+
+def _uncommented_lines(ptx: str) -> list[str]:
+    return _COMMENT_RE.sub(lambda m: "\n" * m.group(0).count("\n"), ptx).split("\n")
+
+
+def _line_by_line(base_ptx: str, variant_ptx: str, rule: Rules) -> list[Site] | None:
+    """The token comparison done only on the lines that differ or could hold a renamed name (a module of hundreds
+    of entries is megabytes, nearly all of it untouched); None when it does not apply (DWARF sections, other line
+    structure, or any mismatch: then the whole comparison decides, and says where)."""
+    if ".section" in base_ptx or ".section" in variant_ptx:
+        return None
+    a, b = _uncommented_lines(base_ptx), _uncommented_lines(variant_ptx)
+    if len(a) != len(b):
+        return None
+    cores = {r.base[2:] if r.base.startswith("_Z") else r.base for r in rule.rules}
+    marker = re.compile("|".join(re.escape(c) for c in sorted(cores, key=len, reverse=True)))
+    sites: list[Site] = []
+    found = set()
+    for i, (la, lb) in enumerate(zip(a, b, strict=True)):
+        if la == lb and not marker.search(la):
+            continue
+        ta, tb = _line_tokens(la), _line_tokens(lb)
+        if len(ta) != len(tb):
+            return None
+        for x, y in zip(ta, tb, strict=True):
+            want = rule.image(x) or x
+            if y != want:
+                return None
+            found.add(x)
+            if want != x:
+                sites.append(Site(i + 1, x, y, "code"))
+    return sites if all(r.base in found for r in rule.rules) else None
+
+
 def parse(ptx: str) -> Parsed:
     lines = ptx.split("\n")
     tokens: list[tuple[int, str]] = []
     sections: dict = {}
     i = 0
-    text_lines = _COMMENT_RE.sub(lambda m: "\n" * m.group(0).count("\n"), ptx).split("\n")
+    text_lines = _uncommented_lines(ptx)
     while i < len(lines):
         m = _SECTION_RE.match(text_lines[i])
         if m:
@@ -178,10 +295,7 @@ def parse(ptx: str) -> Parsed:
             sections[name] = (bytes(data), relocs, first)
             i += 1
             continue
-        found = _TOKEN_RE.findall(text_lines[i])
-        if found[:1] == ["."] and found[1:2] == ["file"]:  # a source path is not code: .file N "<path>"
-            found = [t if not t.startswith('"') else '"<path>"' for t in found]
-        tokens.extend((i + 1, t) for t in found)
+        tokens.extend((i + 1, t) for t in _line_tokens(text_lines[i]))
         i += 1
     return Parsed(tokens, sections, lines)
 
@@ -193,7 +307,7 @@ class _Mismatch(Exception):
     pass
 
 
-def _compare_tokens(a: Parsed, b: Parsed, rule: Rule, sites: list[Site]) -> None:
+def _compare_tokens(a: Parsed, b: Parsed, rule: Rule | Rules, sites: list[Site]) -> None:
     for (la, ta), (lb, tb) in zip(a.tokens, b.tokens, strict=False):
         want = rule.image(ta) or ta
         if tb != want:
@@ -207,7 +321,7 @@ def _compare_tokens(a: Parsed, b: Parsed, rule: Rule, sites: list[Site]) -> None
         raise _Mismatch(f"one text has more: {'base' if len(a.tokens) > k else 'variant'} line {extra[0]} {extra[1]!r}")
 
 
-def _compare_relocs(name: str, ra: list, rb: list, rule: Rule, first_line: int, sites: list[Site]) -> None:
+def _compare_relocs(name: str, ra: list, rb: list, rule: Rule | Rules, first_line: int, sites: list[Site]) -> None:
     if len(ra) != len(rb):
         raise _Mismatch(f"{name}: {len(ra)} vs {len(rb)} label operands")
     for (_, wa, sa), (_, wb, sb) in zip(ra, rb, strict=True):
@@ -219,7 +333,7 @@ def _compare_relocs(name: str, ra: list, rb: list, rule: Rule, first_line: int, 
             sites.append(Site(first_line, sa, sb, f"debug:{name}"))
 
 
-def _compare_strings(da: bytes, db: bytes, rule: Rule, line: int, sites: list[Site]) -> None:
+def _compare_strings(da: bytes, db: bytes, rule: Rule | Rules, line: int, sites: list[Site]) -> None:
     """A string table: the same strings in the same order, each equal or the rule's image."""
     sa, sb = da.split(b"\0"), db.split(b"\0")
     if len(sa) != len(sb):
@@ -293,7 +407,7 @@ def _die_trees(info: bytes, abbrev: bytes, strs: bytes | None, side: str) -> lis
         raise
 
 
-def _compare_dwarf(a: Parsed, b: Parsed, rule: Rule, sites: list[Site]) -> None:
+def _compare_dwarf(a: Parsed, b: Parsed, rule: Rule | Rules, sites: list[Site]) -> None:
     names = sorted(set(a.sections) | set(b.sections))
     for name in names:
         if name not in a.sections or name not in b.sections:
@@ -333,23 +447,32 @@ def _compare_dwarf(a: Parsed, b: Parsed, rule: Rule, sites: list[Site]) -> None:
 
 def check_rename(base_ptx: str, variant_ptx: str, base_name: str, new_name: str) -> RenameCheck:
     """Do ``variant_ptx`` (entry ``new_name``) and ``base_ptx`` (entry ``base_name``) differ only by the name?"""
-    rule = Rule(base_name, new_name)
+    return check_renames(base_ptx, variant_ptx, {base_name: new_name})
+
+
+def check_renames(base_ptx: str, variant_ptx: str, names: dict[str, str]) -> RenameCheck:
+    """Do the two texts differ only at the sites of the entries renamed ``{base name: new name}``?"""
+    base_label, new_label = ",".join(names), ",".join(names.values())
+    rule = Rules(tuple(Rule(b, n) for b, n in names.items() if b != n))
     sites: list[Site] = []
     try:
-        if base_name == new_name:
-            if base_ptx == variant_ptx:
-                return RenameCheck(True, base_name, new_name, (), "")
+        if not rule.rules and base_ptx == variant_ptx:
+            return RenameCheck(True, base_label, new_label, (), "")
         problem = rule.problem()
         if problem:
             raise _Mismatch(problem)
+        if rule.rules and (quick := _line_by_line(base_ptx, variant_ptx, rule)) is not None:
+            return RenameCheck(True, base_label, new_label, tuple(quick), "")
         a, b = parse(base_ptx), parse(variant_ptx)
-        if base_name not in {t for _, t in a.tokens}:
-            raise _Mismatch(f"base has no {base_name!r}")
+        have = {t for _, t in a.tokens}
+        missing = [n for n in names if n not in have]
+        if missing:
+            raise _Mismatch(f"base has no {missing[0]!r}")
         _compare_tokens(a, b, rule, sites)
         _compare_dwarf(a, b, rule, sites)
     except _Mismatch as exc:
-        return RenameCheck(False, base_name, new_name, tuple(sites), str(exc))
-    return RenameCheck(True, base_name, new_name, tuple(sites), "")
+        return RenameCheck(False, base_label, new_label, tuple(sites), str(exc))
+    return RenameCheck(True, base_label, new_label, tuple(sites), "")
 
 
 def _only_entry(ptx: str, given: str | None, path: str) -> str:

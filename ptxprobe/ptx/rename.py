@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from ptxprobe.core.errors import InvalidName, MalformedPtx
 from ptxprobe.ptx.rename_dwarf import rename_debug_info, renamed_string
-from ptxprobe.ptx.text import entries_of, local_prefix, source_identifier, with_identifier
+from ptxprobe.ptx.text import entries_of, local_prefix
 
 # PTX ISA: identifiers are [a-zA-Z][a-zA-Z0-9_$]* or [_$%][a-zA-Z0-9_$]+; '%' is for
 # registers and special names, so an entry may not start with it.
@@ -62,21 +62,50 @@ MIXED_TRIGGER_NAMES = ("{base_untriggered}", "{base_triggered}", "{base_triggere
 
 
 def untriggered(ident: str, replacement: str = "xutlass") -> str:
-    """The identifier with every occurrence of the trigger replaced by a same-length spelling ptxas ignores."""
+    """The text with every occurrence of the trigger replaced by a same-length spelling ptxas ignores (the same
+    length keeps an Itanium length prefix true)."""
     return ident.replace(TRIGGER, replacement)
 
 
-def apply_template(template: str, entry: str) -> str:
-    """Expand a name template (``cutlass_{base}``) for an entry; keeps C++ mangling intact.
+def _respelling(fields: set[str], holds: bool) -> str | None:
+    """The spelling a template gives the trigger in the rest of the symbol (ptxas reads all of it)."""
+    if "base_untriggered" in fields:
+        return "xutlass"
+    if "base_control" in fields or ("base_triggered_control" in fields and holds):
+        return "zutlass"
+    return None
 
-    ``{base_untriggered}`` is the identifier with ``cutlass`` spelled ``xutlass``, ``{base_control}`` with
-    ``zutlass``: for kernels whose own name holds the trigger (``cutlass_gluon_attention``, CuTe DSL's).
-    ``{base_triggered}`` is the identifier as given when it holds the trigger, else ``cutlass_`` before it, and
-    ``{base_triggered_control}`` that name with the trigger spelled ``zutlass`` (``xutlass`` for an identifier
-    without it, whose baseline is itself): ``MIXED_TRIGGER_NAMES``.
+
+def apply_template(template: str, entry: str) -> str:
+    """Expand a name template (``cutlass_{base}``) for an entry symbol; keeps C++ mangling valid.
+
+    ``{base}`` is the function's own identifier (``Marlin`` of ``_ZN6marlin6MarlinI…``): ``cutlass_{base}`` puts the
+    trigger there and rewrites its length prefix. ``{base_untriggered}`` spells every ``cutlass`` of the *whole
+    symbol* ``xutlass`` (template arguments and namespaces too: ptxas's strstr reads all of it), ``{base_control}``
+    ``zutlass``. ``{base_triggered}`` is the symbol as given when it holds the trigger anywhere, else ``cutlass_``
+    before its identifier, and ``{base_triggered_control}`` that name with the trigger spelled ``zutlass``
+    (``xutlass_`` before the identifier of a symbol without it, whose baseline is itself): ``MIXED_TRIGGER_NAMES``.
+    A renamed mangled symbol must still demangle.
     """
-    base = source_identifier(entry)
-    holds = TRIGGER in base
+    import string
+
+    from ptxprobe.ptx.mangling import demangled, symbol_parts
+
+    try:
+        fields = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+    except ValueError as exc:
+        raise InvalidName(f"bad name template {template!r}: {exc}") from exc
+    holds = TRIGGER in entry
+    parts = symbol_parts(entry)
+    respell = _respelling(fields, holds)
+    if parts is None:  # a mangling ptxprobe cannot read: only respellings of the whole symbol keep it valid
+        if template in ("{base}",) or (template in ("{base_triggered}",) and holds):
+            return entry
+        if template in TRIGGER_FREE_NAMES or (template == "{base_triggered_control}" and holds):
+            return validate_name(untriggered(entry, respell or "xutlass"))
+        raise InvalidName(f"cannot put a name into {entry}: its mangling is not one ptxprobe can read, so only "
+                          "{base_untriggered} and {base_control} (the trigger respelled in place) apply")
+    base = parts.identifier
     triggered = base if holds else f"{TRIGGER}_{base}"
     try:
         new_ident = template.format(base=base, base_untriggered=untriggered(base),
@@ -85,8 +114,15 @@ def apply_template(template: str, entry: str) -> str:
     except (KeyError, IndexError, ValueError) as exc:
         raise InvalidName(f"bad name template {template!r}: only {{base}}, {{base_untriggered}}, {{base_control}}, "
                           f"{{base_triggered}} and {{base_triggered_control}} may be used ({exc})") from exc
-    new = with_identifier(entry, new_ident)  # a mangled entry keeps its parameter encoding
-    return validate_name(new)
+    if not parts.mangled:
+        return validate_name(new_ident)
+    head, tail = entry[: parts.start - len(str(len(base)))], entry[parts.end :]
+    if respell:
+        head, tail = untriggered(head, respell), untriggered(tail, respell)
+    new = validate_name(f"{head}{len(new_ident)}{new_ident}{tail}")
+    if new != entry and demangled(entry) is not None and demangled(new) is None:
+        raise InvalidName(f"{new} (from {template} of {entry}) is not a valid mangled name")
+    return new
 
 
 def _token_re(old: str) -> re.Pattern:
@@ -149,6 +185,39 @@ def rename_entry(ptx: str, old: str, new: str) -> Renamed:
             raise MalformedPtx("kernel name inside .debug_str: renaming DWARF string tables is not supported")
     text, n = _rename_text("\n".join(lines), old, new)
     return Renamed(text, old, new, sites + n)
+
+
+def _alternatives(words) -> str:
+    return "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
+
+
+def rename_entries(ptx: str, names: dict[str, str]) -> Renamed:
+    """Rename several entries at once (``{old: new}``): one module in which every kernel carries its new name, so
+    one ptxas run gives every kernel's code under that name template. A new name that is another symbol of the
+    module already (``x`` -> ``cutlass_x`` beside ``cutlass_x``) is refused: rename those one at a time. Without
+    DWARF the text is rewritten in one pass (a library's module holds hundreds of entries in megabytes)."""
+    changing = {o: n for o, n in names.items() if o != n}
+    for n in changing.values():
+        validate_name(n)
+    if not changing:
+        return Renamed(ptx, "", "", 0)
+    missing = [o for o in changing if o not in set(entries_of(ptx))]
+    if missing:
+        raise MalformedPtx(f"no entry {missing[0]!r} in PTX")
+    taken = re.compile(r"(?<![\w$%/.])(?:" + _alternatives(changing.values()) + r")(?:_param_\d+)?(?![\w$.])")
+    if set(changing.values()) & set(changing) or taken.search(ptx):
+        raise InvalidName("a new name already names something in this PTX; renaming would merge two symbols")
+    if ".section .debug" in ptx:  # DWARF: each name through the renamer's DWARF half
+        sites = 0
+        for old, new in changing.items():
+            r = rename_entry(ptx, old, new)
+            ptx, sites = r.ptx, sites + r.sites
+        return Renamed(ptx, ",".join(changing), ",".join(changing.values()), sites)
+    tokens = re.compile(r"(?<![\w$%/.])(" + _alternatives(changing) + r")(_param_\d+)?(?![\w$.])")
+    text, n1 = tokens.subn(lambda m: changing[m.group(1)] + (m.group(2) or ""), ptx)
+    prefixes = {local_prefix(o): local_prefix(n) for o, n in changing.items()}
+    text, n2 = re.subn(_alternatives(prefixes), lambda m: prefixes[m.group(0)], text)
+    return Renamed(text, ",".join(changing), ",".join(changing.values()), n1 + n2)
 
 
 def renamed_ptx(ptx: str, entry: str, name: str) -> str:

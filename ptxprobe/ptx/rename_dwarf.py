@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from ptxprobe.core.errors import MalformedPtx
 from ptxprobe.ptx.dwarf import dwarf_info, is_decode_error
-from ptxprobe.ptx.text import is_mangled, local_prefix, source_identifier
+from ptxprobe.ptx.mangling import is_mangled, own_identifier
+from ptxprobe.ptx.text import local_prefix
 
 _DATA_RE = re.compile(r"^(\s*)\.b(8|16|32|64)\s+(.*?)(\s*//.*)?$")
 _REF_FORMS = {"DW_FORM_ref1": 1, "DW_FORM_ref2": 2, "DW_FORM_ref4": 4, "DW_FORM_ref8": 8}
@@ -71,8 +72,8 @@ def renamed_string(s: str, old: str, new: str) -> str | None:
     """The new value of a DWARF string that names the kernel, or None if it does not."""
     if s == old:
         return new
-    if is_mangled(old) and s == source_identifier(old):
-        return source_identifier(new)
+    if is_mangled(old) and s == own_identifier(old):
+        return own_identifier(new)
     if s.startswith(local_prefix(old)):
         return local_prefix(new) + s[len(local_prefix(old)) :]
     return None

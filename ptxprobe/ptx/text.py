@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ptxprobe.core.errors import MalformedPtx, UnsupportedPtxVersion
+from ptxprobe.ptx.mangling import is_mangled
 
 ENTRY_RE = re.compile(r"^\s*(?:\.visible\s+|\.weak\s+|\.extern\s+)*\.entry\s+([A-Za-z_$%][\w$]*)", re.MULTILINE)
 _TARGET_RE = re.compile(r"^\s*\.target\s+([\w,\s]+?)\s*$", re.MULTILINE)
 VERSION_RE = re.compile(r"^(\s*\.version\s+)(\d+)\.(\d+)", re.MULTILINE)
-_MANGLED_FN_RE = re.compile(r"_Z(\d+)")
 
 
 def entries_of(ptx: str) -> list[str]:
@@ -106,32 +106,6 @@ def retargeted(ptx: str, arch: str) -> str:
     out = with_target(ptx, arch)
     need = MIN_ISA.get(arch)
     return with_version(out, need) if need and ptx_isa(out) < need else out
-
-
-def source_identifier(entry: str) -> str:
-    """``my_kernel`` for ``_Z9my_kernelPf``; the entry itself when it is not mangled."""
-    m = _MANGLED_FN_RE.match(entry)
-    if m:
-        n = int(m.group(1))
-        ident = entry[m.end() : m.end() + n]
-        if len(ident) == n:
-            return ident
-    return entry
-
-
-def is_mangled(entry: str) -> bool:
-    return entry.startswith("_Z") and source_identifier(entry) != entry
-
-
-def with_identifier(entry: str, identifier: str) -> str:
-    """``entry`` with its source identifier replaced; a mangled entry keeps its parameter encoding."""
-    base = source_identifier(entry)
-    if base == entry:
-        return identifier
-    m = _MANGLED_FN_RE.match(entry)
-    assert m
-    rest = entry[m.end() + len(base) :]
-    return f"_Z{len(identifier)}{identifier}{rest}"
 
 
 def local_prefix(name: str) -> str:

@@ -123,11 +123,12 @@ class Judge:
                 if hit is not None:
                     out[k].append(self._counted(variant_row(p, hit, self.cache)))
                 else:
-                    pending[self.pool.assemble(p, self.setup.timeout, self.cache)] = k
+                    pending[self.pool.assemble((p,), self.setup.timeout, self.cache)] = k
         while pending:
             done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
             for f in done:
-                out[pending.pop(f)].append(self._counted(self.pool.row_of(f, self.cache)))
+                k = pending.pop(f)
+                out[k] += [self._counted(row) for row in self.pool.rows_of(f, self.cache)]
         return out
 
     def _counted(self, row: dict) -> dict:

@@ -18,7 +18,6 @@ from ptxprobe.core.cache import Cache, atomic_write
 from ptxprobe.core.errors import SpecError, ToolFailed
 from ptxprobe.core.store import lock_dir, prepare_dir, writing_to
 from ptxprobe.ptx.rename import TRIGGER, apply_template, validate_name
-from ptxprobe.ptx.text import source_identifier
 from ptxprobe.reduce.ablate import ablate, as_json
 from ptxprobe.reduce.keep import Keep, parse_keep
 from ptxprobe.reduce.predicate import Judge, Judgement, Setup
@@ -99,7 +98,7 @@ def source_of(req: Request) -> KernelSource:
 def name_templates(entry: str, name: str | None) -> tuple[str, str]:
     """(baseline, renamed): a kernel whose own name holds the trigger is compared with it removed, as the sweep
     does for CuTe DSL kernels."""
-    if TRIGGER in source_identifier(entry):
+    if TRIGGER in entry:
         return "{base_untriggered}", name or "{base}"
     return "{base}", name or f"{TRIGGER}_{{base}}"
 

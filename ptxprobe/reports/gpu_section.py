@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import re
 
-from ptxprobe.core.schema import problem_label, short_names
+from ptxprobe.core.schema import problem_label
 from ptxprobe.gpu.calibrate import CRITERIA
+from ptxprobe.ptx.mangling import table_names
 from ptxprobe.runs.rundir import RunDir
 from ptxprobe.stats import paired as stats
 
@@ -116,7 +117,7 @@ def forest(rows: list[dict], templates: list[str], margin: float) -> dict:
     def order(gid: str):
         return group_order(groups[gid][0])
 
-    shown = short_names([r["kernel"] for r in compared], ROW_LABEL_WIDTH)
+    shown = table_names([r["kernel"] for r in compared], ROW_LABEL_WIDTH)
     values = [1 - margin, 1 + margin]
     for r in compared:
         values += [v for v in (r.get("ratio_ci_low"), r.get("ratio_ci_high"), r.get("ratio_vs_baseline")) if v]

@@ -28,10 +28,11 @@ class UserKernels:
     triton: str | None = None
     spec: str | None = None
     entry: str | None = None
+    lib: tuple[str, ...] = ()  # shared libraries, fatbins, cubins, wheels: the PTX they embed
 
     @property
     def given(self) -> bool:
-        return bool(self.ptx or self.cubin or self.cu or self.triton)
+        return bool(self.ptx or self.cubin or self.cu or self.lib or self.triton)
 
     def axes(self) -> dict[str, list[str]]:
         """The experiment axes these kernels set, spelled as ``-s axis=...`` spells them."""
@@ -40,6 +41,7 @@ class UserKernels:
         return {"ptx_files": [f + with_entry + with_spec for f in self.ptx],
                 "cubin_files": [f + with_entry + with_spec for f in self.cubin],
                 "cu_files": [f + with_entry + with_spec for f in self.cu],
+                "lib_files": [f + with_entry + with_spec for f in self.lib],
                 "triton_functions": [f"{self.triton}={self.spec}"] if self.triton else []}
 
 
@@ -81,10 +83,10 @@ def plan_sweep(req: SweepRequest) -> SweepPlan:
     k = req.kernels
     if k.triton and not k.spec:
         raise SpecError("--triton needs --spec SPEC.json|toml (signature, constexprs, divisible_by_16, num_warps)")
-    if k.entry and not (k.ptx or k.cubin or k.cu):
-        raise SpecError("--entry goes with --ptx, --cubin or --cu")
+    if k.entry and not (k.ptx or k.cubin or k.cu or k.lib):
+        raise SpecError("--entry goes with --ptx, --cubin, --cu or --lib")
     if k.spec and not k.given:
-        raise SpecError("--spec goes with a user kernel: --ptx, --cubin, --cu or --triton")
+        raise SpecError("--spec goes with a user kernel: --ptx, --cubin, --cu, --lib or --triton")
     if req.jobs is not None and req.jobs < 1:
         raise SpecError(f"--jobs must be at least 1, got {req.jobs}")
     if req.timeout <= 0:
@@ -123,14 +125,14 @@ def _experiment(req: SweepRequest, nvcc_assembles: bool) -> Experiment:
         if nvcc_assembles:
             sets.append("ptxas=nvcc")  # the PTX nvcc emits is its own toolkit's to assemble
         archs = next((s for s in reversed(sets) if s.startswith("archs=")), None)
-        if archs and (k.ptx or k.cubin) and "file_archs" not in mine:
+        if archs and (k.ptx or k.cubin or k.lib) and "file_archs" not in mine:
             sets.append("file_archs=" + archs.partition("=")[2])  # re-target the PTX files too
     exp = override(exp, sets) if sets else exp
     if k.given and exp.name == "default":
         exp = replace(exp, name="user", description="user kernels given on the command line")
     if req.names_from_scan:
         exp = names_from_scan(exp)
-    if (k.ptx or k.cubin or k.cu or k.triton) and not req.names_set_later and not any(s.startswith("names=")
+    if (k.ptx or k.cubin or k.cu or k.lib or k.triton) and not req.names_set_later and not any(s.startswith("names=")
                                                                                   for s in sets):
         exp = names_for_triggered_entries(exp, req.use_cache)
     return exp
@@ -146,15 +148,15 @@ def refuse_one_name(exp: Experiment, use_cache: bool = True) -> None:
 
     from ptxprobe.core.cache import Cache
     from ptxprobe.core.errors import PtxprobeError
+    from ptxprobe.ptx.mangling import readable
     from ptxprobe.ptx.rename import apply_template
-    from ptxprobe.ptx.text import source_identifier
     from ptxprobe.sources import sources_of
 
     shapes = {tuple(sorted({f for _, f, _, _ in string.Formatter().parse(t) if f is not None})) for t in exp.names}
     if len(shapes) < 2:
         return
     cache = Cache(enabled=use_cache)
-    for src in sources_of(exp):
+    for src in sources_of(exp, cache):
         archs = src.build_archs(exp.archs)
         try:
             emitted = src.emit(archs[0], cache, only_cached=src.kind == "registered") if archs else None
@@ -167,7 +169,7 @@ def refuse_one_name(exp: Experiment, use_cache: bool = True) -> None:
                 if name in names[:i]:
                     first = exp.names[names.index(name)]
                     raise SpecError(f"names: {first} and {exp.names[i]} give {src.label} the same name, "
-                                    f"{source_identifier(name)}: a kernel is never compared with itself; give "
+                                    f"{readable(name)}: a kernel is never compared with itself; give "
                                     "templates that make different names")
 
 
@@ -180,24 +182,37 @@ def names_for_triggered_entries(exp: Experiment, use_cache: bool = True) -> Expe
     from ptxprobe.sources import sources_of
 
     entries = []
-    for src in sources_of(exp):
+    for src in sources_of(exp, Cache(enabled=use_cache)):
         # ptx/cubin entries are known without compiling; a .cu file's from nvcc's PTX, a Triton/Gluon function's
         # name (its repr= may add the trigger, as Triton's Gluon attention example does for fp8) from its first
         # emit; both are cached: the sweep's own emit reads that cache entry
-        if src.kind in ("ptx", "cubin", "cuda", "triton"):
+        if src.kind in ("ptx", "cubin", "cuda", "lib", "triton"):
             emitted = src.emit(src.build_archs(exp.archs)[0], Cache(enabled=use_cache))
             entries += list(emitted.swept_entries)
     with_trigger = [e for e in entries if TRIGGER in e]
     if not entries or not with_trigger:
         return exp
+    where = _trigger_origins(with_trigger)
     if len(with_trigger) < len(entries):  # each kernel compared as it would be alone: one template set for both
-        log.warning("these kernels' own names already contain %r: each is compared with the trigger removed "
-                    "(cutlass -> xutlass), as given, and a control (cutlass -> zutlass); the other kernels with "
-                    "cutlass_ and xutlass_ before their names: %s", TRIGGER, ", ".join(with_trigger))
+        log.warning("these kernels' symbols already contain %r (%s): each is compared with the trigger removed "
+                    "(cutlass -> xutlass, wherever it is in the symbol), as given, and a control (cutlass -> "
+                    "zutlass); the other kernels with cutlass_ and xutlass_ before their names", TRIGGER, where)
         return override(exp, ["names=" + ",".join(MIXED_TRIGGER_NAMES)])
-    log.warning("every kernel's own name contains %r: comparing it with the trigger removed (baseline, "
-                "cutlass -> xutlass), as given, and a control (cutlass -> zutlass)", TRIGGER)
+    log.warning("every kernel's symbol contains %r (%s): comparing it with the trigger removed (baseline, "
+                "cutlass -> xutlass, wherever it is in the symbol), as given, and a control (cutlass -> zutlass)",
+                TRIGGER, where)
     return override(exp, ["names=" + ",".join(TRIGGER_FREE_NAMES)])
+
+
+def _trigger_origins(symbols: list[str], shown: int = 4) -> str:
+    """Where the trigger comes from in each kernel's symbol, for people: ``mask_kernel<cutlass::half_t>: the type
+    cutlass::half_t in its signature``; the rest counted."""
+    from ptxprobe.ptx.mangling import display_names, trigger_origin
+    from ptxprobe.ptx.rename import TRIGGER
+
+    names = display_names(symbols)
+    said = [f"{names[s]}: {trigger_origin(s, TRIGGER).describe()}" for s in symbols[:shown]]
+    return "; ".join(said) + (f"; and {len(symbols) - shown} more" if len(symbols) > shown else "")
 
 
 def names_from_scan(exp: Experiment) -> Experiment:

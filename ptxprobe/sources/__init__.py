@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import replace
 
+from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import SpecError
 from ptxprobe.sources.base import Emitted, KernelSource
 from ptxprobe.sources.catalog import family_catalog, family_info
@@ -19,8 +20,9 @@ from ptxprobe.sources.kinds import (
     require_arch,
     split_spec,
 )
+from ptxprobe.sources.library import LibraryModuleSource, library_sources
 
-USER_AXES = ("ptx_files", "cubin_files", "cu_files", "triton_functions")
+USER_AXES = ("ptx_files", "cubin_files", "cu_files", "lib_files", "triton_functions")
 
 __all__ = [
     "USER_AXES",
@@ -28,6 +30,7 @@ __all__ = [
     "CudaFileSource",
     "Emitted",
     "KernelSource",
+    "LibraryModuleSource",
     "PtxFileSource",
     "RegisteredSource",
     "TritonFunctionSource",
@@ -104,12 +107,15 @@ def left_out_text(left: list[dict]) -> str:
     return ", ".join(one(r) for r in left)
 
 
-def sources_of(exp) -> list[KernelSource]:
-    """Every source an experiment names: registered specs first, then the user's files and functions."""
+def sources_of(exp, cache: Cache | None = None) -> list[KernelSource]:
+    """Every source an experiment names: registered specs first, then the user's files and functions (a library:
+    one source per PTX module it embeds, extracted once through ``cache``, by default the user's)."""
     out: list[KernelSource] = list(registered_sources(exp))
     for axis in USER_AXES:
         for item in getattr(exp, axis, ()):
-            if item:
+            if item and axis == "lib_files":
+                out += library_sources(item, tuple(getattr(exp, "file_archs", ()) or ()), cache)
+            elif item:
                 src = file_source(axis, item, tuple(getattr(exp, "file_archs", ()) or ()))
                 exists_or_refuse(src)
                 out.append(src)

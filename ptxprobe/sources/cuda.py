@@ -18,8 +18,9 @@ from ptxprobe.core.cache import Cache, sha256_file
 from ptxprobe.core.errors import KernelCompileError, MalformedPtx, SpecError, ToolFailed
 from ptxprobe.core.proc import FAILED, run_tool
 from ptxprobe.core.stages import stage_key
-from ptxprobe.ptx.text import entries_of, source_identifier
+from ptxprobe.ptx.text import entries_of
 from ptxprobe.sources.base import Emitted
+from ptxprobe.sources.files import choose_entries
 from ptxprobe.toolchain.tools import arch_number, find_tool
 
 
@@ -225,13 +226,6 @@ def emit_cuda(
     names = entries_of(ptx)
     if not names:
         raise MalformedPtx(f"{src.name}: nvcc produced no kernel (.entry) for {arch}: is there a __global__ function?")
-    if entry is None or entry == "all":
-        chosen = tuple(names)
-    else:
-        matches = [n for n in names if n == entry or source_identifier(n) == entry]
-        if not matches:
-            have = ", ".join(source_identifier(n) for n in names)
-            raise MalformedPtx(f"{src.name}: no kernel {entry!r} (have: {have})")
-        chosen = (matches[0],)
-    label = kernel_key or (f"{src.name}:{source_identifier(chosen[0])}" if len(chosen) == 1 else src.name)
+    chosen = choose_entries(names, entry, src.name, what="kernel")
+    label = kernel_key or (f"{src.name}:{chosen[0]}" if len(chosen) == 1 else src.name)
     return Emitted(label, arch, chosen[0], ptx, "cuda", rec["metadata"], {}, chosen)

@@ -10,15 +10,51 @@ from ptxprobe.ptx.text import entries_of, has_version, read_text_file, target_of
 from ptxprobe.sources.base import Emitted
 
 
-def choose_entries(names: list[str], entry: str | None, where: str) -> tuple[str, ...]:
-    """``entry`` among the PTX's entries: None or ``all`` is every entry; an unknown one is an error."""
+def entry_matches(names: list[str], selector: str) -> list[str]:
+    """The entries ``selector`` names: a symbol, a demangled name (``ns::kernel<float, 4>(float*)``, with or without
+    its return type and namespaces), the function's own name, or a glob over any of these (``'kernel<*'``)."""
+    from fnmatch import fnmatchcase
+
+    from ptxprobe.ptx.mangling import display_names, own_identifier, readable
+
+    if selector in names:
+        return [selector]
+    shown = display_names(names)
+
+    def spellings(n: str) -> list[str]:
+        text = readable(n)
+        out = [n, text, shown[n], own_identifier(n)]
+        bare = text.split(" ", 1)[1] if " " in text.split("<", 1)[0].split("(", 1)[0] else text  # no return type
+        out.append(bare)
+        head = bare.split("<", 1)[0].split("(", 1)[0]
+        out += [bare[k + 2 :] for k in range(len(head)) if head.startswith("::", k)]  # without namespaces
+        return out
+
+    exact = [n for n in names if selector in spellings(n)]
+    if exact or not any(c in selector for c in "*?["):
+        return exact
+    return [n for n in names if any(fnmatchcase(s, selector) for s in spellings(n))]
+
+
+def choose_entries(names: list[str], entry: str | None, where: str, what: str = "entry") -> tuple[str, ...]:
+    """``entry`` among the PTX's entries: None or ``all`` is every entry; a glob may pick several; a name that fits
+    several instantiations is refused with the list, never resolved to the first; an unknown one is an error."""
+    from ptxprobe.ptx.mangling import display_names
+
     if not names:
         raise MalformedPtx(f"{where}: no .entry in PTX")
     if entry is None or entry == "all":
         return tuple(names)
-    if entry not in names:
-        raise MalformedPtx(f"{where}: no entry {entry!r} (have: {', '.join(names)})")
-    return (entry,)
+    chosen = entry_matches(names, entry)
+    shown = display_names(names)
+    if not chosen:
+        have = ", ".join(shown[n] for n in names[:20]) + (f", … ({len(names)} in all)" if len(names) > 20 else "")
+        raise MalformedPtx(f"{where}: no {what} {entry!r} (have: {have})")
+    if len(chosen) > 1 and not any(c in entry for c in "*?["):
+        listed = "; ".join(f"{shown[n]} = {n}" for n in chosen[:10]) + (" …" if len(chosen) > 10 else "")
+        raise MalformedPtx(f"{where}: {entry!r} names {len(chosen)} kernels ({listed}): give one symbol, a "
+                           "demangled name with its template arguments, or a glob for all of them")
+    return tuple(chosen)
 
 
 def ptx_text(ptx: str, where: str, entry: str | None, label: str, frontend: str, metadata: dict) -> Emitted:

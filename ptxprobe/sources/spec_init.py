@@ -368,7 +368,8 @@ def _c_dtype(ctype: str) -> str | None:
 def file_spec(target: str, arch: str = "sm_90a") -> str:
     """The ``[launch]`` spec of a ``.cu`` (compiled by nvcc) or ``.ptx`` entry: ``file.cu[:entry]``."""
     from ptxprobe.core.cache import Cache
-    from ptxprobe.ptx.text import entry_params, source_identifier
+    from ptxprobe.ptx.mangling import own_identifier
+    from ptxprobe.ptx.text import entry_params
     from ptxprobe.sources.kinds import split_entry
 
     path, entry = split_entry(target)
@@ -385,12 +386,12 @@ def file_spec(target: str, arch: str = "sm_90a") -> str:
         emitted = load_ptx(str(src), entry)
     chosen = emitted.swept_entries
     if len(chosen) > 1:
-        names = ", ".join(source_identifier(e) for e in chosen)
+        names = ", ".join(own_identifier(e) for e in chosen)
         raise SpecError(f"spec init: {src.name} has {len(chosen)} kernels ({names}); a spec is for one: "
-                        f"{src.name}:{source_identifier(chosen[0])}")
+                        f"{src.name}:{own_identifier(chosen[0])}")
     entry_sym = chosen[0]
     ptx_params = entry_params(emitted.ptx, entry_sym)
-    sig = source_signature(src.read_text(errors="replace"), source_identifier(entry_sym)) \
+    sig = source_signature(src.read_text(errors="replace"), own_identifier(entry_sym)) \
         if src.suffix == ".cu" else None
     threads = sig[1] if sig else None
     if sig and len(sig[0]) != len(ptx_params):
@@ -408,10 +409,10 @@ def file_spec(target: str, arch: str = "sm_90a") -> str:
             params.append(Param(name, "i32", ctype or pp.type))
     sizes = [p.name for p in params if p.is_size] or ["n"]
     block = threads or 256
-    where = f"{src.name}:{source_identifier(entry_sym)}"
+    where = f"{src.name}:{own_identifier(entry_sym)}"
     spec_name = src.stem + ".toml"
     lines = _header(where, f"ptxprobe rename-sweep --{'cu' if src.suffix == '.cu' else 'ptx'} {src} --entry "
-                           f"{source_identifier(entry_sym)} --spec {spec_name} --run")
+                           f"{own_identifier(entry_sym)} --spec {spec_name} --run")
     lines += [f"# parameters of {entry_sym}, from the PTX{' and the source signature' if sig else ''}: "
               + ", ".join(f"{p.name} ({p.why})" for p in params)]
     grid_why = "blocks per axis: guessed one thread per element of the first size" + (

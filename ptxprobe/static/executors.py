@@ -15,7 +15,7 @@ import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Protocol
 
-from ptxprobe.binary.cubin import kernel_columns
+from ptxprobe.binary.cubin import kernels_columns
 from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import CubinError
 from ptxprobe.core.proc import install_stop_handler
@@ -26,15 +26,19 @@ from ptxprobe.toolchain.assemble import Artifact, assemble
 
 
 class Executor(Protocol):
-    """Runs jobs; ``row_of`` turns a finished assembly job into its log row (on the driver)."""
+    """Runs jobs; ``rows_of`` turns a finished assembly job into its log rows (on the driver).
+
+    One assembly job is one ptxas run: the variants it is given share one assembly key (a module of many entries
+    renamed at once under one name template), and each gets its row, its entry's facts read from that one cubin.
+    """
 
     description: dict
 
     def emit(self, source: KernelSource, arch: str, cache: Cache) -> Future: ...
 
-    def assemble(self, p: Planned, timeout: float, cache: Cache) -> Future: ...
+    def assemble(self, planned: tuple[Planned, ...], timeout: float, cache: Cache) -> Future: ...
 
-    def row_of(self, finished: Future, cache: Cache) -> dict: ...
+    def rows_of(self, finished: Future, cache: Cache) -> list[dict]: ...
 
     def shutdown(self) -> None: ...
 
@@ -57,25 +61,41 @@ def emit_job(source: KernelSource, arch: str, cache_root: str, cache_enabled: bo
     return source.emit(arch, Cache(cache_root, cache_enabled))
 
 
-def assemble_job(p: Planned, timeout: float, cache_root: str, cache_enabled: bool) -> dict:
+def assemble_job(planned: tuple[Planned, ...], timeout: float, cache_root: str, cache_enabled: bool) -> list[dict]:
     cache = Cache(cache_root, cache_enabled)
+    p = planned[0]
     v = p.variant
     art = assemble(p.ptx, v.arch, p.tool, v.flags, repeat=v.repeat, timeout=timeout, cache=cache)
-    return variant_row(p, art, cache)
+    return variant_rows(planned, art, cache)
+
+
+def by_assembly(planned: list[Planned]) -> list[tuple[Planned, ...]]:
+    """The variants grouped by what ptxas runs: one job per assembly key, in the order first planned."""
+    groups: dict[str, list[Planned]] = {}
+    for p in planned:
+        groups.setdefault(p.variant.assembly_key, []).append(p)
+    return [tuple(g) for g in groups.values()]
 
 
 def cubin_columns_key(cubin_sha256: str, name: str) -> str:
     return stage_key("cubin-facts", cubin=cubin_sha256, name=name)
 
 
-def _cubin_columns(art: Artifact, name: str, cache: Cache) -> dict:
-    """kernel_columns, memoised by cubin hash (re-reading ELF files dominates a warm sweep)."""
-    key = cubin_columns_key(art.cubin_sha256, name)
-    hit = cache.get_json("cubin-facts", key)
-    if hit is None:
-        hit = kernel_columns(art.cubin(), name)
-        cache.put_json("cubin-facts", key, hit)
-    return hit
+def _cubin_columns(art: Artifact, names: list[str], cache: Cache) -> dict[str, dict | CubinError]:
+    """kernel_columns of each name, memoised by cubin hash (re-reading ELF files dominates a warm sweep); the
+    cubin is read once for all the names it lacks in the cache."""
+    out: dict[str, dict | CubinError] = {}
+    for name in names:
+        hit = cache.get_json("cubin-facts", cubin_columns_key(art.cubin_sha256, name))
+        if hit is not None:
+            out[name] = hit
+    missing = [n for n in dict.fromkeys(names) if n not in out]
+    if missing:
+        for name, columns in kernels_columns(art.cubin(), missing).items():
+            if isinstance(columns, dict):
+                cache.put_json("cubin-facts", cubin_columns_key(art.cubin_sha256, name), columns)
+            out[name] = columns
+    return out
 
 
 _FACT_COLUMNS = ("text_sha256", "code_sha256", "machine_code_sha256", "text_bytes", "capmerc_bytes", "merc_bytes",
@@ -85,29 +105,45 @@ _FACT_COLUMNS = ("text_sha256", "code_sha256", "machine_code_sha256", "text_byte
 
 def variant_row(p: Planned, art: Artifact, cache: Cache | None = None) -> dict:
     """The raw result row of one assembly (everything derived later is left out)."""
-    v = p.variant
-    row = {
-        **variant_record(v),
-        "status": art.status,
-        "error": art.message,
-        "retriable": art.retriable,
-        "ptxas_seconds": art.seconds,
-        "cached": art.cached,
-        "note": art.note,
-        "cubin_sha256": art.cubin_sha256,
-        **p.extra,
-    }
-    rep = art.reports.get(v.name)
-    for k in ("registers", "spill_store_bytes", "spill_load_bytes", "stack_bytes", "barriers"):
-        row[k] = getattr(rep, k) if rep else None
-    facts = dict.fromkeys(_FACT_COLUMNS)
+    return variant_rows((p,), art, cache)[0]
+
+
+def variant_rows(planned: tuple[Planned, ...], art: Artifact, cache: Cache | None = None) -> list[dict]:
+    """The raw result rows of the variants one assembly serves, each entry's facts from its one cubin."""
+    cache = cache or Cache()
+    columns: dict = {}
+    cubin_error = None
     if art.ok:
         try:
-            facts.update(_cubin_columns(art, v.name, cache or Cache()))
+            columns = _cubin_columns(art, [q.variant.name for q in planned], cache)
         except (CubinError, OSError) as exc:
-            row["status"], row["error"] = "bad_cubin", f"ptxas gave a cubin ptxprobe cannot read: {exc}"
-    row.update(facts)
-    return row
+            cubin_error = exc
+    rows = []
+    for p in planned:
+        v = p.variant
+        row = {
+            **variant_record(v),
+            "status": art.status,
+            "error": art.message,
+            "retriable": art.retriable,
+            "ptxas_seconds": art.seconds,
+            "cached": art.cached,
+            "note": art.note,
+            "cubin_sha256": art.cubin_sha256,
+            **p.extra,
+        }
+        rep = art.reports.get(v.name)
+        for k in ("registers", "spill_store_bytes", "spill_load_bytes", "stack_bytes", "barriers"):
+            row[k] = getattr(rep, k) if rep else None
+        facts = dict.fromkeys(_FACT_COLUMNS)
+        got = cubin_error or columns.get(v.name)
+        if isinstance(got, dict):
+            facts.update(got)
+        elif art.ok:
+            row["status"], row["error"] = "bad_cubin", f"ptxas gave a cubin ptxprobe cannot read: {got}"
+        row.update(facts)
+        rows.append(row)
+    return rows
 
 
 # --- the local process pool ----------------------------------------------------------------
@@ -132,10 +168,10 @@ class LocalExecutor:
     def emit(self, source: KernelSource, arch: str, cache: Cache) -> Future:
         return self._submit(emit_job, source, arch, str(cache.root), cache.enabled)
 
-    def assemble(self, p: Planned, timeout: float, cache: Cache) -> Future:
-        return self._submit(assemble_job, p, timeout, str(cache.root), cache.enabled)
+    def assemble(self, planned: tuple[Planned, ...], timeout: float, cache: Cache) -> Future:
+        return self._submit(assemble_job, tuple(planned), timeout, str(cache.root), cache.enabled)
 
-    def row_of(self, finished: Future, cache: Cache) -> dict:
+    def rows_of(self, finished: Future, cache: Cache) -> list[dict]:
         return finished.result()
 
     def shutdown(self) -> None:

@@ -42,8 +42,9 @@ class Experiment:
     ptx_files: tuple[str, ...] = ()  # "file.ptx[:entry][=spec.toml]"
     cu_files: tuple[str, ...] = ()  # "file.cu[:entry][=spec.toml]", compiled by nvcc for every arch
     cubin_files: tuple[str, ...] = ()  # cubins with embedded PTX (-lineinfo)
+    lib_files: tuple[str, ...] = ()  # "lib.so|.fatbin|.cubin|.whl[:entry][=spec.toml]": the PTX they embed
     triton_functions: tuple[str, ...] = ()  # "module:function=spec.json" (or .toml)
-    file_archs: tuple[str, ...] = ()  # re-target PTX/cubin files to these archs (empty: their own .target)
+    file_archs: tuple[str, ...] = ()  # re-target PTX/cubin/library files to these archs (empty: their own .target)
     max_repeat: int = 0  # assemble a difference up to this many times until `confidence` (0: exactly `repeat`)
     confidence: float = 0.98  # the confidence a "differs" verdict must reach when max_repeat > repeat
     run: dict = field(default_factory=dict)  # the [run] table: GPU problem sizes and timing plan
@@ -57,12 +58,13 @@ class Experiment:
 
     @property
     def has_user_kernels(self) -> bool:
-        return any((self.ptx_files, self.cu_files, self.cubin_files, self.triton_functions))
+        return any((self.ptx_files, self.cu_files, self.cubin_files, self.lib_files, self.triton_functions))
 
 
 LIST_AXES = ("kernels", "dtypes", "head_dims", "causal", "configs", "archs", "ptxas", "names", "ptx_files",
-              "cu_files", "cubin_files", "triton_functions", "file_archs")
-_USER_AXES = ("ptx_files", "cu_files", "cubin_files", "triton_functions")
+              "cu_files", "cubin_files", "lib_files", "triton_functions", "file_archs")
+_USER_AXES = ("ptx_files", "cu_files", "cubin_files", "lib_files", "triton_functions")
+_FILE_SUFFIXES = (".ptx", ".cu", ".cubin", ".so", ".fatbin", ".whl")
 _TABLES = ("experiment", "sweep", "run")
 
 
@@ -90,8 +92,8 @@ def find_experiment(name_or_path: str | os.PathLike | None) -> Path:
 def _resolve_item(item: str, base: Path) -> str:
     """Paths inside an experiment file are relative to that file's directory."""
     def fix(part: str) -> str:
-        path, sep, rest = part.partition(":") if not part.endswith((".ptx", ".cu", ".cubin")) else (part, "", "")
-        if path and not os.path.isabs(path) and (path.endswith((".py", ".ptx", ".cu", ".cubin", ".toml", ".json"))):
+        path, sep, rest = part.partition(":") if not part.endswith(_FILE_SUFFIXES) else (part, "", "")
+        if path and not os.path.isabs(path) and (path.endswith((".py", *_FILE_SUFFIXES, ".toml", ".json"))):
             cand = base / path
             path = os.path.relpath(cand) if cand.exists() else path
         return path + sep + rest

@@ -11,11 +11,10 @@ import itertools
 from dataclasses import asdict, dataclass
 
 from ptxprobe.core.cache import Cache, cache_key, sha256_text
-from ptxprobe.core.errors import PtxprobeError, SpecError
+from ptxprobe.core.errors import InvalidName, PtxprobeError, SpecError
 from ptxprobe.core.stages import stage_key
-from ptxprobe.ptx.check import RenameCheck, check_rename
-from ptxprobe.ptx.rename import apply_template, rename_entry
-from ptxprobe.ptx.text import source_identifier
+from ptxprobe.ptx.check import RenameCheck, check_renames
+from ptxprobe.ptx.rename import Renamed, apply_template, rename_entries, rename_entry
 from ptxprobe.sources import Emitted, KernelSource
 from ptxprobe.toolchain.assemble import assembly_key
 from ptxprobe.toolchain.tools import Tool, select_ptxas, unsupported_flags
@@ -64,36 +63,66 @@ class Planned:
     extra: dict  # rename columns recorded with the row
 
 
-def proved_rename(base_ptx: str, base_name: str, ptx: str, name: str, cache: Cache) -> RenameCheck:
-    """The independent rename check, memoised by content (a pure function of the two texts)."""
-    key = stage_key("rename-check", base_ptx=sha256_text(base_ptx), base_name=base_name, ptx=sha256_text(ptx),
-                    name=name)
+def proved_rename(base_ptx: str, names: dict[str, str], ptx: str, cache: Cache) -> RenameCheck:
+    """The independent rename check of entries renamed ``{base name: new name}`` at once, memoised by content (a
+    pure function of the two texts and the names)."""
+    olds, news = list(names), list(names.values())
+    key = stage_key("rename-check", base_ptx=sha256_text(base_ptx), base_name=olds if len(olds) > 1 else olds[0],
+                    ptx=sha256_text(ptx), name=news if len(news) > 1 else news[0])
     hit = cache.get_json("rename-check", key)
     if hit is not None:
         return RenameCheck.from_json(hit)
-    res = check_rename(base_ptx, ptx, base_name, name)
+    res = check_renames(base_ptx, ptx, names)
     cache.put_json("rename-check", key, res.to_json())
     return res
 
 
-def renamed_cached(ptx: str, old: str, new: str, cache: Cache):
-    """rename_entry, memoised by content (the rename is a pure function of the text and the two names)."""
-    from ptxprobe.ptx.rename import Renamed
-
-    key = stage_key("rename", ptx=sha256_text(ptx), old=old, new=new)
+def renamed_cached(ptx: str, names: dict[str, str], cache: Cache) -> Renamed:
+    """rename_entries, memoised by content (the rename is a pure function of the text and the names)."""
+    olds, news = list(names), list(names.values())
+    key = stage_key("rename", ptx=sha256_text(ptx), old=olds if len(olds) > 1 else olds[0],
+                    new=news if len(news) > 1 else news[0])
     hit = cache.get_json("rename", key)
     if hit is not None:
-        return Renamed(hit["ptx"], old, new, hit["sites"])
-    r = rename_entry(ptx, old, new)
+        return Renamed(hit["ptx"], ",".join(olds), ",".join(news), hit["sites"])
+    r = rename_entries(ptx, names) if len(names) > 1 else rename_entry(ptx, olds[0], news[0])
     cache.put_json("rename", key, {"ptx": r.ptx, "sites": r.sites})
     return r
 
 
+@dataclass(frozen=True)
+class _Module:
+    """The PTX a name template gives each entry: one text holding every entry renamed (one ptxas run reads all
+    their codes), or, where names would collide, a text per entry with that entry alone renamed."""
+
+    ptx: dict[str, str]  # entry -> the PTX its variants assemble
+    sites: dict[str, int]
+    shared: bool
+
+
+def _renamed_module(texts: dict[str, str], names: dict[str, dict[str, str]], cache: Cache) -> _Module:
+    """``texts`` (entry -> its current PTX) with each entry renamed ``names[entry] = {old: new}``."""
+    first = next(iter(texts.values()))
+    if len(texts) > 1 and all(t is first or t == first for t in texts.values()):
+        merged = {o: n for m in names.values() for o, n in m.items()}
+        try:
+            r = renamed_cached(first, merged, cache)
+            return _Module(dict.fromkeys(texts, r.ptx), dict.fromkeys(texts, r.sites), True)
+        except InvalidName:  # x -> cutlass_x beside cutlass_x: each entry alone
+            pass
+    out, sites = {}, {}
+    for entry, text in texts.items():
+        r = renamed_cached(text, names[entry], cache)
+        out[entry], sites[entry] = r.ptx, r.sites
+    return _Module(out, sites, False)
+
+
 def kernel_label(emitted: Emitted, entry: str) -> str:
-    """The kernel column: the source's label, plus the entry when the source has several."""
+    """The kernel column: the source's label, plus the entry's whole symbol when the source has several (two
+    instantiations of one template, or overloads, are two kernels, each compared with its own baseline)."""
     if len(emitted.swept_entries) == 1:
         return emitted.kernel
-    return f"{emitted.kernel}:{source_identifier(entry)}"
+    return f"{emitted.kernel}:{entry}"
 
 
 def plan_emitted(exp, source: KernelSource, emitted: Emitted, tools: list[Tool], cache: Cache,
@@ -108,25 +137,26 @@ def plan_emitted(exp, source: KernelSource, emitted: Emitted, tools: list[Tool],
             raise SpecError(f"flags: {', '.join(sorted(unknown))} is not an option of any ptxas in this sweep "
                             f"({', '.join(t.version for t in ptxases)}; learnt from their --help)")
     n_rep = exp.repeats(emitted.arch) if repeats is None else repeats
-    for entry in emitted.swept_entries:
-        baseline_name = apply_template(exp.names[0], entry)
-        base_ptx = (emitted.ptx if baseline_name == entry
-                    else renamed_cached(emitted.ptx, entry, baseline_name, cache).ptx)
-        for template in exp.names:
-            name = apply_template(template, entry)
-            renamed = renamed_cached(base_ptx, baseline_name, name, cache)
-            check = proved_rename(base_ptx, baseline_name, renamed.ptx, name, cache)
-            if not check.equal:
-                raise PtxprobeError(f"rename {baseline_name} -> {name} changed more than the name: {check.detail}")
+    entries = emitted.swept_entries
+    baseline_names = {e: apply_template(exp.names[0], e) for e in entries}
+    base = _renamed_module(dict.fromkeys(entries, emitted.ptx), {e: {e: baseline_names[e]} for e in entries}, cache)
+    for template in exp.names:
+        names = {e: apply_template(template, e) for e in entries}
+        module = _renamed_module(base.ptx, {e: {baseline_names[e]: names[e]} for e in entries}, cache)
+        checks = _checked(base, module, baseline_names, names, cache)
+        for entry in entries:
+            name, baseline_name, check = names[entry], baseline_names[entry], checks[entry]
             extra = {
-                "rename_sites": renamed.sites,
+                "rename_sites": module.sites[entry],
                 "rename_checked_sites": len(check.sites),
                 "rename_equivalent": check.equal,
+                "renamed_with_module": module.shared,
                 "specialization": _json(emitted.metadata.get("specialization", {})),
                 "source_kind": source.kind,
                 "source_ptx_sha256": emitted.ptx_sha256,
             }
-            ptx_sha = sha256_text(renamed.ptx)
+            ptx = module.ptx[entry]
+            ptx_sha = sha256_text(ptx)
             for tool, flags in itertools.product(ptxases, exp.flags):
                 for r in range(start_repeat, start_repeat + n_rep):
                     v = Variant(
@@ -134,7 +164,23 @@ def plan_emitted(exp, source: KernelSource, emitted: Emitted, tools: list[Tool],
                         columns["causal"], columns["config"], emitted.arch, tool.version, tool.sha256, tuple(flags),
                         template, name, baseline_name, r, ptx_sha,
                     )
-                    out.append(Planned(v, renamed.ptx, tool, extra))
+                    out.append(Planned(v, ptx, tool, extra))
+    return out
+
+
+def _checked(base: _Module, module: _Module, baseline_names: dict[str, str], names: dict[str, str],
+             cache: Cache) -> dict[str, RenameCheck]:
+    """Each entry's rename proved by the independent checker: once for a module renamed as a whole."""
+    if base.shared and module.shared:
+        first = next(iter(base.ptx))
+        check = proved_rename(base.ptx[first], {baseline_names[e]: names[e] for e in base.ptx}, module.ptx[first],
+                              cache)
+        out = dict.fromkeys(base.ptx, check)
+    else:
+        out = {e: proved_rename(base.ptx[e], {baseline_names[e]: names[e]}, module.ptx[e], cache) for e in base.ptx}
+    bad = next((c for c in out.values() if not c.equal), None)
+    if bad is not None:
+        raise PtxprobeError(f"rename {bad.name_a} -> {bad.name_b} changed more than the names: {bad.detail}")
     return out
 
 

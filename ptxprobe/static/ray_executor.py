@@ -20,7 +20,7 @@ from ptxprobe.core.cache import Cache
 from ptxprobe.core.cluster import RaySession, require_ray, worker_identity
 from ptxprobe.core.errors import ToolMismatch
 from ptxprobe.sources import KernelSource
-from ptxprobe.static.executors import LocalExecutor, cubin_columns_key, variant_row
+from ptxprobe.static.executors import LocalExecutor, cubin_columns_key, variant_row, variant_rows
 from ptxprobe.static.plan import Planned
 from ptxprobe.toolchain.assemble import Artifact, assemble
 from ptxprobe.toolchain.tools import Tool, discover, identify, install
@@ -34,10 +34,10 @@ WORKER_LOST = "worker_lost"
 class RemoteAssembly:
     """What one task sends back: enough for the driver to write the cache as if it had run ptxas itself."""
 
-    row: dict
+    rows: tuple[dict, ...]  # one per variant that shares the assembly
     artifact: dict
     cubin: bytes | None
-    columns: dict | None
+    columns: dict | None  # entry name -> its cubin facts
     worker: str
 
 
@@ -70,35 +70,38 @@ def unassembled(p: Planned, status: str, why: str) -> tuple[dict, Artifact]:
     return {**variant_row(p, art), "error": why, "retriable": True}, art
 
 
-def remote_assembly(p: Planned, timeout: float) -> RemoteAssembly:
-    """The task body: runs on a Ray worker."""
+def remote_assembly(planned: tuple[Planned, ...], timeout: float) -> RemoteAssembly:
+    """The task body: runs on a Ray worker; one ptxas run, a row per variant sharing it."""
+    p = planned[0]
     v = p.variant
     try:
         tool = worker_tool(p.tool)
     except ToolMismatch as exc:
-        row, art = unassembled(p, TOOL_MISMATCH, str(exc))
-        return RemoteAssembly(row, art.to_json(), None, None, worker_identity())
+        rows = tuple(unassembled(q, TOOL_MISMATCH, str(exc))[0] for q in planned)
+        return RemoteAssembly(rows, unassembled(p, TOOL_MISMATCH, str(exc))[1].to_json(), None, None,
+                              worker_identity())
     with tempfile.TemporaryDirectory(prefix="ptxprobe-ray-") as scratch:
         cache = Cache(scratch, enabled=True)  # private: only the driver's cache persists
         art = assemble(p.ptx, v.arch, tool, v.flags, repeat=v.repeat, timeout=timeout, cache=cache)
-        row = variant_row(p, art, cache)
+        rows = tuple(variant_rows(planned, art, cache))
         cubin = art.cubin() if art.ok else None
-        columns = cache.get_json("cubin-facts", cubin_columns_key(art.cubin_sha256, v.name)) if art.ok else None
+        columns = {q.variant.name: cache.get_json("cubin-facts", cubin_columns_key(art.cubin_sha256, q.variant.name))
+                   for q in planned} if art.ok else None
     art = replace(art, cubin_path=None)
-    return RemoteAssembly(row, art.to_json(), cubin, columns, worker_identity())
+    return RemoteAssembly(rows, art.to_json(), cubin, columns, worker_identity())
 
 
-def adopt(returned: RemoteAssembly, key: str, cache: Cache) -> dict:
-    """Write what a task produced into the driver's cache (cubin, assembly record, cubin facts); give its row."""
+def adopt(returned: RemoteAssembly, key: str, cache: Cache) -> list[dict]:
+    """Write what a task produced into the driver's cache (cubin, assembly record, cubin facts); give its rows."""
     art = dict(returned.artifact)
     if returned.cubin is not None:
         art["cubin_path"] = str(cache.put("cubin", art["cubin_sha256"], "kernel.cubin", returned.cubin))
-        if returned.columns is not None:
-            cache.put_json("cubin-facts", cubin_columns_key(art["cubin_sha256"], returned.row["name"]),
-                           returned.columns)
-    if not returned.row.get("retriable"):
+        for name, columns in (returned.columns or {}).items():
+            if columns is not None:
+                cache.put_json("cubin-facts", cubin_columns_key(art["cubin_sha256"], name), columns)
+    if not any(row.get("retriable") for row in returned.rows):
         cache.put_json("assemble", key, art)
-    return returned.row
+    return list(returned.rows)
 
 
 class RayExecutor:
@@ -111,7 +114,7 @@ class RayExecutor:
         self.task = self.ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(remote_assembly)
         self.local = LocalExecutor(min(jobs, 2))
         self.refs: dict[Future, object] = {}
-        self.planned: dict[Future, Planned] = {}
+        self.planned: dict[Future, tuple[Planned, ...]] = {}
         self.workers: dict[str, int] = {}
         nodes = self.session.nodes()
         self.description = {
@@ -124,24 +127,24 @@ class RayExecutor:
     def emit(self, source: KernelSource, arch: str, cache: Cache) -> Future:
         return self.local.emit(source, arch, cache)
 
-    def assemble(self, p: Planned, timeout: float, cache: Cache) -> Future:
-        ref = self.task.remote(p, timeout)
+    def assemble(self, planned: tuple[Planned, ...], timeout: float, cache: Cache) -> Future:
+        ref = self.task.remote(tuple(planned), timeout)
         fut = ref.future()
         self.refs[fut] = ref
-        self.planned[fut] = p
+        self.planned[fut] = tuple(planned)
         return fut
 
-    def row_of(self, finished: Future, cache: Cache) -> dict:
-        p = self.planned.pop(finished)
+    def rows_of(self, finished: Future, cache: Cache) -> list[dict]:
+        planned = self.planned.pop(finished)
         self.refs.pop(finished, None)
         try:
             returned: RemoteAssembly = finished.result()
-        except self.ray.exceptions.RayError as exc:  # every retry's worker died: a retriable row, not a crash
+        except self.ray.exceptions.RayError as exc:  # every retry's worker died: retriable rows, not a crash
             why = f"the Ray worker was lost {TASK_RETRIES + 1} times: {str(exc).strip().splitlines()[0][:300]}"
-            return unassembled(p, WORKER_LOST, why)[0]
+            return [unassembled(p, WORKER_LOST, why)[0] for p in planned]
         self.workers[returned.worker] = self.workers.get(returned.worker, 0) + 1
         self.description["tasks_by_node"] = dict(self.workers)
-        return adopt(returned, returned.row["assembly_key"], cache)
+        return adopt(returned, returned.rows[0]["assembly_key"], cache)
 
     def shutdown(self) -> None:
         self.local.shutdown()

@@ -45,7 +45,7 @@ from ptxprobe.ptx.rename import apply_template
 from ptxprobe.sources import Emitted, KernelSource, left_out, sources_of
 from ptxprobe.sources.registry import kernel_source_hashes
 from ptxprobe.static.adaptive import more_runs
-from ptxprobe.static.executors import Executor, LocalExecutor, variant_row
+from ptxprobe.static.executors import Executor, LocalExecutor, by_assembly, variant_rows
 from ptxprobe.static.experiment import Experiment
 from ptxprobe.static.plan import Planned, plan_emitted
 from ptxprobe.static.verdicts import SAME_CODE, derive
@@ -143,7 +143,7 @@ def run_sweep(
     """Run (or resume) a sweep into ``out_dir`` (ptxas jobs on this host, or on Ray with ``executor="ray"``)."""
     started = time.time()
     cache = cache or Cache()
-    sources = sources_of(exp)  # a bad input fails here, before any work
+    sources = sources_of(exp, cache)  # a bad input fails here, before any work
     for template in exp.names:  # so does a name template that cannot make a PTX identifier
         apply_template(template, "kernel")
     left = left_out(exp)
@@ -226,7 +226,9 @@ class _Run:
         self.ptxas_seconds = 0.0
         self.interrupted = False
         self.emit_errors: list[str] = []
-        self.pending: dict[Future, tuple | None] = {}
+        self.pending: dict[Future, tuple | str] = {}  # emit jobs: (source, arch); assembly jobs: the assembly key
+        self.inflight: dict[str, list[Planned]] = {}  # assembly key -> variants waiting on that ptxas run
+        self.assemblies_run: set[str] = set()  # ptxas runs this sweep made (a module's entries share one)
         self.groups: dict[tuple, dict] = {}  # verdict group -> its source, variants and what is still pending
         self.group_of: dict[str, tuple] = {}
         self.derived: list[dict] = []
@@ -260,8 +262,10 @@ class _Run:
                     finished, _ = wait(list(self.pending), return_when=FIRST_COMPLETED)
                     for f in finished:
                         job = self.pending.pop(f)
-                        if job is None:
-                            self._record(pool.row_of(f, self.cache))
+                        if isinstance(job, str):  # an assembly: its rows, then whoever waited on the same one
+                            for row in pool.rows_of(f, self.cache):
+                                self._record(row)
+                            self._served(job)
                             continue
                         bar.advance(self.t_emit)
                         self.to_emit -= 1
@@ -315,19 +319,39 @@ class _Run:
             group["pending"].add(vid)
             self.group_of[vid] = p.variant.group
         self.bar.update(self.t_asm, total=len(self.planned_ids))
-        for p in planned:
-            vid = p.variant.variant_id
-            if self._done(vid):
-                self.skipped += 1
-                self.bar.advance(self.t_asm)
-                self._finished(vid)
+        self._dispatch(pool, planned)
+
+    def _dispatch(self, pool, planned: list[Planned]) -> None:
+        """Serve what the log or the cache holds; run the rest, one ptxas job per distinct assembly (a module's
+        entries renamed at once share one)."""
+        for job in by_assembly(planned):
+            todo = []
+            for p in job:
+                if self._done(p.variant.variant_id):
+                    self.skipped += 1
+                    self.bar.advance(self.t_asm)
+                    self._finished(p.variant.variant_id)
+                else:
+                    todo.append(p)
+            if not todo:
                 continue
-            v = p.variant
-            hit = cached_artifact(p.ptx, v.arch, p.tool, v.flags, repeat=v.repeat, cache=self.cache)
+            v = todo[0].variant
+            hit = cached_artifact(todo[0].ptx, v.arch, todo[0].tool, v.flags, repeat=v.repeat, cache=self.cache)
             if hit is not None:  # a cache hit is served here: no process hop
-                self._record(variant_row(p, hit, self.cache))
-                continue
-            self.pending[pool.assemble(p, self.timeout, self.cache)] = None
+                for row in variant_rows(tuple(todo), hit, self.cache):
+                    self._record(row)
+            elif v.assembly_key in self.inflight:  # the same ptxas run is under way: served when it ends
+                self.inflight[v.assembly_key] += todo
+            else:
+                self.inflight[v.assembly_key] = []
+                self.pending[pool.assemble(tuple(todo), self.timeout, self.cache)] = v.assembly_key
+
+    def _served(self, key: str) -> None:
+        """Variants that waited on an assembly another job ran: their rows from the cache it filled (run again
+        when it left nothing there, a hang or an outside kill)."""
+        waiting = self.inflight.pop(key, [])
+        if waiting:
+            self._dispatch(self.pool, waiting)
 
     def _finished(self, vid: str) -> None:
         """A variant is in the log: when its group is complete, extend it if its verdict is not yet sure."""
@@ -362,7 +386,8 @@ class _Run:
         append_records(self.logf, [row], durable=not row["cached"])
         self.logged[row["variant_id"]] = row
         self.ran += 1
-        if not row["cached"]:
+        if not row["cached"] and row["assembly_key"] not in self.assemblies_run:  # a shared run counted once
+            self.assemblies_run.add(row["assembly_key"])
             self.ptxas_seconds += row["ptxas_seconds"] or 0.0
         self.bar.advance(self.t_asm)
         self._finished(row["variant_id"])
@@ -381,7 +406,7 @@ def _runtime_params(src: KernelSource) -> list[str]:
 def default_out_dir(exp: Experiment) -> Path:
     """``runs/<experiment>``, or for a sweep of user files ``runs/<their names>``: never mixed with another."""
     if exp.has_user_kernels and not exp.kernels:
-        items = [*exp.ptx_files, *exp.cu_files, *exp.cubin_files, *exp.triton_functions]
+        items = [*exp.ptx_files, *exp.cu_files, *exp.cubin_files, *exp.lib_files, *exp.triton_functions]
         stems = []
         for item in items:
             target = item.rpartition("=")[0] or item

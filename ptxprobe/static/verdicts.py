@@ -6,6 +6,7 @@ Everything here is pure: raw rows in, derived rows or summary records out.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from dataclasses import dataclass
 
 # differences that survive ptxas's own spread ("differs"; committed results before it said
 # "differs_deterministic" or "differs_beyond_noise"), or that were seen once on a side
@@ -208,3 +209,43 @@ def arch_order(arch: str) -> tuple:
     """sm_90a before sm_100a: by SM number, then the name."""
     digits = "".join(c for c in arch if c.isdigit())
     return (int(digits or 0), arch)
+
+
+MANY_KERNELS = 20  # past this many kernels the answer is summarised first (the whole table on request)
+
+
+@dataclass(frozen=True)
+class TargetSummary:
+    """One target's answer over many kernels: how many the name changes, leaves alone or could not compare, and
+    the largest changes with the kernels they are in."""
+
+    arch: str
+    ptxas_version: str
+    ptxas_flags: str
+    kernels: int
+    changed: int
+    unchanged: int
+    not_compared: int
+    largest_register_change: int | None
+    largest_register_kernel: str | None
+    largest_capmerc_ratio: float | None
+    largest_capmerc_kernel: str | None
+
+
+def summarize_targets(answer: list[dict]) -> list[TargetSummary]:
+    """Per (arch, ptxas, flags) of a pivot (``pivot``): the counts and the largest changes."""
+    groups: dict[tuple, list[dict]] = {}
+    for p in answer:
+        groups.setdefault((p["arch"], p["ptxas_version"], p["ptxas_flags"]), []).append(p)
+    out = []
+    for (arch, ptxas, flags), rows in groups.items():
+        regs = [(v["delta_registers"], p["kernel"]) for p in rows for v in p["names"].values()
+                if v.get("delta_registers") and v["verdict"] in DIFFERS]
+        caps = [(v["capmerc_ratio"], p["kernel"]) for p in rows for v in p["names"].values()
+                if v.get("capmerc_ratio") and v["verdict"] in DIFFERS]
+        reg = max(regs, key=lambda t: abs(t[0]), default=(None, None))
+        cap = max(caps, key=lambda t: abs(t[0] - 1), default=(None, None))
+        out.append(TargetSummary(arch, ptxas, flags, len(rows), sum(p["answer"] == YES for p in rows),
+                                 sum(p["answer"] == NO for p in rows),
+                                 sum(p["answer"] not in (YES, NO) for p in rows), reg[0], reg[1], cap[0], cap[1]))
+    return out

@@ -1,0 +1,241 @@
+"""``--lib``: the PTX a shared library, fatbin, cubin or wheel embeds, extracted by cuobjdump, swept module by module.
+
+The artefacts are built here by nvcc from one small file (two instantiations of a template, a plain kernel and
+one whose body is guarded by ``__CUDA_ARCH__ >= 900``, a stub in sm_80 PTX), once for the module.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from ptxprobe.cli import main
+from ptxprobe.core.cache import Cache, sha256_file
+from ptxprobe.core.errors import PtxprobeError, SpecError, ToolNotFound
+from ptxprobe.ptx.text import code_of, entries_of, ptx_isa
+from ptxprobe.sources import library
+from ptxprobe.sources.library import STAGE, extract, library_notes, library_sources, split_stubs
+
+pytestmark = pytest.mark.integration
+
+SOURCE = r"""
+template <typename T, int N>
+__global__ void scale_t(T *x, T a) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+#pragma unroll
+  for (int k = 0; k < N; ++k) x[i * N + k] *= a;
+}
+template __global__ void scale_t<float, 4>(float *, float);
+template __global__ void scale_t<double, 2>(double *, double);
+
+extern "C" __global__ void vadd(const float *a, const float *b, float *c, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) c[i] = a[i] + b[i];
+}
+
+__global__ void hopper_only(float *x) {
+#if __CUDA_ARCH__ >= 900
+  x[threadIdx.x] += 1.0f;
+#endif
+}
+"""
+SM80 = "-gencode=arch=compute_80,code=[compute_80,sm_80]"
+SWEPT = ("_Z7scale_tIfLi4EEvPT_S0_", "_Z7scale_tIdLi2EEvPT_S0_", "vadd")
+STUB = "_Z11hopper_onlyPf"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> dict[str, Path]:
+    """k.so and k.fatbin (sm_80 SASS and PTX), rdc.so (relocatable device code), sass.so (SASS for sm_80 and sm_90,
+    no PTX), k.ptx (nvcc -ptx), a host-only .so, a wheel holding them, and a text file: built in parallel."""
+    from ptxprobe.toolchain.tools import find_tool
+
+    try:
+        nvcc, _ = find_tool("nvcc").path, find_tool("cuobjdump")
+    except ToolNotFound as exc:
+        pytest.skip(f"needs nvcc and cuobjdump: {exc}")
+    d = tmp_path_factory.mktemp("lib")
+    (d / "k.cu").write_text(SOURCE)
+    (d / "host.c").write_text("int host_only(int x) { return x + 1; }\n")
+    so = [nvcc, "-shared", "-Xcompiler", "-fPIC"]
+    jobs = {"k.so": [*so, SM80], "k.fatbin": [nvcc, "-fatbin", SM80], "rdc.so": [*so, "-rdc=true", SM80],
+            "sass.so": [*so, "-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=sm_90"],
+            "k.ptx": [nvcc, "-ptx", "-arch=compute_80"]}
+    procs = [subprocess.Popen([*argv, "-o", name, "k.cu"], cwd=d, stderr=subprocess.PIPE, text=True)
+             for name, argv in jobs.items()]
+    procs.append(subprocess.Popen(["gcc", "-shared", "-fPIC", "-o", "host.so", "host.c"], cwd=d,
+                                  stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        assert p.wait(timeout=120) == 0, p.stderr.read()
+    with zipfile.ZipFile(d / "pkg-1.0-py3-none-any.whl", "w") as z:
+        z.writestr("pkg/__init__.py", "")
+        for name in ("k.so", "sass.so", "host.so"):
+            z.write(d / name, f"pkg/{name}")
+    (d / "notes.txt").write_text("not a library\n")
+    return {p.name: p for p in d.iterdir()} | {"wheel": d / "pkg-1.0-py3-none-any.whl"}
+
+
+@pytest.fixture
+def cache(tmp_path) -> Cache:
+    library._extract.cache_clear()  # every test extracts through its own cache
+    return Cache(tmp_path / "cache")
+
+
+def normalized(ptx: str) -> list[str]:
+    """PTX lines without comments, blank lines and spacing: the fatbin keeps PTX so compacted."""
+    return [" ".join(code_of(ln).split()) for ln in ptx.splitlines() if code_of(ln)]
+
+
+def test_a_library_is_its_ptx_modules_with_their_entries_stubs_and_the_sass_it_ships(built, cache):
+    ext = extract(built["k.so"], cache)
+    (lib,) = ext.libraries
+    assert lib.member is None and lib.sha256 == ext.sha256 == sha256_file(built["k.so"])
+    assert lib.sass_archs == ("sm_80",)
+    (mod,) = lib.modules
+    nvcc_ptx = built["k.ptx"].read_text()
+    assert (mod.name, mod.target, mod.version) == ("k.1.sm_80.ptx", "sm_80", ".".join(map(str, ptx_isa(nvcc_ptx))))
+    assert mod.entries == SWEPT and mod.stubs == (STUB,)
+    assert set(entries_of(nvcc_ptx)) == {*SWEPT, STUB}
+
+
+def test_a_stub_is_a_body_without_an_instruction_but_its_return():
+    ptx = """.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry guarded(.param .u64 p) .maxntid 128, 1, 1
+{
+$L__func_begin0:
+	.loc 1 17 0 // a comment { with a brace
+	{ // a scope
+	ret;
+	}
+}
+.visible .entry real(.param .u64 p)
+{
+	.reg .b32 %r<2>;
+	mov.u32 %r1, %tid.x;
+	ret;
+}
+.visible .entry empty()
+{
+}
+"""
+    assert split_stubs(ptx) == (("real",), ("guarded", "empty"))
+
+
+@pytest.mark.parametrize("name", ["k.so", "k.fatbin"])
+def test_the_extracted_ptx_is_what_nvcc_emits_for_the_same_file_and_arch(built, cache, name):
+    ext = extract(built[name], cache)
+    (mod,) = ext.libraries[0].modules
+    text = cache.get(STAGE, ext.key, mod.file).decode()
+    nvcc_ptx = built["k.ptx"].read_text()
+    assert entries_of(text) == entries_of(nvcc_ptx)
+    assert normalized(text) == normalized(nvcc_ptx)
+
+
+def test_a_relocatable_library_is_read_with_all_its_fatbins(built, cache):
+    (mod,) = extract(built["rdc.so"], cache).libraries[0].modules  # without cuobjdump -all: no PTX found
+    assert mod.entries == SWEPT
+
+
+def test_a_wheel_is_each_library_inside_it(built, cache):
+    ext = extract(built["wheel"], cache)
+    assert ext.sha256 == sha256_file(built["wheel"])
+    assert [lib.member for lib in ext.libraries] == ["pkg/k.so", "pkg/sass.so"]
+    assert ext.host_only == ("pkg/host.so",)
+    k, sass = ext.libraries
+    assert k.sha256 == sha256_file(built["k.so"]) and sass.sass_archs == ("sm_80", "sm_90") and not sass.modules
+    (src,) = library_sources(str(built["wheel"]), (), cache)
+    assert src.label == "pkg/k.so:k.1.sm_80.ptx"
+    e = src.emit("sm_80", cache)
+    assert e.metadata["library"] == "pkg/k.so" and e.metadata["wheel_sha256"] == ext.sha256
+    assert "retargeted_from" not in e.metadata
+
+    class Exp:
+        lib_files, file_archs = (str(built["wheel"]),), ("sm_90a",)
+
+    lines = [n.line() for n in library_notes(Exp, cache)]
+    assert lines == [f"{built['wheel'].name}:pkg/k.so: 1 PTX module (targets sm_80), assembled from sm_80 PTX for "
+                     "sm_90a: neither the SASS the library ships (sm_80) nor what the driver's JIT would make; "
+                     "1 stub entry left out",
+                     f"{built['wheel'].name}:pkg/sass.so: ships SASS only (sm_80, sm_90): no PTX to rename, left out"]
+
+
+def test_a_module_source_is_retargeted_and_its_entries_picked(built, cache):
+    (src,) = library_sources(str(built["k.so"]), ("sm_90a",), cache)
+    assert src.label == "k.so:k.1.sm_80.ptx" and src.build_archs(("sm_100a",)) == ("sm_90a",)
+    e = src.emit("sm_90a", cache)
+    assert e.swept_entries == SWEPT and e.kernel == src.label
+    assert ".target sm_90a" in e.ptx and STUB in e.ptx  # the stub stays in the text, only out of the sweep
+    assert {k: e.metadata[k] for k in ("library", "module", "ptx_target", "sass_archs", "stub_entries_left_out",
+                                       "retargeted_from")} == {
+        "library": "k.so", "module": "k.1.sm_80.ptx", "ptx_target": "sm_80", "sass_archs": ["sm_80"],
+        "stub_entries_left_out": 1, "retargeted_from": "sm_80"}
+    assert e.metadata["library_sha256"] == sha256_file(built["k.so"])
+    (one,) = library_sources(f"{built['k.so']}:scale_t<float*", (), cache)
+    assert one.emit("sm_80", cache).swept_entries == (SWEPT[0],)
+    with pytest.raises(SpecError, match="hopper_only is an empty stub in k.1.sm_80.ptx"):
+        library_sources(f"{built['k.so']}:hopper_only", (), cache)
+    with pytest.raises(PtxprobeError, match="scale_t"):  # two instantiations: refused, never the first taken
+        library_sources(f"{built['k.so']}:scale_t", (), cache)
+
+
+def test_a_rerun_reads_the_extraction_from_the_cache(built, cache, monkeypatch):
+    first = extract(built["k.so"], cache)
+    library._extract.cache_clear()
+
+    def no_tool(*a, **kw):
+        raise AssertionError("cuobjdump ran again")
+
+    monkeypatch.setattr(library, "run_tool", no_tool)
+    assert extract(built["k.so"], cache) == first
+    library._extract.cache_clear()
+    with pytest.raises(AssertionError, match="ran again"):  # another cache: extracted again
+        extract(built["k.so"], Cache(cache.root.parent / "other"))
+
+
+def _sweep(capsys, *argv: str) -> tuple[int, dict, str]:
+    code = main(["rename-sweep", "--no-run", "--json", *argv])
+    out, err = capsys.readouterr()
+    return code, json.loads(out), err
+
+
+def test_refusals_are_one_line_through_the_cli(built, tmp_path, capsys, monkeypatch):
+    names = ("-s", "archs=sm_90a", "-s", "names={base},cutlass_{base}", "-o", str(tmp_path / "run"))
+    code, doc, _ = _sweep(capsys, "--lib", str(built["sass.so"]), *names)
+    assert (code, doc["kind"]) == (2, "SpecError")
+    assert doc["error"].endswith("sass.so ships SASS only (sm_80, sm_90): no PTX to rename")
+    code, doc, _ = _sweep(capsys, "--lib", str(built["notes.txt"]), *names)
+    assert code == 2 and "notes.txt: not a library cuobjdump can read: Invalid fatbin header" in doc["error"]
+    assert not (tmp_path / "run").exists()
+    from ptxprobe.toolchain import tools
+
+    def missing(kind, *a, **kw):
+        raise ToolNotFound(f"no {kind} found")
+
+    monkeypatch.setattr(tools, "find_tool", missing)
+    library._extract.cache_clear()
+    code, doc, _ = _sweep(capsys, "--lib", str(built["k.so"]), *names)
+    assert (code, doc["kind"]) == (3, "ToolNotFound")
+
+
+def test_a_library_is_swept_per_entry_and_recorded_by_its_sha256(built, tmp_path, capsys):
+    out = tmp_path / "run"
+    code, doc, err = _sweep(capsys, "--lib", str(built["k.so"]), "-s", "archs=sm_90a", "-s",
+                            "names={base},cutlass_{base}", "-o", str(out))
+    assert code in (0, 1), err
+    rows = [json.loads(x) for x in (out / "variants.jsonl").read_text().splitlines()]
+    assert sorted({r["name"] for r in rows if r["name_template"] == "{base}"}) == sorted(SWEPT)
+    assert {r["arch"] for r in rows} == {"sm_90a"} and all(r["status"] == "ok" for r in rows)
+    assert ("k.so: 1 PTX module (targets sm_80), assembled from sm_80 PTX for sm_90a: neither the SASS the library "
+            "ships (sm_80) nor what the driver's JIT would make; 1 stub entry left out") in err
+    assert doc["libraries"][0]["stub_entries"] == 1
+    manifest = json.loads((out / "manifest.json").read_text())
+    (rec,) = [r for r in manifest["inputs"].values() if r.get("kind") == "lib"]
+    sha = sha256_file(built["k.so"])
+    assert rec["library"] == str(built["k.so"].resolve()) and rec["library_sha256"] == sha
+    assert not (out / "inputs" / sha).exists()  # recorded, never copied

@@ -1,0 +1,134 @@
+"""Kernel symbols as libraries ship them: the trigger anywhere in a mangled symbol, nested names, template
+instantiations told apart, entries chosen by symbol, demangled name or glob, and the checker's demangler."""
+
+from __future__ import annotations
+
+import pytest
+
+from ptxprobe.core.errors import InvalidName, MalformedPtx
+from ptxprobe.ptx.check import check_renames
+from ptxprobe.ptx.mangling import demangled, display_names, own_identifier, symbol_parts, trigger_origin
+from ptxprobe.ptx.rename import MIXED_TRIGGER_NAMES, TRIGGER_FREE_NAMES, apply_template, rename_entries
+from ptxprobe.sources.files import choose_entries
+
+pytestmark = pytest.mark.unit
+
+# symbols of the forms real libraries ship (vLLM's FlashAttention-2 and Marlin, xformers' sparse24 kernels), written
+# here by hand from the Itanium ABI: no third-party PTX
+FA2 = "_ZN5flash23flash_fwd_sparse_kernelINS_6KernelIN7cutlass6half_tEEEEEvT_"
+SPARSE24 = "_Z27sparse24_largest_mask_2d_cuI14Sp24MaskKernelIN7cutlass6half_tEEEvT_"
+MARLIN_A = "_ZN6marlin6MarlinILi256ELi1ELi8ELb1ELi4EEEvPKiS2_Pi"
+MARLIN_B = "_ZN6marlin6MarlinILi128ELi1ELi8ELb0ELi4EEEvPKiS2_Pi"
+ANON = "_ZN12_GLOBAL__N_16kernelEPf"
+SAXPY_F = "_Z7saxpy_tIfLi4EEvPT_PKS0_S0_i"
+SAXPY_D = "_Z7saxpy_tIdLi2EEvPT_PKS0_S0_i"
+
+
+@pytest.mark.parametrize("symbol, identifier", [
+    (FA2, "flash_fwd_sparse_kernel"), (SPARSE24, "sparse24_largest_mask_2d_cu"), (MARLIN_A, "Marlin"),
+    (ANON, "kernel"), (SAXPY_F, "saxpy_t"), ("_ZL6kernelPf", "kernel"), ("_Z6kernelPf", "kernel"),
+    ("plain_c_kernel", "plain_c_kernel"),
+])
+def test_the_functions_own_identifier_is_found_and_can_be_replaced(symbol, identifier):
+    parts = symbol_parts(symbol)
+    assert parts is not None and parts.identifier == identifier == own_identifier(symbol)
+    renamed = parts.with_identifier("cutlass_" + identifier)
+    if symbol.startswith("_Z"):  # the demangler, not our reader, says it is the same function with a new name
+        assert demangled(renamed) == demangled(symbol).replace(identifier + "<", "cutlass_" + identifier + "<", 1) \
+            or demangled(renamed) == demangled(symbol).replace(identifier + "(", "cutlass_" + identifier + "(", 1)
+
+
+def test_an_unreadable_mangling_allows_only_respellings_in_place():
+    odd = "_ZQQ7cutlassXYZ"
+    assert symbol_parts(odd) is None
+    assert apply_template("{base_untriggered}", odd) == "_ZQQ7xutlassXYZ"
+    with pytest.raises(InvalidName, match="only {base_untriggered} and {base_control}"):
+        apply_template("cutlass_{base}", odd)
+
+
+def test_the_trigger_is_spelled_out_of_the_whole_symbol():
+    # xformers' form: a plain mangled function whose template argument holds the trigger (was refused: only the
+    # identifier was respelled, giving the symbol itself)
+    assert [apply_template(t, SPARSE24) for t in TRIGGER_FREE_NAMES] == [
+        SPARSE24.replace("cutlass", "xutlass"), SPARSE24, SPARSE24.replace("cutlass", "zutlass")]
+    # vLLM FA2's nested form
+    assert apply_template("{base_untriggered}", FA2) == FA2.replace("cutlass", "xutlass")
+    # a nested name without the trigger gets it in its own identifier, validly mangled (was cutlass__ZN6marlin...)
+    assert apply_template("cutlass_{base}", MARLIN_A) == "_ZN6marlin14cutlass_MarlinILi256ELi1ELi8ELb1ELi4EEEvPKiS2_Pi"
+    assert demangled(apply_template("cutlass_{base}", MARLIN_A)).startswith("void marlin::cutlass_Marlin<256, 1")
+    assert [apply_template(t, MARLIN_A) for t in MIXED_TRIGGER_NAMES][0] == MARLIN_A
+
+
+def test_where_the_trigger_comes_from_is_said():
+    assert trigger_origin(SPARSE24, "cutlass").describe() == "the type cutlass::half_t in its template arguments"
+    assert trigger_origin("cutlass_gemm", "cutlass").describe() == "its own name"
+    assert not trigger_origin(MARLIN_A, "cutlass").holds
+    hashed = "_ZN53_GLOBAL__N__ded7a328_20_cutlass_templates_cu_f518b5b215scale_anonymousEPffi"
+    assert "anonymous namespace" in trigger_origin(hashed, "cutlass").describe()
+
+
+def test_instantiations_read_apart_by_the_arguments_that_differ():
+    names = display_names([MARLIN_A, MARLIN_B, SAXPY_F, SAXPY_D, "k", "_Z1kPf"])
+    assert names[MARLIN_A] == "Marlin<256, …, true, …>" and names[MARLIN_B] == "Marlin<128, …, false, …>"
+    assert names[SAXPY_F] == "saxpy_t<float, 4>" and names[SAXPY_D] == "saxpy_t<double, 2>"
+    assert len(set(names.values())) == len(names)  # overloads too (k and k(float*))
+
+
+def test_entries_are_chosen_by_symbol_demangled_name_or_glob_never_the_first_of_several():
+    names = [SAXPY_F, SAXPY_D, MARLIN_A]
+    assert choose_entries(names, SAXPY_D, "m") == (SAXPY_D,)
+    assert choose_entries(names, "saxpy_t<double, 2>", "m") == (SAXPY_D,)
+    assert choose_entries(names, "void saxpy_t<float, 4>(float*, float const*, float, int)", "m") == (SAXPY_F,)
+    assert choose_entries(names, "marlin::Marlin<256, 1, 8, true, 4>(int const*, int const*, int*)", "m") == (
+        MARLIN_A,)
+    assert choose_entries(names, "saxpy_t<*", "m") == (SAXPY_F, SAXPY_D)
+    with pytest.raises(MalformedPtx, match=r"'saxpy_t' names 2 kernels \(saxpy_t<float, 4> = _Z7saxpy"):
+        choose_entries(names, "saxpy_t", "m")
+    with pytest.raises(MalformedPtx, match="no entry 'nope'"):
+        choose_entries(names, "nope", "m")
+
+
+PTX = """.version 8.0
+.target sm_90a
+.address_size 64
+
+.visible .entry {a}(
+\t.param .u64 {a}_param_0
+)
+{{
+\t.shared .align 4 .b8 _ZZ{la}E5stage[16];
+\tret;
+}}
+.visible .entry {b}(
+\t.param .u64 {b}_param_0
+)
+{{
+\tret;
+}}
+"""
+
+
+def _module(a: str, b: str) -> str:
+    return PTX.format(a=a, b=b, la=a[2:])
+
+
+def test_a_module_renamed_at_once_is_checked_as_one():
+    a, b = SAXPY_F, MARLIN_A
+    names = {a: apply_template("cutlass_{base}", a), b: apply_template("cutlass_{base}", b)}
+    base, variant = _module(a, b), rename_entries(_module(a, b), names).ptx
+    assert variant == _module(names[a], names[b])  # the nested local's encoding follows the entry
+    check = check_renames(base, variant, names)
+    assert check.equal, check.detail
+    assert {s.base for s in check.sites} >= {a, b, f"{a}_param_0", f"{b}_param_0"}
+
+
+def test_the_checker_refuses_a_mangling_the_demangler_rejects_or_reads_otherwise():
+    a, b = SAXPY_F, MARLIN_A
+    good = apply_template("cutlass_{base}", b)
+    wrong_length = good.replace("14cutlass_Marlin", "13cutlass_Marlin")  # planted: the length prefix not rewritten
+    check = check_renames(_module(a, b), _module(a, wrong_length), {b: wrong_length})
+    assert not check.equal and "demangle" in check.detail
+    other = b.replace("Li256E", "Li512E")  # planted: another instantiation, not a rename
+    check = check_renames(_module(a, b), _module(a, other), {b: other})
+    assert not check.equal
+    assert check_renames(_module(a, b), _module(a, good), {b: good}).equal
