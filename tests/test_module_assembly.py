@@ -109,3 +109,25 @@ def test_the_sweep_runs_ptxas_once_per_template_and_repeat_for_a_module(tmp_path
     by = {(r["kernel"].rsplit(":", 1)[1], r["name_template"]): r for r in rows if r["repeat"] == 0}
     f, d = "_Z7saxpy_tIfLi4EEvPT_PKS0_S0_i", "_Z7saxpy_tIdLi2EEvPT_PKS0_S0_i"
     assert by[(f, "{base}")]["baseline_name"] == f and by[(d, "{base}")]["baseline_name"] == d
+
+
+CUTLASS_CALLEE = r"""
+namespace cutlass { __device__ __noinline__ float step(float a, float b) { return a * b + 1.f; } }
+__device__ float cutlass_table[4] = {1.f, 2.f, 3.f, 4.f};
+extern "C" __global__ void user(float* y, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = cutlass::step(y[i], cutlass_table[i % 4]);
+}
+"""
+
+
+@needs_nvcc
+def test_other_symbols_holding_the_trigger_are_said(tmp_path, capsys):
+    from ptxprobe.cli import main
+
+    cu = tmp_path / "callee.cu"
+    cu.write_text(CUTLASS_CALLEE)
+    assert main(["rename-sweep", "--cu", str(cu), "-s", "archs=sm_90a", "-o", str(tmp_path / "out")]) in (0, 1)
+    err = " ".join(capsys.readouterr().err.split())
+    assert "callee.cu: 2 other symbols of its module hold 'cutlass' and keep their names" in err
+    assert "cutlass::step(float, float)" in err and "cutlass_table" in err

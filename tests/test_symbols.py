@@ -132,3 +132,28 @@ def test_the_checker_refuses_a_mangling_the_demangler_rejects_or_reads_otherwise
     check = check_renames(_module(a, b), _module(a, other), {b: other})
     assert not check.equal
     assert check_renames(_module(a, b), _module(a, good), {b: good}).equal
+
+
+def test_the_modules_other_symbols_are_found():
+    from ptxprobe.ptx.text import module_symbols
+
+    ptx = """.version 8.0
+.target sm_90a
+.address_size 64
+.global .align 4 .b8 cutlass_table[16] = {0, 0, 128, 63, 0, 0, 0, 64, 0, 0, 64, 64, 0, 0, 128, 64};
+.const .align 4 .u32 plain_const;
+.func  (.param .b32 func_retval0) _ZN7cutlass4stepEff(
+\t.param .b32 _ZN7cutlass4stepEff_param_0
+)
+{
+\tret;
+}
+.visible .entry user(
+\t.param .u64 user_param_0
+)
+{
+\tld.global.f32 \t%f1, [%rd7];
+\tret;
+}
+"""
+    assert module_symbols(ptx) == ["_ZN7cutlass4stepEff", "cutlass_table", "plain_const"]

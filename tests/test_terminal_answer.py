@@ -120,10 +120,12 @@ def test_a_sweep_of_one_name_is_refused_as_bad_input(axpy, tmp_path, capsys, nam
     assert rc == USAGE and "nothing to compare it with" in err and f"{names} alone" in err
 
 
-def test_a_sweep_whose_every_assembly_timed_out_answers_not_compared(axpy, tmp_path, capsys, monkeypatch):
+def test_a_sweep_whose_every_assembly_timed_out_answers_not_compared(axpy, tmp_path, capsys, monkeypatch,
+                                                                    fake_ptxas):
     monkeypatch.setenv("COLUMNS", "80")
+    hangs = fake_ptxas("hang")  # a real ptxas may beat a tiny timeout on a loaded machine: this one never answers
     rc = main(["rename-sweep", "--no-run", "--no-cache", "--ptx", str(axpy), "-s", "archs=sm_90a", "-s", "repeat=1",
-               "--timeout", "0.001", "-o", str(tmp_path / "o")])
+               "-s", f"ptxas={hangs}", "--timeout", "1", "-o", str(tmp_path / "o")])
     out = capsys.readouterr().out
     assert rc == TOOL_FAILED
     row = next(ln for ln in out.splitlines() if ln.startswith(" axpy.ptx"))

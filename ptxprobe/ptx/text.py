@@ -18,6 +18,17 @@ _TARGET_RE = re.compile(r"^\s*\.target\s+([\w,\s]+?)\s*$", re.MULTILINE)
 VERSION_RE = re.compile(r"^(\s*\.version\s+)(\d+)\.(\d+)", re.MULTILINE)
 
 
+_FUNC_RE = re.compile(r"^\s*(?:\.(?:visible|weak|extern)\s+)*\.func\s+(?:\([^)]*\)\s*)?([A-Za-z_$%][\w$]*)",
+                      re.MULTILINE)
+_VARIABLE_RE = re.compile(r"^\s*(?:\.(?:visible|weak|extern)\s+)*\.(?:global|const)\s+[^;=\n]*?([A-Za-z_$][\w$]*)"
+                          r"\s*(?:\[[^\]]*\]\s*)*(?:=|;)", re.MULTILINE)
+
+
+def module_symbols(ptx: str) -> list[str]:
+    """The module's symbols besides its entries: ``.func`` callees and ``.global``/``.const`` variables."""
+    return list(dict.fromkeys(_FUNC_RE.findall(ptx) + _VARIABLE_RE.findall(ptx)))
+
+
 def entries_of(ptx: str) -> list[str]:
     """Every ``.entry`` symbol, in order of appearance."""
     return ENTRY_RE.findall(ptx)

@@ -179,6 +179,7 @@ def names_for_triggered_entries(exp: Experiment, use_cache: bool = True) -> Expe
     (baseline), the name as given, and a second trigger-free spelling (control), and say so."""
     from ptxprobe.core.cache import Cache
     from ptxprobe.ptx.rename import MIXED_TRIGGER_NAMES, TRIGGER, TRIGGER_FREE_NAMES
+    from ptxprobe.ptx.text import module_symbols
     from ptxprobe.sources import sources_of
 
     entries = []
@@ -189,6 +190,13 @@ def names_for_triggered_entries(exp: Experiment, use_cache: bool = True) -> Expe
         if src.kind in ("ptx", "cubin", "cuda", "lib", "triton"):
             emitted = src.emit(src.build_archs(exp.archs)[0], Cache(enabled=use_cache))
             entries += list(emitted.swept_entries)
+            others = [s for s in module_symbols(emitted.ptx) if TRIGGER in s]
+            if others:  # ptxas may read those names too: said, since only the kernels' own symbols are renamed
+                from ptxprobe.ptx.mangling import readable
+
+                log.warning("%s: %d other symbols of its module hold %r and keep their names (%s): each answer is "
+                            "about the kernel's own symbol", src.label, len(others), TRIGGER,
+                            ", ".join(readable(s) for s in others[:3]) + (", …" if len(others) > 3 else ""))
     with_trigger = [e for e in entries if TRIGGER in e]
     if not entries or not with_trigger:
         return exp
