@@ -157,3 +157,14 @@ def test_the_modules_other_symbols_are_found():
 }
 """
     assert module_symbols(ptx) == ["_ZN7cutlass4stepEff", "cutlass_table", "plain_const"]
+
+
+def test_table_names_leave_out_sources_only_when_the_kernels_tell_themselves_apart():
+    from ptxprobe.ptx.labels import table_names
+
+    a, b = f"lib.so:m.25.sm_80.ptx:{MARLIN_A}", f"lib.so:m.26.sm_80.ptx:{MARLIN_B}"
+    assert table_names([a, b], 200) == {a: "lib.so:m.25.sm_80.ptx:Marlin<256, …, true, …>",
+                                        b: "lib.so:m.26.sm_80.ptx:Marlin<128, …, false, …>"}
+    assert table_names([a, b], 30) == {a: "Marlin<256, …, true, …>", b: "Marlin<128, …, false, …>"}
+    same = f"other.so:m.1.sm_80.ptx:{MARLIN_A}"  # the same kernel in two libraries: the sources stay
+    assert len(set(table_names([a, same], 30).values())) == 2

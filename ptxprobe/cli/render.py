@@ -16,7 +16,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from ptxprobe.ptx.mangling import readable_labels, table_names
+from ptxprobe.ptx.labels import readable_labels, table_names
 from ptxprobe.static.verdicts import NO, YES
 
 log = logging.getLogger("ptxprobe")

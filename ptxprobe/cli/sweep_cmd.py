@@ -11,7 +11,7 @@ from ptxprobe.cli import FOUND_DIFFERENCES, INTERRUPTED, OK, TOOL_FAILED
 from ptxprobe.cli.render import emit_json, fmt_set, say, show, show_answer, show_summary, table
 from ptxprobe.core.cluster import session_for
 from ptxprobe.core.errors import NoGpu
-from ptxprobe.ptx.mangling import table_names
+from ptxprobe.ptx.labels import table_names
 from ptxprobe.runs.request import SweepPlan, SweepRequest, UserKernels, plan_sweep
 from ptxprobe.static.verdicts import MANY_KERNELS, NO, ONLY_ONE_NAME, YES
 

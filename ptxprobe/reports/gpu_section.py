@@ -10,7 +10,7 @@ import re
 
 from ptxprobe.core.schema import problem_label
 from ptxprobe.gpu.calibrate import CRITERIA
-from ptxprobe.ptx.mangling import table_names
+from ptxprobe.ptx.labels import table_names
 from ptxprobe.runs.rundir import RunDir
 from ptxprobe.stats import paired as stats
 
