@@ -20,3 +20,17 @@ def split_top_level(text: str, opening: str, closing: str) -> list[str]:
     if "".join(cur).strip():
         out.append("".join(cur).strip())
     return out
+
+
+def split_last_group(text: str, opening: str, closing: str) -> tuple[str, str] | None:
+    """(what comes before, the group) of the bracketed group ``opening…closing`` that ends ``text`` (a C++ parameter
+    list ``(float*, int)``, template arguments ``<a, b<c>>``); None when ``text`` does not end with one."""
+    if not text.endswith(closing):
+        return None
+    depth = 0
+    for k in range(len(text) - 1, -1, -1):
+        depth += text[k] == closing
+        depth -= text[k] == opening
+        if depth == 0:
+            return text[:k], text[k:]
+    return None

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ptxprobe.core.errors import MalformedPtx
+from ptxprobe.core.text import split_last_group
 from ptxprobe.ptx.dwarf import dwarf_info, is_decode_error
 
 _TOKEN_RE = re.compile(
@@ -82,17 +83,10 @@ def _locals_prefix(name: str) -> str:
 _SPELLINGS_RE = re.compile(r"[cxz]utlass")
 
 
-def _strip_group(text: str, open_: str, close: str) -> str:
-    """``text`` without its last top-level ``open_…close`` group when it ends with one."""
-    if not text.endswith(close):
-        return text
-    depth = 0
-    for k in range(len(text) - 1, -1, -1):
-        depth += text[k] == close
-        depth -= text[k] == open_
-        if depth == 0:
-            return text[:k]
-    return text
+def _strip_group(text: str, opening: str, closing: str) -> str:
+    """``text`` without the bracketed group that ends it, if one does."""
+    split = split_last_group(text, opening, closing)
+    return split[0] if split else text
 
 
 def _function_name(symbol: str) -> str | None:

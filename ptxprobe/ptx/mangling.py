@@ -14,7 +14,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from ptxprobe.core.text import split_top_level
+from ptxprobe.core.text import split_last_group, split_top_level
 
 _BUILTIN = set("vwbcahstijlmxynofdegz")
 _QUALIFIER = set("PROCGrVK")
@@ -402,16 +402,9 @@ class _Readable:
     def of(cls, symbol: str) -> _Readable:
         text = readable(symbol)
         params = ""
-        paren = text.rfind("(") if text.endswith(")") else -1
-        if paren > 0:  # the parameter list: the last top-level (...)
-            depth = 0
-            for k in range(len(text) - 1, -1, -1):
-                depth += text[k] == ")"
-                depth -= text[k] == "("
-                if depth == 0:
-                    paren = k
-                    break
-            text, params = text[:paren], text[paren:]
+        split_params = split_last_group(text, "(", ")")  # the parameter list: the last top-level (...)
+        if split_params and split_params[0]:
+            text, params = split_params
         split = _split_top(text, "<", ">")
         if split is None or split[2].strip():
             head, targs = text, None

@@ -125,14 +125,22 @@ def apply_template(template: str, entry: str) -> str:
     return new
 
 
-def _token_re(old: str) -> re.Pattern:
-    # not part of a longer identifier, a path ("kernels/attention.py") or a dotted name
-    return re.compile(r"(?<![\w$%/.])" + re.escape(old) + r"(_param_\d+)?(?![\w$.])")
+def _alternatives(words) -> str:
+    """A regex alternation of ``words``, the longest first (so no word stops at a shorter one it starts with)."""
+    return "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
 
 
-def _rename_text(text: str, old: str, new: str) -> tuple[str, int]:
-    text, n1 = _token_re(old).subn(lambda m: new + (m.group(1) or ""), text)
-    text, n2 = re.subn(re.escape(local_prefix(old)), local_prefix(new).replace("\\", r"\\"), text)
+def _token_re(*names: str) -> re.Pattern:
+    """Any of ``names`` as a whole token (group ``name``), or its ``_param_N`` (group ``param``): not part of a
+    longer identifier, a path ("kernels/attention.py") or a dotted name."""
+    return re.compile(r"(?<![\w$%/.])(?P<name>" + _alternatives(names) + r")(?P<param>_param_\d+)?(?![\w$.])")
+
+
+def _rename_text(text: str, names: dict[str, str]) -> tuple[str, int]:
+    """Every name's tokens, parameters and mangled locals rewritten in one pass each."""
+    text, n1 = _token_re(*names).subn(lambda m: names[m.group("name")] + (m.group("param") or ""), text)
+    prefixes = {local_prefix(o): local_prefix(n) for o, n in names.items()}
+    text, n2 = re.subn(_alternatives(prefixes), lambda m: prefixes[m.group(0)], text)
     return text, n1 + n2
 
 
@@ -183,12 +191,8 @@ def rename_entry(ptx: str, old: str, new: str) -> Renamed:
             sites += rename_debug_info(lines, (start, end), abbrev, old, new)
         elif section == ".debug_str" and _names_kernel_in_strings(lines[start:end], old):
             raise MalformedPtx("kernel name inside .debug_str: renaming DWARF string tables is not supported")
-    text, n = _rename_text("\n".join(lines), old, new)
+    text, n = _rename_text("\n".join(lines), {old: new})
     return Renamed(text, old, new, sites + n)
-
-
-def _alternatives(words) -> str:
-    return "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
 
 
 def rename_entries(ptx: str, names: dict[str, str]) -> Renamed:
@@ -201,11 +205,11 @@ def rename_entries(ptx: str, names: dict[str, str]) -> Renamed:
         validate_name(n)
     if not changing:
         return Renamed(ptx, "", "", 0)
-    missing = [o for o in changing if o not in set(entries_of(ptx))]
+    have = set(entries_of(ptx))
+    missing = [o for o in changing if o not in have]
     if missing:
         raise MalformedPtx(f"no entry {missing[0]!r} in PTX")
-    taken = re.compile(r"(?<![\w$%/.])(?:" + _alternatives(changing.values()) + r")(?:_param_\d+)?(?![\w$.])")
-    if set(changing.values()) & set(changing) or taken.search(ptx):
+    if set(changing.values()) & set(changing) or _token_re(*changing.values()).search(ptx):
         raise InvalidName("a new name already names something in this PTX; renaming would merge two symbols")
     if ".section .debug" in ptx:  # DWARF: each name through the renamer's DWARF half
         sites = 0
@@ -213,11 +217,8 @@ def rename_entries(ptx: str, names: dict[str, str]) -> Renamed:
             r = rename_entry(ptx, old, new)
             ptx, sites = r.ptx, sites + r.sites
         return Renamed(ptx, ",".join(changing), ",".join(changing.values()), sites)
-    tokens = re.compile(r"(?<![\w$%/.])(" + _alternatives(changing) + r")(_param_\d+)?(?![\w$.])")
-    text, n1 = tokens.subn(lambda m: changing[m.group(1)] + (m.group(2) or ""), ptx)
-    prefixes = {local_prefix(o): local_prefix(n) for o, n in changing.items()}
-    text, n2 = re.subn(_alternatives(prefixes), lambda m: prefixes[m.group(0)], text)
-    return Renamed(text, ",".join(changing), ",".join(changing.values()), n1 + n2)
+    text, n = _rename_text(ptx, changing)
+    return Renamed(text, ",".join(changing), ",".join(changing.values()), n)
 
 
 def renamed_ptx(ptx: str, entry: str, name: str) -> str:

@@ -178,6 +178,7 @@ def names_for_triggered_entries(exp: Experiment, use_cache: bool = True) -> Expe
     would compare two triggered names and read as "no effect". Compare instead the name without the trigger
     (baseline), the name as given, and a second trigger-free spelling (control), and say so."""
     from ptxprobe.core.cache import Cache
+    from ptxprobe.ptx.mangling import readable
     from ptxprobe.ptx.rename import MIXED_TRIGGER_NAMES, TRIGGER, TRIGGER_FREE_NAMES
     from ptxprobe.ptx.text import module_symbols
     from ptxprobe.sources import sources_of
@@ -192,8 +193,6 @@ def names_for_triggered_entries(exp: Experiment, use_cache: bool = True) -> Expe
             entries += list(emitted.swept_entries)
             others = [s for s in module_symbols(emitted.ptx) if TRIGGER in s]
             if others:  # ptxas may read those names too: said, since only the kernels' own symbols are renamed
-                from ptxprobe.ptx.mangling import readable
-
                 log.warning("%s: %d other symbols of its module hold %r and keep their names (%s): each answer is "
                             "about the kernel's own symbol", src.label, len(others), TRIGGER,
                             ", ".join(readable(s) for s in others[:3]) + (", …" if len(others) > 3 else ""))

@@ -10,7 +10,7 @@ from ptxprobe.ptx.text import entries_of, has_version, read_text_file, target_of
 from ptxprobe.sources.base import Emitted
 
 
-def entry_matches(names: list[str], selector: str) -> list[str]:
+def entry_matches(names: list[str], selector: str, shown: dict[str, str] | None = None) -> list[str]:
     """The entries ``selector`` names: a symbol, a demangled name (``ns::kernel<float, 4>(float*)``, with or without
     its return type and namespaces), the function's own name, or a glob over any of these (``'kernel<*'``)."""
     from fnmatch import fnmatchcase
@@ -19,7 +19,7 @@ def entry_matches(names: list[str], selector: str) -> list[str]:
 
     if selector in names:
         return [selector]
-    shown = display_names(names)
+    shown = shown or display_names(names)
 
     def spellings(n: str) -> list[str]:
         text = readable(n)
@@ -45,8 +45,8 @@ def choose_entries(names: list[str], entry: str | None, where: str, what: str = 
         raise MalformedPtx(f"{where}: no .entry in PTX")
     if entry is None or entry == "all":
         return tuple(names)
-    chosen = entry_matches(names, entry)
     shown = display_names(names)
+    chosen = entry_matches(names, entry, shown)
     if not chosen:
         have = ", ".join(shown[n] for n in names[:20]) + (f", … ({len(names)} in all)" if len(names) > 20 else "")
         raise MalformedPtx(f"{where}: no {what} {entry!r} (have: {have})")

@@ -29,6 +29,7 @@ from ptxprobe.core.proc import FAILED, OK, run_tool
 from ptxprobe.core.stages import stage_key
 from ptxprobe.ptx.text import ENTRY_RE, brace_span, code_of, ptx_isa, retargeted, target_of
 from ptxprobe.sources.base import Emitted, KernelSource
+from ptxprobe.toolchain.tools import arch_order
 
 STAGE = "lib-extract"
 _LISTED_RE = re.compile(r"^(ELF|PTX) file\s+\d+:\s+(\S+)", re.MULTILINE)
@@ -184,7 +185,7 @@ def _library(path: Path, member: str | None, sha: str, scratch: Path, cuobjdump:
             modules.append(_module(file, f"{n}-{i}.ptx", options.get(name, ""), store, key))
             file.unlink()
         out.rmdir()
-    return Library(member, sha, tuple(sorted(sass, key=_arch_order)), tuple(modules))
+    return Library(member, sha, tuple(sorted(sass, key=arch_order)), tuple(modules))
 
 
 def _module(file: Path, cache_name: str, options: str, store: Cache, key: str) -> PtxModule:
@@ -198,12 +199,6 @@ def _module(file: Path, cache_name: str, options: str, store: Cache, key: str) -
     entries, stubs = split_stubs(text)
     store.put(STAGE, key, cache_name, data)
     return PtxModule(file.name, cache_name, target, f"{isa[0]}.{isa[1]}", sha256_bytes(data), entries, stubs, options)
-
-
-def _arch_order(arch: str) -> tuple[int, str]:
-    """sm_80 < sm_90 < sm_90a < sm_100a: by number, not as strings."""
-    digits = re.sub(r"\D", "", arch)
-    return int(digits or 0), arch
 
 
 def split_stubs(ptx: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -450,7 +445,7 @@ def library_notes(exp, cache: Cache | None = None) -> list[LibraryNote]:
             chosen = _chosen_modules(lib, entry, ext.path)
             name = f"{Path(ext.path).name}:{lib.member}" if lib.member else ext.path
             notes.append(LibraryNote(name, lib.sha256, len(chosen),
-                                     tuple(sorted({m.target for m in chosen}, key=_arch_order)),
+                                     tuple(sorted({m.target for m in chosen}, key=arch_order)),
                                      archs, lib.sass_archs,
                                      sum(len(m.stubs) for m in lib.modules), len(lib.modules)))
     return notes

@@ -63,12 +63,18 @@ class Planned:
     extra: dict  # rename columns recorded with the row
 
 
+def _key_names(names: dict[str, str]) -> tuple[str | list[str], str | list[str]]:
+    """The old and new names as a cache key spells them: one name as itself (the keys of single renames stay as
+    they were), several as lists."""
+    olds, news = list(names), list(names.values())
+    return (olds, news) if len(olds) > 1 else (olds[0], news[0])
+
+
 def proved_rename(base_ptx: str, names: dict[str, str], ptx: str, cache: Cache) -> RenameCheck:
     """The independent rename check of entries renamed ``{base name: new name}`` at once, memoised by content (a
     pure function of the two texts and the names)."""
-    olds, news = list(names), list(names.values())
-    key = stage_key("rename-check", base_ptx=sha256_text(base_ptx), base_name=olds if len(olds) > 1 else olds[0],
-                    ptx=sha256_text(ptx), name=news if len(news) > 1 else news[0])
+    old, new = _key_names(names)
+    key = stage_key("rename-check", base_ptx=sha256_text(base_ptx), base_name=old, ptx=sha256_text(ptx), name=new)
     hit = cache.get_json("rename-check", key)
     if hit is not None:
         return RenameCheck.from_json(hit)
@@ -79,13 +85,12 @@ def proved_rename(base_ptx: str, names: dict[str, str], ptx: str, cache: Cache) 
 
 def renamed_cached(ptx: str, names: dict[str, str], cache: Cache) -> Renamed:
     """rename_entries, memoised by content (the rename is a pure function of the text and the names)."""
-    olds, news = list(names), list(names.values())
-    key = stage_key("rename", ptx=sha256_text(ptx), old=olds if len(olds) > 1 else olds[0],
-                    new=news if len(news) > 1 else news[0])
+    old, new = _key_names(names)
+    key = stage_key("rename", ptx=sha256_text(ptx), old=old, new=new)
     hit = cache.get_json("rename", key)
     if hit is not None:
-        return Renamed(hit["ptx"], ",".join(olds), ",".join(news), hit["sites"])
-    r = rename_entries(ptx, names) if len(names) > 1 else rename_entry(ptx, olds[0], news[0])
+        return Renamed(hit["ptx"], ",".join(names), ",".join(names.values()), hit["sites"])
+    r = rename_entries(ptx, names) if len(names) > 1 else rename_entry(ptx, old, new)
     cache.put_json("rename", key, {"ptx": r.ptx, "sites": r.sites})
     return r
 

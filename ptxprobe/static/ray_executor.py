@@ -77,9 +77,8 @@ def remote_assembly(planned: tuple[Planned, ...], timeout: float) -> RemoteAssem
     try:
         tool = worker_tool(p.tool)
     except ToolMismatch as exc:
-        rows = tuple(unassembled(q, TOOL_MISMATCH, str(exc))[0] for q in planned)
-        return RemoteAssembly(rows, unassembled(p, TOOL_MISMATCH, str(exc))[1].to_json(), None, None,
-                              worker_identity())
+        rows, arts = zip(*(unassembled(q, TOOL_MISMATCH, str(exc)) for q in planned), strict=True)
+        return RemoteAssembly(tuple(rows), arts[0].to_json(), None, None, worker_identity())
     with tempfile.TemporaryDirectory(prefix="ptxprobe-ray-") as scratch:
         cache = Cache(scratch, enabled=True)  # private: only the driver's cache persists
         art = assemble(p.ptx, v.arch, tool, v.flags, repeat=v.repeat, timeout=timeout, cache=cache)

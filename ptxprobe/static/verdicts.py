@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
+from ptxprobe.toolchain.tools import arch_order
+
 # differences that survive ptxas's own spread ("differs"; committed results before it said
 # "differs_deterministic" or "differs_beyond_noise"), or that were seen once on a side
 DIFFERS = ("differs", "differs_deterministic", "differs_beyond_noise", "differs_unrepeated")
@@ -203,12 +205,6 @@ def row_answer(rec: dict, n_templates: int) -> tuple[str, str | None]:
     if not missing:
         return NO, None
     return (NOT_COMPARED if len(missing) == len(cells) else PARTLY), missing[0]
-
-
-def arch_order(arch: str) -> tuple:
-    """sm_90a before sm_100a: by SM number, then the name."""
-    digits = "".join(c for c in arch if c.isdigit())
-    return (int(digits or 0), arch)
 
 
 MANY_KERNELS = 20  # past this many kernels the answer is summarised first (the whole table on request)

@@ -180,6 +180,12 @@ def arch_number(arch: str) -> int:
     return int(m.group(1))
 
 
+def arch_order(arch: str) -> tuple[int, str]:
+    """sm_80 < sm_90 < sm_90a < sm_100a: by SM number, then the name (never as plain strings)."""
+    digits = "".join(c for c in arch if c.isdigit())
+    return (int(digits or 0), arch)
+
+
 def triton_ptxas(arch: str, tools: list[Tool] | None = None) -> Tool:
     """The ptxas Triton itself would use for this arch (``ptxas-blackwell`` from sm_100 on; Triton 3.5 and older
     ship one ptxas for every arch)."""
