@@ -4,6 +4,7 @@ are read from that one cubin: proven equal, entry by entry, to assembling the mo
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -131,3 +132,19 @@ def test_other_symbols_holding_the_trigger_are_said(tmp_path, capsys):
     err = " ".join(capsys.readouterr().err.split())
     assert "callee.cu: 2 other symbols of its module hold 'cutlass' and keep their names" in err
     assert "cutlass::step(float, float)" in err and "cutlass_table" in err
+
+
+@needs_nvcc
+@pytest.mark.parametrize("entry, symbol", [
+    ("saxpy_t<double, 2>", "_Z7saxpy_tIdLi2EEvPT_PKS0_S0_i"),  # a comma: never split like -s axis=a,b
+    ("tile::ffma_tile<float, 128>", "_ZN4tile9ffma_tileIfLi128EEEvNS_6ParamsIT_EEii"),  # colons after the path
+    ("saxpy_t<double,*", "_Z7saxpy_tIdLi2EEvPT_PKS0_S0_i"),  # a glob with a comma
+])
+def test_entry_given_as_a_demangled_name_through_the_cli(tmp_path, entry, symbol):
+    from ptxprobe.cli import main
+
+    out = tmp_path / "out"
+    assert main(["rename-sweep", "-q", "--cu", str(INPUTS / "cutlass_templates.cu"), "--entry", entry,
+                 "-s", "archs=sm_90a", "-o", str(out)]) in (0, 1)
+    rows = [json.loads(ln) for ln in (out / "results.jsonl").read_text().splitlines()]
+    assert {r["baseline_name"] for r in rows} == {symbol}

@@ -81,6 +81,7 @@ def test_entries_are_chosen_by_symbol_demangled_name_or_glob_never_the_first_of_
     assert choose_entries(names, "void saxpy_t<float, 4>(float*, float const*, float, int)", "m") == (SAXPY_F,)
     assert choose_entries(names, "marlin::Marlin<256, 1, 8, true, 4>(int const*, int const*, int*)", "m") == (
         MARLIN_A,)
+    assert choose_entries(names, "marlin::Marlin<256, 1, 8, true, 4>", "m") == (MARLIN_A,)  # no parameters
     assert choose_entries(names, "saxpy_t<*", "m") == (SAXPY_F, SAXPY_D)
     with pytest.raises(MalformedPtx, match=r"'saxpy_t' names 2 kernels \(saxpy_t<float, 4> = _Z7saxpy"):
         choose_entries(names, "saxpy_t", "m")

@@ -35,7 +35,7 @@ class UserKernels:
         return bool(self.ptx or self.cubin or self.cu or self.lib or self.triton)
 
     def axes(self) -> dict[str, list[str]]:
-        """The experiment axes these kernels set, spelled as ``-s axis=...`` spells them."""
+        """The experiment axes these kernels set, each item as ``-s axis=...`` spells one."""
         with_spec = f"={self.spec}" if self.spec else ""
         with_entry = f":{self.entry}" if self.entry else ""
         return {"ptx_files": [f + with_entry + with_spec for f in self.ptx],
@@ -114,11 +114,10 @@ def _experiment(req: SweepRequest, nvcc_assembles: bool) -> Experiment:
     sets = list(req.sets)
     k = req.kernels
     mine = {s.partition("=")[0].strip().replace("-", "_") for s in sets}
-    for axis, vals in k.axes().items():
-        if vals:
-            if axis in mine:
-                raise SpecError(f"{axis}: set twice (by -s {axis}=... and by the file option); give it one way")
-            sets.append(f"{axis}=" + ",".join(vals))
+    files = {axis: vals for axis, vals in k.axes().items() if vals}  # as given: never re-split at commas
+    for axis in files:
+        if axis in mine:
+            raise SpecError(f"{axis}: set twice (by -s {axis}=... and by the file option); give it one way")
     if k.given:
         if "kernels" not in mine:
             sets.append("kernels=")  # only the user's kernels
@@ -127,7 +126,7 @@ def _experiment(req: SweepRequest, nvcc_assembles: bool) -> Experiment:
         archs = next((s for s in reversed(sets) if s.startswith("archs=")), None)
         if archs and (k.ptx or k.cubin or k.lib) and "file_archs" not in mine:
             sets.append("file_archs=" + archs.partition("=")[2])  # re-target the PTX files too
-    exp = override(exp, sets) if sets else exp
+    exp = override(exp, sets, files) if sets or files else exp
     if k.given and exp.name == "default":
         exp = replace(exp, name="user", description="user kernels given on the command line")
     if req.names_from_scan:

@@ -12,9 +12,11 @@ from ptxprobe.sources.base import Emitted
 
 def entry_matches(names: list[str], selector: str, shown: dict[str, str] | None = None) -> list[str]:
     """The entries ``selector`` names: a symbol, a demangled name (``ns::kernel<float, 4>(float*)``, with or without
-    its return type and namespaces), the function's own name, or a glob over any of these (``'kernel<*'``)."""
+    its return type, namespaces and parameters), the function's own name, or a glob over any of these
+    (``'kernel<*'``)."""
     from fnmatch import fnmatchcase
 
+    from ptxprobe.core.text import split_last_group
     from ptxprobe.ptx.mangling import display_names, own_identifier, readable
 
     if selector in names:
@@ -25,10 +27,9 @@ def entry_matches(names: list[str], selector: str, shown: dict[str, str] | None 
         text = readable(n)
         out = [n, text, shown[n], own_identifier(n)]
         bare = text.split(" ", 1)[1] if " " in text.split("<", 1)[0].split("(", 1)[0] else text  # no return type
-        out.append(bare)
         head = bare.split("<", 1)[0].split("(", 1)[0]
-        out += [bare[k + 2 :] for k in range(len(head)) if head.startswith("::", k)]  # without namespaces
-        return out
+        qualified = [bare, *(bare[k + 2 :] for k in range(len(head)) if head.startswith("::", k))]  # namespaces off
+        return out + qualified + [split[0] for q in qualified if (split := split_last_group(q, "(", ")"))]
 
     exact = [n for n in names if selector in spellings(n)]
     if exact or not any(c in selector for c in "*?["):

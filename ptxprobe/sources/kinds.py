@@ -265,7 +265,14 @@ def split_spec(item: str) -> tuple[str, str | None]:
 
 
 def split_entry(target: str) -> tuple[str, str | None]:
-    """``file.cu:entry`` -> (file, entry); a Windows-free, colon-free path has no entry."""
+    """``file.cu:entry`` -> (file, entry). The path is the first prefix before a colon that is a file, so an entry
+    may hold colons itself (``tile::ffma_tile<float, 128>``); for a path that does not exist (said later as such), a
+    colon-free, Windows-free path has no entry."""
+    if Path(target).exists():
+        return target, None
+    for i, ch in enumerate(target):
+        if ch == ":" and i and Path(target[:i]).is_file():
+            return target[:i], target[i + 1 :] or None
     path, sep, entry = target.rpartition(":")
     if sep and path and not entry.endswith((".ptx", ".cu", ".cubin", ".cuh")) and "/" not in entry:
         return path, entry

@@ -322,17 +322,6 @@ class LibraryModuleSource(KernelSource):
         return Emitted(self.label, arch, chosen[0], ptx, "ptx", meta, {}, chosen)
 
 
-def split_library_entry(target: str) -> tuple[str, str | None]:
-    """``lib.so:entry`` -> (lib.so, entry). The path is the first prefix that is a file, so an entry may hold
-    colons itself (``flash::flash_fwd_kernel<*``)."""
-    if Path(target).exists():
-        return target, None
-    for i, ch in enumerate(target):
-        if ch == ":" and i and Path(target[:i]).is_file():
-            return target[:i], target[i + 1:] or None
-    return target, None
-
-
 def _chosen_modules(lib: Library, entry: str | None, where: str) -> list[PtxModule]:
     """The modules with something to sweep: every one with a non-stub entry, or those holding ``entry`` (a name
     that fits several kernels of one module is refused there, with the list)."""
@@ -359,10 +348,10 @@ def _stub_named(ext: Extraction, entry: str) -> str | None:
 def library_sources(item: str, archs: tuple[str, ...] = (), cache: Cache | None = None) -> list[LibraryModuleSource]:
     """``lib.so[:entry][=spec]`` as one source per PTX module with something to sweep; a library without PTX,
     or whose PTX holds stubs alone, is refused in one line."""
-    from ptxprobe.sources.kinds import split_spec
+    from ptxprobe.sources.kinds import split_entry, split_spec
 
     target, spec = split_spec(item)
-    path, entry = split_library_entry(target)
+    path, entry = split_entry(target)
     ext = extract(path, cache or Cache())
     shown = ext.path
     if not any(lib.modules for lib in ext.libraries):
@@ -433,13 +422,13 @@ class LibraryNote:
 
 def library_notes(exp, cache: Cache | None = None) -> list[LibraryNote]:
     """One note per library the experiment sweeps (a wheel: per library inside it with device code)."""
-    from ptxprobe.sources.kinds import split_spec
+    from ptxprobe.sources.kinds import split_entry, split_spec
 
     notes = []
     archs = tuple(getattr(exp, "file_archs", ()) or ())
     for item in getattr(exp, "lib_files", ()) or ():
         library_sources(item, archs, cache)  # a library with nothing to sweep is refused, not described
-        path, entry = split_library_entry(split_spec(item)[0])
+        path, entry = split_entry(split_spec(item)[0])
         ext = extract(path, cache or Cache())
         for lib in ext.libraries:
             chosen = _chosen_modules(lib, entry, ext.path)

@@ -266,12 +266,12 @@ def check_assignments(assignments: list[str] | tuple[str, ...]) -> None:
             raise SpecError(f"{key}: -s {a.strip()} sets it to nothing; give at least one value{what}")
 
 
-def override(exp: Experiment, assignments: list[str]) -> Experiment:
-    """Apply ``axis=v1,v2`` overrides from the command line."""
+def override(exp: Experiment, assignments: list[str], values: dict[str, list] | None = None) -> Experiment:
+    """Apply ``axis=v1,v2`` overrides from the command line, and axes whose values come already apart (``values``:
+    a file option's items, which may hold commas themselves, as ``saxpy_t<float, 4>`` does)."""
     base = {f.name: getattr(exp, f.name) for f in fields(Experiment)}
     given = set()
-    for a in assignments:
-        key, vals = parse_assignment(a)
+    for key, vals in [*map(parse_assignment, assignments), *(values or {}).items()]:
         base[key] = vals
         given.add(key)
     if "repeat" in given and "max_repeat" not in given and exp.max_repeat:
