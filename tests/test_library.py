@@ -239,3 +239,14 @@ def test_a_library_is_swept_per_entry_and_recorded_by_its_sha256(built, tmp_path
     sha = sha256_file(built["k.so"])
     assert rec["library"] == str(built["k.so"].resolve()) and rec["library_sha256"] == sha
     assert not (out / "inputs" / sha).exists()  # recorded, never copied
+
+
+def test_a_library_kernel_chosen_alone_is_labelled_by_its_own_symbol(built, tmp_path, capsys):
+    """A module's label (``k.so:k.1.sm_80.ptx``) names no kernel: a library's entry keeps its symbol in the key
+    even when it is the only one swept."""
+    out = tmp_path / "run"
+    code, doc, err = _sweep(capsys, "--lib", f"{built['k.so']}:vadd", "-s", "archs=sm_90a", "-s",
+                            "names={base},cutlass_{base}", "-o", str(out))
+    assert code in (0, 1), err
+    rows = [json.loads(x) for x in (out / "variants.jsonl").read_text().splitlines()]
+    assert rows and {r["kernel"].rsplit(":", 1)[-1] for r in rows} == {"vadd"}

@@ -3,6 +3,8 @@ instantiations told apart, entries chosen by symbol, demangled name or glob, and
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from ptxprobe.core.errors import InvalidName, MalformedPtx
@@ -65,6 +67,8 @@ def test_where_the_trigger_comes_from_is_said():
     assert not trigger_origin(MARLIN_A, "cutlass").holds
     hashed = "_ZN53_GLOBAL__N__ded7a328_20_cutlass_templates_cu_f518b5b215scale_anonymousEPffi"
     assert "anonymous namespace" in trigger_origin(hashed, "cutlass").describe()
+    kernel = "_ZN7cutlass6KernelIN4gemm3FooEEEvNT_6ParamsE"  # cutlass::Kernel<gemm::Foo>(gemm::Foo::Params)
+    assert trigger_origin(kernel, "cutlass").describe() == "its namespace or class cutlass"
 
 
 def test_instantiations_read_apart_by_the_arguments_that_differ():
@@ -169,3 +173,26 @@ def test_table_names_leave_out_sources_only_when_the_kernels_tell_themselves_apa
     assert table_names([a, b], 30) == {a: "Marlin<256, …, true, …>", b: "Marlin<128, …, false, …>"}
     same = f"other.so:m.1.sm_80.ptx:{MARLIN_A}"  # the same kernel in two libraries: the sources stay
     assert len(set(table_names([a, same], 30).values())) == 2
+
+
+def test_a_symbol_nested_past_the_runtime_demanglers_limit_is_still_read():
+    """CUTLASS's ``cutlass::Kernel<SparseGemm<…>>`` (xformers) is nested deeper than ``__cxa_demangle`` reads; the
+    name reader must not overflow Python's stack on it, and the table names come from c++filt without the limit."""
+    deep = "_Z1fI" + "1AI" * 500 + "i" + "E" * 500 + "EvT_"
+    assert own_identifier(deep) == "f"
+    if shutil.which("c++filt") is None:
+        pytest.skip("no c++filt (binutils) here")
+    assert demangled(deep).startswith("void f<A<A<A<")
+    assert own_identifier("_Z1fI" + "1AI" * 5000 + "i" + "E" * 5000 + "EvT_").startswith("_Z1f")  # unreadable
+
+
+def test_table_names_of_instantiations_that_differ_deep_inside_an_argument_stay_apart():
+    from ptxprobe.core.schema import short_names
+
+    labels = [f"sparseNM_dense_kernel<cutlass::half_t, {n}, 2, (anonymous namespace)::sparseNM_dense<{flag}>"
+              f"(torch::stable::Tensor, std::basic_string<char>, long, long)::{{lambda(auto:1)#{k}}}>"
+              for n in (4, 8) for flag in ("false", "true") for k in (1, 2)]
+    short = short_names(labels, 60)
+    assert len(set(short.values())) == len(labels) and all(len(v) <= 60 for v in short.values())
+    for label, name in short.items():
+        assert ("false" in name) == ("<false>" in label) and (", 4," in label) == ("4" in name.split("…", 2)[1])

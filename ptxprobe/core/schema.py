@@ -6,6 +6,7 @@ checks that every row a sweep writes has exactly these columns with values of th
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 STR, INT, FLOAT, BOOL, LIST = "str", "int", "float", "bool", "list"
@@ -168,6 +169,38 @@ def short_names(labels, width: int) -> dict[str, str]:
         if len(head) > room >= 5:  # the family's name elided in its middle: its start and end tell them apart
             head = _elide(head, room)
         out[label] = _elide(head + ("/" + rest if rest else ""), width)
+    values = list(out.values())
+    alike = [label for label in labels if values.count(out[label]) > 1]
+    if alike:  # elided alike: each keeps the words in which it differs from the kernels that start as it does
+        out.update(_elided_apart({label: shown(label, dropped) for label in labels}, alike, width))
+    for name in {v for v in out.values() if list(out.values()).count(v) > 1}:  # still alike: numbered, in order
+        for k, label in enumerate(sorted(label for label in labels if out[label] == name), 1):
+            out[label] = _elide(name, width - len(f" #{k}")) + f" #{k}"
+    return out
+
+
+def _elided_apart(texts: dict[str, str], keys: list[str], width: int) -> dict[str, str]:
+    """``keys``' texts, whose middles were elided alike (instantiations differing deep inside template arguments),
+    each cut to ``width`` as its start, then the words in which it differs from the texts that start as it does
+    (each word once, in order), then its end: ``Kernel<SparseGemm…bfloat16_t…ColumnMajor…>>``."""
+    from difflib import SequenceMatcher
+
+    tokens = {key: re.findall(r"\w+|\s+|.", text) for key, text in texts.items()}
+    out = {}
+    for key in keys:
+        text, own = texts[key], tokens[key]
+        head = text[: max(8, width // 4)].rstrip()
+        at: set[int] = set()
+        for other_key, other in tokens.items():
+            if other_key == key or not texts[other_key].startswith(head):
+                continue
+            for tag, i1, i2, _, _ in SequenceMatcher(None, own, other, autojunk=False).get_opcodes():
+                if tag != "equal":
+                    at.update(range(i1, i2))
+        differing = list(dict.fromkeys(own[i] for i in sorted(at) if own[i].strip()))
+        tail = "".join(own[-2:]) if len(own) > 2 else ""
+        shown = head + "…" + "…".join(differing) + "…" + tail
+        out[key] = shown if len(shown) <= width else _elide(shown, width)
     return out
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 from dataclasses import dataclass
 
 from ptxprobe.core.text import split_last_group, split_top_level
@@ -19,6 +20,9 @@ from ptxprobe.core.text import split_last_group, split_top_level
 _BUILTIN = set("vwbcahstijlmxynofdegz")
 _QUALIFIER = set("PROCGrVK")
 _SUBSTITUTION_ABBREVIATIONS = set("tabsiod")  # St, Sa, Sb, Ss, Si, So, Sd
+
+
+_DEEPEST = 12000  # Python frames the reader may use: about 3 per template level, past c++filt's 2048-level limit
 
 
 class _Unreadable(Exception):
@@ -277,10 +281,14 @@ def symbol_parts(symbol: str) -> SymbolParts | None:
         return SymbolParts(symbol, 0, len(symbol), False)
     r = _Reader(symbol)
     r.i = 2
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, _DEEPEST))  # CUTLASS nests templates hundreds deep; the reader recurses per level
     try:
         span = r.encoding()
-    except (_Unreadable, IndexError, ValueError):
+    except (_Unreadable, IndexError, ValueError, RecursionError):
         return None
+    finally:
+        sys.setrecursionlimit(limit)
     if span is None or r.i != len(symbol):
         return None
     return SymbolParts(symbol, span[0], span[1], True)
@@ -306,8 +314,23 @@ def demangled(symbol: str) -> str | None:
     try:
         out = cxxfilt.demangle(symbol, external_only=False)
     except cxxfilt.Error:
+        out = _demangled_deep(symbol) if symbol_parts(symbol) is not None else None
+    return out if out and out != symbol else None
+
+
+def _demangled_deep(symbol: str) -> str | None:
+    """The demangling of a symbol nested deeper than the runtime demangler's recursion limit allows (CUTLASS's
+    ``cutlass::Kernel<SparseGemm<…>>`` in xformers is refused by ``__cxa_demangle``): binutils' ``c++filt`` reads
+    it without the limit; None where c++filt is missing or refuses it too."""
+    from ptxprobe.core.errors import ToolNotFound
+    from ptxprobe.core.proc import run_tool
+
+    try:
+        run = run_tool(["c++filt", "--no-recurse-limit"], stdin=symbol.encode(), timeout=30)
+    except ToolNotFound:
         return None
-    return out if out != symbol else None
+    out = run.stdout.strip()
+    return out if run.ok and out and out != symbol else None
 
 
 def readable(symbol: str) -> str:
@@ -326,6 +349,7 @@ class TriggerOrigin:
     in_identifier: bool  # the function's own name holds it
     elsewhere: bool  # a namespace, class, template argument or parameter type holds it
     names: tuple[str, ...]  # the demangled names that hold it elsewhere (``cutlass::half_t``)
+    scope: str = ""  # the function's namespace or class where that holds it (``cutlass`` of ``cutlass::Kernel``)
 
     @property
     def holds(self) -> bool:
@@ -338,7 +362,7 @@ class TriggerOrigin:
         also = " and its own name" if self.in_identifier else ""
         if "_GLOBAL__N_" in self.symbol and not self.names:
             return "its anonymous namespace's mangled name (nvcc puts the file's name there)" + also
-        if not self.names:
+        if not self.names and not self.scope:
             return "its mangled symbol" + also
         read = _Readable.of(self.symbol)
         targs = ", ".join(read.targs or ())
@@ -348,7 +372,12 @@ class TriggerOrigin:
                      "qualified name")
             places.append(f"{name} in its {place}")
         kind = "the type " if len(self.names) == 1 else ""
-        return kind + "; ".join(places) + also
+        said = kind + "; ".join(places[:3]) + (f" and {len(places) - 3} more" if len(places) > 3 else "")
+        if self.scope:  # cutlass::Kernel<…>: the function's own namespace or class says it first
+            more = (f", and {len(places)} names in its arguments" if len(places) > 1 else
+                    f", and {said}" if places else "")
+            return f"its namespace or class {self.scope}" + more + also
+        return said + also
 
 
 _QUALIFIED_RE = re.compile(r"[A-Za-z_][\w]*(?:::[A-Za-z_~][\w]*)*")
@@ -368,7 +397,9 @@ def trigger_origin(symbol: str, trigger: str) -> TriggerOrigin:
             word = m.group(0)
             if trigger in word and word.rsplit("::", 1)[-1] != own and word not in names:
                 names.append(word)
-    return TriggerOrigin(symbol, in_identifier, elsewhere, tuple(names[:3]))
+    fn = _Readable.of(symbol).function if text else ""
+    scope = fn.rsplit("::", 1)[0] if "::" in fn and trigger in fn.rsplit("::", 1)[0] else ""
+    return TriggerOrigin(symbol, in_identifier, elsewhere, tuple(n for n in names if n != scope), scope)
 
 
 # --- names for people --------------------------------------------------------------------------
@@ -414,6 +445,30 @@ class _Readable:
         return cls(head, targs, params)
 
 
+def _differing(arg_lists: list[tuple[str, ...]]) -> list[list[str]]:
+    """Per instantiation, its template arguments with those all instantiations share elided (``…``), reading into
+    an argument that differs where every instantiation spells it as the same template (``SparseGemm<…, RowMajor>``
+    rather than the whole operator type of a ``cutlass::Kernel<Operator>``)."""
+    shown: list[list[str]] = [[] for _ in arg_lists]
+    for k in range(len(arg_lists[0])):
+        values = [a[k] for a in arg_lists]
+        if all(v == values[0] for v in values):
+            for row in shown:
+                if not row or row[-1] != "…":
+                    row.append("…")
+            continue
+        splits = [_split_top(v, "<", ">") for v in values]
+        inner = [tuple(split_top_level(sp[1], "<(", ">)")) if sp and not sp[2].strip() else None for sp in splits]
+        if all(i is not None and sp and sp[0] == splits[0][0] and len(i) == len(inner[0])  # type: ignore[index,arg-type]
+               for i, sp in zip(inner, splits, strict=True)):
+            for row, sub, sp in zip(shown, _differing(inner), splits, strict=True):  # type: ignore[arg-type]
+                row.append(sp[0].rsplit("::", 1)[-1] + "<" + ", ".join(sub) + ">")  # type: ignore[index]
+        else:
+            for row, v in zip(shown, values, strict=True):
+                row.append(v)
+    return shown
+
+
 def display_names(symbols: list[str]) -> dict[str, str]:
     """A readable, distinct name per symbol: the demangled function, with only the template arguments that tell
     instantiations of one function apart (``Marlin<…, 256, 1, true>``), and the parameters where overloads differ
@@ -427,24 +482,11 @@ def display_names(symbols: list[str]) -> dict[str, str]:
         short = fn.rsplit("::", 1)[-1] if sum(r.function.rsplit("::", 1)[-1] == fn.rsplit("::", 1)[-1]
                                                for r in reads.values()) == len(group) else fn
         arg_lists = [reads[s].targs for s in group]
-        for s in group:
-            r = reads[s]
-            name = short
-            if r.targs is not None:
-                if len(group) > 1 and all(a is not None and len(a) == len(r.targs) for a in arg_lists):
-                    shown, elided = [], False
-                    for k, a in enumerate(r.targs):
-                        if all(o[k] == a for o in arg_lists):  # type: ignore[index]
-                            if not elided:
-                                shown.append("…")
-                            elided = True
-                        else:
-                            shown.append(a)
-                            elided = False
-                    name += "<" + ", ".join(shown) + ">"
-                else:
-                    name += "<" + ", ".join(r.targs) + ">"
-            out[s] = name
+        same_arity = len(group) > 1 and all(a is not None and len(a) == len(arg_lists[0]) for a in arg_lists)
+        shown = _differing(arg_lists) if same_arity else None  # type: ignore[arg-type]
+        for k, s in enumerate(group):
+            targs = reads[s].targs
+            out[s] = short if targs is None else short + "<" + ", ".join(shown[k] if shown else targs) + ">"
         names = [out[s] for s in group]
         for s in group:  # overloads: the same name for different symbols -> add the parameters
             if names.count(out[s]) > 1 and reads[s].params:

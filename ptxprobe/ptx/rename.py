@@ -19,7 +19,7 @@ from ptxprobe.ptx.text import entries_of, local_prefix
 # PTX ISA: identifiers are [a-zA-Z][a-zA-Z0-9_$]* or [_$%][a-zA-Z0-9_$]+; '%' is for
 # registers and special names, so an entry may not start with it.
 _IDENT_RE = re.compile(r"(?:[A-Za-z][A-Za-z0-9_$]*|[_$][A-Za-z0-9_$]+)")
-MAX_NAME = 1024
+MAX_NAME = 65536  # a guard against garbage only: CUTLASS kernels' symbols run to thousands of characters
 _REF_ATTRS = (
     "DW_AT_abstract_origin",
     "DW_AT_type",

@@ -213,11 +213,13 @@ def names_for_triggered_entries(exp: Experiment, use_cache: bool = True) -> Expe
 def _trigger_origins(symbols: list[str], shown: int = 4) -> str:
     """Where the trigger comes from in each kernel's symbol, for people: ``mask_kernel<cutlass::half_t>: the type
     cutlass::half_t in its signature``; the rest counted."""
+    from ptxprobe.core.schema import short_names
     from ptxprobe.ptx.mangling import display_names, trigger_origin
     from ptxprobe.ptx.rename import TRIGGER
 
     names = display_names(symbols)
-    said = [f"{names[s]}: {trigger_origin(s, TRIGGER).describe()}" for s in symbols[:shown]]
+    short = short_names(list(names.values()), 80)
+    said = [f"{short[names[s]]}: {trigger_origin(s, TRIGGER).describe()}" for s in symbols[:shown]]
     return "; ".join(said) + (f"; and {len(symbols) - shown} more" if len(symbols) > shown else "")
 
 

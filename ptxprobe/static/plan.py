@@ -122,10 +122,11 @@ def _renamed_module(texts: dict[str, str], names: dict[str, dict[str, str]], cac
     return _Module(out, sites, False)
 
 
-def kernel_label(emitted: Emitted, entry: str) -> str:
+def kernel_label(emitted: Emitted, entry: str, in_library: bool = False) -> str:
     """The kernel column: the source's label, plus the entry's whole symbol when the source has several (two
-    instantiations of one template, or overloads, are two kernels, each compared with its own baseline)."""
-    if len(emitted.swept_entries) == 1:
+    instantiations of one template, or overloads, are two kernels, each compared with its own baseline) or is a
+    library's module (whose label, ``_C.so:_C.10.sm_80.ptx``, names no kernel)."""
+    if len(emitted.swept_entries) == 1 and not in_library:
         return emitted.kernel
     return f"{emitted.kernel}:{entry}"
 
@@ -165,9 +166,9 @@ def plan_emitted(exp, source: KernelSource, emitted: Emitted, tools: list[Tool],
             for tool, flags in itertools.product(ptxases, exp.flags):
                 for r in range(start_repeat, start_repeat + n_rep):
                     v = Variant(
-                        kernel_label(emitted, entry), columns["family"], columns["dtype"], columns["head_dim"],
-                        columns["causal"], columns["config"], emitted.arch, tool.version, tool.sha256, tuple(flags),
-                        template, name, baseline_name, r, ptx_sha,
+                        kernel_label(emitted, entry, source.kind == "lib"), columns["family"], columns["dtype"],
+                        columns["head_dim"], columns["causal"], columns["config"], emitted.arch, tool.version,
+                        tool.sha256, tuple(flags), template, name, baseline_name, r, ptx_sha,
                     )
                     out.append(Planned(v, ptx, tool, extra))
     return out

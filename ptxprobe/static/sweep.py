@@ -237,9 +237,17 @@ class _Run:
 
     def execute(self, sources: list[KernelSource], log: Path, pool: Executor, progress: bool) -> None:
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
-        cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+        cols = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                TextColumn("eta"), TimeRemainingColumn())
         jobs_list = [(s, a) for s in sources for a in s.build_archs(self.exp.archs)]
         self.to_emit = len(jobs_list)
         self.pool = pool
@@ -249,7 +257,7 @@ class _Run:
                           console=Console(stderr=True)) as bar:  # stdout holds the answer (or the JSON) alone
                 self.bar = bar
                 self.t_emit = bar.add_task("emit PTX", total=len(jobs_list))
-                self.t_asm = bar.add_task("ptxas", total=None)
+                self.t_asm = bar.add_task("ptxas: entry variants", total=None)
                 for src, arch in jobs_list:
                     hit = self._cached_emit(src, arch)
                     if hit is not None:
