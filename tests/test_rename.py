@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -178,3 +179,39 @@ def test_malformed_ptx(tmp_path):
     p.write_text(".version 8.0\n// no target, no entry\n")
     with pytest.raises(MalformedPtx, match="no .target"):
         load_ptx(p)
+
+
+TRITON39 = Path(__file__).parent / "inputs" / "triton39_row_softmax.ptx"
+
+
+def test_triton_39_names_the_kernel_in_debug_str_and_the_rename_follows_it(monkeypatch):
+    """Triton 3.8+ writes the kernel's name into .debug_str (``.loc … function_name $L__info_string0``): the renamer
+    rewrites that string too, the independent check proves the rest unchanged, and ptxas assembles the result."""
+    from ptxprobe.ptx import rename_dwarf
+    from ptxprobe.ptx.check import check_renames
+    from ptxprobe.toolchain.assemble import assemble
+    from ptxprobe.toolchain.tools import find_tool
+
+    ptx = TRITON39.read_text()
+    assert "// string offset=0 ; row_softmax" in ptx and "function_name $L__info_string0" in ptx
+    r = rename.rename_entry(ptx, "row_softmax", "cutlass_row_softmax")
+    strs = r.ptx[r.ptx.index(".section\t.debug_str") :]
+    assert "// cutlass_row_softmax" in strs and ".b8 99" in strs  # 'c' opens the string now
+    check = check_renames(ptx, r.ptx, {"row_softmax": "cutlass_row_softmax"})
+    assert check.equal, check.detail
+    assert any(s.where == "debug:.debug_str" for s in check.sites)
+    art = assemble(r.ptx, "sm_90a", find_tool("ptxas"))
+    assert art.ok, art.stderr
+    # the planted fault: the string table left alone is caught by the check, not passed
+    monkeypatch.setattr(rename, "rename_debug_str", lambda *a, **k: 0)
+    stale = rename.rename_entry(ptx, "row_softmax", "cutlass_row_softmax")
+    assert not check_renames(ptx, stale.ptx, {"row_softmax": "cutlass_row_softmax"}).equal
+
+
+def test_a_debug_str_read_by_offset_is_refused_when_the_name_changes_length():
+    ptx = TRITON39.read_text()
+    strp = ptx.replace(".b8 8                                   // DW_FORM_string\n.b8 19 ",
+                       ".b8 14                                  // DW_FORM_strp\n.b8 19 ", 1)
+    assert strp != ptx
+    with pytest.raises(MalformedPtx, match=r"DW_FORM_strp"):
+        rename.rename_entry(strp, "row_softmax", "cutlass_row_softmax")

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from ptxprobe.core.errors import InvalidName, MalformedPtx
-from ptxprobe.ptx.rename_dwarf import rename_debug_info, renamed_string
+from ptxprobe.ptx.rename_dwarf import rename_debug_info, rename_debug_str, renamed_string
 from ptxprobe.ptx.text import entries_of, local_prefix
 
 # PTX ISA: identifiers are [a-zA-Z][a-zA-Z0-9_$]* or [_$%][a-zA-Z0-9_$]+; '%' is for
@@ -189,8 +189,8 @@ def rename_entry(ptx: str, old: str, new: str) -> Renamed:
     for section, start, end in reversed(spans):
         if section == ".debug_info":
             sites += rename_debug_info(lines, (start, end), abbrev, old, new)
-        elif section == ".debug_str" and _names_kernel_in_strings(lines[start:end], old):
-            raise MalformedPtx("kernel name inside .debug_str: renaming DWARF string tables is not supported")
+        elif section == ".debug_str":
+            sites += rename_debug_str(lines, (start, end), abbrev, old, new)
     text, n = _rename_text("\n".join(lines), {old: new})
     return Renamed(text, old, new, sites + n)
 
@@ -224,13 +224,3 @@ def rename_entries(ptx: str, names: dict[str, str]) -> Renamed:
 def renamed_ptx(ptx: str, entry: str, name: str) -> str:
     """The PTX with its entry ``entry`` called ``name``: the text itself when that is its name already."""
     return ptx if name == entry else rename_entry(ptx, entry, name).ptx
-
-
-def _names_kernel_in_strings(body: list[str], old: str) -> bool:
-    """Does a .debug_str table (comma lists of .b8 bytes, or one per line) hold the kernel's name?"""
-    data = bytearray()
-    for ln in body:
-        m = re.match(r"^\s*\.b8\s+([\d,\s]+)", ln)
-        if m:
-            data += bytes(int(x) for x in m.group(1).split(",") if x.strip())
-    return any(renamed_string(s.decode("latin-1"), old, old + "_") is not None for s in bytes(data).split(b"\0"))

@@ -183,3 +183,73 @@ def _replace_string(body: list, at: dict, offset: int, old_len: int, new_bytes: 
 
 def _render(line: _Line) -> list[str]:
     return [f"{line.indent}.b{line.width * 8} {','.join(str(v) for v in line.operands)}{line.comment}", *line.extra]
+
+
+_LABEL_RE = re.compile(r"^\s*([$%\w.]+):\s*(//.*)?$")
+
+
+def rename_debug_str(lines: list[str], str_span: tuple[int, int], abbrev_span: tuple[int, int] | None,
+                     old: str, new: str) -> int:
+    """Rewrite the kernel's name in a ``.debug_str`` body in place (Triton 3.8+ names the kernel there and refers to
+    it by label: ``.loc … function_name $L__info_string0``); returns the number of strings changed. Strings after a
+    changed one move; that is safe only where nothing refers to them by a numeric offset, so a table that
+    ``.debug_info`` reads through ``DW_FORM_strp`` is refused when a length changes."""
+    items: list[tuple[str, object]] = []  # ("label", line) or ("byte", value) in order, one string after another
+    for ln in lines[str_span[0] : str_span[1]]:
+        if not ln.strip():
+            continue
+        if _LABEL_RE.match(ln):
+            items.append(("label", ln))
+            continue
+        parsed = _parse_body([ln], 0, 1, ".debug_str")[0]
+        if parsed is None or parsed.width != 1 or not all(isinstance(v, int) for v in parsed.operands):
+            raise MalformedPtx(f"cannot read .debug_str line {ln.strip()!r}: not .b8 bytes")
+        items += [("byte", v) for v in parsed.operands]
+    out: list[str] = []
+    current: list[int] = []
+    changed = 0
+    length_changed = False
+    for kind, value in items:
+        if kind == "label":
+            out.append(str(value))
+            continue
+        if value != 0:
+            current.append(int(value))  # type: ignore[call-overload]
+            continue
+        text = bytes(current).decode("latin-1")
+        renamed = renamed_string(text, old, new)
+        if renamed is not None and renamed != text:
+            changed += 1
+            length_changed |= len(renamed) != len(text)
+            text = renamed
+        data = text.encode("latin-1") + b"\0"
+        out.append(f".b8 {data[0]}" + (f"  // {text}" if text else ""))
+        out += [f".b8 {b}" for b in data[1:]]
+        current = []
+    if current:
+        raise MalformedPtx(".debug_str: the last string has no terminating 0 byte")
+    if not changed:
+        return 0
+    if length_changed and abbrev_span is not None and _uses_strp(lines, abbrev_span):
+        raise MalformedPtx(".debug_str holds the kernel's name and .debug_info reads it by offset (DW_FORM_strp): "
+                           "renaming to a name of another length is not supported")
+    lines[str_span[0] : str_span[1]] = out
+    return changed
+
+
+def _uses_strp(lines: list[str], abbrev_span: tuple[int, int]) -> bool:
+    """Does any abbreviation declare an attribute of form DW_FORM_strp?"""
+    import io
+
+    from elftools.dwarf.abbrevtable import AbbrevTable
+    from elftools.dwarf.structs import DWARFStructs
+
+    data, _ = _bytes(_parse_body(lines, *abbrev_span, ".debug_abbrev"))
+    try:
+        table = AbbrevTable(DWARFStructs(little_endian=True, dwarf_format=32, address_size=8), io.BytesIO(data), 0)
+    except Exception as exc:
+        if is_decode_error(exc):
+            raise MalformedPtx(f"cannot decode .debug_abbrev ({type(exc).__name__}: {exc})") from exc
+        raise
+    decls = table._abbrev_map.values()  # pyelftools parses every declaration up front and lists them only here
+    return any(form == "DW_FORM_strp" for decl in decls for _, form in decl.iter_attr_specs())
