@@ -192,3 +192,17 @@ def test_all_names_every_release_on_pypi():
     assert len(toolchain.RELEASES) == 34 and toolchain.RELEASES[0] == "12.0.76" and toolchain.RELEASES[-1] == "13.5.37"
     assert toolchain.expand_versions(["12.8"]) == ["12.8.61", "12.8.93"]
     assert toolchain.expand_versions(["all", "12.4.131"]) == list(toolchain.RELEASES)
+
+
+def test_a_version_prefix_means_the_newest_release_of_it():
+    """``toolchain install 12.6`` installs 12.6.20 … 12.6.85: ``-s ptxas=12.6`` then means 12.6.85, not the first
+    found; a whole version means itself; one release in two places: the first found."""
+    def tool(version, origin):
+        return toolchain.Tool("ptxas", f"/{origin}/{version}/ptxas", f"/{origin}/{version}/ptxas", origin, version,
+                              version.replace(".", "") + origin)
+
+    tools = [tool("12.6.20", "pip"), tool("12.6.85", "pip"), tool("12.6.77", "pip"), tool("12.6.85", "PATH"),
+             tool("12.8.93", "triton")]
+    assert [t.path for t in toolchain.select_ptxas("sm_90a", "12.6", tools)] == ["/pip/12.6.85/ptxas"]
+    assert toolchain.select_ptxas("sm_90a", "12.6.20", tools)[0].version == "12.6.20"
+    assert toolchain.select_ptxas("sm_90a", "12", tools)[0].version == "12.8.93"

@@ -192,3 +192,31 @@ def test_an_internal_error_is_one_line_and_minus_v_shows_its_traceback(monkeypat
     assert "internal error: RuntimeError: planted bug (run with -v" in err and "Traceback" not in err
     assert main(["kernels", "-v"]) == INTERNAL
     assert "Traceback" in capsys.readouterr().err
+
+
+def test_run_asked_for_without_a_gpu_is_exit_3_and_run_no_run_is_refused(files, monkeypatch, capsys):
+    """--run is a request: without a GPU the static answer is kept but the exit code says it was not done (3), in
+    --json mode too; --run --no-run contradicts itself (2)."""
+    import json
+
+    from ptxprobe.cli import TOOL_FAILED, USAGE, main
+    from ptxprobe.gpu import device
+
+    monkeypatch.setattr(device, "absent_gpu", lambda: "no CUDA GPU is visible (planted)")
+    argv = ["rename-sweep", "--ptx", str(files / "k.ptx"), "-s", "names={base},cutlass_{base}", "-q"]
+    assert main([*argv, "--run", "-o", str(files / "o-run")]) == TOOL_FAILED
+    assert "--run: no CUDA GPU is visible (planted)" in capsys.readouterr().err
+    assert main([*argv, "--run", "--json", "-o", str(files / "o-run")]) == TOOL_FAILED
+    assert json.loads(capsys.readouterr().out)["runtime_error"].startswith("NoGpu: no CUDA GPU")
+    assert main([*argv, "-o", str(files / "o-run")]) in (0, 1)  # not asked for: the static answer's own code
+    assert main([*argv, "--run", "--no-run", "-o", str(files / "o-both")]) == USAGE
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_diff_refuses_a_rename_that_gives_the_kernel_its_own_name(files, capsys):
+    from ptxprobe.cli import USAGE, main
+
+    for same in ("{base}", "_Z9my_kernelPf"):
+        assert main(["diff", "--ptx", str(files / "k.ptx"), "--rename", same]) == USAGE
+        err = capsys.readouterr().err
+        assert "gives _Z9my_kernelPf its own name: nothing to compare" in err and "identical" not in err

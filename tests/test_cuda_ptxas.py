@@ -35,9 +35,12 @@ def nvcc():
 def test_cu_files_are_assembled_by_their_own_toolkit_and_it_says_so(tmp_path, nvcc):
     run = _sweep(tmp_path)
     assert run.returncode in (0, 1), run.stderr
-    assert "note: --cu files are assembled by the ptxas of the CUDA toolkit whose nvcc compiles them" in run.stdout
+    said = "note: --cu files are assembled by the ptxas of the CUDA toolkit whose nvcc compiles them"
+    assert said in run.stderr and said not in run.stdout  # a note: stdout holds the answer alone
     rows = [json.loads(x) for x in (tmp_path / "run" / "variants.jsonl").read_text().splitlines()]
     assert {r["ptxas_version"] for r in rows} == {nvcc.version}
+    again = _sweep(tmp_path, "-o", str(tmp_path / "again"))  # the same sweep elsewhere: every row from the cache
+    assert f"0 assembled, {len(rows)} from the cache, 0 already done" in again.stdout, again.stdout
 
 
 def test_another_ptxas_on_request_says_when_it_lowered_the_ptx_version(tmp_path, nvcc):
@@ -48,4 +51,6 @@ def test_another_ptxas_on_request_says_when_it_lowered_the_ptx_version(tmp_path,
     rows = [json.loads(x) for x in (tmp_path / "run" / "variants.jsonl").read_text().splitlines()]
     assert all(r["ptxas_version"] != nvcc.version for r in rows)
     lowered = {r["note"] for r in rows if r.get("note")}
-    assert lowered and all(f"note: {n}" in run.stdout for n in lowered)
+    assert lowered and all(f"note: {n}" in run.stderr and n not in run.stdout for n in lowered)
+    doc = json.loads(_sweep(tmp_path, "-s", "ptxas=triton", "--json").stdout)  # the JSON answer carries them too
+    assert {f"note: {n}" for n in lowered} <= set(doc["notes"])

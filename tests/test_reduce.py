@@ -379,3 +379,15 @@ def test_the_reducer_and_the_code_plant_read_one_body_span():
     assert ptxbody._entry_span(defined_only, "k") == plant._body(defined_only, "k") == (3, 4, 10)
     with pytest.raises(MalformedPtx):
         brace_span(lines[:10], 4)
+
+
+@pytest.mark.unit
+def test_remains_in_words_never_read_part_of_a_list_as_all_of_it():
+    from collections import Counter
+
+    from ptxprobe.reduce.remains import _notable, counted
+
+    six = Counter({"fma": 6, "ld.global": 5, "st.global": 4, "mov": 3, "add": 2, "setp": 1})
+    assert _notable(six).endswith(", 1 more classes") and "setp" not in _notable(six)
+    assert _notable(Counter({"fma": 2, "mov": 1})) == "fma x2, mov x1"
+    assert (counted(1), counted(2), counted(0)) == ("1 instruction", "2 instructions", "0 instructions")

@@ -187,7 +187,6 @@ TRITON39 = Path(__file__).parent / "inputs" / "triton39_row_softmax.ptx"
 def test_triton_39_names_the_kernel_in_debug_str_and_the_rename_follows_it(monkeypatch):
     """Triton 3.8+ writes the kernel's name into .debug_str (``.loc … function_name $L__info_string0``): the renamer
     rewrites that string too, the independent check proves the rest unchanged, and ptxas assembles the result."""
-    from ptxprobe.ptx import rename_dwarf
     from ptxprobe.ptx.check import check_renames
     from ptxprobe.toolchain.assemble import assemble
     from ptxprobe.toolchain.tools import find_tool

@@ -60,7 +60,8 @@ def test_ctrl_c_stops_within_a_second_kills_every_ptxas_and_keeps_what_finished(
     took = time.monotonic() - t
     assert p.returncode == 130, err
     assert took < 5, f"took {took:.1f}s to stop"
-    said = " ".join(out.split())
+    said = " ".join(err.split())  # a note: on stderr, stdout holds the answer alone
+    assert "interrupted" not in out
     done = re.search(r"interrupted: (\d+) of (\d+) done.*; run again to resume", said)
     assert done and 0 < int(done[1]) < int(done[2]), out  # what finished, of how much, and what to do
     named = re.findall(r"(/\S+/(?:results\.parquet|variants\.jsonl|manifest\.json))", said)
@@ -279,3 +280,22 @@ def test_a_narrower_rerun_into_a_run_directory_is_refused_and_a_wider_one_grows_
     assert main([*sweep, "-s", "archs=sm_90a"]) == 2
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == before
     assert main([*sweep, "-s", "archs=sm_90a,sm_100a,sm_120a"]) in (0, 1)
+
+
+def test_a_runs_files_share_one_mode(tmp_path):
+    """manifest.json and results.jsonl were 0600 (mkstemp's mode), the others 0644: one mode, the umask's."""
+    import stat
+
+    from ptxprobe.cli import main
+    from tests.ptx_text import AXPY_PTX
+
+    (tmp_path / "k.ptx").write_text(AXPY_PTX)
+    out = tmp_path / "run"
+    old = os.umask(0o022)
+    try:
+        assert main(["rename-sweep", "-q", "--no-run", "--ptx", str(tmp_path / "k.ptx"), "-s",
+                     "names={base},cutlass_{base}", "-o", str(out)]) in (0, 1)
+    finally:
+        os.umask(old)
+    modes = {f.name: stat.S_IMODE(f.stat().st_mode) for f in out.iterdir() if f.is_file()}
+    assert {"manifest.json", "results.jsonl"} <= set(modes) and set(modes.values()) == {0o644}, modes

@@ -169,10 +169,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--details", action="store_true", help="also print the per-variant table")
     s.add_argument("--names-from-scan", action="store_true",
                    help="also test a name for every trigger literal ptxas-scan finds in the sweep's ptxas")
-    s.add_argument("--run", dest="run", action="store_true", default=None,
-                   help="also time every name on the GPU (default: when a GPU is visible)")
-    s.add_argument("--no-run", dest="run", action="store_false", default=None,
-                   help="static analysis only, even where a GPU is visible")
+    gpu = s.add_mutually_exclusive_group()  # --run --no-run says two things: refused, not the last one taken
+    gpu.add_argument("--run", dest="run", action="store_true", default=None,
+                     help="also time every name on the GPU (default: when a GPU is visible; exit 3 without one)")
+    gpu.add_argument("--no-run", dest="run", action="store_false", default=None,
+                     help="static analysis only, even where a GPU is visible")
     s.add_argument("--explain", action="store_true",
                    help="after the GPU runs, profile the groups where a name changes the code under ncu and attribute "
                         "the difference (ptxprobe explain)")

@@ -9,6 +9,7 @@ import shlex
 from ptxprobe.cli import FOUND_DIFFERENCES, OK
 from ptxprobe.cli.render import emit_json, say
 from ptxprobe.core.errors import SpecError
+from ptxprobe.reduce.remains import counted
 
 log = logging.getLogger("ptxprobe")
 
@@ -64,7 +65,7 @@ def cmd_reduce(args) -> int:
     pair = rec.get("minimal_pair", {})
     deltas = ", ".join(f"{k} {v:+d}" for k, v in pair.get("deltas", {}).items()) or "same sizes, other code"
     say(f"reduced {rec['input']} ({rec['entry']}, {rec['arch']}, ptxas {rec['ptxas']['version']}) from "
-        f"{before['instructions']} to {after['instructions']} instructions: {after['in_words']}")
+        f"{before['instructions']} to {counted(after['instructions'])}: {after['in_words']}")
     say(f"  {rec['renamed_name']} still changes the code ({pair.get('verdict', '?')}: {deltas}){_keep_words(rec)}; "
         + ("1-minimal: no single removal the reducer knows keeps it" if rec.get("one_minimal") else "not 1-minimal"))
     say(f"  {rec.get('candidates', 0)} candidates, {cost}; {res.out / 'minimal.ptx'}, {res.out / 'reduce.json'}")
@@ -96,7 +97,7 @@ def _ladder(args, req, progress) -> int:
         for lv in doc["levels"]:
             what = lv["keep"] or "plain predicate"
             if lv["status"] == DONE:
-                say(f"  {what}: {lv['instructions']} instructions: {lv['remains']} ({lv['ptxas_calls']} ptxas calls, "
+                say(f"  {what}: {counted(lv['instructions'])}: {lv['remains']} ({lv['ptxas_calls']} ptxas calls, "
                     f"{lv['wall_seconds']:.1f} s)")
             else:
                 say(f"  {what}: no difference to start from ({lv['why']})")

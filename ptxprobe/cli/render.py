@@ -69,6 +69,12 @@ def say(text: str, wrap: bool = False) -> None:
     stdout().print(text, highlight=False, soft_wrap=not wrap)
 
 
+def note(text: str) -> None:
+    """A note about how the answer was made (a lowered .version, an interruption, an option a release lacks): to
+    stderr, so that stdout holds the answer alone."""
+    stderr().print(text, highlight=False, soft_wrap=True)
+
+
 def emit_json(doc) -> None:
     """The one JSON document a ``--json`` command writes."""
     sys.stdout.write(json.dumps(doc, indent=1, default=str) + "\n")

@@ -14,7 +14,8 @@ from ptxprobe.core.errors import SpecError
 def _run_dir(path: str) -> Path:
     p = Path(path)
     if not p.is_dir():
-        raise SpecError(f"{p}: not a run directory (no such directory)")
+        why = "a file: give the directory a sweep wrote" if p.exists() else "no such directory"
+        raise SpecError(f"{p}: not a run directory ({why})")
     return p
 
 

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ptxprobe.cli import FOUND_DIFFERENCES, INTERRUPTED, OK, TOOL_FAILED
-from ptxprobe.cli.render import emit_json, fmt_set, say, show, show_answer, show_summary, table
+from ptxprobe.cli.render import emit_json, fmt_set, note, say, show, show_answer, show_summary, table
 from ptxprobe.core.cluster import session_for
 from ptxprobe.core.errors import NoGpu
 from ptxprobe.ptx.labels import table_names
@@ -60,8 +60,8 @@ def _sweep_and_time(plan: SweepPlan, view: View) -> int:
     if left:  # a narrowed experiment runs what supports it: what it leaves out is said first, on stderr
         print(f"ptxprobe: left out (not supported by the kernel): {left_out_text(left)}", file=sys.stderr)
     libraries = library_notes(exp, Cache(enabled=req.use_cache))
-    for note in libraries:  # what a library's rows are (and are not) made of, before they are made
-        print(f"ptxprobe: {note.line()}", file=sys.stderr)
+    for lib in libraries:  # what a library's rows are (and are not) made of, before they are made
+        print(f"ptxprobe: {lib.line()}", file=sys.stderr)
     outcome = run_sweep(exp, out, jobs=req.jobs, cache=Cache(enabled=req.use_cache), timeout=req.timeout,
                         progress=not view.quiet and not view.json and sys.stderr.isatty(), argv=sys.argv,
                         fresh=req.fresh, executor=req.executor, ray_address=req.ray_address)
@@ -80,15 +80,16 @@ def _sweep_and_time(plan: SweepPlan, view: View) -> int:
     if alone:  # templates that give one name (a kernel plan_sweep could not know before building it): said, not silent
         print(f"ptxprobe: names: the templates {', '.join(exp.names)} give one name to {', '.join(alone)}: nothing "
               "to compare it with; give templates that make different names", file=sys.stderr)
+    na = sorted({(r["ptxas_version"], r["error"]) for r in outcome.rows if r["status"] == "unsupported_option"})
+    notes = [f"not applicable: {why}" for _, why in na]  # this release lacks an option another one of the sweep has
+    if plan.nvcc_assembles:
+        notes.append("note: --cu files are assembled by the ptxas of the CUDA toolkit whose nvcc compiles them; "
+                     "-s ptxas=triton,newest,VERSION for others")
+    notes += [f"note: {n}" for n in sorted({r["note"] for r in outcome.rows if r.get("note")})]  # a lowered .version
+    doc["notes"] = notes
     if not view.json:
-        na = sorted({(r["ptxas_version"], r["error"]) for r in outcome.rows if r["status"] == "unsupported_option"})
-        for _, why in na:  # not a failure: this release lacks an option another release of the sweep has
-            say(f"not applicable: {why}")
-        if plan.nvcc_assembles:
-            say("note: --cu files are assembled by the ptxas of the CUDA toolkit whose nvcc compiles them; "
-                "-s ptxas=triton,newest,VERSION for others")
-        for note in sorted({r["note"] for r in outcome.rows if r.get("note")}):  # e.g. a lowered PTX .version
-            say(f"note: {note}")
+        for line in notes:
+            note(line)
     if outcome.interrupted:
         if view.json:
             emit_json(doc)
@@ -97,7 +98,12 @@ def _sweep_and_time(plan: SweepPlan, view: View) -> int:
     compared = any(p["answer"] in (YES, NO) for p in answer)  # 0 says "nothing differs" only of what was compared
     rc = TOOL_FAILED if failed or outcome.emit_errors or not compared else (FOUND_DIFFERENCES if differs else OK)
     if req.run is not False:
-        runtime = _runtime(plan, view)
+        try:
+            runtime = _runtime(plan, view)
+        except NoGpu as exc:
+            print(f"ptxprobe: --run: {exc} (the static answer stands; nothing was timed)", file=sys.stderr)
+            doc["runtime_error"] = f"NoGpu: {exc}"
+            runtime, rc = None, TOOL_FAILED
         if runtime is not None:
             doc["runtime"], doc["calibration"] = runtime
             if not doc["calibration"].get("passed", True):
@@ -127,9 +133,11 @@ def _say_answer(exp, out: Path, outcome, answer: list[dict], details: list[dict]
     where = f"; results in {files[0]}" if files else ""
     if outcome.interrupted:
         todo = "" if outcome.emitted_all else f" planned so far ({outcome.to_emit} kernel builds not started)"
-        say(f"interrupted: {len(outcome.rows)} of {outcome.planned} done{todo}; run again to resume{where}", wrap=True)
+        note(f"interrupted: {len(outcome.rows)} of {outcome.planned} done{todo}; run again to resume{where}")
         return
-    say(f"{outcome.ran} assembled, {outcome.skipped} already done, {outcome.wall_seconds:.1f}s wall, "
+    fresh = outcome.ran - outcome.from_cache
+    made = f"{fresh} assembled" + (f", {outcome.from_cache} from the cache" if outcome.from_cache else "")
+    say(f"{made}, {outcome.skipped} already done, {outcome.wall_seconds:.1f}s wall, "
         f"{outcome.ptxas_seconds:.1f}s ptxas{where}", wrap=True)
 
 
@@ -178,7 +186,9 @@ def _runtime(plan: SweepPlan, view: View) -> tuple[list[dict], dict] | None:
         rows = runtime_sweep(plan.experiment, out, progress=not view.quiet and not view.json, notify=log.warning,
                              executor=plan.request.executor)
     except NoGpu as exc:
-        (log.warning if plan.request.run else log.info)("--run: %s", exc)
+        if plan.request.run:  # asked for: the static answer stands, but what was asked was not done (exit 3)
+            raise
+        log.info("--run: %s", exc)
         return None
     calibration = read_run_json(out, CALIBRATION)
     _say_calibration(calibration)

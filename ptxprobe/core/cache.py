@@ -45,16 +45,25 @@ def cache_key(**parts: Any) -> str:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``path`` whole or not at all, with the mode any other file the process makes gets (mkstemp's temporary
+    file is 0600: a run's manifest would be unreadable to the group that reads its other files)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)  # the only way to read it is to set it: put back at once
+    os.umask(mask)
+    return mask
 
 
 @dataclass(frozen=True)

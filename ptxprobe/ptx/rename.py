@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from ptxprobe.core.errors import InvalidName, MalformedPtx
-from ptxprobe.ptx.rename_dwarf import rename_debug_info, rename_debug_str, renamed_string
+from ptxprobe.ptx.rename_dwarf import rename_debug_info, rename_debug_str
 from ptxprobe.ptx.text import entries_of, local_prefix
 
 # PTX ISA: identifiers are [a-zA-Z][a-zA-Z0-9_$]* or [_$%][a-zA-Z0-9_$]+; '%' is for

@@ -29,9 +29,16 @@ TENSOR_ROOTS = ("tcgen05", "wgmma", "mma", "wmma", "ldmatrix", "stmatrix", "cp",
 
 
 def _notable(classes: Counter, most: int = 5) -> str:
-    """The classes a reader looks for first (tensor cores, async copies, FMAs), then the most frequent."""
-    order = sorted(classes.items(), key=lambda kv: (kv[0].split(".")[0] not in TENSOR_ROOTS, -kv[1], kv[0]))
-    return ", ".join(f"{c} x{n}" for c, n in order[:most] if n > 0)
+    """The classes a reader looks for first (tensor cores, async copies, FMAs), then the most frequent; how many
+    more there are, so that a list of five is never read as all of six."""
+    order = [kv for kv in sorted(classes.items(), key=lambda kv: (kv[0].split(".")[0] not in TENSOR_ROOTS, -kv[1],
+                                                                  kv[0])) if kv[1] > 0]
+    more = f", {len(order) - most} more classes" if len(order) > most else ""
+    return ", ".join(f"{c} x{n}" for c, n in order[:most]) + more
+
+
+def counted(n: int, what: str = "instruction") -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
 
 
 def asm_loop(body: Body, block: Stmt) -> list[str]:
@@ -62,11 +69,11 @@ def structure(ptx: str, entry: str) -> dict:
     words = [f"an inline-asm loop ({', '.join(x)})" for x in asm_loops]
     for lp in in_loops:
         top = _notable(Counter(lp["classes"]))
-        words.append(f"a loop of {lp['instructions']} instructions ({top})")
+        words.append(f"a loop of {counted(lp['instructions'])} ({top})")
     outside = len(instrs) - sum(lp["instructions"] for lp in in_loops)
     if outside > 0:
         rest = classes - sum((Counter(lp["classes"]) for lp in in_loops), Counter())
-        words.append(f"{outside} instructions outside loops ({_notable(rest)})")
+        words.append(f"{counted(outside)} outside loops ({_notable(rest)})")
     return {
         "instructions": len(instrs),
         "lines": len(body.lines),

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ptxprobe.binary.cubin import kernel_columns
 from ptxprobe.binary.diff import Diff, diff_cubins
 from ptxprobe.core.cache import Cache
-from ptxprobe.core.errors import PtxprobeError
+from ptxprobe.core.errors import PtxprobeError, SpecError
 from ptxprobe.ptx.rename import apply_template, rename_entry
 from ptxprobe.ptx.text import retargeted
 from ptxprobe.sources.files import load_ptx
@@ -50,7 +50,10 @@ def noise_aware_ptx_diff(path: str, template: str, arch: str | None, ptxas: str,
     entry = src.entry
     arch = arch or src.arch
     ptx = src.ptx if arch == src.arch else retargeted(src.ptx, arch)  # --arch: as the sweep retargets a PTX file
-    new = apply_template(template, entry) if "{base}" in template else template
+    new = apply_template(template, entry) if "{" in template else template
+    if new == entry:  # the sweep refuses this too: a kernel compared with itself says "identical" about nothing
+        raise SpecError(f"--rename {template!r} gives {entry} its own name: nothing to compare; give a name that "
+                        "differs (cutlass_{base}, {base_untriggered}, …)")
     tool = select_ptxas(arch, ptxas)[0]
     runs = repeat or default_repeats(arch)
     texts = {entry: ptx, new: rename_entry(ptx, entry, new).ptx}

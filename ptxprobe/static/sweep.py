@@ -98,6 +98,7 @@ class SweepOutcome:
     planned: int = 0  # variants planned (an interrupted sweep may not have planned every kernel yet)
     to_emit: int = 0  # kernel builds (source × arch) not finished when it stopped
     left_out: list[dict] = field(default_factory=list)  # what the kernels do not support of the axes (narrowed)
+    from_cache: int = 0  # of ``ran``: rows served by the content-addressed cache, no ptxas run
 
     @property
     def emitted_all(self) -> bool:
@@ -182,7 +183,8 @@ def run_sweep(
             raise
         _write_outputs(out, exp, identity, tools, argv, started, state, sources, logged, kept, left)
     return SweepOutcome(out, state.derived, state.ran, state.skipped, time.time() - started, state.ptxas_seconds,
-                        state.interrupted, state.emit_errors, len(state.planned_ids), state.to_emit, left)
+                        state.interrupted, state.emit_errors, len(state.planned_ids), state.to_emit, left,
+                        state.from_cache)
 
 
 def _write_outputs(out: Path, exp, identity: dict, tools, argv, started: float, state, sources, logged: dict,
@@ -196,6 +198,7 @@ def _write_outputs(out: Path, exp, identity: dict, tools, argv, started: float, 
         counts = {
             "rows": len(derived),
             "ran_this_time": state.ran,
+            "from_cache": state.from_cache,
             "skipped_done": state.skipped,
             "by_status": dict(Counter(r["status"] for r in derived)),
             "interrupted": state.interrupted,
@@ -222,7 +225,7 @@ class _Run:
         self.logged = logged
         self.max_variants = max_variants
         self.planned_ids: list[str] = []
-        self.ran = self.skipped = 0
+        self.ran = self.skipped = self.from_cache = 0
         self.ptxas_seconds = 0.0
         self.interrupted = False
         self.emit_errors: list[str] = []
@@ -394,6 +397,7 @@ class _Run:
         append_records(self.logf, [row], durable=not row["cached"])
         self.logged[row["variant_id"]] = row
         self.ran += 1
+        self.from_cache += bool(row["cached"])
         if not row["cached"] and row["assembly_key"] not in self.assemblies_run:  # a shared run counted once
             self.assemblies_run.add(row["assembly_key"])
             self.ptxas_seconds += row["ptxas_seconds"] or 0.0

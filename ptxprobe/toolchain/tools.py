@@ -229,7 +229,10 @@ def select_ptxas(arch: str, spec: str, tools: list[Tool] | None = None) -> list[
     if not matches:
         have = ", ".join(sorted({t.version for t in ptxases})) or "none"
         raise ToolNotFound(f"no ptxas {spec} found (have: {have}); try `ptxprobe toolchain install {spec}`")
-    return [matches[0]]
+    # a prefix (12.6) means the newest release of it, as `toolchain install 12.6` installs every one; the same
+    # release found in several places: the first found (discovery's order of preference)
+    newest = max(matches, key=lambda t: tuple(int(x) for x in t.version.split(".") if x.isdigit()))
+    return [next(t for t in matches if t.version == newest.version)]
 
 
 def find_tool(kind: str, prefer_version: str | None = None, tools: list[Tool] | None = None) -> Tool:

@@ -14,8 +14,11 @@ for v in "$@"; do
   venv=$work/venv-$v; out=$work/out/$v; sweep=$work/sweep-$v
   rm -rf "$venv" "$out" "$sweep"; mkdir -p "$out"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q "triton==$v" numpy pandas pyarrow capstone pyelftools jinja2 rich scipy pytest \
-    pytest-timeout packaging >"$out/install.log" 2>&1 && "$venv/bin/pip" install -q --no-deps -e "$src" >>"$out/install.log" 2>&1
+  # ptxprobe's own dependencies as pyproject.toml lists them, but this Triton; pytest with the plugins its addopts name
+  deps=$(python3 -c "import tomllib, sys; d = tomllib.load(open(sys.argv[1], 'rb'))['project']['dependencies']
+print(' '.join(x for x in d if not x.startswith('triton')))" "$src/pyproject.toml")
+  "$venv/bin/pip" install -q "triton==$v" $deps pytest pytest-timeout pytest-xdist packaging >"$out/install.log" 2>&1 \
+    && "$venv/bin/pip" install -q --no-deps -e "$src" >>"$out/install.log" 2>&1
   cache=$(mktemp -d); export PTXPROBE_CACHE=$cache
   (cd "$src" && "$venv/bin/python" -m pytest -p no:cacheprovider -q --junitxml="$out/junit.xml" tests/test_emit.py \
     tests/test_offline_triton.py tests/test_trigger_names.py tests/test_gluon_hopper.py tests/test_user_kernels.py \
