@@ -105,6 +105,17 @@ def test_one_template_alone_is_not_an_answer():
     assert any(f"{NOT_COMPARED}: {ONLY_ONE_NAME}" in ln for ln in _rendered([p], ["{base}"], 80))
 
 
+def test_a_sweep_stopped_before_any_renamed_row_says_so_not_only_one_name():
+    """Ctrl-C early leaves the baseline's rows alone: that is an interruption, not a sweep of one name."""
+    from ptxprobe.static.verdicts import INTERRUPTED_EARLY
+
+    base = [_summary("k", "{base}", {"ok": 2}, "baseline", baseline=True)]
+    (p,) = pivot(base, TEMPLATES, interrupted=True)
+    assert (p["answer"], p["not_compared"]) == (NOT_COMPARED, INTERRUPTED_EARLY)
+    (q,) = pivot(base, TEMPLATES)  # finished, yet no renamed row: the templates gave one name
+    assert q["not_compared"] == ONLY_ONE_NAME
+
+
 @pytest.fixture
 def axpy(tmp_path, monkeypatch):
     monkeypatch.setenv("PTXPROBE_CACHE", str(tmp_path / "cache"))
@@ -190,3 +201,23 @@ def test_many_kernels_are_summarised_first_and_told_apart_by_their_arguments(wid
 
     shown = [m.group(1) for ln in lines if (m := re.match(r"\s*(?:\S*:)?(Marlin<[^>]*>)\s+sm_90", ln))]
     assert len(shown) == len(set(shown)) == 10, shown  # ten distinct instantiations, not ten equal shortened names
+
+
+@pytest.mark.parametrize(("sizes", "kind", "shown"), [
+    ({"registers": [45]}, "registers", "DIFFERS +5r"),
+    ({"spill_bytes": [64]}, "spills", "DIFFERS spills"),
+    ({"instructions": [120]}, "instructions", "DIFFERS instr count"),
+    ({}, "schedule", "DIFFERS sched"),
+])
+def test_a_differs_says_what_kind_of_difference(sizes, kind, shown):
+    from ptxprobe.cli.render import verdict_cell
+
+    base = {**_summary("k", "{base}", {"ok": 2}, "baseline", baseline=True), "spill_bytes": [0],
+            "instructions": [100]}
+    renamed = {**_summary("cutlass_k", "cutlass_{base}", {"ok": 2}, "differs"), "spill_bytes": [0],
+               "instructions": [100], **sizes}
+    (p,) = pivot([base, renamed], TEMPLATES[:2])
+    cell = p["names"]["cutlass_{base}"]
+    assert cell["kind"] == kind and verdict_cell(cell) == shown
+    quiet = {**renamed, "verdict": "differs_within_noise"}  # within ptxas's spread: no kind, not a difference
+    assert pivot([base, quiet], TEMPLATES[:2])[0]["names"]["cutlass_{base}"]["kind"] is None

@@ -97,7 +97,7 @@ _SHORT = {
 
 LEGENDS = (  # the longest that fits the terminal on one line is printed
     "legend: +28r registers, cap×2.1 .nv.capmerc size, vs the baseline name; noise: within ptxas's own run-to-run "
-    "spread; DIFFERS: machine code differs beyond it",
+    "spread; DIFFERS: machine code differs beyond it (sched: same sizes and count, other code; instr count; spills)",
     "legend: +28r registers, cap×2.1 capmerc size (vs the baseline); noise: within ptxas's own spread; DIFFERS: "
     "beyond it",
     "+28r regs, cap×2.1 capmerc, vs baseline; noise: ptxas's spread; DIFFERS: beyond",
@@ -124,6 +124,8 @@ def verdict_cell(v: dict | None) -> str:
         bits.append(f"{v['delta_registers']:+d}r")
     if v.get("capmerc_ratio") and abs(v["capmerc_ratio"] - 1) > 0.005:
         bits.append(f"cap×{v['capmerc_ratio']:.1f}")
+    if not bits and v.get("kind") in ("spills", "instructions", "schedule"):  # a bare DIFFERS says what it is
+        bits.append({"spills": "spills", "instructions": "instr count", "schedule": "sched"}[v["kind"]])
     return text + (f" {' '.join(bits)}" if bits else "")
 
 

@@ -66,7 +66,7 @@ def _sweep_and_time(plan: SweepPlan, view: View) -> int:
                         progress=not view.quiet and not view.json and sys.stderr.isatty(), argv=sys.argv,
                         fresh=req.fresh, executor=req.executor, ray_address=req.ray_address)
     summary = summarize(outcome.rows)
-    answer = pivot(summary, list(exp.names))
+    answer = pivot(summary, list(exp.names), outcome.interrupted)
     failed = outcome.failed
     doc = {"experiment": exp.name, "out_dir": str(out), "pivot": answer, "summary": summary,
            "failures": _failure_records(failed), "emit_errors": outcome.emit_errors,

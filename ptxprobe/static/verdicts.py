@@ -101,6 +101,7 @@ def summarize(rows: list[dict]) -> list[dict]:
         regs = sorted({r["registers"] for r in ok if r["registers"] is not None})
         caps = sorted({r["capmerc_bytes"] for r in ok if r["capmerc_bytes"] is not None})
         spills = sorted({(r["spill_store_bytes"] or 0) + (r["spill_load_bytes"] or 0) for r in ok})
+        instructions = sorted({r["n_instructions"] for r in ok if r.get("n_instructions") is not None})
         errors = [r.get("error") for r in rs if r["status"] != "ok" and r.get("error")]
         out.append(
             {
@@ -111,7 +112,7 @@ def summarize(rows: list[dict]) -> list[dict]:
                 "distinct_outputs": len({r[SAME_CODE] for r in ok}),
                 "registers": regs, "baseline_registers": rs[0].get("baseline_registers"),
                 "capmerc_bytes": caps, "baseline_capmerc_bytes": rs[0].get("baseline_capmerc_bytes"),
-                "spill_bytes": spills, "verdict": rs[0].get("verdict", ""),
+                "spill_bytes": spills, "instructions": instructions, "verdict": rs[0].get("verdict", ""),
                 "verdict_confidence": rs[0].get("verdict_confidence"),
                 "error": errors[0] if errors else None,
             }
@@ -130,7 +131,7 @@ def _one(values: list) -> object:
     return values[0] if len(values) == 1 else None
 
 
-def pivot(summary: list[dict], templates: list[str]) -> list[dict]:
+def pivot(summary: list[dict], templates: list[str], interrupted: bool = False) -> list[dict]:
     """The answer first: one record per (kernel, arch, ptxas, flags) with each renamed template's verdict,
     its register delta and capmerc ratio against the baseline, whether it was compared (and if not, why), and
     the row's ``answer`` (``ANSWERS``)."""
@@ -142,6 +143,7 @@ def pivot(summary: list[dict], templates: list[str]) -> list[dict]:
         if s["is_baseline"]:
             rec["baseline_name"] = s["name"]
             rec["baseline_statuses"] = s["statuses"]
+            rec["baseline_sizes"] = (_one(s.get("spill_bytes", [])), _one(s.get("instructions", [])))
             continue
         regs, base_regs = _one(s["registers"]), s["baseline_registers"]
         cap, base_cap = _one(s["capmerc_bytes"]), s["baseline_capmerc_bytes"]
@@ -152,15 +154,18 @@ def pivot(summary: list[dict], templates: list[str]) -> list[dict]:
             "delta_registers": (regs - base_regs) if regs is not None and base_regs is not None else None,
             "capmerc_ratio": (cap / base_cap) if cap and base_cap else None,
             "statuses": s["statuses"],
+            "sizes": (_one(s.get("spill_bytes", [])), _one(s.get("instructions", []))),
         }
     out = list(cells.values())
     for rec in out:
+        base_sizes = rec.pop("baseline_sizes", (None, None))
         for cell in rec["names"].values():
             cell["not_compared"] = why_not_compared(cell.pop("statuses"), cell["verdict"],
                                                     rec.get("baseline_statuses", {}))
+            cell["kind"] = difference_kind(cell, cell.pop("sizes"), base_sizes)
         rec.pop("baseline_statuses", None)
         rec["name_matters"] = any(v["verdict"] in DIFFERS for v in rec["names"].values())
-        rec["answer"], rec["not_compared"] = row_answer(rec, len(templates))
+        rec["answer"], rec["not_compared"] = row_answer(rec, len(templates), interrupted)
     return sorted(out, key=lambda r: (r["kernel"], arch_order(r["arch"]), r["ptxas_version"], r["ptxas_flags"]))
 
 
@@ -168,6 +173,7 @@ def pivot(summary: list[dict], templates: list[str]) -> list[dict]:
 YES, NO, NOT_COMPARED, PARTLY = "YES", "no", "not compared", "partly compared"
 ANSWERS = (YES, NO, NOT_COMPARED, PARTLY)
 ONLY_ONE_NAME = "only one name"
+INTERRUPTED_EARLY = "interrupted before a renamed variant was assembled"
 
 
 def _status_words(statuses: dict) -> str:
@@ -193,12 +199,32 @@ def why_not_compared(statuses: dict, verdict: str, baseline_statuses: dict) -> s
     return None
 
 
-def row_answer(rec: dict, n_templates: int) -> tuple[str, str | None]:
+def difference_kind(cell: dict, sizes: tuple, base_sizes: tuple) -> str | None:
+    """What a DIFFERS is, in a word (None for any other verdict): ``registers``, ``spills``, ``instructions`` (a
+    count that moved), ``capmerc``, or ``schedule`` (the same sizes and count, other code: order, registers
+    assigned, control codes). ``diff`` shows which instructions."""
+    if cell["verdict"] not in DIFFERS:
+        return None
+    (spill, count), (base_spill, base_count) = sizes, base_sizes
+    if cell.get("delta_registers"):
+        return "registers"
+    if spill is not None and base_spill is not None and spill != base_spill:
+        return "spills"
+    if count is not None and base_count is not None and count != base_count:
+        return "instructions"
+    if cell.get("capmerc_ratio") and abs(cell["capmerc_ratio"] - 1) > 0.005:
+        return "capmerc"
+    return "schedule"
+
+
+def row_answer(rec: dict, n_templates: int, interrupted: bool = False) -> tuple[str, str | None]:
     """(answer, why not compared): YES when a name changes the code beyond ptxas's spread, "no" only when every
     renamed name was compared and none does."""
     cells = list(rec["names"].values())
     if rec["name_matters"]:
         return YES, None
+    if not cells and n_templates >= 2 and interrupted:  # stopped before any renamed name's row, not one name
+        return NOT_COMPARED, INTERRUPTED_EARLY
     if n_templates < 2 or not cells:
         return NOT_COMPARED, ONLY_ONE_NAME
     missing = [c["not_compared"] for c in cells if c["not_compared"]]
