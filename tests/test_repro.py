@@ -111,6 +111,21 @@ def test_transitions_never_call_the_oldest_tried_version_first():
     assert transitions([_step("12.4.131", "identical"), _step("12.8.93", "identical")]) == []
 
 
+def test_a_boundary_drawn_from_unrepeated_verdicts_is_a_caveat():
+    """bisect --repeat 1 gives confidence 0.000: a transition at such a step is said with a caveat."""
+    from dataclasses import replace
+
+    from ptxprobe.static.bisect import weak_boundaries
+
+    steps = [replace(_step("12.4.131", "identical"), confidence=0.0), replace(_step("12.8.93", "differs"),
+                                                                                confidence=0.0),
+             replace(_step("12.9.86", "differs"), confidence=0.99)]
+    found = transitions(steps)
+    assert [s.ptxas_version for s in weak_boundaries(steps, found)] == ["12.4.131", "12.8.93"]
+    sure = [replace(s, confidence=0.99) for s in steps]
+    assert weak_boundaries(sure, transitions(sure)) == []
+
+
 def test_bisect_refuses_versions_that_are_not_installed():
     from ptxprobe.core.errors import SpecError
 

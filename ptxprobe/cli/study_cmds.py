@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from ptxprobe.cli import FOUND_DIFFERENCES, INTERRUPTED, OK
-from ptxprobe.cli.render import emit_json, say, show, show_answer, show_speed, table
+from ptxprobe.cli.render import emit_json, note, say, show, show_answer, show_speed, table
 from ptxprobe.core.cluster import session_for
 from ptxprobe.core.errors import SpecError
 
@@ -158,7 +158,7 @@ def cmd_repro(args) -> int:
 
 
 def cmd_bisect(args) -> int:
-    from ptxprobe.static.bisect import bisect, transitions
+    from ptxprobe.static.bisect import WEAK, bisect, transitions, weak_boundaries
     from ptxprobe.static.experiment import check_arch
 
     with session_for(args.executor, args.ray_address, args.jobs):
@@ -169,8 +169,14 @@ def cmd_bisect(args) -> int:
     if not steps:
         raise SpecError("no ptxas installed to bisect over (try --fetch or `ptxprobe toolchain install`)")
     trans = transitions(steps)
+    weak = weak_boundaries(steps, trans)
+    caveat = (f"caveat: the verdicts at {', '.join(s.ptxas_version for s in weak)} have confidence "
+              f"{', '.join(f'{s.confidence:.3f}' for s in weak)} (below {WEAK}): too few assemblies to tell a "
+              f"change from ptxas's own spread; run again with a larger --repeat before reading a release "
+              f"boundary" if weak else None)
     if args.json:
-        emit_json({"steps": [s.__dict__ for s in steps], "transitions": [t.__dict__ for t in trans]})
+        emit_json({"steps": [s.__dict__ for s in steps], "transitions": [t.__dict__ for t in trans],
+                   "caveat": caveat})
         return FOUND_DIFFERENCES if trans else OK
     show(table(f"{args.name} on {args.kernel}/{args.dtype}/d{args.head_dim} for {args.arch}",
                ["ptxas", "verdict", "confidence", "registers baseline -> renamed"],
@@ -181,6 +187,8 @@ def cmd_bisect(args) -> int:
         say(f"the name changes the code under none of the {len(tried)} versions answered ({', '.join(tried)})")
     for t in trans:
         say(f"{args.name}: {t.describe()}")
+    if caveat:
+        note(caveat)
     return FOUND_DIFFERENCES if trans else OK
 
 

@@ -69,6 +69,16 @@ def transitions(steps: list[BisectStep]) -> list[Transition]:
     return out
 
 
+WEAK = 0.95  # below this a verdict is a guess about ptxas's spread, not a reading of it
+
+
+def weak_boundaries(steps: list[BisectStep], found: list[Transition]) -> list[BisectStep]:
+    """The steps on either side of a transition whose verdict rests on little (``--repeat 1`` gives confidence 0):
+    a release boundary drawn from them is a caveat, not a finding."""
+    at = {t.ptxas_version for t in found} | {t.previous_version for t in found if t.previous_version}
+    return [s for s in steps if s.ptxas_version in at and s.confidence is not None and s.confidence < WEAK]
+
+
 def bisect(
     kernel: str,
     dtype: str,
