@@ -220,3 +220,19 @@ def test_diff_refuses_a_rename_that_gives_the_kernel_its_own_name(files, capsys)
         assert main(["diff", "--ptx", str(files / "k.ptx"), "--rename", same]) == USAGE
         err = capsys.readouterr().err
         assert "gives _Z9my_kernelPf its own name: nothing to compare" in err and "identical" not in err
+
+
+def test_assemble_arch_retargets_as_the_sweep_does(tmp_path, capsys):
+    """``assemble x.ptx --arch sm_80`` on sm_90a PTX retargets it as ``-s archs`` and ``diff --arch`` do (it was
+    ptxas's 'SM version specified by .target is higher' fatal error); what sm_80 truly lacks is ptxas's own line."""
+    import json
+
+    from ptxprobe.cli import OK, TOOL_FAILED, main
+
+    body = ".version 8.0\n.target sm_90a\n.address_size 64\n.visible .entry k()\n{\n%s ret;\n}\n"
+    (tmp_path / "plain.ptx").write_text(body % "")
+    (tmp_path / "hopper.ptx").write_text(body % " wgmma.fence.sync.aligned;\n")
+    assert main(["assemble", str(tmp_path / "plain.ptx"), "--arch", "sm_80"]) == OK
+    assert "k" in json.loads(capsys.readouterr().out)["kernels"]
+    assert main(["assemble", str(tmp_path / "hopper.ptx"), "--arch", "sm_80"]) == TOOL_FAILED
+    assert "Instruction 'wgmma.fence' not supported on .target 'sm_80'" in capsys.readouterr().err

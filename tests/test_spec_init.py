@@ -193,3 +193,11 @@ def test_an_autotuned_kernel_is_its_jit_function_with_the_first_config_and_says_
     assert notes == ["k.py:vadd: @triton.autotune's 2 configs are not swept; @triton.heuristics' values of EVEN are "
                      "not computed (nothing is launched): the spec's constexprs, num_warps and num_stages are what "
                      "is compiled"], r.stderr
+
+
+def test_a_missing_file_is_one_line_naming_the_command_typed(tmp_path, capsys):
+    """``spec init nope.py:f``: the error is spec init's own, said once (it was nested inside a second SpecError
+    and named --triton, an option the user never typed)."""
+    assert main(["spec", "init", str(tmp_path / "nope.py") + ":f"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"ptxprobe: SpecError: spec init: no such file {tmp_path / 'nope.py'}"

@@ -205,6 +205,7 @@ def cmd_check_rename(args) -> int:
 
 def cmd_assemble(args) -> int:
     from ptxprobe.binary.cubin import read_cubin
+    from ptxprobe.ptx.text import retargeted
     from ptxprobe.sources.files import load_ptx
     from ptxprobe.toolchain.assemble import TRITON_FLAGS, assemble
     from ptxprobe.toolchain.tools import select_ptxas
@@ -213,7 +214,8 @@ def cmd_assemble(args) -> int:
     arch = _arch(args.arch) or src.arch
     tool = select_ptxas(arch, args.ptxas)[0]
     flags = tuple(args.flags.split()) if args.flags is not None else TRITON_FLAGS
-    art = assemble(src.ptx, arch, tool, flags, timeout=args.timeout)
+    ptx = src.ptx if arch == src.arch else retargeted(src.ptx, arch)  # --arch: as the sweep and diff retarget
+    art = assemble(ptx, arch, tool, flags, timeout=args.timeout)
     rec = {k: v for k, v in art.to_json().items() if k != "stderr"}
     rec["reports"] = {k: asdict(v) for k, v in art.reports.items()}
     if art.ok:

@@ -268,7 +268,7 @@ def triton_spec(target: str, arch: str = "sm_90a") -> str:
     """The spec of a user's ``triton.jit``/``gluon.jit`` function (``file.py:function`` or ``module:function``)."""
     from ptxprobe.sources.triton import load_kernel
 
-    fn, wrappers = load_kernel(target, arch)
+    fn, wrappers = load_kernel(target, arch, what="spec init")
     try:
         u = usage_of(inspect.getsource(fn.fn))
     except (OSError, TypeError, StopIteration, SyntaxError):

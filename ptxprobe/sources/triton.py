@@ -317,6 +317,8 @@ def import_target(target: str, what: str):
                 spec.loader.exec_module(mod)
         else:
             mod = importlib.import_module(mod_name)
+    except SpecError:  # said already, in its own words: not wrapped again
+        raise
     except (ImportError, FileNotFoundError, SyntaxError) as exc:
         raise SpecError(f"{what}: cannot import {mod_name}: {exc}") from exc
     except Exception as exc:  # the user's module ran code at import time that failed
@@ -369,7 +371,7 @@ def wrapped_note(target: str, wrappers: list) -> str | None:
 _SAID: set = set()
 
 
-def load_kernel(target: str, arch: str = "sm_90a") -> tuple[Any, list]:
+def load_kernel(target: str, arch: str = "sm_90a", what: str = "--triton") -> tuple[Any, list]:
     """``package.module:function`` (or ``path/to/file.py:function``) -> (the triton.jit or gluon.jit function, the
     autotune/heuristics wrappers around it); without a GPU the module's import-time device questions are answered
     for ``arch``. That the wrappers' choices are not swept is said once, by the process that plans (not by the
@@ -379,7 +381,7 @@ def load_kernel(target: str, arch: str = "sm_90a") -> tuple[Any, list]:
     from ptxprobe.sources.offline import offline_target
 
     with offline_target(arch):
-        fn, wrappers = unwrapped(import_target(target, "--triton"))
+        fn, wrappers = unwrapped(import_target(target, what))  # errors name what the user typed
     if fn is None or not hasattr(fn, "params"):
         raise SpecError(f"{target}: no triton.jit function named {target.rpartition(':')[2]!r}")
     note = wrapped_note(target, wrappers)
