@@ -144,7 +144,7 @@ def test_no_switch_claims_a_default_its_absence_does_not_have():
         text = " ".join(sub.format_help().split())
         assert "(default: True)" not in text and "(default: False)" not in text, name
     sweep = " ".join(subs["rename-sweep"].format_help().split())
-    assert "--run also time every name on the GPU (default: when a GPU is visible)" in sweep
+    assert "--run also time every name on the GPU (default: when a GPU is visible; exit 3 without one)" in sweep
     assert "--no-run static analysis only, even where a GPU is visible --explain" in sweep
     assert subs["rename-sweep"].parse_args([]).run is None  # neither switch: time when a GPU is visible
 
