@@ -148,3 +148,80 @@ def test_entry_given_as_a_demangled_name_through_the_cli(tmp_path, entry, symbol
                  "-s", "archs=sm_90a", "-o", str(out)]) in (0, 1)
     rows = [json.loads(ln) for ln in (out / "results.jsonl").read_text().splitlines()]
     assert {r["baseline_name"] for r in rows} == {symbol}
+
+
+def _without_debug(ptx: str) -> str:
+    """The PTX without its DWARF sections and line directives, so that an entry can be copied within one module
+    (the copy's debug labels would clash with the original's)."""
+    import re
+
+    ptx = re.sub(r"(?ms)^\s*\.section\s+\.debug_\w+\s*\{.*?^\s*\}\s*$", "", ptx)
+    ptx = re.sub(r"(?m)^\s*\.section\s+\.debug_\w+\s*\{\s*\}\s*$", "", ptx)
+    return re.sub(r"(?m)^\s*\.(loc|file)\b.*$", "", ptx)
+
+
+def _entry_block(ptx: str, entry: str) -> str:
+    start = ptx.index(f".entry {entry}(")
+    start = ptx.rindex("\n", 0, start) + 1
+    depth, k = 0, ptx.index("{", ptx.index(")", start))
+    for k in range(k, len(ptx)):
+        depth += {"{": 1, "}": -1}.get(ptx[k], 0)
+        if depth == 0:
+            return ptx[start : k + 1] + "\n"
+    raise AssertionError("unbalanced entry")
+
+
+def _runs(ptx: str, names: list[str], tool, runs: int) -> dict:
+    """Per entry: the machine codes of ``runs`` assemblies (a Counter) and the set of its (registers,
+    instructions)."""
+    from collections import Counter
+
+    from ptxprobe.binary.cubin import kernels_columns
+
+    codes = {n: Counter() for n in names}
+    sizes: dict[str, set] = {n: set() for n in names}
+    for r in range(runs):
+        art = assemble(ptx, "sm_100a", tool, ("-lineinfo",), repeat=r, cache=Cache(enabled=False))
+        assert art.ok, art.message
+        cols = kernels_columns(art.cubin(), names)
+        for n in names:
+            codes[n][cols[n]["machine_code_sha256"]] += 1
+            sizes[n].add((art.reports[n].registers, cols[n]["n_instructions"]))
+    return {"codes": codes, "sizes": sizes}
+
+
+def test_an_sm100a_module_whose_ptxas_output_varies_answers_as_each_entry_alone(emitted):
+    """Triton's fp8 attention for sm_100a: ptxas's output varies run to run (two codes in eight runs), and on
+    sm_100a an entry's code inside a two-entry module is not its code alone, even unrenamed (registers assigned
+    differently: UR28/UR30 swapped; measured with ptxas 12.9.86). Registers and instruction counts are the same, and
+    so is the answer: each name template's verdict against the baseline, over repeats, is the same whether the
+    module is renamed at once or the kernel is alone."""
+    from ptxprobe.ptx.check import check_renames
+    from ptxprobe.static.verdicts import static_verdict
+    from ptxprobe.toolchain.tools import select_ptxas
+
+    tool = select_ptxas("sm_100a", "triton")[0]
+    e = emitted("fp8e5", "sm_100a")
+    single = _without_debug(e.ptx)
+    twin = rename_entries(single, {e.entry: "twin"}).ptx
+    module = single.rstrip() + "\n" + _entry_block(twin, "twin")
+    assert entries_of(module) == [e.entry, "twin"]
+    runs, answers = 8, {}
+    for template in ("{base}", "cutlass_{base}", "xutlass_{base}"):
+        names = {old: apply_template(template, old) for old in (e.entry, "twin")}
+        together = rename_entries(module, names).ptx
+        assert check_renames(module, together, names).equal
+        both = _runs(together, list(names.values()), tool, runs)
+        alone = _runs(rename_entries(single, {e.entry: names[e.entry]}).ptx, [names[e.entry]], tool, runs)
+        new = names[e.entry]
+        assert alone["sizes"][new] == both["sizes"][new] == both["sizes"][names["twin"]], template
+        answers[template] = (alone["codes"][new], both["codes"][new])
+    spread = [len(c) for pair in answers.values() for c in pair]
+    assert max(spread) > 1, "ptxas gave one output every time: no spread to judge"
+    base_alone, base_together = answers["{base}"]
+    said = {t: (static_verdict(base_alone, a)[0], static_verdict(base_together, b)[0])
+            for t, (a, b) in answers.items() if t != "{base}"}
+    assert all(alone_v == together_v for alone_v, together_v in said.values()), said
+    assert said["cutlass_{base}"][0] != said["xutlass_{base}"][0]  # the trigger changes this kernel, the control not
+    # the planted fault: a module's codes judged against the kernel alone would call even the baseline different
+    assert static_verdict(base_alone, base_together)[0] != "identical"
