@@ -163,8 +163,8 @@ def _without_debug(ptx: str) -> str:
 def _entry_block(ptx: str, entry: str) -> str:
     start = ptx.index(f".entry {entry}(")
     start = ptx.rindex("\n", 0, start) + 1
-    depth, k = 0, ptx.index("{", ptx.index(")", start))
-    for k in range(k, len(ptx)):
+    depth, body = 0, ptx.index("{", ptx.index(")", start))
+    for k in range(body, len(ptx)):
         depth += {"{": 1, "}": -1}.get(ptx[k], 0)
         if depth == 0:
             return ptx[start : k + 1] + "\n"
