@@ -336,3 +336,22 @@ def test_report_of_a_gpu_run_answers_speed_first_on_the_terminal_and_in_the_html
     first = re.findall(r"<td>(N=\d+)</td><td>([\d.]+)</td>", table)
     kernel_sizes = [n for n, ptxas in dict.fromkeys(first) if ptxas == "12.4.131"][:3]
     assert kernel_sizes == ["N=1024", "N=4096", "N=16384"]
+
+
+def test_the_answer_is_grouped_by_library_module_with_counts():
+    """A library's kernels come in modules: the report's answer has a heading per module with how many of its
+    kernels a name changes, and each row reads as people read the kernel (its whole label in the title)."""
+    from ptxprobe.reports.html import answer_groups
+
+    def row(kernel, matters):
+        return {"kernel": kernel, "arch": "sm_90a", "ptxas_version": "13.0.88", "names": {}, "name_matters": matters}
+
+    a = "x.so:x.1.sm_80.ptx:_Z7saxpy_tIfLi4EEvPT_S0_"
+    b = "x.so:x.1.sm_80.ptx:_Z7saxpy_tIdLi2EEvPT_S0_"
+    c = "x.so:x.2.sm_80.ptx:vadd"
+    groups = answer_groups([row(a, True), row(b, False), row(c, False)])
+    assert [(g["source"], g["kernels"], g["changed"]) for g in groups] == [
+        ("x.so:x.1.sm_80.ptx:", 2, 1), ("x.so:x.2.sm_80.ptx:", 1, 0)]
+    assert [r["shown"] for r in groups[0]["rows"]] == ["saxpy_t<float, 4>", "saxpy_t<double, 2>"]
+    one = answer_groups([row("attention/fp16/d128/full/m128n64w8s3", True)])
+    assert len(one) == 1 and one[0]["source"] == ""  # one place: no heading

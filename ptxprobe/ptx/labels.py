@@ -39,13 +39,17 @@ def table_names(labels: list[str], width: int, keep_source: bool = True) -> dict
 
 def _without_source(label: str, read: str) -> str:
     """A ``source:symbol`` label's readable name without its source."""
-    if ":" not in label:
-        return read
-    source = label[: len(label) - len(label.rsplit(":", 1)[-1])]
-    return read[len(source) :] if read.startswith(source) else read
+    source = source_of(label)
+    return read[len(source) :] if source and read.startswith(source) else read
 
 
 def _common_source(labels: list[str]) -> str:
     """The ``source:`` prefix every label shares when each names a symbol after it ('' if none)."""
     heads = {label.rsplit(":", 1)[0] + ":" if ":" in label.split("<", 1)[0] else "" for label in labels}
     return heads.pop() if len(heads) == 1 and len(labels) > 1 else ""
+
+
+def source_of(label: str) -> str:
+    """The ``source:`` part of a ``source:symbol`` kernel label (a library's ``lib.so:module.ptx:``, a file's
+    ``k.cu:``), '' for a label without one (a registered kernel's ``attention/fp16/…``)."""
+    return label.rsplit(":", 1)[0] + ":" if ":" in label else ""

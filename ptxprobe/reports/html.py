@@ -227,6 +227,7 @@ def build_report(
         speed = speed_answer(rd, templates)
         index = env.get_template("index.html.j2").render(
             answer=answer,
+            groups=answer_groups(answer),
             templates=templates,
             heat=heatmap(answer, templates[1] if len(templates) > 1 else None),
             speed=speed,
@@ -273,6 +274,27 @@ def explain_view(run: Path | RunDir, reasons_shown: int = 6, loops_shown: int = 
                                           "top_instructions")},
                     "bars": bars(g["by_reason"]),
                     "loops": [{**lp, "bars": bars(lp["by_reason"])} for lp in busiest]})
+    return out
+
+
+def answer_groups(answer: list[dict]) -> list[dict]:
+    """The answer's rows by where their kernels come from (a library's module, a PTX or .cu file), each group with
+    how many kernels the name changes; each row's kernel read as people read it (``shown``), its whole label kept
+    for the title. One group without a heading where all come from one place or from the registry."""
+    from ptxprobe.ptx.labels import readable_labels, source_of
+
+    read = readable_labels([p["kernel"] for p in answer])
+    groups: dict[str, dict] = {}
+    for p in answer:
+        source = source_of(p["kernel"])
+        g = groups.setdefault(source, {"source": source, "rows": [], "kernels": set(), "changed": set()})
+        g["rows"].append({**p, "shown": read[p["kernel"]][len(source):] if source else read[p["kernel"]]})
+        g["kernels"].add(p["kernel"])
+        if p.get("name_matters"):
+            g["changed"].add(p["kernel"])
+    out = [{**g, "kernels": len(g["kernels"]), "changed": len(g["changed"])} for g in groups.values()]
+    if len(out) == 1:
+        out[0]["source"] = ""
     return out
 
 
