@@ -161,14 +161,11 @@ def _without_debug(ptx: str) -> str:
 
 
 def _entry_block(ptx: str, entry: str) -> str:
-    start = ptx.index(f".entry {entry}(")
-    start = ptx.rindex("\n", 0, start) + 1
-    depth, body = 0, ptx.index("{", ptx.index(")", start))
-    for k in range(body, len(ptx)):
-        depth += {"{": 1, "}": -1}.get(ptx[k], 0)
-        if depth == 0:
-            return ptx[start : k + 1] + "\n"
-    raise AssertionError("unbalanced entry")
+    from ptxprobe.ptx.text import brace_span
+
+    lines = ptx.split("\n")
+    head = next(i for i, ln in enumerate(lines) if f".entry {entry}(" in ln)
+    return "\n".join(lines[head : brace_span(lines, head)[1] + 1]) + "\n"
 
 
 def _runs(ptx: str, names: list[str], tool, runs: int) -> dict:

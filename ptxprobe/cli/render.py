@@ -113,6 +113,9 @@ _LABELS = {"{base}": "as given", "{base_control}": "control (zutlass)", "{base_u
            "{base_triggered}": "with cutlass", "{base_triggered_control}": "control"}
 
 
+_KIND_WORDS = {"spills": "spills", "instructions": "instr count", "schedule": "sched"}  # registers, capmerc: deltas
+
+
 def verdict_cell(v: dict | None) -> str:
     if v is None:
         return "-"
@@ -124,8 +127,8 @@ def verdict_cell(v: dict | None) -> str:
         bits.append(f"{v['delta_registers']:+d}r")
     if v.get("capmerc_ratio") and abs(v["capmerc_ratio"] - 1) > 0.005:
         bits.append(f"cap×{v['capmerc_ratio']:.1f}")
-    if not bits and v.get("kind") in ("spills", "instructions", "schedule"):  # a bare DIFFERS says what it is
-        bits.append({"spills": "spills", "instructions": "instr count", "schedule": "sched"}[v["kind"]])
+    if not bits and v.get("kind") in _KIND_WORDS:  # a bare DIFFERS says what it is
+        bits.append(_KIND_WORDS[v["kind"]])
     return text + (f" {' '.join(bits)}" if bits else "")
 
 

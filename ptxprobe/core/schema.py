@@ -7,6 +7,7 @@ checks that every row a sweep writes has exactly these columns with values of th
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 STR, INT, FLOAT, BOOL, LIST = "str", "int", "float", "bool", "list"
@@ -169,12 +170,17 @@ def short_names(labels, width: int) -> dict[str, str]:
         if len(head) > room >= 5:  # the family's name elided in its middle: its start and end tell them apart
             head = _elide(head, room)
         out[label] = _elide(head + ("/" + rest if rest else ""), width)
-    values = list(out.values())
-    alike = [label for label in labels if values.count(out[label]) > 1]
+    uses = Counter(out.values())
+    alike = [label for label in labels if uses[out[label]] > 1]
     if alike:  # elided alike: each keeps the words in which it differs from the kernels that start as it does
         out.update(_elided_apart({label: shown(label, dropped) for label in labels}, alike, width))
-    for name in {v for v in out.values() if list(out.values()).count(v) > 1}:  # still alike: numbered, in order
-        for k, label in enumerate(sorted(label for label in labels if out[label] == name), 1):
+    still: dict[str, list[str]] = {}
+    for label in sorted(labels):
+        still.setdefault(out[label], []).append(label)
+    for name, same in still.items():  # still alike: numbered, in order
+        if len(same) < 2:
+            continue
+        for k, label in enumerate(same, 1):
             out[label] = _elide(name, width - len(f" #{k}")) + f" #{k}"
     return out
 

@@ -27,7 +27,7 @@ def table_names(labels: list[str], width: int, keep_source: bool = True) -> dict
     labels = list(dict.fromkeys(labels))
     read = readable_labels(labels)
     if not keep_source or any(len(r) > width for r in read.values()):
-        bare = {k: _without_source(k, v) for k, v in read.items()}
+        bare = {k: without_source(k, v) for k, v in read.items()}
         prefix = _common_source(list(read.values()))
         if len(set(bare.values())) == len(bare):  # the kernels tell themselves apart: their sources go first
             read = bare
@@ -37,7 +37,7 @@ def table_names(labels: list[str], width: int, keep_source: bool = True) -> dict
     return {label: short[read[label]] for label in labels}
 
 
-def _without_source(label: str, read: str) -> str:
+def without_source(label: str, read: str) -> str:
     """A ``source:symbol`` label's readable name without its source."""
     source = source_of(label)
     return read[len(source) :] if source and read.startswith(source) else read

@@ -281,14 +281,14 @@ def answer_groups(answer: list[dict]) -> list[dict]:
     """The answer's rows by where their kernels come from (a library's module, a PTX or .cu file), each group with
     how many kernels the name changes; each row's kernel read as people read it (``shown``), its whole label kept
     for the title. One group without a heading where all come from one place or from the registry."""
-    from ptxprobe.ptx.labels import readable_labels, source_of
+    from ptxprobe.ptx.labels import readable_labels, source_of, without_source
 
     read = readable_labels([p["kernel"] for p in answer])
     groups: dict[str, dict] = {}
     for p in answer:
         source = source_of(p["kernel"])
         g = groups.setdefault(source, {"source": source, "rows": [], "kernels": set(), "changed": set()})
-        g["rows"].append({**p, "shown": read[p["kernel"]][len(source):] if source else read[p["kernel"]]})
+        g["rows"].append({**p, "shown": without_source(p["kernel"], read[p["kernel"]])})
         g["kernels"].add(p["kernel"])
         if p.get("name_matters"):
             g["changed"].add(p["kernel"])

@@ -231,7 +231,7 @@ def select_ptxas(arch: str, spec: str, tools: list[Tool] | None = None) -> list[
         raise ToolNotFound(f"no ptxas {spec} found (have: {have}); try `ptxprobe toolchain install {spec}`")
     # a prefix (12.6) means the newest release of it, as `toolchain install 12.6` installs every one; the same
     # release found in several places: the first found (discovery's order of preference)
-    newest = max(matches, key=lambda t: tuple(int(x) for x in t.version.split(".") if x.isdigit()))
+    newest = max(matches, key=lambda t: version_key(t.version))
     return [next(t for t in matches if t.version == newest.version)]
 
 
