@@ -78,3 +78,75 @@ def scale_kernel(g_in: cute.Tensor, g_out: cute.Tensor):
 def scale(m_in: cute.Tensor, m_out: cute.Tensor, stream: cuda.CUstream):
     scale_kernel(m_in, m_out).launch(grid=(32, 1, 1), block=(128, 1, 1), stream=stream)
 """
+
+
+# A .const array the kernel reads (ptxas puts it in the module's constant bank 3: the instructions read
+# c[0x3][...], so only the bank's contents tell two initialisers apart), and a device function it calls.
+HEAD = """.version 8.0
+.target sm_90a
+.address_size 64
+
+.const .align 4 .b32 coeffs[4] = {COEFFS};
+
+.func (.reg .f32 out) scale(.reg .f32 x)
+{
+	.reg .f32 %f<3>;
+	mul.rn.f32 %f1, x, SCALE;
+	ld.const.f32 %f2, [coeffs+4];
+	add.rn.f32 out, %f1, %f2;
+	ret;
+}
+"""
+ENTRY = """
+.visible .entry NAME(
+	.param .u64 NAME_param_0,
+	.param .f32 NAME_param_1
+)
+{
+	.reg .b32 	%r<3>;
+	.reg .f32 	%f<6>;
+	.reg .b64 	%rd<4>;
+	ld.param.u64 	%rd1, [NAME_param_0];
+	ld.param.f32 	%f1, [NAME_param_1];
+	cvta.to.global.u64 	%rd2, %rd1;
+	mov.u32 	%r1, %tid.x;
+	mul.wide.u32 	%rd3, %r1, 4;
+	add.s64 	%rd2, %rd2, %rd3;
+	ld.global.f32 	%f2, [%rd2];
+	call.uni (%f4), scale, (%f2);
+	ld.const.f32 	%f5, [coeffs+8];
+	fma.rn.f32 	%f3, %f4, %f1, %f5;
+	st.global.f32 	[%rd2], %f3;
+	ret;
+}
+"""
+OTHER = """
+.visible .entry bxpy(
+	.param .u64 bxpy_param_0
+)
+{
+	.reg .b32 	%r<2>;
+	.reg .f32 	%f<3>;
+	.reg .b64 	%rd<4>;
+	ld.param.u64 	%rd1, [bxpy_param_0];
+	cvta.to.global.u64 	%rd2, %rd1;
+	mov.u32 	%r1, %tid.x;
+	mul.wide.u32 	%rd3, %r1, 4;
+	add.s64 	%rd2, %rd2, %rd3;
+	ld.global.f32 	%f1, [%rd2];
+	ld.const.f32 	%f2, [coeffs];
+	mul.rn.f32 	%f1, %f1, %f2;
+	st.global.f32 	[%rd2], %f1;
+	ret;
+}
+"""
+
+
+def calling_ptx(coeffs: str = "10, 20, 30, 40", scale: str = "0f40000000", other: bool = False) -> str:
+    text = HEAD.replace("COEFFS", coeffs).replace("SCALE", scale) + ENTRY.replace("NAME", "axpy")
+    return text + OTHER if other else text
+
+
+def module_with_trigger(spelling: str = "cutlass") -> str:
+    """The calling kernel whose callee and constant array hold the trigger in their names (as CUTLASS's do)."""
+    return calling_ptx().replace("scale", f"{spelling}_scale").replace("coeffs", f"{spelling}_coeffs")

@@ -17,6 +17,7 @@ from ptxprobe.ptx.rename import MIXED_TRIGGER_NAMES, apply_template, rename_entr
 from ptxprobe.ptx.text import entries_of
 from ptxprobe.toolchain.assemble import assemble
 from ptxprobe.toolchain.tools import nvcc_ptxas
+from tests.ptx_text import module_with_trigger
 
 pytestmark = pytest.mark.integration
 INPUTS = Path(__file__).parent / "inputs"
@@ -130,8 +131,50 @@ def test_other_symbols_holding_the_trigger_are_said(tmp_path, capsys):
     cu.write_text(CUTLASS_CALLEE)
     assert main(["rename-sweep", "--cu", str(cu), "-s", "archs=sm_90a", "-o", str(tmp_path / "out")]) in (0, 1)
     err = " ".join(capsys.readouterr().err.split())
-    assert "callee.cu: 2 other symbols of its module hold 'cutlass' and keep their names" in err
+    assert "callee.cu: 2 other symbols of its module hold 'cutlass'" in err
     assert "cutlass::step(float, float)" in err and "cutlass_table" in err
+    assert "also compared with the trigger spelled out of every symbol of its module" in err
+
+
+def _swept(tmp_path, *args) -> tuple[int, list[dict], str]:
+    from ptxprobe.cli import main
+
+    ptx = tmp_path / "calling.ptx"
+    ptx.write_text(module_with_trigger())
+    out = tmp_path / "out"
+    code = main(["rename-sweep", "-q", "--ptx", str(ptx), "-s", "archs=sm_90a", "-s", "repeat=2", "-o", str(out),
+                 *args])
+    rows = [json.loads(ln) for ln in (out / "results.jsonl").read_text().splitlines()] if out.exists() else []
+    return code, rows, str(out)
+
+
+def test_a_module_wide_template_respells_the_callees_and_globals_and_is_compared_with_the_baseline(tmp_path, capsys):
+    """The kernel's own name holds no trigger, so {module_untriggered} gives it the baseline's name: its rows are
+    still the variant (grouped by template), assembled from the module with the callee and the array respelled."""
+    code, rows, _ = _swept(tmp_path)
+    assert code == 0, capsys.readouterr().err
+    by = {t: [r for r in rows if r["name_template"] == t] for t in {r["name_template"] for r in rows}}
+    assert set(by) == {"{base}", "cutlass_{base}", "xutlass_{base}", "{module_untriggered}"}
+    wide = by["{module_untriggered}"]
+    assert {r["name"] for r in wide} == {r["baseline_name"] for r in wide} == {"axpy"}
+    assert all(not r["is_baseline"] and r["module_respelled"] == 2 and r["rename_equivalent"] for r in wide)
+    assert all(r["is_baseline"] for r in by["{base}"])
+    assert {r["ptx_sha256"] for r in wide}.isdisjoint(r["ptx_sha256"] for r in by["{base}"])
+    assert {r["verdict"] for r in wide} == {"identical"}, "a respelled callee and array: the same machine code"
+
+
+@pytest.mark.parametrize("names, words", [
+    ("{module_untriggered},{base}", "the baseline {module_untriggered} may not respell the module"),
+    ("{base},{module_untriggered}", "no other symbol of its module holds 'cutlass'"),
+])
+def test_a_module_wide_template_that_cannot_be_compared_is_refused(tmp_path, capsys, names, words):
+    from ptxprobe.cli import main
+    from tests.ptx_text import AXPY_PTX
+
+    ptx = tmp_path / "axpy.ptx"
+    ptx.write_text(AXPY_PTX if "},{module" in names else module_with_trigger())
+    assert main(["rename-sweep", "-q", "--ptx", str(ptx), "-s", f"names={names}", "-o", str(tmp_path / "o")]) == 2
+    assert words in " ".join(capsys.readouterr().err.split())
 
 
 @needs_nvcc
@@ -222,3 +265,21 @@ def test_an_sm100a_module_whose_ptxas_output_varies_answers_as_each_entry_alone(
     assert said["cutlass_{base}"][0] != said["xutlass_{base}"][0]  # the trigger changes this kernel, the control not
     # the planted fault: a module's codes judged against the kernel alone would call even the baseline different
     assert static_verdict(base_alone, base_together)[0] != "identical"
+
+
+def test_every_path_that_renames_by_template_respells_the_module_alike(tmp_path, capsys):
+    """The GPU run, tune and ``diff --ptx`` rename through ``template_ptx``, ``ptxprobe rename`` through
+    ``template_renames``: a module-wide template respells the callee and the array there too, not the entry alone."""
+    from ptxprobe.cli import main
+    from ptxprobe.ptx.rename import template_ptx
+
+    given = module_with_trigger()
+    name, renamed = template_ptx(given, "axpy", "{module_untriggered}")
+    assert (name, renamed.ptx) == ("axpy", module_with_trigger("xutlass"))
+    assert template_ptx(given, "axpy", "cutlass_{base}")[1].ptx == given.replace("axpy", "cutlass_axpy")
+    ptx, out = tmp_path / "calling.ptx", tmp_path / "renamed.ptx"
+    ptx.write_text(given)
+    assert main(["rename", str(ptx), "--name", "{module_untriggered}", "-o", str(out)]) == 0
+    assert out.read_text() == module_with_trigger("xutlass")
+    assert "and 2 other symbols holding the trigger" in capsys.readouterr().err
+    assert main(["diff", "--ptx", str(ptx), "--rename", "{module_untriggered}", "--arch", "sm_90a", "-q"]) == 0

@@ -17,6 +17,7 @@ from ptxprobe.static.verdicts import DIFFERS, SAME_CODE, derive
 from ptxprobe.toolchain.assemble import assemble
 from ptxprobe.toolchain.tools import select_ptxas
 from tests.ptx_text import AXPY_PTX as PTX
+from tests.ptx_text import calling_ptx, module_with_trigger
 
 pytestmark = pytest.mark.integration
 
@@ -59,73 +60,6 @@ def test_the_static_verdict_reads_the_same_definition(cubins):
     rows = {r["name"]: r for r in derive([row("axpy", "plain"), row("bounded", "bounded"), row("x", "renamed")])}
     assert rows["bounded"]["same_code_as_baseline"] is False and rows["bounded"]["verdict"] in DIFFERS
     assert rows["x"]["same_code_as_baseline"] is True and rows["x"]["verdict"] not in DIFFERS
-
-
-# A .const array the kernel reads (ptxas puts it in the module's constant bank 3: the instructions read
-# c[0x3][...], so only the bank's contents tell two initialisers apart), and a device function it calls.
-HEAD = """.version 8.0
-.target sm_90a
-.address_size 64
-
-.const .align 4 .b32 coeffs[4] = {COEFFS};
-
-.func (.reg .f32 out) scale(.reg .f32 x)
-{
-	.reg .f32 %f<3>;
-	mul.rn.f32 %f1, x, SCALE;
-	ld.const.f32 %f2, [coeffs+4];
-	add.rn.f32 out, %f1, %f2;
-	ret;
-}
-"""
-ENTRY = """
-.visible .entry NAME(
-	.param .u64 NAME_param_0,
-	.param .f32 NAME_param_1
-)
-{
-	.reg .b32 	%r<3>;
-	.reg .f32 	%f<6>;
-	.reg .b64 	%rd<4>;
-	ld.param.u64 	%rd1, [NAME_param_0];
-	ld.param.f32 	%f1, [NAME_param_1];
-	cvta.to.global.u64 	%rd2, %rd1;
-	mov.u32 	%r1, %tid.x;
-	mul.wide.u32 	%rd3, %r1, 4;
-	add.s64 	%rd2, %rd2, %rd3;
-	ld.global.f32 	%f2, [%rd2];
-	call.uni (%f4), scale, (%f2);
-	ld.const.f32 	%f5, [coeffs+8];
-	fma.rn.f32 	%f3, %f4, %f1, %f5;
-	st.global.f32 	[%rd2], %f3;
-	ret;
-}
-"""
-OTHER = """
-.visible .entry bxpy(
-	.param .u64 bxpy_param_0
-)
-{
-	.reg .b32 	%r<2>;
-	.reg .f32 	%f<3>;
-	.reg .b64 	%rd<4>;
-	ld.param.u64 	%rd1, [bxpy_param_0];
-	cvta.to.global.u64 	%rd2, %rd1;
-	mov.u32 	%r1, %tid.x;
-	mul.wide.u32 	%rd3, %r1, 4;
-	add.s64 	%rd2, %rd2, %rd3;
-	ld.global.f32 	%f1, [%rd2];
-	ld.const.f32 	%f2, [coeffs];
-	mul.rn.f32 	%f1, %f1, %f2;
-	st.global.f32 	[%rd2], %f1;
-	ret;
-}
-"""
-
-
-def calling_ptx(coeffs: str = "10, 20, 30, 40", scale: str = "0f40000000", other: bool = False) -> str:
-    text = HEAD.replace("COEFFS", coeffs).replace("SCALE", scale) + ENTRY.replace("NAME", "axpy")
-    return text + OTHER if other else text
 
 
 RELOCATABLE = ("-lineinfo", "-c")  # -c: each function its own .text, called through a relocation
@@ -203,3 +137,37 @@ def test_the_code_hash_covers_capmerc():
     text, cap = elf.get_section_by_name(".text.axpy").data(), elf.get_section_by_name(".nv.capmerc.text.axpy").data()
     assert k.capmerc_bytes == len(cap) > 0
     assert k.code_sha256 == sha256_bytes(text + cap) != k.text_sha256
+
+
+@pytest.mark.parametrize("flags", [("-lineinfo",), RELOCATABLE], ids=["whole-program", "relocatable"])
+def test_a_module_wide_respelling_leaves_the_machine_code_and_the_diff_the_same(flags):
+    """{module_untriggered} respells the callee and the data the entry reads: the code is the same, so neither the
+    machine-code hash (which keeps data symbols' names) nor diff's instruction text (which names callees) may
+    call it different."""
+    from ptxprobe.ptx.check import check_renames
+    from ptxprobe.ptx.rename import module_respellings, rename_entries
+
+    tool = select_ptxas("sm_90a", "triton")[0]
+    given = module_with_trigger()
+    names = {"axpy": "axpy", **module_respellings(given, {"axpy"})}
+    assert names == {"axpy": "axpy", "cutlass_scale": "xutlass_scale", "cutlass_coeffs": "xutlass_coeffs"}
+    respelled = rename_entries(given, names).ptx
+    assert respelled == module_with_trigger("xutlass") and check_renames(given, respelled, names).equal
+    cubins = {}
+    for label, text in (("given", given), ("respelled", respelled)):
+        art = assemble(text, "sm_90a", tool, flags)
+        assert art.ok, art.message
+        cubins[label] = art.cubin()
+    a, b = (read_cubin(cubins[k]).kernel("axpy") for k in ("given", "respelled"))
+    assert a.machine_code_sha256 == b.machine_code_sha256
+    assert diff_cubins(cubins["given"], cubins["respelled"], "axpy", "axpy").verdict == IDENTICAL
+
+
+def test_diff_of_a_renamed_kernel_whose_callee_is_kept_in_its_code_is_identical():
+    """Whole-program ptxas names a callee it keeps inside the entry ``$axpy$scale``: renamed, ``$xutlass_axpy$scale``
+    is the same call, not an instruction added and one removed."""
+    tool = select_ptxas("sm_90a", "triton")[0]
+    arts = [assemble(t, "sm_90a", tool, ("-lineinfo",))
+            for t in (calling_ptx(), rename_entry(calling_ptx(), "axpy", "xutlass_axpy").ptx)]
+    assert all(a.ok for a in arts)
+    assert diff_cubins(arts[0].cubin(), arts[1].cubin(), "axpy", "xutlass_axpy").verdict == IDENTICAL

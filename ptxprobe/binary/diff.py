@@ -18,6 +18,7 @@ from difflib import SequenceMatcher
 
 from ptxprobe.binary.cubin import CubinFacts
 from ptxprobe.binary.sass import Instruction, Listing, basic_blocks, highest_register, loops
+from ptxprobe.core.text import one_spelling
 
 SAME, CHANGED, MOVED, ADDED, REMOVED = "same", "changed", "moved", "added", "removed"
 IDENTICAL, SCHEDULING_ONLY, DIFFERENT_CODE = "identical", "scheduling_only", "different_code"
@@ -25,14 +26,19 @@ METADATA_ONLY = "metadata_only"  # the same instructions, other launch metadata 
 
 _REG_TOKENS = re.compile(r"\b(?:U?R\d+|U?P\d+|B\d+)\b")
 _LABEL = re.compile(r"\.L_\w+")
+_SYMBOL = re.compile(r"`\([^)]*\)")  # a symbol an instruction names: `(callee)
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 _BRANCH_OPS = {"BRA", "BRX", "JMP", "JMX", "CALL", "RET", "BSSY", "BSYNC", "BREAK", "SSY", "PBK", "CAL", "JCAL",
                "WARPSYNC", "BMOV"}
 
 
 def _own_name(op: str, kernel: str) -> str:
-    """The kernel's own symbol (e.g. in ``RET.REL.NODEC R2 `(attention)``) abstracted."""
-    return op.replace(f"({kernel})", "(<self>)") if kernel else op
+    """The kernel's own symbol (``RET.REL.NODEC R2 `(attention)``, a callee kept in its code
+    ```($attention$callee)``) abstracted, and the trigger's spellings in the symbols an instruction names read as one
+    (a module-wide rename respells its callees)."""
+    if kernel:
+        op = op.replace(f"({kernel})", "(<self>)").replace(f"${kernel}$", "$<self>$")
+    return _SYMBOL.sub(lambda m: one_spelling(m.group(0)), op)
 
 
 def shape(ins: Instruction, kernel: str = "") -> str:

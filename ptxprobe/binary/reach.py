@@ -15,7 +15,9 @@ memory, with their relocations.
 Names are left out: the entry is ``<entry>``, a callee ``<callee n>`` (n in the order reached), a section of
 theirs is named through the placeholder, and a relocation or record that names a symbol by its index in the
 symbol table (an order that names may change) names it by what it is instead. Data symbols and undefined
-(external) symbols keep their names: the linker resolves by them.
+(external) symbols keep their names, the linker resolves by them, but with the trigger's spellings read as one
+(``core.text.one_spelling``): a module-wide rename respells ``cutlass_table`` ``xutlass_table`` and the code that
+reads it is the same.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from elftools.elf.relocation import RelocationSection
 
 from ptxprobe.binary.eiattr import EiAttr, parse_eiattrs, per_symbol
 from ptxprobe.core.cache import sha256_bytes
+from ptxprobe.core.text import one_spelling
 
 ENTRY = "<entry>"
 _TEXT = ".text."
@@ -129,7 +132,7 @@ class _Namer:
                 return ["code", self.placeholder[owner], sym["st_value"]]
             return ["code of", _bytes(home)[1], sym["st_value"]]  # another kernel: by its bytes, not its name
         where = self.section(home.name) if home is not None else "undefined"
-        return ["symbol", self.function(sym.name), where, sym["st_value"], sym["st_size"]]
+        return ["symbol", one_spelling(self.function(sym.name)), where, sym["st_value"], sym["st_size"]]
 
     def relocations(self, section) -> list:
         index = self.layout.sections.index(section)

@@ -167,22 +167,24 @@ def cmd_emit(args) -> int:
 
 
 def cmd_rename(args) -> int:
-    from ptxprobe.ptx.check import check_rename
-    from ptxprobe.ptx.rename import apply_template, rename_entry
+    from ptxprobe.ptx.check import check_renames
+    from ptxprobe.ptx.rename import rename_entries, rename_entry, template_renames
     from ptxprobe.sources.files import load_ptx
 
     src = load_ptx(args.ptx)
     entry = args.entry or src.entry
     if entry not in src.swept_entries:
         raise SpecError(f"{args.ptx}: no entry {entry!r} (have: {', '.join(src.swept_entries)})")
-    new = apply_template(args.name, entry) if "{base}" in args.name else args.name
-    r = rename_entry(src.ptx, entry, new)
-    check = check_rename(src.ptx, r.ptx, entry, new)
+    names = template_renames(src.ptx, entry, args.name) if "{" in args.name else {entry: args.name}
+    new = names[entry]
+    r = rename_entries(src.ptx, names) if len(names) > 1 else rename_entry(src.ptx, entry, new)
+    check = check_renames(src.ptx, r.ptx, names)
     if args.output:
         _write(args.output, r.ptx)
     else:
         sys.stdout.write(r.ptx)
-    print(f"renamed {entry} -> {new}: {r.sites} sites; independent check: "
+    also = f" and {len(names) - 1} other symbols holding the trigger" if len(names) > 1 else ""
+    print(f"renamed {entry} -> {new}{also}: {r.sites} sites; independent check: "
           f"{'only name sites differ' if check.equal else check.detail}", file=sys.stderr)
     return OK if check.equal else FOUND_DIFFERENCES
 

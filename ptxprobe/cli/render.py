@@ -110,7 +110,8 @@ def legend_for(cols: int) -> str:
     return next((text for text in LEGENDS if len(text) <= cols), LEGENDS[-1])
 STATIC = "static: this compares machine code, not speed"
 _LABELS = {"{base}": "as given", "{base_control}": "control (zutlass)", "{base_untriggered}": "xutlass",
-           "{base_triggered}": "with cutlass", "{base_triggered_control}": "control"}
+           "{base_triggered}": "with cutlass", "{base_triggered_control}": "control",
+           "{module_untriggered}": "whole module"}
 
 
 _KIND_WORDS = {"spills": "spills", "instructions": "instr count", "schedule": "sched"}  # registers, capmerc: deltas

@@ -13,7 +13,7 @@ from ptxprobe.core.cluster import session_for
 from ptxprobe.core.errors import NoGpu
 from ptxprobe.ptx.labels import table_names
 from ptxprobe.runs.request import SweepPlan, SweepRequest, UserKernels, plan_sweep
-from ptxprobe.static.verdicts import MANY_KERNELS, NO, ONLY_ONE_NAME, YES
+from ptxprobe.static.verdicts import MANY_KERNELS, NO, ONLY_ONE_NAME, YES, variant_label, variant_of
 
 log = logging.getLogger("ptxprobe")
 
@@ -144,9 +144,9 @@ def _say_answer(exp, out: Path, outcome, answer: list[dict], details: list[dict]
 def _failure_records(failed: list[dict]) -> list[dict]:
     seen: dict[tuple, dict] = {}
     for r in failed:
-        key = (r["kernel"], r["arch"], r["ptxas_version"], r["ptxas_flags"], r["name"])
+        key = (r["kernel"], r["arch"], r["ptxas_version"], r["ptxas_flags"], variant_of(r))
         seen.setdefault(key, {"kernel": r["kernel"], "arch": r["arch"], "ptxas_version": r["ptxas_version"],
-                              "ptxas_flags": r["ptxas_flags"], "name": r["name"], "status": r["status"],
+                              "ptxas_flags": r["ptxas_flags"], "name": variant_label(r), "status": r["status"],
                               "error": r["error"]})
     return list(seen.values())
 
@@ -168,7 +168,7 @@ def _report_failures(failed: list[dict], emit_errors: list[str]) -> None:
 
 def _details_table(summary: list[dict]):
     short = table_names([s["kernel"] for s in summary], 40)
-    rows = [[short[s["kernel"]], s["arch"], s["ptxas_version"], s["name"], f"{s['ok']}/{s['runs']}",
+    rows = [[short[s["kernel"]], s["arch"], s["ptxas_version"], variant_label(s), f"{s['ok']}/{s['runs']}",
              s["distinct_outputs"],
              fmt_set(s["registers"]), fmt_set(s["capmerc_bytes"]), fmt_set(s["spill_bytes"]), s["verdict"],
              "" if s["verdict_confidence"] is None else f"{s['verdict_confidence']:.3f}"] for s in summary]

@@ -56,6 +56,7 @@ rename_sites | int! | places the renamer changed
 rename_equivalent | bool! | the independent rename check found only name sites changed
 rename_checked_sites | int! | name sites the independent check found (code, data labels, DWARF strings)
 renamed_with_module | bool | every entry of the module renamed at once (one ptxas run gives each entry's code)
+module_respelled | int | other symbols of the module the name template respelled ({module_untriggered}), else 0
 status | str! | ok, failed, crashed, timeout, unsupported_ptx, unsupported_option, bad_cubin, tool_mismatch, worker_lost
 error | str! | why it failed (ptxas's message, or how it ended); empty when ok
 retriable | bool! | a timeout or an outside kill: re-run on resume

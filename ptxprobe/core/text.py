@@ -2,6 +2,17 @@
 
 from __future__ import annotations
 
+import re
+
+TRIGGER = "cutlass"  # the substring ptxas's strstr looks for (the only one of its literals that changes code here)
+_SPELLINGS = re.compile(r"[cxz]utlass")  # the trigger, and the same-length spellings ptxprobe respells it as
+
+
+def one_spelling(text: str) -> str:
+    """``text`` with the trigger's spellings (``cutlass``, and ``xutlass``/``zutlass`` that ptxprobe respells it as)
+    read as one: two symbols that differ only there name the same thing to a comparison of what they hold."""
+    return _SPELLINGS.sub(TRIGGER, text)
+
 
 def split_top_level(text: str, opening: str, closing: str) -> list[str]:
     """``text`` split at the commas outside any bracket of ``opening``/``closing`` (SASS operands ``[R1+0x4], R2``,

@@ -32,7 +32,7 @@ from ptxprobe.gpu.plan import CODE_PLANT, PLANT_KINDS, RunConfig
 from ptxprobe.gpu.timing import Nvml, Sampled, paired_estimate, reference_plan, time_block, unit_for
 from ptxprobe.gpu.workload import Case, Workload
 from ptxprobe.ptx.plant import plant_in_hot_loop
-from ptxprobe.ptx.rename import apply_template
+from ptxprobe.ptx.rename import template_ptx
 from ptxprobe.sources import Emitted
 from ptxprobe.stats import paired as stats
 from ptxprobe.toolchain.tools import Tool
@@ -48,10 +48,11 @@ def named_kernels(emitted: Emitted, templates: list[str], tool: Tool, cache: Cac
     ``launched(name)``, when given, is the ``.text`` hash of the frontend's own compile under
     that name: ``aot_matches_launch`` says whether ptxprobe analysed the code that really runs.
     """
-    names = [apply_template(t, emitted.entry) for t in templates]
+    renamed = [template_ptx(emitted.ptx, emitted.entry, t) for t in templates]
+    names = [name for name, _ in renamed]
     kernels, facts = {}, {}
-    for t, name in zip(templates, names, strict=True):
-        cubin, facts[t] = cubin_for(emitted, name, tool, cache)
+    for t, (name, text) in zip(templates, renamed, strict=True):
+        cubin, facts[t] = cubin_for(emitted, name, tool, cache, text.ptx)
         kernels[t] = load(name, cubin)
         facts[t]["aot_matches_launch"] = None if launched is None else launched(name) == facts[t]["text_sha256"]
     return names, kernels, facts

@@ -164,9 +164,11 @@ def with_cubin(compiled, name: str, cubin: bytes):
     return k
 
 
-def cubin_for(emitted: Emitted, name: str, tool: Tool, cache: Cache | None = None) -> tuple[bytes, dict]:
-    """ptxprobe's cubin for emitted PTX under ``name``: rename -> assemble (cached)."""
-    ptx = renamed_ptx(emitted.ptx, emitted.entry, name)
+def cubin_for(emitted: Emitted, name: str, tool: Tool, cache: Cache | None = None,
+              ptx: str | None = None) -> tuple[bytes, dict]:
+    """ptxprobe's cubin for emitted PTX under ``name``: rename -> assemble (cached); ``ptx``: the text already
+    renamed (a module-wide template's, ``rename.template_ptx``)."""
+    ptx = renamed_ptx(emitted.ptx, emitted.entry, name) if ptx is None else ptx
     art = assemble(ptx, emitted.arch, tool, cache=cache)
     if not art.ok:
         raise RuntimeError(f"ptxas {art.status} for {emitted.kernel} as {name}: {art.stderr[-500:]}")

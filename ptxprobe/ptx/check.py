@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ptxprobe.core.errors import MalformedPtx
-from ptxprobe.core.text import split_last_group
+from ptxprobe.core.text import one_spelling, split_last_group
 from ptxprobe.ptx.dwarf import dwarf_info, is_decode_error
 
 _TOKEN_RE = re.compile(
@@ -80,9 +80,6 @@ def _locals_prefix(name: str) -> str:
     return f"_ZZ{name[2:]}E" if name.startswith("_Z") else f"_ZZ{len(name)}{name}E"
 
 
-_SPELLINGS_RE = re.compile(r"[cxz]utlass")
-
-
 def _strip_group(text: str, opening: str, closing: str) -> str:
     """``text`` without the bracketed group that ends it, if one does."""
     split = split_last_group(text, opening, closing)
@@ -118,7 +115,7 @@ def _meaning_problem(base: str, new: str) -> str | None:
     if len(words_b) != len(words_n):
         return f"{new} demangles to {read_new!r}, another shape than {read_base!r}"
     other = [(a, b) for a, b in zip(words_b, words_n, strict=True)
-             if a != b and _SPELLINGS_RE.sub("cutlass", a) != _SPELLINGS_RE.sub("cutlass", b)]
+             if a != b and one_spelling(a) != one_spelling(b)]
     renamed = (_function_name(base), _function_name(new))
     if any((a, b) != renamed for a, b in other) or len(other) > 1:
         return (f"{new} demangles to {read_new!r}: it differs from {read_base!r} in more than the function's name "
@@ -148,7 +145,7 @@ class Rule:
         if b is not None:
             if n is None:
                 return f"{self.new} is not a mangled name of the form _Z<length><identifier> like {self.base}"
-            if _SPELLINGS_RE.sub("cutlass", n[1]) != _SPELLINGS_RE.sub("cutlass", b[1]):
+            if one_spelling(n[1]) != one_spelling(b[1]):
                 return (f"{self.new}: its length prefix says the identifier is {n[0]!r}, leaving parameter encoding "
                         f"{n[1]!r} where {self.base} has {b[1]!r}")
         return _meaning_problem(self.base, self.new) if self.base.startswith("_Z") else None

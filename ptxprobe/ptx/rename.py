@@ -13,8 +13,9 @@ import re
 from dataclasses import dataclass
 
 from ptxprobe.core.errors import InvalidName, MalformedPtx
+from ptxprobe.core.text import TRIGGER
 from ptxprobe.ptx.rename_dwarf import rename_debug_info, rename_debug_str
-from ptxprobe.ptx.text import entries_of, local_prefix
+from ptxprobe.ptx.text import entries_of, local_prefix, module_symbols
 
 # PTX ISA: identifiers are [a-zA-Z][a-zA-Z0-9_$]* or [_$%][a-zA-Z0-9_$]+; '%' is for
 # registers and special names, so an entry may not start with it.
@@ -53,12 +54,26 @@ def validate_name(name: str) -> str:
     return name
 
 
-TRIGGER = "cutlass"  # the substring ptxas's strstr looks for (the only one of its literals that changes code here)
 # for a kernel whose own name already holds the trigger: the name without it (baseline), as given, and a control
 TRIGGER_FREE_NAMES = ("{base_untriggered}", "{base}", "{base_control}")
 # for kernels of which only some hold the trigger (one PTX file with several entries): each gets the names it would
 # get alone: x -> x, cutlass_x, xutlass_x; cutlass_y -> xutlass_y, cutlass_y (as given), zutlass_y
 MIXED_TRIGGER_NAMES = ("{base_untriggered}", "{base_triggered}", "{base_triggered_control}")
+# the entry as {base_untriggered}, and every other symbol of its module that holds the trigger (non-inlined .func
+# callees, globals, the module's other entries) respelled the same way: ptxas reads their names too
+MODULE_UNTRIGGERED = "{module_untriggered}"
+
+
+def module_wide(template: str) -> bool:
+    """Does the template respell the trigger out of the whole module, not only out of the entry?"""
+    return "{module_untriggered}" in template
+
+
+def module_respellings(ptx: str, renamed: set[str] | frozenset[str] = frozenset()) -> dict[str, str]:
+    """``{symbol: the symbol without the trigger}`` for every symbol of the module holding it that is not one of
+    ``renamed`` (the entries a template names itself)."""
+    symbols = [s for s in (*entries_of(ptx), *module_symbols(ptx)) if s not in renamed and TRIGGER in s]
+    return {s: untriggered(s) for s in dict.fromkeys(symbols)}
 
 
 def untriggered(ident: str, replacement: str = "xutlass") -> str:
@@ -69,7 +84,7 @@ def untriggered(ident: str, replacement: str = "xutlass") -> str:
 
 def _respelling(fields: set[str], holds: bool) -> str | None:
     """The spelling a template gives the trigger in the rest of the symbol (ptxas reads all of it)."""
-    if "base_untriggered" in fields:
+    if "base_untriggered" in fields or "module_untriggered" in fields:
         return "xutlass"
     if "base_control" in fields or ("base_triggered_control" in fields and holds):
         return "zutlass"
@@ -101,19 +116,20 @@ def apply_template(template: str, entry: str) -> str:
     if parts is None:  # a mangling ptxprobe cannot read: only respellings of the whole symbol keep it valid
         if template in ("{base}",) or (template in ("{base_triggered}",) and holds):
             return entry
-        if template in TRIGGER_FREE_NAMES or (template == "{base_triggered_control}" and holds):
+        if template in (*TRIGGER_FREE_NAMES, MODULE_UNTRIGGERED) or (template == "{base_triggered_control}" and holds):
             return validate_name(untriggered(entry, respell or "xutlass"))
         raise InvalidName(f"cannot put a name into {entry}: its mangling is not one ptxprobe can read, so only "
                           "{base_untriggered} and {base_control} (the trigger respelled in place) apply")
     base = parts.identifier
     triggered = base if holds else f"{TRIGGER}_{base}"
     try:
-        new_ident = template.format(base=base, base_untriggered=untriggered(base),
+        new_ident = template.format(base=base, base_untriggered=untriggered(base), module_untriggered=untriggered(base),
                                     base_control=untriggered(base, "zutlass"), base_triggered=triggered,
                                     base_triggered_control=untriggered(triggered, "zutlass" if holds else "xutlass"))
     except (KeyError, IndexError, ValueError) as exc:
         raise InvalidName(f"bad name template {template!r}: only {{base}}, {{base_untriggered}}, {{base_control}}, "
-                          f"{{base_triggered}} and {{base_triggered_control}} may be used ({exc})") from exc
+                          f"{{base_triggered}}, {{base_triggered_control}} and {{module_untriggered}} may be used "
+                          f"({exc})") from exc
     if not parts.mangled:
         return validate_name(new_ident)
     head, tail = entry[: parts.start - len(str(len(base)))], entry[parts.end :]
@@ -175,7 +191,7 @@ def rename_entry(ptx: str, old: str, new: str) -> Renamed:
     entries = entries_of(ptx)
     if not entries:
         raise MalformedPtx("no .entry found in PTX")
-    if old not in entries:
+    if old not in entries and old not in module_symbols(ptx):
         raise MalformedPtx(f"no entry {old!r} in PTX (have: {', '.join(entries)})")
     if new == old:
         return Renamed(ptx, old, new, 0)
@@ -205,7 +221,7 @@ def rename_entries(ptx: str, names: dict[str, str]) -> Renamed:
         validate_name(n)
     if not changing:
         return Renamed(ptx, "", "", 0)
-    have = set(entries_of(ptx))
+    have = {*entries_of(ptx), *module_symbols(ptx)}
     missing = [o for o in changing if o not in have]
     if missing:
         raise MalformedPtx(f"no entry {missing[0]!r} in PTX")
@@ -219,6 +235,21 @@ def rename_entries(ptx: str, names: dict[str, str]) -> Renamed:
         return Renamed(ptx, ",".join(changing), ",".join(changing.values()), sites)
     text, n = _rename_text(ptx, changing)
     return Renamed(text, ",".join(changing), ",".join(changing.values()), n)
+
+
+def template_renames(ptx: str, entry: str, template: str) -> dict[str, str]:
+    """``{old: new}`` for every symbol ``template`` renames: the entry, and for a module-wide template every other
+    symbol of the module holding the trigger."""
+    names = {entry: apply_template(template, entry)}
+    if module_wide(template):
+        names.update(module_respellings(ptx, {entry}))
+    return names
+
+
+def template_ptx(ptx: str, entry: str, template: str) -> tuple[str, Renamed]:
+    """(the entry's name under ``template``, the PTX that name is assembled from)."""
+    names = template_renames(ptx, entry, template)
+    return names[entry], rename_entries(ptx, names) if len(names) > 1 else rename_entry(ptx, entry, names[entry])
 
 
 def renamed_ptx(ptx: str, entry: str, name: str) -> str:

@@ -23,7 +23,7 @@ from ptxprobe.core.schema import problem_label
 from ptxprobe.reports.gpu_section import group_order, speed_answer
 from ptxprobe.reports.publish import ReportFiles
 from ptxprobe.runs.rundir import RunDir
-from ptxprobe.static.verdicts import SAME_CODE, arch_order, pivot, summarize
+from ptxprobe.static.verdicts import SAME_CODE, arch_order, pivot, summarize, variant_label, variant_of
 
 FOLD_AT = 8  # runs of identical instructions longer than this are folded
 
@@ -163,7 +163,7 @@ def build_report(
         first = {}
         for r in rows:  # the repeat-0 row of each (group, name)
             if r["repeat"] == 0:
-                first[(r["kernel"], r["arch"], r["ptxas_sha256"], r["ptxas_flags"], r["name"])] = r
+                first[(r["kernel"], r["arch"], r["ptxas_sha256"], r["ptxas_flags"], variant_of(r))] = r
         records = []
         # same machine code as the baseline is identical SASS: disassembled only where the code differs
         differs = {key for key, r in first.items() if not r.get("is_baseline") and r["status"] == "ok"
@@ -195,6 +195,7 @@ def build_report(
                     "baseline_capmerc_bytes",
                 )
             }
+            rec["name"] = variant_label(r)
             pa = cubin_path(cache, base and base.get("cubin_sha256"))
             pb = cubin_path(cache, r.get("cubin_sha256"))
             if r["status"] != "ok" or not base or base["status"] != "ok":

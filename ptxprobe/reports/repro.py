@@ -26,6 +26,7 @@ from ptxprobe.runs.rundir import DamagedRun, RunDir, same_code_column
 from ptxprobe.sources.registry import kernel_source_hashes
 from ptxprobe.static.experiment import experiment_from_dict, recorded_axes
 from ptxprobe.static.sweep import run_sweep
+from ptxprobe.static.verdicts import variant_label, variant_of
 from ptxprobe.stats import meta
 from ptxprobe.stats import paired as stats
 from ptxprobe.toolchain.tools import Tool, discover
@@ -145,14 +146,14 @@ def compare(recorded: list[dict], new: list[dict], interrupted: bool = False) ->
     def group(rows):
         g: dict[tuple, list[dict]] = defaultdict(list)
         for r in rows:
-            g[(r["kernel"], r["arch"], r["ptxas_sha256"], r["ptxas_flags"], r["name"])].append(r)
+            g[(r["kernel"], r["arch"], r["ptxas_sha256"], r["ptxas_flags"], variant_of(r))].append(r)
         return g
 
     rec, cur = group(recorded), group(new)
     column = same_code_column(recorded)  # a run recorded before machine_code_sha256 is compared on its own column
     out = []
     for key, rs in sorted(rec.items()):
-        kernel, arch, _, _, name = key
+        kernel, arch, name = key[0], key[1], variant_label(rs[0])
         ver = rs[0]["ptxas_version"]
         ok_rec = Counter(r[column] for r in rs if r["status"] == "ok")
         ns = cur.get(key, [])

@@ -148,7 +148,7 @@ def refuse_one_name(exp: Experiment, use_cache: bool = True) -> None:
     from ptxprobe.core.cache import Cache
     from ptxprobe.core.errors import PtxprobeError
     from ptxprobe.ptx.mangling import readable
-    from ptxprobe.ptx.rename import apply_template
+    from ptxprobe.ptx.rename import TRIGGER, apply_template, module_respellings, module_wide
     from ptxprobe.sources import sources_of
 
     shapes = {tuple(sorted({f for _, f, _, _ in string.Formatter().parse(t) if f is not None})) for t in exp.names}
@@ -163,13 +163,17 @@ def refuse_one_name(exp: Experiment, use_cache: bool = True) -> None:
             named = [[apply_template(t, entry) for t in exp.names] for entry in entries]
         except PtxprobeError:  # it does not build, or a template makes no identifier: the sweep says so
             continue
-        for names in named:
+        for entry, names in zip(entries, named, strict=True):
+            others = module_respellings(emitted.ptx, {entry})
             for i, name in enumerate(names):
-                if name in names[:i]:
-                    first = exp.names[names.index(name)]
-                    raise SpecError(f"names: {first} and {exp.names[i]} give {src.label} the same name, "
-                                    f"{readable(name)}: a kernel is never compared with itself; give "
-                                    "templates that make different names")
+                j = names.index(name)
+                if j == i or (others and module_wide(exp.names[i]) != module_wide(exp.names[j])):
+                    continue  # the same entry name in another module: a different input
+                why = (f"; no other symbol of its module holds {TRIGGER!r}, so {{module_untriggered}} changes nothing"
+                       if module_wide(exp.names[i]) or module_wide(exp.names[j]) else "")
+                raise SpecError(f"names: {exp.names[j]} and {exp.names[i]} give {src.label} the same name, "
+                                f"{readable(name)}: a kernel is never compared with itself; give "
+                                f"templates that make different names{why}")
 
 
 def names_for_triggered_entries(exp: Experiment, use_cache: bool = True) -> Experiment:
@@ -178,11 +182,11 @@ def names_for_triggered_entries(exp: Experiment, use_cache: bool = True) -> Expe
     (baseline), the name as given, and a second trigger-free spelling (control), and say so."""
     from ptxprobe.core.cache import Cache
     from ptxprobe.ptx.mangling import readable
-    from ptxprobe.ptx.rename import MIXED_TRIGGER_NAMES, TRIGGER, TRIGGER_FREE_NAMES
+    from ptxprobe.ptx.rename import MIXED_TRIGGER_NAMES, MODULE_UNTRIGGERED, TRIGGER, TRIGGER_FREE_NAMES
     from ptxprobe.ptx.text import module_symbols
     from ptxprobe.sources import sources_of
 
-    entries = []
+    entries, module_wide_too = [], True
     for src in sources_of(exp, Cache(enabled=use_cache)):
         # ptx/cubin entries are known without compiling; a .cu file's from nvcc's PTX, a Triton/Gluon function's
         # name (its repr= may add the trigger, as Triton's Gluon attention example does for fp8) from its first
@@ -191,23 +195,30 @@ def names_for_triggered_entries(exp: Experiment, use_cache: bool = True) -> Expe
             emitted = src.emit(src.build_archs(exp.archs)[0], Cache(enabled=use_cache))
             entries += list(emitted.swept_entries)
             others = [s for s in module_symbols(emitted.ptx) if TRIGGER in s]
-            if others:  # ptxas may read those names too: said, since only the kernels' own symbols are renamed
-                log.warning("%s: %d other symbols of its module hold %r and keep their names (%s): each answer is "
-                            "about the kernel's own symbol", src.label, len(others), TRIGGER,
+            module_wide_too = module_wide_too and bool(others)
+            if others:  # ptxas may read those names too: a column respells them with the kernel
+                log.warning("%s: %d other symbols of its module hold %r (%s)", src.label, len(others), TRIGGER,
                             ", ".join(readable(s) for s in others[:3]) + (", …" if len(others) > 3 else ""))
     with_trigger = [e for e in entries if TRIGGER in e]
-    if not entries or not with_trigger:
-        return exp
-    where = _trigger_origins(with_trigger)
-    if len(with_trigger) < len(entries):  # each kernel compared as it would be alone: one template set for both
-        log.warning("these kernels' symbols already contain %r (%s): each is compared with the trigger removed "
-                    "(cutlass -> xutlass, wherever it is in the symbol), as given, and a control (cutlass -> "
-                    "zutlass); the other kernels with cutlass_ and xutlass_ before their names", TRIGGER, where)
-        return override(exp, ["names=" + ",".join(MIXED_TRIGGER_NAMES)])
-    log.warning("every kernel's symbol contains %r (%s): comparing it with the trigger removed (baseline, "
-                "cutlass -> xutlass, wherever it is in the symbol), as given, and a control (cutlass -> zutlass)",
-                TRIGGER, where)
-    return override(exp, ["names=" + ",".join(TRIGGER_FREE_NAMES)])
+    names = exp.names
+    if entries and with_trigger:
+        where = _trigger_origins(with_trigger)
+        if len(with_trigger) < len(entries):  # each kernel compared as it would be alone: one template set for both
+            log.warning("these kernels' symbols already contain %r (%s): each is compared with the trigger removed "
+                        "(cutlass -> xutlass, wherever it is in the symbol), as given, and a control (cutlass -> "
+                        "zutlass); the other kernels with cutlass_ and xutlass_ before their names", TRIGGER, where)
+            names = MIXED_TRIGGER_NAMES
+        else:
+            log.warning("every kernel's symbol contains %r (%s): comparing it with the trigger removed (baseline, "
+                        "cutlass -> xutlass, wherever it is in the symbol), as given, and a control (cutlass -> "
+                        "zutlass)", TRIGGER, where)
+            names = TRIGGER_FREE_NAMES
+    if entries and module_wide_too:
+        log.warning("each kernel is also compared with the trigger spelled out of every symbol of its module "
+                    "(%s, the column 'whole module'); the other answers respell the kernel's own symbol alone",
+                    MODULE_UNTRIGGERED)
+        names = (*names, MODULE_UNTRIGGERED)
+    return exp if names == exp.names else override(exp, ["names=" + ",".join(names)])
 
 
 def _trigger_origins(symbols: list[str], shown: int = 4) -> str:

@@ -222,6 +222,9 @@ def experiment_from_dict(d: dict) -> Experiment:
     for n in exp.names:
         if n != n.strip() or not n:
             raise SpecError(f"bad name template {n!r}")
+    if "{module_untriggered}" in exp.names[0]:
+        raise SpecError(f"names: the baseline {exp.names[0]} may not respell the module: the module's other symbols "
+                        "keep their names in the baseline, and {module_untriggered} is compared with it")
     if not exp.archs and not exp.has_user_kernels:
         raise SpecError("archs: at least one target is needed")
     if not exp.kernels and not exp.has_user_kernels:

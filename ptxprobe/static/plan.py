@@ -14,7 +14,14 @@ from ptxprobe.core.cache import Cache, cache_key, sha256_text
 from ptxprobe.core.errors import InvalidName, PtxprobeError, SpecError
 from ptxprobe.core.stages import stage_key
 from ptxprobe.ptx.check import RenameCheck, check_renames
-from ptxprobe.ptx.rename import Renamed, apply_template, rename_entries, rename_entry
+from ptxprobe.ptx.rename import (
+    Renamed,
+    apply_template,
+    module_respellings,
+    module_wide,
+    rename_entries,
+    rename_entry,
+)
 from ptxprobe.sources import Emitted, KernelSource
 from ptxprobe.toolchain.assemble import assembly_key
 from ptxprobe.toolchain.tools import Tool, select_ptxas, unsupported_flags
@@ -148,8 +155,9 @@ def plan_emitted(exp, source: KernelSource, emitted: Emitted, tools: list[Tool],
     base = _renamed_module(dict.fromkeys(entries, emitted.ptx), {e: {e: baseline_names[e]} for e in entries}, cache)
     for template in exp.names:
         names = {e: apply_template(template, e) for e in entries}
-        module = _renamed_module(base.ptx, {e: {baseline_names[e]: names[e]} for e in entries}, cache)
-        checks = _checked(base, module, baseline_names, names, cache)
+        maps = {e: {baseline_names[e]: names[e], **_others(base, baseline_names, e, template)} for e in entries}
+        module = _renamed_module(base.ptx, maps, cache)
+        checks = _checked(base, module, maps, cache)
         for entry in entries:
             name, baseline_name, check = names[entry], baseline_names[entry], checks[entry]
             extra = {
@@ -157,6 +165,7 @@ def plan_emitted(exp, source: KernelSource, emitted: Emitted, tools: list[Tool],
                 "rename_checked_sites": len(check.sites),
                 "rename_equivalent": check.equal,
                 "renamed_with_module": module.shared,
+                "module_respelled": len(maps[entry]) - 1,
                 "specialization": _json(emitted.metadata.get("specialization", {})),
                 "source_kind": source.kind,
                 "source_ptx_sha256": emitted.ptx_sha256,
@@ -174,16 +183,24 @@ def plan_emitted(exp, source: KernelSource, emitted: Emitted, tools: list[Tool],
     return out
 
 
-def _checked(base: _Module, module: _Module, baseline_names: dict[str, str], names: dict[str, str],
-             cache: Cache) -> dict[str, RenameCheck]:
+def _others(base: _Module, baseline_names: dict[str, str], entry: str, template: str) -> dict[str, str]:
+    """What a module-wide template respells besides the entry: every other symbol of the module holding the
+    trigger (the swept entries too where each entry is renamed in its own text)."""
+    if not module_wide(template):
+        return {}
+    own = set(baseline_names.values()) if base.shared else {baseline_names[entry]}
+    return module_respellings(base.ptx[entry], own)
+
+
+def _checked(base: _Module, module: _Module, maps: dict[str, dict[str, str]], cache: Cache) -> dict[str, RenameCheck]:
     """Each entry's rename proved by the independent checker: once for a module renamed as a whole."""
     if base.shared and module.shared:
         first = next(iter(base.ptx))
-        check = proved_rename(base.ptx[first], {baseline_names[e]: names[e] for e in base.ptx}, module.ptx[first],
-                              cache)
+        merged = {o: n for m in maps.values() for o, n in m.items()}
+        check = proved_rename(base.ptx[first], merged, module.ptx[first], cache)
         out = dict.fromkeys(base.ptx, check)
     else:
-        out = {e: proved_rename(base.ptx[e], {baseline_names[e]: names[e]}, module.ptx[e], cache) for e in base.ptx}
+        out = {e: proved_rename(base.ptx[e], maps[e], module.ptx[e], cache) for e in base.ptx}
     bad = next((c for c in out.values() if not c.equal), None)
     if bad is not None:
         raise PtxprobeError(f"rename {bad.name_a} -> {bad.name_b} changed more than the names: {bad.detail}")

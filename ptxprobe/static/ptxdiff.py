@@ -15,7 +15,7 @@ from ptxprobe.binary.cubin import kernel_columns
 from ptxprobe.binary.diff import Diff, diff_cubins
 from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import PtxprobeError, SpecError
-from ptxprobe.ptx.rename import apply_template, rename_entry
+from ptxprobe.ptx.rename import rename_entry, template_ptx
 from ptxprobe.ptx.text import retargeted
 from ptxprobe.sources.files import load_ptx
 from ptxprobe.static.experiment import load_experiment
@@ -50,31 +50,31 @@ def noise_aware_ptx_diff(path: str, template: str, arch: str | None, ptxas: str,
     entry = src.entry
     arch = arch or src.arch
     ptx = src.ptx if arch == src.arch else retargeted(src.ptx, arch)  # --arch: as the sweep retargets a PTX file
-    new = apply_template(template, entry) if "{" in template else template
-    if new == entry:  # the sweep refuses this too: a kernel compared with itself says "identical" about nothing
+    new, renamed = template_ptx(ptx, entry, template) if "{" in template else (template, None)
+    if new == entry and (renamed is None or renamed.ptx == ptx):  # the sweep refuses this too
         raise SpecError(f"--rename {template!r} gives {entry} its own name: nothing to compare; give a name that "
                         "differs (cutlass_{base}, {base_untriggered}, …)")
     tool = select_ptxas(arch, ptxas)[0]
     runs = repeat or default_repeats(arch)
-    texts = {entry: ptx, new: rename_entry(ptx, entry, new).ptx}
-    cubins: dict[str, list[bytes]] = {entry: [], new: []}
-    codes: dict[str, Counter] = {entry: Counter(), new: Counter()}
+    sides = ((entry, ptx), (new, (renamed or rename_entry(ptx, entry, new)).ptx))
+    cubins: tuple[list[bytes], list[bytes]] = ([], [])
+    codes = (Counter(), Counter())
     cache = Cache()
-    for name, ptx in texts.items():
+    for side, (name, text) in enumerate(sides):
         for r in range(runs):
-            art = assemble(ptx, arch, tool, TRITON_FLAGS, repeat=r, cache=cache)
+            art = assemble(text, arch, tool, TRITON_FLAGS, repeat=r, cache=cache)
             if not art.ok:
                 raise PtxprobeError(art.message) if art.status == "unsupported_ptx" else _failed(art.message)
             data = art.cubin()
-            cubins[name].append(data)
-            codes[name][kernel_columns(data, name)[SAME_CODE]] += 1
-    verdict, conf = static_verdict(codes[entry], codes[new])
-    common = {}
-    for name in texts:
-        top = codes[name].most_common(1)[0][0]
-        common[name] = next(c for c in cubins[name] if kernel_columns(c, name)[SAME_CODE] == top)
-    d = diff_cubins(common[entry], common[new], entry, new)
-    return NoisyDiff(d, verdict, conf, runs, len(codes[entry]), len(codes[new]))
+            cubins[side].append(data)
+            codes[side][kernel_columns(data, name)[SAME_CODE]] += 1
+    verdict, conf = static_verdict(codes[0], codes[1])
+    common = []
+    for side, (name, _) in enumerate(sides):
+        top = codes[side].most_common(1)[0][0]
+        common.append(next(c for c in cubins[side] if kernel_columns(c, name)[SAME_CODE] == top))
+    d = diff_cubins(common[0], common[1], entry, new)
+    return NoisyDiff(d, verdict, conf, runs, len(codes[0]), len(codes[1]))
 
 
 def _failed(message: str):

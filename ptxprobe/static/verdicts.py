@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
+from ptxprobe.ptx.rename import module_wide
 from ptxprobe.toolchain.tools import arch_order
 
 # differences that survive ptxas's own spread ("differs"; committed results before it said
@@ -51,6 +52,19 @@ def group_key(r: dict) -> tuple:
     return (r["kernel"], r["arch"], r["ptxas_sha256"], r["ptxas_flags"])
 
 
+def variant_of(r: dict) -> str:
+    """Which variant of its group a row is: its name, or its name template where a module-wide template gives the
+    entry the baseline's own name (the rest of the module respelled: another text, compared with the baseline)."""
+    if r["name"] == r["baseline_name"] and module_wide(r.get("name_template") or ""):
+        return r["name_template"]
+    return r["name"]
+
+
+def variant_label(r: dict) -> str:
+    """The row's entry name as people read which variant it is: a module-wide one says so."""
+    return r["name"] + (" (whole module respelled)" if variant_of(r) != r["name"] else "")
+
+
 def derive(rows: list[dict]) -> list[dict]:
     """Add baseline comparisons and verdicts to raw rows (pure: rows in, new rows out)."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
@@ -60,7 +74,7 @@ def derive(rows: list[dict]) -> list[dict]:
     for members in groups.values():
         by_name: dict[str, list[dict]] = defaultdict(list)
         for r in members:
-            by_name[r["name"]].append(r)
+            by_name[variant_of(r)].append(r)
         baseline = members[0]["baseline_name"]
         base_rows = [r for r in by_name.get(baseline, []) if r["status"] == "ok"]
         base_code = Counter(r[SAME_CODE] for r in base_rows)
@@ -94,9 +108,10 @@ def summarize(rows: list[dict]) -> list[dict]:
     """One record per (kernel, arch, ptxas, flags, name): the verdict and its key deltas; baseline first."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in rows:
-        groups[(r["kernel"], r["arch"], r["ptxas_version"], r["ptxas_flags"], r["name"])].append(r)
+        groups[(r["kernel"], r["arch"], r["ptxas_version"], r["ptxas_flags"], variant_of(r))].append(r)
     out = []
-    for (kernel, arch, ver, flags, name), rs in groups.items():
+    for (kernel, arch, ver, flags, _), rs in groups.items():
+        name = rs[0]["name"]
         ok = [r for r in rs if r["status"] == "ok"]
         regs = sorted({r["registers"] for r in ok if r["registers"] is not None})
         caps = sorted({r["capmerc_bytes"] for r in ok if r["capmerc_bytes"] is not None})

@@ -23,7 +23,7 @@ from ptxprobe.capture.ab import Arm, calibration_failed, compare, run_rounds
 from ptxprobe.capture.program import CUTE_FRONTEND, cute_env
 from ptxprobe.core.cache import Cache, atomic_write, sha256_text
 from ptxprobe.core.errors import SpecError, ToolFailed, ToolNotFound
-from ptxprobe.ptx.rename import apply_template, renamed_ptx
+from ptxprobe.ptx.rename import template_ptx
 from ptxprobe.stats import paired as stats
 from ptxprobe.toolchain.assemble import assemble
 from ptxprobe.toolchain.tools import Tool, identify
@@ -95,8 +95,8 @@ def build_swap(ptx: str, entry: str, ptx_sha256: str, rec: dict, which: str, doc
     cfg = rec[which]
     tool = ptxas_tool(doc, cfg["ptxas_sha256"])
     flags = (*doc["space"].get("user_flags", []), *cfg["options"])
-    name = apply_template(cfg["name_template"], entry)
-    text = renamed_ptx(ptx, entry, name)
+    name, renamed = template_ptx(ptx, entry, cfg["name_template"])
+    text = renamed.ptx
     art = assemble(text, _arch_of(ptx), tool, tuple(flags), cache=cache)
     if not art.ok:
         raise ToolFailed(f"ptxas {tool.version} could not assemble {entry} as {name}: {art.message[-300:]}")

@@ -20,7 +20,7 @@ from ptxprobe.gpu.group import draw_numerics
 from ptxprobe.gpu.plan import Group, RunConfig
 from ptxprobe.gpu.timing import Nvml, TimingPlan, time_block, unit_for
 from ptxprobe.gpu.worker import group_workload
-from ptxprobe.ptx.rename import apply_template, renamed_ptx
+from ptxprobe.ptx.rename import template_ptx
 from ptxprobe.sources import Emitted
 from ptxprobe.stats import paired as stats
 from ptxprobe.toolchain.assemble import assemble
@@ -43,8 +43,8 @@ def tools_for(space: TuneSpace, arch: str) -> list[Tool]:
 def assembled(emitted: Emitted, template: str, tool: Tool, flags: tuple[str, ...], space: TuneSpace, user: Tool,
               cache: Cache) -> tuple[Candidate, bytes | None]:
     """One candidate of the PTX the GPU runs: renamed, assembled with ``flags``, its machine code read."""
-    name = apply_template(template, emitted.entry)
-    ptx = renamed_ptx(emitted.ptx, emitted.entry, name)
+    name, renamed = template_ptx(emitted.ptx, emitted.entry, template)
+    ptx = renamed.ptx
     art = assemble(ptx, emitted.arch, tool, flags, cache=cache)
     options = flags[len(space.user_flags):]
     is_user = template == space.names[0] and tool.sha256 == user.sha256 and not options
