@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from ptxprobe import api
+from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import NoGpu, SpecError
 from ptxprobe.gpu.compare import Comparison, TimedBlock, Timing, judge, labelled
 from ptxprobe.gpu.timing import Sampled, TimingPlan
@@ -51,6 +52,16 @@ def test_sweep_runs_resumes_and_its_run_directory_reads_back(tmp_path):
     assert {r["variant_id"] for r in run.static_rows()} == {r["variant_id"] for r in outcome.rows}
     assert len(run.static_table()) == 2
     assert run.manifest["experiment"]["archs"] == ["sm_90a"]
+
+
+def test_sweep_retargets_ptx_files_to_the_archs_asked_for_as_the_cli_does(tmp_path):
+    ptx = tmp_path / "axpy.ptx"
+    ptx.write_text(AXPY_PTX.replace(".target sm_90a", ".target sm_90"))
+    out = api.sweep("default", tmp_path / "run", ptx_files=[str(ptx)], archs="sm_90a", names="{base},cutlass_{base}",
+                    repeat=1, cache=Cache(tmp_path / "cache"))
+    assert {r["arch"] for r in out.rows} == {"sm_90a"}
+    assert api.make_experiment("default", ptx_files=[str(ptx)], archs="sm_90a", file_archs="sm_90").file_archs == (
+        "sm_90",)  # given apart, file_archs is kept
 
 
 def test_sweep_refuses_a_bad_axis_and_open_run_a_missing_directory(tmp_path):

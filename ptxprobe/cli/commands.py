@@ -70,7 +70,8 @@ def cmd_spec(args) -> int:
     """``spec init TARGET``: a commented spec from the kernel's own parameters, on stdout or in ``-o FILE``."""
     from ptxprobe.sources.spec_init import spec_for, write_spec
 
-    text = spec_for(args.target, _arch(args.arch))
+    spec_dir = Path(args.output).parent if args.output not in (None, "-") else None
+    text = spec_for(args.target, _arch(args.arch), tuple(args.include_dir), spec_dir)
     written = write_spec(text, args.output, args.force)
     if written is None:
         sys.stdout.write(text)

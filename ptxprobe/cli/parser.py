@@ -203,6 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--force", action="store_true", help="replace --output if it exists")
     s.add_argument("--arch", default="sm_90a", help="the target a .cu is compiled for to read its PTX parameters "
                                                     "(and a Triton module's import-time device questions see)")
+    s.add_argument("-I", "--include-dir", action="append", default=[], metavar="DIR",
+                   help="a folder of a .cu file's headers (repeatable); written into the spec's [nvcc] include_dirs")
     _common(s, None)
 
     s = _sub(sub, "kernels", "list the registered kernel families", "cmd_kernels")

@@ -123,9 +123,6 @@ def _experiment(req: SweepRequest, nvcc_assembles: bool) -> Experiment:
             sets.append("kernels=")  # only the user's kernels
         if nvcc_assembles:
             sets.append("ptxas=nvcc")  # the PTX nvcc emits is its own toolkit's to assemble
-        archs = next((s for s in reversed(sets) if s.startswith("archs=")), None)
-        if archs and (k.ptx or k.cubin or k.lib) and "file_archs" not in mine:
-            sets.append("file_archs=" + archs.partition("=")[2])  # re-target the PTX files too
     exp = override(exp, sets, files) if sets or files else exp
     if k.given and exp.name == "default":
         exp = replace(exp, name="user", description="user kernels given on the command line")

@@ -42,8 +42,24 @@ def nvcc_refused(run, src: Path, arch: str) -> Exception:
     if run.status == FAILED and errors:
         more = f" (and {len(errors) - 2} more errors)" if len(errors) > 2 else ""
         lines = [re.sub(r"^.*/", "", e) for e in errors[:2]]
-        return KernelCompileError(f"nvcc cannot compile {src.name} for {arch}: {'; '.join(lines)}{more}")
+        return KernelCompileError(f"nvcc cannot compile {src.name} for {arch}: {'; '.join(lines)}{more}"
+                                  f"{_include_hint(errors, src)}")
     return ToolFailed(f"nvcc could not compile {src.name} for {arch}: {run.describe()}")
+
+
+_MISSING_HEADER = re.compile(r"error: ([^:]+): No such file or directory")
+
+
+def _include_hint(errors: list[str], src: Path) -> str:
+    """For a header nvcc cannot find: how to give its folder, and the folder where one of that name lies beside the
+    source (searched a few levels down), if any."""
+    missing = next((m.group(1).strip() for e in errors if (m := _MISSING_HEADER.search(e))), None)
+    if missing is None:
+        return ""
+    near = next((h for depth in ("*", "*/*", "*/*/*") for h in sorted(src.parent.glob(f"{depth}/{missing}"))), None)
+    folder = str(near.parent.relative_to(src.parent)) if near else "DIR"
+    return (f" (give the folder holding {missing}: `[nvcc] include_dirs = [\"{folder}\"]` in the kernel's spec, "
+            f"relative to the spec, or `ptxprobe spec init … -I {folder}`)")
 
 
 def _dependencies(nvcc: str, flags: list[str], src: Path, timeout: float) -> list[Path]:

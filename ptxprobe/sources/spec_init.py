@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import os
 import re
 import textwrap
 from dataclasses import dataclass, field
@@ -365,8 +366,10 @@ def _c_dtype(ctype: str) -> str | None:
     return C_DTYPES.get(" ".join(words)) or C_DTYPES.get(words[-1] if words else "")
 
 
-def file_spec(target: str, arch: str = "sm_90a") -> str:
-    """The ``[launch]`` spec of a ``.cu`` (compiled by nvcc) or ``.ptx`` entry: ``file.cu[:entry]``."""
+def file_spec(target: str, arch: str = "sm_90a", include_dirs: tuple[str, ...] = (),
+              spec_dir: Path | None = None) -> str:
+    """The ``[launch]`` spec of a ``.cu`` (compiled by nvcc, with ``include_dirs`` on its include path, written
+    into the spec's ``[nvcc]`` table relative to ``spec_dir``) or ``.ptx`` entry: ``file.cu[:entry]``."""
     from ptxprobe.core.cache import Cache
     from ptxprobe.ptx.mangling import own_identifier
     from ptxprobe.ptx.text import entry_params
@@ -376,10 +379,16 @@ def file_spec(target: str, arch: str = "sm_90a") -> str:
     src = Path(path)
     if not src.is_file():
         raise SpecError(f"spec init: no such file {src}")
+    folders = [Path(d).resolve() for d in include_dirs]
+    missing = next((d for d, f in zip(include_dirs, folders, strict=True) if not f.is_dir()), None)
+    if missing is not None:
+        raise SpecError(f"spec init: -I {missing}: no such folder")
+    if folders and src.suffix != ".cu":
+        raise SpecError("spec init: -I is for a .cu file's headers")
     if src.suffix == ".cu":
-        from ptxprobe.sources.cuda import emit_cuda
+        from ptxprobe.sources.cuda import NvccOptions, emit_cuda
 
-        emitted = emit_cuda(src, arch, entry, cache=Cache())
+        emitted = emit_cuda(src, arch, entry, NvccOptions.of(include_dirs=tuple(map(str, folders))), cache=Cache())
     else:
         from ptxprobe.sources.files import load_ptx
 
@@ -417,14 +426,24 @@ def file_spec(target: str, arch: str = "sm_90a") -> str:
               + ", ".join(f"{p.name} ({p.why})" for p in params)]
     grid_why = "blocks per axis: guessed one thread per element of the first size" + (
         "" if threads else "; block guessed 256")
-    return "\n".join(lines + _launch(params, [f"cdiv({sizes[0]}, {block})"], block, grid_why)[1:]) + "\n"
+    nvcc = []
+    if folders:
+        base = (spec_dir or Path.cwd()).resolve()
+        shown = [os.path.relpath(f, base) for f in folders]
+        nvcc = ["", "[nvcc]  # what nvcc needs beyond the file (paths relative to this spec)",
+                f"include_dirs = [{', '.join(_toml(d) for d in shown)}]"]
+    return "\n".join(lines + _launch(params, [f"cdiv({sizes[0]}, {block})"], block, grid_why)[1:] + nvcc) + "\n"
 
 
-def spec_for(target: str, arch: str = "sm_90a") -> str:
-    """The commented spec of ``file.py:function``/``module:function``, ``file.cu[:entry]`` or ``file.ptx[:entry]``."""
+def spec_for(target: str, arch: str = "sm_90a", include_dirs: tuple[str, ...] = (),
+             spec_dir: Path | None = None) -> str:
+    """The commented spec of ``file.py:function``/``module:function``, ``file.cu[:entry]`` or ``file.ptx[:entry]``
+    (``include_dirs``: a ``.cu`` file's header folders, written relative to ``spec_dir``)."""
     path = target.split(":", 1)[0]
     if path.endswith((".cu", ".ptx")):
-        return file_spec(target, arch)
+        return file_spec(target, arch, include_dirs, spec_dir)
+    if include_dirs:
+        raise SpecError("spec init: -I is for a .cu file's headers")
     if ":" not in target:
         raise SpecError(f"spec init takes file.py:function, module:function or file.cu[:entry], got {target!r}")
     return triton_spec(target, arch)
@@ -442,6 +461,7 @@ def write_spec(text: str, out: str | None, force: bool) -> Path | None:
     # the header's command names the file written, not the default name
     text = re.sub(r"^(#   ptxprobe .*--spec )\S+", lambda m: m.group(1) + str(p), text, count=1, flags=re.MULTILINE)
     try:
+        p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
     except OSError as exc:
         raise SpecError(f"cannot write {p}: {exc.strerror or exc}") from None

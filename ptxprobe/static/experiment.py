@@ -271,12 +271,17 @@ def check_assignments(assignments: list[str] | tuple[str, ...]) -> None:
 
 def override(exp: Experiment, assignments: list[str], values: dict[str, list] | None = None) -> Experiment:
     """Apply ``axis=v1,v2`` overrides from the command line, and axes whose values come already apart (``values``:
-    a file option's items, which may hold commas themselves, as ``saxpy_t<float, 4>`` does)."""
+    a file option's items, which may hold commas themselves, as ``saxpy_t<float, 4>`` does). Targets given
+    (``archs``) re-target the PTX, cubin and library files too unless ``file_archs`` is given: the CLI's ``-s
+    archs=sm_90a`` and ``api.sweep(archs="sm_90a")`` alike."""
     base = {f.name: getattr(exp, f.name) for f in fields(Experiment)}
     given = set()
     for key, vals in [*map(parse_assignment, assignments), *(values or {}).items()]:
         base[key] = vals
         given.add(key)
+    if "archs" in given and "file_archs" not in given and any(base[k] for k in ("ptx_files", "cubin_files",
+                                                                                "lib_files")):
+        base["file_archs"] = base["archs"]  # the targets asked for are the files' too (they'd keep their own)
     if "repeat" in given and "max_repeat" not in given and exp.max_repeat:
         try:  # -s repeat=N above the file's max_repeat: exactly N runs, as asked (both given: checked as given)
             if int(str(base["repeat"])) > exp.max_repeat:
