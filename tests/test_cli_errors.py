@@ -236,3 +236,39 @@ def test_assemble_arch_retargets_as_the_sweep_does(tmp_path, capsys):
     assert "k" in json.loads(capsys.readouterr().out)["kernels"]
     assert main(["assemble", str(tmp_path / "hopper.ptx"), "--arch", "sm_80"]) == TOOL_FAILED
     assert "Instruction 'wgmma.fence' not supported on .target 'sm_80'" in capsys.readouterr().err
+
+
+def test_a_ptxas_option_is_given_and_judged_alike_in_every_command(files, capsys):
+    """``--flags -O2`` parses as ``--flags=-O2``; an option the chosen ptxas lacks is the user's input (2) in
+    ``assemble`` as in the sweep (``-s flags=``) and ``tune --options``, never a tool failure (3)."""
+    import json
+
+    from ptxprobe.cli import OK, USAGE, main
+
+    k = str(files / "k.ptx")
+    assert main(["assemble", k, "--flags", "-O2"]) == OK
+    assert json.loads(capsys.readouterr().out)["status"] == "ok"
+    for flags in (["--flags", "--bogus"], ["--flags=--bogus"]):
+        assert main(["assemble", k, *flags]) == USAGE
+        assert "--bogus" in capsys.readouterr().err
+    cubin = str(files / "k.cubin")
+    assert main(["assemble", k, "-o", cubin, "--json"]) == OK and main(["cubin", cubin, "--json"]) == OK
+
+
+@pytest.mark.parametrize("argv, keys", [
+    (["rename", "K", "--name", "cutlass_{base}"], {"entry", "name", "sites", "check", "ptx"}),
+    (["spec", "init", "K"], {"target", "spec", "todo", "written"}),
+    (["assemble", "K"], {"status", "kernels"}),
+    (["emit"], {"kernel", "arch", "entry", "ptx_sha256", "ptx"}),
+])
+def test_json_is_taken_by_the_commands_that_print_files_or_records(files, capsys, argv, keys):
+    import json
+
+    from ptxprobe.cli import main
+
+    argv = [str(files / "k.ptx") if a == "K" else a for a in argv]
+    assert main([*argv, "--json"]) in (0, 1)
+    doc = json.loads(capsys.readouterr().out)  # the whole of stdout: one document
+    assert keys <= set(doc)
+    if "check" in doc:
+        assert doc["check"]["equal"] and "cutlass_" in doc["name"]

@@ -41,8 +41,8 @@ def _tools():
 def test_every_committed_directory_is_found():
     assert len(SWEEPS) >= 30 and any(rd.has_runtime for rd in RUNS)
     names = {p.name for p in RESULTS.iterdir()}
-    not_runs = {"2026-12-04-cpu-bench", "2026-12-05-cpu-module-bench", "2026-12-02-cpu-ray-bench",
-                "2026-12-02-h200-gpu-tests", "2026-12-04-h200-gpu-tests"}  # benchmark and test logs
+    not_runs = {"2026-12-04-cpu-bench", "2026-12-05-cpu-module-bench", "2026-12-05-cpu-library-sweeps",
+                "2026-12-02-cpu-ray-bench", "2026-12-02-h200-gpu-tests", "2026-12-04-h200-gpu-tests"}
     assert names <= {rd.path.relative_to(RESULTS).parts[0] for rd in RUNS} | not_runs
 
 

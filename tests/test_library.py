@@ -250,3 +250,12 @@ def test_a_library_kernel_chosen_alone_is_labelled_by_its_own_symbol(built, tmp_
     assert code in (0, 1), err
     rows = [json.loads(x) for x in (out / "variants.jsonl").read_text().splitlines()]
     assert rows and {r["kernel"].rsplit(":", 1)[-1] for r in rows} == {"vadd"}
+
+
+def test_a_library_of_a_wheel_where_entry_chose_nothing_says_so_in_words():
+    """vLLM's wheel with --entry '*flash_fwd_sparse*': 20 of its libraries hold none of those kernels (the note
+    read "0 PTX modules of 21 (targets ), assembled from  PTX")."""
+    from ptxprobe.sources.library import LibraryNote
+
+    note = LibraryNote("w.whl:pkg/other.so", "0" * 64, 0, (), ("sm_90a",), ("sm_90",), 1, 21)
+    assert note.line() == "w.whl:pkg/other.so: none of its 21 PTX modules holds a kernel --entry chose"

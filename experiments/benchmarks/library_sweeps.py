@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -68,7 +69,7 @@ def sweep(wheel: Path, entry: str | None, scratch: Path) -> dict:
     if proc.returncode not in (0, 1):
         raise SystemExit(f"{wheel.name}: exit {proc.returncode}: {proc.stderr.strip()[-500:]}")
     doc = json.loads(proc.stdout)
-    return {"command": " ".join(["ptxprobe", "rename-sweep", "--lib", wheel.name, *argv[4:-4], "--json"]),
+    return {"command": shlex.join(["ptxprobe", "rename-sweep", "--lib", wheel.name, *argv[4:-4], "--json"]),
             "exit_code": proc.returncode, "wall_seconds": round(wall, 1),
             "libraries": doc.get("libraries"), "answer": answer_counts(doc)}
 

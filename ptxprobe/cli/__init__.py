@@ -82,6 +82,22 @@ def _fail(message: str, code: int, kind: str, as_json: bool) -> int:
     return code
 
 
+FLAG_VALUED = ("--flags", "--options")  # options whose value is ptxas's own options: it starts with "-"
+
+
+def _flag_values_joined(words: list[str]) -> list[str]:
+    """``--flags -O2`` read as ``--flags=-O2``: argparse would take ``-O2`` for an option of its own."""
+    out, i = [], 0
+    while i < len(words):
+        if words[i] in FLAG_VALUED and i + 1 < len(words) and words[i + 1].startswith("-"):
+            out.append(f"{words[i]}={words[i + 1]}")
+            i += 2
+            continue
+        out.append(words[i])
+        i += 1
+    return out
+
+
 def _parse(parser, argv: list[str] | None):
     """The parsed arguments, or the exit code of --help (0) or a usage error (2; one JSON document under --json)."""
     import contextlib
@@ -92,6 +108,7 @@ def _parse(parser, argv: list[str] | None):
     if "--" in words:  # what follows -- is a program's command line, never ptxprobe's options
         cut = words.index("--")
         words, program = words[:cut], words[cut + 1:]
+    words = _flag_values_joined(words)
     as_json = "--json" in words
     err = io.StringIO()
     try:

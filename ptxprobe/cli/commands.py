@@ -7,7 +7,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from ptxprobe.cli import FOUND_DIFFERENCES, OK, TOOL_FAILED
+from ptxprobe.cli import FOUND_DIFFERENCES, OK, TOOL_FAILED, USAGE
 from ptxprobe.cli.render import emit_json, say, show, table
 from ptxprobe.core.errors import CubinError, SpecError
 
@@ -73,14 +73,17 @@ def cmd_spec(args) -> int:
     spec_dir = Path(args.output).parent if args.output not in (None, "-") else None
     text = spec_for(args.target, _arch(args.arch), tuple(args.include_dir), spec_dir)
     written = write_spec(text, args.output, args.force)
-    if written is None:
+    import tomllib
+
+    from ptxprobe.sources.launch import unfilled
+
+    todo = len(unfilled(tomllib.loads(text)))
+    if args.json:
+        emit_json({"target": args.target, "written": str(written) if written else None, "todo": todo,
+                   "spec": None if written else text})
+    elif written is None:
         sys.stdout.write(text)
     else:
-        import tomllib
-
-        from ptxprobe.sources.launch import unfilled
-
-        todo = len(unfilled(tomllib.loads(text)))
         say(f"wrote {written}" + (f": fill in its {todo} \"TODO\" value(s) and check the guesses" if todo else
                                   ": check the values marked guess"))
     return OK
@@ -162,7 +165,10 @@ def cmd_emit(args) -> int:
     if args.output:
         _write(args.output, e.ptx)
         print(f"{spec.key} {arch} entry={e.entry} -> {args.output}", file=sys.stderr)
-    else:
+    if args.json:
+        emit_json({"kernel": spec.key, "arch": arch, "entry": e.entry, "ptx_sha256": e.ptx_sha256,
+                   "written": args.output, "ptx": None if args.output else e.ptx})
+    elif not args.output:
         sys.stdout.write(e.ptx)
     return OK
 
@@ -182,11 +188,15 @@ def cmd_rename(args) -> int:
     check = check_renames(src.ptx, r.ptx, names)
     if args.output:
         _write(args.output, r.ptx)
-    else:
-        sys.stdout.write(r.ptx)
     also = f" and {len(names) - 1} other symbols holding the trigger" if len(names) > 1 else ""
-    print(f"renamed {entry} -> {new}{also}: {r.sites} sites; independent check: "
-          f"{'only name sites differ' if check.equal else check.detail}", file=sys.stderr)
+    if args.json:
+        emit_json({"entry": entry, "name": new, "renamed": names, "sites": r.sites, "check": check.to_json(),
+                   "written": args.output, "ptx": None if args.output else r.ptx})
+    else:
+        if not args.output:
+            sys.stdout.write(r.ptx)
+        print(f"renamed {entry} -> {new}{also}: {r.sites} sites; independent check: "
+              f"{'only name sites differ' if check.equal else check.detail}", file=sys.stderr)
     return OK if check.equal else FOUND_DIFFERENCES
 
 
@@ -232,6 +242,8 @@ def cmd_assemble(args) -> int:
     emit_json(rec)
     if not art.ok:
         print(f"ptxprobe: {art.message.splitlines()[0]}", file=sys.stderr)
+    if art.status == "unsupported_option":  # an option this ptxas lacks is the user's input, as in the sweep and tune
+        return USAGE
     return OK if art.ok else TOOL_FAILED
 
 

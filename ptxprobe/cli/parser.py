@@ -205,7 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "(and a Triton module's import-time device questions see)")
     s.add_argument("-I", "--include-dir", action="append", default=[], metavar="DIR",
                    help="a folder of a .cu file's headers (repeatable); written into the spec's [nvcc] include_dirs")
-    _common(s, None)
+    _common(s, "print one JSON document on stdout: the spec's text, where it was written, its TODO count")
 
     s = _sub(sub, "kernels", "list the registered kernel families", "cmd_kernels")
     _common(s)
@@ -217,14 +217,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--seq-len", type=_at_least(1), default=4096,
                    help="launch shape the specialisation is derived from")
     s.add_argument("--output", "-o", help="write the PTX here (default: stdout)")
-    _common(s, None)
+    _common(s, "print one JSON document on stdout: the kernel, target, entry, PTX sha256 and (without -o) the PTX")
 
     s = _sub(sub, "rename", "rename a PTX file's entry and check that nothing else changed", "cmd_rename")
     s.add_argument("ptx", help="PTX file")
     s.add_argument("--name", required=True, help="new name, or a template such as cutlass_{base}")
     s.add_argument("--entry", help="which entry (default: the first)")
     s.add_argument("--output", "-o", help="write the renamed PTX here (default: stdout)")
-    _common(s, None)
+    _common(s, "print one JSON document on stdout: the names, sites, the independent check and (without -o) the "
+               "PTX")
 
     s = _sub(sub, "check-rename", "check that VARIANT differs from BASE only at the entry name's sites",
              "cmd_check_rename")
@@ -241,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--flags", help="ptxas flags (default: Triton's -lineinfo)")
     s.add_argument("--timeout", type=_seconds, default=600.0, help="seconds before ptxas counts as hung")
     s.add_argument("--output", "-o", help="write the cubin here")
-    _common(s, None)
+    _common(s, "accepted: the output is one JSON document already")
 
     s = _sub(sub, "disasm", "SASS listing with decoded control codes (or JSON)", "cmd_disasm")
     s.add_argument("cubin", help="cubin file")
@@ -379,7 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = _sub(sub, "cubin", "facts of a cubin: sections, EIATTR records, registers, capmerc", "cmd_cubin")
     s.add_argument("cubin", help="cubin file")
-    _common(s, None)
+    _common(s, "accepted: the output is one JSON document already")
 
     add_tune_parsers(sub, _Formatter, _common, _seconds, _at_least)
     return p

@@ -60,8 +60,12 @@ def _sweep_and_time(plan: SweepPlan, view: View) -> int:
     if left:  # a narrowed experiment runs what supports it: what it leaves out is said first, on stderr
         print(f"ptxprobe: left out (not supported by the kernel): {left_out_text(left)}", file=sys.stderr)
     libraries = library_notes(exp, Cache(enabled=req.use_cache))
+    unchosen = [lib for lib in libraries if lib.ptx_modules and not lib.modules]
     for lib in libraries:  # what a library's rows are (and are not) made of, before they are made
-        print(f"ptxprobe: {lib.line()}", file=sys.stderr)
+        if lib not in unchosen or len(unchosen) == 1:
+            print(f"ptxprobe: {lib.line()}", file=sys.stderr)
+    if len(unchosen) > 1:  # a wheel of many libraries, --entry choosing in a few: the rest counted
+        print(f"ptxprobe: {len(unchosen)} other libraries hold no kernel --entry chose", file=sys.stderr)
     outcome = run_sweep(exp, out, jobs=req.jobs, cache=Cache(enabled=req.use_cache), timeout=req.timeout,
                         progress=not view.quiet and not view.json and sys.stderr.isatty(), argv=sys.argv,
                         fresh=req.fresh, executor=req.executor, ray_address=req.ray_address)

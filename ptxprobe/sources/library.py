@@ -409,6 +409,8 @@ class LibraryNote:
         if not self.ptx_modules:
             sass = ", ".join(self.sass_archs) or "none"
             return f"{self.library}: ships SASS only ({sass}): no PTX to rename, left out"
+        if not self.modules:
+            return f"{self.library}: none of its {self.ptx_modules} PTX modules holds a kernel --entry chose"
         targets = ", ".join(self.targets)
         built = (f"assembled from {targets} PTX for {', '.join(self.assembled_for)}" if self.assembled_for
                  else f"assembled from {targets} PTX for its own target{'s' if len(self.targets) > 1 else ''}")
