@@ -321,3 +321,28 @@ def test_ctrl_c_during_repro_says_what_was_re_run_and_exits_130(monkeypatch, cap
     assert doc["rerun"] == 3 and doc["comparisons"] == 6
     assert {r["status"] for r in doc["rows"] if r["arch"] == "sm_120a"} == {repro.NOT_RUN}
     assert {r["status"] for r in doc["rows"] if r["arch"] == "sm_90a"} == {repro.MATCH}
+
+
+def _static_rows(outputs: dict[str, list[str]], verdicts: dict[str, str]) -> list[dict]:
+    """Rows of one (kernel, arch, ptxas, flags) group: per name its runs' machine-code hashes and its verdict."""
+    return [{"kernel": "fa.ptx", "arch": "sm_100a", "ptxas_sha256": "p", "ptxas_version": "13.1.80",
+             "ptxas_flags": "-lineinfo", "name": name, "baseline_name": "attn", "name_template": name,
+             "status": "ok", "machine_code_sha256": code, "verdict": verdicts[name]}
+            for name, codes in outputs.items() for code in codes]
+
+
+def test_a_new_output_within_the_spread_ptxas_showed_is_no_divergence():
+    """sm_100a: ptxas gave the baseline two codes run to run; the renamed name, seen with one, gives another on
+    re-run, and still differs from the baseline: within ptxas's spread (was "deterministic output changed")."""
+    verdicts = {"attn": "baseline", "cutlass_attn": "differs"}
+    recorded = _static_rows({"attn": ["a", "b", "a"], "cutlass_attn": ["c", "c", "c"]}, verdicts)
+    again = _static_rows({"attn": ["a", "a", "b"], "cutlass_attn": ["d", "c", "c"]}, verdicts)
+    rows = {r.name: r for r in repro.compare(recorded, again)}
+    assert rows["cutlass_attn"].status == repro.WITHIN_SPREAD and "verdict (differs) stands" in rows["cutlass_attn"].reason
+    flipped = _static_rows({"attn": ["a", "b"], "cutlass_attn": ["a", "b"]}, {**verdicts, "cutlass_attn": "identical"})
+    row = {r.name: r for r in repro.compare(recorded, flipped)}["cutlass_attn"]
+    assert row.status == repro.DIVERGED and "verdict differs -> identical" in row.reason
+    steady = _static_rows({"attn": ["a", "a"], "cutlass_attn": ["c", "c"]}, verdicts)
+    moved = _static_rows({"attn": ["a", "a"], "cutlass_attn": ["d", "d"]}, verdicts)
+    row = {r.name: r for r in repro.compare(steady, moved)}["cutlass_attn"]
+    assert row.status == repro.DIVERGED and row.reason == "deterministic output changed"  # no spread: a change

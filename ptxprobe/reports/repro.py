@@ -26,12 +26,13 @@ from ptxprobe.runs.rundir import DamagedRun, RunDir, same_code_column
 from ptxprobe.sources.registry import kernel_source_hashes
 from ptxprobe.static.experiment import experiment_from_dict, recorded_axes
 from ptxprobe.static.sweep import run_sweep
-from ptxprobe.static.verdicts import variant_label, variant_of
+from ptxprobe.static.verdicts import DIFFERS, variant_label, variant_of
 from ptxprobe.stats import meta
 from ptxprobe.stats import paired as stats
 from ptxprobe.toolchain.tools import Tool, discover
 
 MATCH, WITHIN_SET, DIVERGED, NOT_RUN = "match", "within_recorded_set", "diverged", "not_rerun"
+WITHIN_SPREAD = "within_ptxas_spread"  # a new output where ptxas showed run-to-run spread on that kernel
 WITHIN_CI = "within_ci"  # the old criterion's name (overlapping intervals), kept for recorded outcomes
 REPRODUCED = "reproduced"
 
@@ -63,7 +64,7 @@ class ReproOutcome:
 
     @property
     def ok(self) -> bool:
-        good = (MATCH, WITHIN_SET, WITHIN_CI, REPRODUCED)
+        good = (MATCH, WITHIN_SET, WITHIN_SPREAD, WITHIN_CI, REPRODUCED)
         return not self.interrupted and not self.problems and all(r.status in good
                                                                   for r in self.rows + self.runtime_rows)
 
@@ -75,7 +76,7 @@ class ReproOutcome:
     @property
     def diverged(self) -> list[ReproRow]:
         """Re-run comparisons that did not reproduce (never one that was not re-run)."""
-        good = (MATCH, WITHIN_SET, WITHIN_CI, REPRODUCED, NOT_RUN)
+        good = (MATCH, WITHIN_SET, WITHIN_SPREAD, WITHIN_CI, REPRODUCED, NOT_RUN)
         return [r for r in self.rows + self.runtime_rows if r.status not in good]
 
 
@@ -151,6 +152,7 @@ def compare(recorded: list[dict], new: list[dict], interrupted: bool = False) ->
 
     rec, cur = group(recorded), group(new)
     column = same_code_column(recorded)  # a run recorded before machine_code_sha256 is compared on its own column
+    spread = _spread(rec, column) | _spread(cur, column)
     out = []
     for key, rs in sorted(rec.items()):
         kernel, arch, name = key[0], key[1], variant_label(rs[0])
@@ -187,13 +189,38 @@ def compare(recorded: list[dict], new: list[dict], interrupted: bool = False) ->
             out.append(ReproRow(kernel, arch, ver, name, WITHIN_SET, len(ok_rec), len(ok_new)))
         else:
             unseen = len(set(ok_new) - set(ok_rec))
+            verdicts = (rs[0].get("verdict"), ns[0].get("verdict"))
+            if key[:4] in spread and _same_answer(*verdicts):  # ptxas's own spread, and the same answer
+                out.append(ReproRow(kernel, arch, ver, name, WITHIN_SPREAD, len(ok_rec), len(ok_new),
+                                    f"{unseen} new output(s); ptxas gave this kernel several outputs run to run "
+                                    f"(up to {spread[key[:4]]} for one name), and the verdict ({verdicts[1]}) stands"))
+                continue
             why = (
                 "deterministic output changed"
                 if len(ok_rec) == 1
                 else f"{unseen} output(s) outside the {len(ok_rec)} recorded"
             )
+            if verdicts[0] != verdicts[1]:
+                why += f"; verdict {verdicts[0]} -> {verdicts[1]}"
             out.append(ReproRow(kernel, arch, ver, name, DIVERGED, len(ok_rec), len(ok_new), why))
     return out
+
+
+def _spread(groups: dict[tuple, list[dict]], column: str) -> dict[tuple, int]:
+    """(kernel, arch, ptxas, flags) -> the most distinct outputs one name gave, where some name gave several:
+    ptxas is not deterministic on that kernel there, so a name seen with one output may give another."""
+    most: dict[tuple, int] = {}
+    for key, rows in groups.items():
+        n = len({r[column] for r in rows if r["status"] == "ok"})
+        if n > 1:
+            most[key[:4]] = max(n, most.get(key[:4], 0))
+    return most
+
+
+def _same_answer(recorded: str | None, new: str | None) -> bool:
+    """Do two verdicts answer "does the name change the code?" alike (``differs`` and ``differs_unrepeated`` do;
+    ``identical`` and ``differs_within_noise`` do)?"""
+    return (recorded in DIFFERS) == (new in DIFFERS)
 
 
 BETWEEN_RUN_SD = RunConfig.between_run_sd  # the flat SD the runs before the between-run model stated (0.5 %)
