@@ -338,7 +338,8 @@ def test_a_new_output_within_the_spread_ptxas_showed_is_no_divergence():
     recorded = _static_rows({"attn": ["a", "b", "a"], "cutlass_attn": ["c", "c", "c"]}, verdicts)
     again = _static_rows({"attn": ["a", "a", "b"], "cutlass_attn": ["d", "c", "c"]}, verdicts)
     rows = {r.name: r for r in repro.compare(recorded, again)}
-    assert rows["cutlass_attn"].status == repro.WITHIN_SPREAD and "verdict (differs) stands" in rows["cutlass_attn"].reason
+    row = rows["cutlass_attn"]
+    assert row.status == repro.WITHIN_SPREAD and "verdict (differs) stands" in row.reason
     flipped = _static_rows({"attn": ["a", "b"], "cutlass_attn": ["a", "b"]}, {**verdicts, "cutlass_attn": "identical"})
     row = {r.name: r for r in repro.compare(recorded, flipped)}["cutlass_attn"]
     assert row.status == repro.DIVERGED and "verdict differs -> identical" in row.reason

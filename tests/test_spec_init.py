@@ -10,7 +10,7 @@ import tomllib
 
 from ptxprobe.cli import main
 from ptxprobe.cli.parser import build_parser
-from ptxprobe.sources.spec_init import usage_of
+from ptxprobe.sources.usage import usage_of
 
 pytestmark = pytest.mark.integration
 
@@ -223,3 +223,67 @@ def test_a_cu_whose_header_lives_elsewhere_is_told_where_and_takes_i(tmp_path, m
                  "-o", "out"]) in (0, 1)
     assert main(["spec", "init", "k.cu", "-I", "nowhere"]) == 2
     assert "-I nowhere: no such folder" in capsys.readouterr().err
+
+
+MATMUL = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def matmul(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK, BLOCK), dtype=tl.float32)
+    for k in range(0, K, BLOCK):
+        a = tl.load(a_ptr + offs[:, None] * K + k + offs[None, :])
+        b = tl.load(b_ptr + (k + offs[:, None]) * N + offs[None, :])
+        acc += tl.dot(a, b)
+    c = acc.to(tl.float16)
+    tl.store(c_ptr + offs[:, None] * N + offs[None, :], c)
+"""
+LAYER_NORM = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def layer_norm(X, Y, W, Mean, Rstd, N, eps, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    x = tl.load(X + row * N + cols, mask=cols < N, other=0.).to(tl.float32)
+    mean = tl.sum(x, axis=0) / N
+    var = tl.sum((x - mean) * (x - mean), axis=0) / N
+    rstd = 1 / tl.sqrt(var + eps)
+    w = tl.load(W + cols, mask=cols < N)
+    tl.store(Mean + row, mean)
+    tl.store(Rstd + row, rstd)
+    tl.store(Y + row * N + cols, ((x - mean) * rstd * w).to(tl.float16), mask=cols < N)
+"""
+
+
+@pytest.mark.parametrize("source, function, types", [
+    (MATMUL, "matmul", {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16"}),
+    (LAYER_NORM, "layer_norm", {"X": "*fp16", "Y": "*fp16", "W": "*fp16", "Mean": "*fp32", "Rstd": "*fp32"}),
+])
+def test_pointer_types_follow_what_the_code_stores(tmp_path, monkeypatch, capsys, source, function, types):
+    """An fp16 matmul stores ``acc.to(tl.float16)`` through a local (its pointers were guessed fp32); a layer norm
+    stores fp32 statistics beside an fp16 output (they were guessed fp16, the output's type)."""
+    (tmp_path / "k.py").write_text(source)
+    monkeypatch.chdir(tmp_path)
+    assert main(["spec", "init", f"k.py:{function}", "-o", "k.toml"]) == 0
+    spec = tomllib.loads((tmp_path / "k.toml").read_text())
+    assert {k: v for k, v in spec["signature"].items() if k in types} == types
+    launch = {a["name"]: a["dtype"] for a in spec["launch"]["args"] if "dtype" in a}
+    assert all(launch[k] == {"*fp16": "float16", "*fp32": "float32"}[t] for k, t in types.items())
+
+
+def test_a_signature_and_launch_tensors_that_disagree_are_refused(tmp_path):
+    from ptxprobe.core.errors import SpecError
+    from ptxprobe.sources.launch import load_launch
+
+    spec = tmp_path / "k.toml"
+    spec.write_text('signature = {x_ptr = "*fp16", n = "i32"}\n[launch]\nsizes = [{n = 64}]\ngrid = [1]\n'
+                    'args = [{name = "x_ptr", dtype = "float32", shape = ["n"], output = true}, '
+                    '{name = "n", value = "n"}]\n')
+    with pytest.raises(SpecError, match=r"x_ptr is \*fp16 in the signature but float32 in \[launch\]"):
+        load_launch(spec)
+    spec.write_text(spec.read_text().replace('"float32"', '"float16"'))
+    assert load_launch(spec).args[0].dtype == "float16"

@@ -187,6 +187,12 @@ TORCH_DTYPES = frozenset({
 })
 
 
+# Triton element types -> the torch dtype a launch tensor of them is allocated as
+TRITON_TORCH = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp64": "float64", "i32": "int32",
+                "i64": "int64", "i16": "int16", "i8": "int8", "u8": "uint8", "i1": "bool",
+                "fp8e5": "float8_e5m2", "fp8e4nv": "float8_e4m3fn"}
+
+
 def is_torch_dtype(name: str) -> bool:
     """A dtype name torch knows; decided without importing torch (the static path never does)."""
     return name in TORCH_DTYPES
@@ -340,7 +346,20 @@ def load_launch(spec_path: str | Path) -> LaunchSpec | None:
     d = load_kernel_spec(spec_path)
     if "launch" not in d:
         return None
-    return parse_launch(d["launch"], str(spec_path), base=Path(spec_path).resolve().parent)
+    spec = parse_launch(d["launch"], str(spec_path), base=Path(spec_path).resolve().parent)
+    signature = d.get("signature") if isinstance(d.get("signature"), dict) else {}
+    for a in spec.args:  # the kernel compiled for *fp16 would read float32 launch memory as halves: garbage
+        typ = signature.get(a.name)
+        want = TRITON_TORCH.get(typ[1:]) if a.is_tensor and isinstance(typ, str) and typ.startswith("*") else None
+        if want and want != a.dtype:
+            raise SpecError(f"{spec_path}: {a.name} is {typ} in the signature but {a.dtype} in [launch]: the kernel "
+                            f"would read {a.dtype} memory as {typ[1:]}; make them agree ({want} in [launch], or "
+                            f"*{_triton_of(a.dtype)} in the signature)")
+    return spec
+
+
+def _triton_of(dtype: str) -> str:
+    return next((t for t, d in TRITON_TORCH.items() if d == dtype), dtype)
 
 
 @dataclass(frozen=True)

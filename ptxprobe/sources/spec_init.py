@@ -11,22 +11,18 @@ refuses by key until it is filled in; every guess carries a comment saying so.
 
 from __future__ import annotations
 
-import ast
 import inspect
 import os
 import re
-import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from ptxprobe.core.errors import SpecError
+from ptxprobe.sources.launch import TRITON_TORCH
+from ptxprobe.sources.usage import Usage, usage_of
 
 TODO = "TODO"
 
-# Triton element types -> the torch dtype a launch tensor of them is allocated as
-TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "fp64": "float64", "i32": "int32",
-                "i64": "int64", "i16": "int16", "i8": "int8", "u8": "uint8", "i1": "bool",
-                "fp8e5": "float8_e5m2", "fp8e4nv": "float8_e4m3fn"}
 # C element types in a .cu signature -> torch dtype
 C_DTYPES = {"float": "float32", "double": "float64", "half": "float16", "__half": "float16",
             "__nv_bfloat16": "bfloat16", "nv_bfloat16": "bfloat16", "int": "int32", "int32_t": "int32",
@@ -42,93 +38,6 @@ _FLOAT_NAME = re.compile(r"scale|eps|alpha|beta|gamma|temperature|lr|momentum|de
                          re.I)
 _FLAG_CONSTEXPR = re.compile(r"^(IS|HAS|USE|EVEN|ENABLE|ALLOW)_|CAUSAL|_ENABLED$", re.I)
 _BLOCK_CONSTEXPR = re.compile(r"BLOCK|TILE|SIZE|^B[MNKD]$|^[XYR]BLOCK$", re.I)
-
-
-@dataclass
-class Usage:
-    """What a Triton function's body says about its parameters."""
-
-    loaded: set = field(default_factory=set)  # bases of tl.load addresses
-    stored: dict = field(default_factory=dict)  # bases of tl.store addresses -> element type stored, or None
-    integers: set = field(default_factory=set)  # names in range/cdiv/comparisons/address offsets
-    grid_dims: int = 1  # tl.program_id axes used
-
-
-def _call_name(node: ast.Call) -> str:
-    f = node.func
-    return f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
-
-
-def _base(expr) -> str | None:
-    """The pointer an address expression starts from: ``x_ptr`` in ``x_ptr + offs * stride``."""
-    if isinstance(expr, ast.Name):
-        return expr.id
-    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Add, ast.Sub)):
-        return _base(expr.left) or (_base(expr.right) if isinstance(expr.op, ast.Add) else None)
-    if isinstance(expr, ast.Call) and _call_name(expr) in ("advance", "make_block_ptr") and expr.args:
-        return _base(expr.args[0])
-    return None
-
-
-def _names(node) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-
-
-def _stored_type(node: ast.Call) -> str | None:
-    """fp16 in ``tl.store(p, acc.to(tl.float16))``."""
-    value = node.args[1] if len(node.args) > 1 else next((k.value for k in node.keywords if k.arg == "value"), None)
-    if isinstance(value, ast.Call) and _call_name(value) == "to" and value.args:
-        t = value.args[0]
-        name = t.attr if isinstance(t, ast.Attribute) else getattr(t, "id", "")
-        return {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64", "int32": "i32",
-                "int64": "i64", "int8": "i8"}.get(name, name if name in TORCH_DTYPES else None)
-    return None
-
-
-def usage_of(source: str) -> Usage:
-    """Read a function's source for how it uses its parameters (a local alias of a pointer counts as it)."""
-    func = next(n for n in ast.walk(ast.parse(textwrap.dedent(source))) if isinstance(n, ast.FunctionDef))
-    alias = {}
-    for node in ast.walk(func):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            b = _base(node.value)
-            if b and b != node.targets[0].id:
-                alias[node.targets[0].id] = b
-
-    def root(name):
-        for _ in range(8):
-            if name not in alias:
-                break
-            name = alias[name]
-        return name
-
-    u = Usage()
-    for node in ast.walk(func):
-        if isinstance(node, ast.Compare):
-            u.integers |= _names(node)
-        if not isinstance(node, ast.Call):
-            continue
-        name = _call_name(node)
-        if name in ("load", "store", "make_block_ptr", "make_tensor_descriptor") or name.startswith("atomic_"):
-            addr = node.args[0] if node.args else next((k.value for k in node.keywords
-                                                        if k.arg in ("pointer", "base")), None)
-            if addr is None:
-                continue
-            b = root(_base(addr))
-            if b is not None:
-                if name == "store" or name.startswith("atomic_"):
-                    u.stored[b] = u.stored.get(b) or (_stored_type(node) if name == "store" else None)
-                else:
-                    u.loaded.add(b)
-            u.integers |= {n for sub in ast.walk(addr) if isinstance(sub, ast.BinOp)
-                           and isinstance(sub.op, ast.Mult) for n in _names(sub)}
-        elif name in ("range", "static_range", "cdiv", "program_id") or name.startswith("multiple_of"):
-            u.integers |= {n for a in node.args for n in _names(a)}
-            if name == "program_id":
-                axis = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "axis"), None)
-                if isinstance(axis, ast.Constant) and isinstance(axis.value, int):
-                    u.grid_dims = max(u.grid_dims, axis.value + 1)
-    return u
 
 
 @dataclass
@@ -165,10 +74,13 @@ def triton_param(p, u: Usage) -> Param:
                    else "its name" if _POINTER_NAME.search(name) else None)
     if pointer_why:
         elem = u.stored.get(name)
-        if elem:
+        if elem and name in u.cast:
             return Param(name, f"*{elem}", f"pointer: {pointer_why}, .to({elem}) stored")
-        stored = {t for t in u.stored.values() if t}
-        elem = stored.pop() if len(stored) == 1 else "fp32"  # inputs of the type the kernel stores, or fp32
+        if elem:
+            return Param(name, f"*{elem}", f"pointer: {pointer_why}; guessed {elem}, the type the stored value is "
+                                           "computed in", guessed=True)
+        cast = {u.stored[b] for b in u.cast if u.stored.get(b)}
+        elem = cast.pop() if len(cast) == 1 else "fp32"  # inputs of the type the kernel casts its output to, or fp32
         return Param(name, f"*{elem}", f"pointer: {pointer_why}; element type guessed {elem}", guessed=True)
     if _FLOAT_NAME.search(name):
         return Param(name, "fp32", "a float by its name", guessed=True)
@@ -241,7 +153,7 @@ def _launch(runtime: list[Param], grid: list[str], block: int | None, grid_why: 
             out.append(_line(f'  {{name = "{p.name}", value = "{TODO}"}},',
                              "TODO: a scalar: value = ...; a tensor: dtype = ..., shape = [...]"))
         elif p.is_pointer:
-            dtype = TORCH_DTYPES.get(p.type[1:], "float32") if p.type != "*" else "float32"
+            dtype = TRITON_TORCH.get(p.type[1:], "float32") if p.type != "*" else "float32"
             extra = ", output = true" if p.name in outputs else ""
             why = "an output: compared across names" if extra else "an input (randn)"
             out.append(_line(f'  {{name = "{p.name}", dtype = "{dtype}", shape = {_toml(shape)}{extra}}},',
@@ -410,7 +322,7 @@ def file_spec(target: str, arch: str = "sm_90a", include_dirs: tuple[str, ...] =
         ctype, name = sig[0][i] if sig else ("", pp.name)
         if pp.is_pointer_sized and (not sig or "*" in ctype):
             dtype = _c_dtype(ctype) if sig else None
-            params.append(Param(name, "*" + next((k for k, v in TORCH_DTYPES.items() if v == dtype), "fp32"),
+            params.append(Param(name, "*" + next((k for k, v in TRITON_TORCH.items() if v == dtype), "fp32"),
                                 f"{ctype or '.u64'}", value=None if "const" in ctype else "output"))
         elif pp.type.startswith("f"):
             params.append(Param(name, "fp32", ctype or pp.type))
