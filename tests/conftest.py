@@ -33,6 +33,23 @@ sys.dont_write_bytecode = False
 sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"]
 
 
+def wheel_nvcc() -> Path | None:
+    """nvcc from the pip wheels ``.ci/run`` installs (the ``cuda`` extra: nvidia-cuda-nvcc, with nvidia-nvvm's cicc
+    and nvidia-cuda-crt's and nvidia-cuda-runtime's headers beside it), on a machine without a CUDA toolkit."""
+    for entry in sys.path:
+        for nvcc in sorted(Path(entry or ".").glob("nvidia/cu*/bin/nvcc")):
+            root = nvcc.parent.parent
+            if (root / "nvvm" / "bin" / "cicc").is_file() and (root / "include" / "cuda_runtime.h").is_file():
+                return nvcc
+    return None
+
+
+# the --cu tests run wherever an nvcc is: one on PATH, else the wheels' (put on PATH for the tests and the
+# processes they start, which look for "nvcc" as a user's shell would)
+if shutil.which("nvcc") is None and (_nvcc := wheel_nvcc()) is not None:
+    os.environ["PATH"] = f"{_nvcc.parent}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
 class NetworkUsed(AssertionError):
     """A test reached for the network: what it needs must be installed before the run (see .ci/run)."""
 

@@ -57,11 +57,21 @@ def test_sweep_runs_resumes_and_its_run_directory_reads_back(tmp_path):
 def test_sweep_retargets_ptx_files_to_the_archs_asked_for_as_the_cli_does(tmp_path):
     ptx = tmp_path / "axpy.ptx"
     ptx.write_text(AXPY_PTX.replace(".target sm_90a", ".target sm_90"))
-    out = api.sweep("default", tmp_path / "run", ptx_files=[str(ptx)], archs="sm_90a", names="{base},cutlass_{base}",
-                    repeat=1, cache=Cache(tmp_path / "cache"))
+    out = api.sweep("default", tmp_path / "run", ptx_files=[str(ptx)], kernels="", archs="sm_90a", ptxas="triton",
+                    names="{base},cutlass_{base}", repeat=1, cache=Cache(tmp_path / "cache"))
     assert {r["arch"] for r in out.rows} == {"sm_90a"}
     assert api.make_experiment("default", ptx_files=[str(ptx)], archs="sm_90a", file_archs="sm_90").file_archs == (
         "sm_90",)  # given apart, file_archs is kept
+
+
+def test_the_manifest_records_the_triton_knobs_set(tmp_path, monkeypatch):
+    """TRITON_DEFAULT_FP_FUSION changes the PTX Triton emits (its default flips in 3.10): a run says how it was set."""
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "0")
+    ptx = tmp_path / "axpy.ptx"
+    ptx.write_text(AXPY_PTX)
+    api.sweep("default", tmp_path / "run", ptx_files=[str(ptx)], kernels="", archs="sm_90a", ptxas="triton",
+              names="{base},cutlass_{base}", repeat=1, cache=Cache(tmp_path / "cache"))
+    assert api.open_run(tmp_path / "run").manifest["triton_env"]["TRITON_DEFAULT_FP_FUSION"] == "0"
 
 
 def test_sweep_refuses_a_bad_axis_and_open_run_a_missing_directory(tmp_path):

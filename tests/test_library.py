@@ -61,7 +61,8 @@ def built(tmp_path_factory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("lib")
     (d / "k.cu").write_text(SOURCE)
     (d / "host.c").write_text("int host_only(int x) { return x + 1; }\n")
-    so = [nvcc, "-shared", "-Xcompiler", "-fPIC"]
+    # NVIDIA's wheels keep libcudadevrt.a in <root>/lib, where their nvcc.profile does not look (lib64)
+    so = [nvcc, "-shared", "-Xcompiler", "-fPIC", f"-L{Path(nvcc).parent.parent / 'lib'}"]
     jobs = {"k.so": [*so, SM80], "k.fatbin": [nvcc, "-fatbin", SM80], "rdc.so": [*so, "-rdc=true", SM80],
             "sass.so": [*so, "-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=sm_90"],
             "k.ptx": [nvcc, "-ptx", "-arch=compute_80"]}

@@ -207,15 +207,15 @@ def test_a_missing_file_is_one_line_naming_the_command_typed(tmp_path, capsys):
 def test_a_cu_whose_header_lives_elsewhere_is_told_where_and_takes_i(tmp_path, monkeypatch, capsys):
     """nvcc's "No such file" names the header: the error says how to give its folder (and which folder holds
     one of that name); ``spec init -I`` compiles with it and writes it into the spec, which the sweep then uses."""
-    (tmp_path / "include").mkdir()
-    (tmp_path / "include" / "twice.cuh").write_text("#pragma once\n__device__ inline float twice(float x) "
-                                                    "{ return 2.f * x; }\n")
-    (tmp_path / "k.cu").write_text('#include "twice.cuh"\nextern "C" __global__ void k(float* y, int n) '
+    (tmp_path / "include" / "ops").mkdir(parents=True)
+    (tmp_path / "include" / "ops" / "twice.cuh").write_text("#pragma once\n__device__ inline float twice(float x) "
+                                                           "{ return 2.f * x; }\n")
+    (tmp_path / "k.cu").write_text('#include "ops/twice.cuh"\nextern "C" __global__ void k(float* y, int n) '
                                    "{ int i = threadIdx.x; if (i < n) y[i] = twice(y[i]); }\n")
     monkeypatch.chdir(tmp_path)
     assert main(["spec", "init", "k.cu"]) == 2
-    err = capsys.readouterr().err
-    assert "twice.cuh: No such file" in err and 'include_dirs = ["include"]' in err and "-I include" in err
+    err = capsys.readouterr().err  # the header's own path kept (the source's folder only is cut)
+    assert "ops/twice.cuh: No such file" in err and 'include_dirs = ["include"]' in err and "-I include" in err
     assert main(["spec", "init", "k.cu", "-I", "include", "-o", "specs/k.toml"]) == 0
     spec = tomllib.loads((tmp_path / "specs" / "k.toml").read_text())
     assert spec["nvcc"]["include_dirs"] == ["../include"]

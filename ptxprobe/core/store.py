@@ -268,6 +268,8 @@ def build_manifest(exp, identity: dict, tools: list, argv: list[str], started: f
         "tools": [t.to_dict() for t in tools],
         "python": sys.version.split()[0],
         "triton": package_version("triton"),
+        # Triton's knobs change the PTX it emits (TRITON_DEFAULT_FP_FUSION's default flips in 3.10): as set here
+        "triton_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("TRITON_")},
         "torch": package_version("torch"),
         "host": {"platform": platform.platform(), "machine": platform.machine(), "cpus": os.cpu_count(),
                  "node": platform.node()},

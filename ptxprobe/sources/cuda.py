@@ -41,7 +41,7 @@ def nvcc_refused(run, src: Path, arch: str) -> Exception:
     errors = [ln.strip() for ln in run.stderr.splitlines() if _DIAGNOSTIC.match(ln.strip())]
     if run.status == FAILED and errors:
         more = f" (and {len(errors) - 2} more errors)" if len(errors) > 2 else ""
-        lines = [re.sub(r"^.*/", "", e) for e in errors[:2]]
+        lines = [re.sub(r"^\S*/", "", e) for e in errors[:2]]  # the source's folder, not a header's
         return KernelCompileError(f"nvcc cannot compile {src.name} for {arch}: {'; '.join(lines)}{more}"
                                   f"{_include_hint(errors, src)}")
     return ToolFailed(f"nvcc could not compile {src.name} for {arch}: {run.describe()}")
@@ -57,7 +57,7 @@ def _include_hint(errors: list[str], src: Path) -> str:
     if missing is None:
         return ""
     near = next((h for depth in ("*", "*/*", "*/*/*") for h in sorted(src.parent.glob(f"{depth}/{missing}"))), None)
-    folder = str(near.parent.relative_to(src.parent)) if near else "DIR"
+    folder = str(near.parents[len(Path(missing).parts) - 1].relative_to(src.parent)) if near else "DIR"
     return (f" (give the folder holding {missing}: `[nvcc] include_dirs = [\"{folder}\"]` in the kernel's spec, "
             f"relative to the spec, or `ptxprobe spec init … -I {folder}`)")
 
