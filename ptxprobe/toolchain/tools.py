@@ -121,6 +121,11 @@ def installed_root() -> Path:
     return Path(env) if env else default_root() / "toolchains"
 
 
+def wheel_roots() -> list[Path]:
+    """The ``nvidia/`` folders of NVIDIA's pip wheels importable here (``nvidia/cu13/bin/ptxas``, ``…/nvcc``)."""
+    return [nv for entry in sys.path if (nv := Path(entry) / "nvidia").is_dir()]
+
+
 def _candidates() -> list[tuple[str, str, Path]]:
     """(kind, origin, path) of every place a tool may live."""
     found: list[tuple[str, str, Path]] = []
@@ -137,10 +142,7 @@ def _candidates() -> list[tuple[str, str, Path]]:
         for vdir in sorted(root.iterdir()):
             for kind in KINDS:
                 found += [(kind, "ptxprobe-cache", p) for p in vdir.glob(f"**/bin/{kind}")]
-    for entry in sys.path:
-        nv = Path(entry) / "nvidia"
-        if not nv.is_dir():
-            continue
+    for nv in wheel_roots():
         for kind in KINDS:
             for p in nv.glob(f"*/bin/{kind}"):
                 found.append((kind, f"pip:{p.parent.parent.name}", p))
