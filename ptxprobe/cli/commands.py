@@ -175,7 +175,7 @@ def cmd_emit(args) -> int:
 
 def cmd_rename(args) -> int:
     from ptxprobe.ptx.check import check_renames
-    from ptxprobe.ptx.rename import rename_entries, rename_entry, template_renames
+    from ptxprobe.ptx.rename import rename_symbols, template_renames
     from ptxprobe.sources.files import load_ptx
 
     src = load_ptx(args.ptx)
@@ -184,7 +184,7 @@ def cmd_rename(args) -> int:
         raise SpecError(f"{args.ptx}: no entry {entry!r} (have: {', '.join(src.swept_entries)})")
     names = template_renames(src.ptx, entry, args.name) if "{" in args.name else {entry: args.name}
     new = names[entry]
-    r = rename_entries(src.ptx, names) if len(names) > 1 else rename_entry(src.ptx, entry, new)
+    r = rename_symbols(src.ptx, names)
     check = check_renames(src.ptx, r.ptx, names)
     if args.output:
         _write(args.output, r.ptx)

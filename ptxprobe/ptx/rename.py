@@ -66,7 +66,7 @@ MODULE_UNTRIGGERED = "{module_untriggered}"
 
 def module_wide(template: str) -> bool:
     """Does the template respell the trigger out of the whole module, not only out of the entry?"""
-    return "{module_untriggered}" in template
+    return MODULE_UNTRIGGERED in template
 
 
 def module_respellings(ptx: str, renamed: set[str] | frozenset[str] = frozenset()) -> dict[str, str]:
@@ -221,8 +221,9 @@ def rename_entries(ptx: str, names: dict[str, str]) -> Renamed:
         validate_name(n)
     if not changing:
         return Renamed(ptx, "", "", 0)
-    have = {*entries_of(ptx), *module_symbols(ptx)}
-    missing = [o for o in changing if o not in have]
+    missing = [o for o in changing if o not in set(entries_of(ptx))]
+    if missing:  # a module-wide rename names callees and globals too: read those only then (a module is megabytes)
+        missing = [o for o in missing if o not in set(module_symbols(ptx))]
     if missing:
         raise MalformedPtx(f"no entry {missing[0]!r} in PTX")
     if set(changing.values()) & set(changing) or _token_re(*changing.values()).search(ptx):
@@ -246,10 +247,18 @@ def template_renames(ptx: str, entry: str, template: str) -> dict[str, str]:
     return names
 
 
+def rename_symbols(ptx: str, names: dict[str, str]) -> Renamed:
+    """``{old: new}`` applied: one name through ``rename_entry`` (its messages name the name), several at once."""
+    if len(names) == 1:
+        ((old, new),) = names.items()
+        return rename_entry(ptx, old, new)
+    return rename_entries(ptx, names)
+
+
 def template_ptx(ptx: str, entry: str, template: str) -> tuple[str, Renamed]:
     """(the entry's name under ``template``, the PTX that name is assembled from)."""
     names = template_renames(ptx, entry, template)
-    return names[entry], rename_entries(ptx, names) if len(names) > 1 else rename_entry(ptx, entry, names[entry])
+    return names[entry], rename_symbols(ptx, names)
 
 
 def renamed_ptx(ptx: str, entry: str, name: str) -> str:

@@ -160,8 +160,10 @@ def refuse_one_name(exp: Experiment, use_cache: bool = True) -> None:
             named = [[apply_template(t, entry) for t in exp.names] for entry in entries]
         except PtxprobeError:  # it does not build, or a template makes no identifier: the sweep says so
             continue
+        wide = any(module_wide(t) for t in exp.names)
+        holders = set(module_respellings(emitted.ptx)) if wide else set()  # read once per module, when asked
         for entry, names in zip(entries, named, strict=True):
-            others = module_respellings(emitted.ptx, {entry})
+            others = bool(holders - {entry})
             for i, name in enumerate(names):
                 j = names.index(name)
                 if j == i or (others and module_wide(exp.names[i]) != module_wide(exp.names[j])):

@@ -354,12 +354,13 @@ def load_launch(spec_path: str | Path) -> LaunchSpec | None:
         if want and want != a.dtype:
             raise SpecError(f"{spec_path}: {a.name} is {typ} in the signature but {a.dtype} in [launch]: the kernel "
                             f"would read {a.dtype} memory as {typ[1:]}; make them agree ({want} in [launch], or "
-                            f"*{_triton_of(a.dtype)} in the signature)")
+                            f"*{triton_type_of(a.dtype, a.dtype)} in the signature)")
     return spec
 
 
-def _triton_of(dtype: str) -> str:
-    return next((t for t, d in TRITON_TORCH.items() if d == dtype), dtype)
+def triton_type_of(dtype: str | None, default: str) -> str:
+    """The Triton element type (``fp16``) a torch dtype (``float16``) is, ``TRITON_TORCH`` read backwards."""
+    return next((t for t, d in TRITON_TORCH.items() if d == dtype), default)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ptxprobe.core.errors import SpecError
-from ptxprobe.sources.launch import TRITON_TORCH
+from ptxprobe.sources.launch import TRITON_TORCH, triton_type_of
 from ptxprobe.sources.usage import Usage, usage_of
 
 TODO = "TODO"
@@ -322,7 +322,7 @@ def file_spec(target: str, arch: str = "sm_90a", include_dirs: tuple[str, ...] =
         ctype, name = sig[0][i] if sig else ("", pp.name)
         if pp.is_pointer_sized and (not sig or "*" in ctype):
             dtype = _c_dtype(ctype) if sig else None
-            params.append(Param(name, "*" + next((k for k, v in TRITON_TORCH.items() if v == dtype), "fp32"),
+            params.append(Param(name, "*" + triton_type_of(dtype, "fp32"),
                                 f"{ctype or '.u64'}", value=None if "const" in ctype else "output"))
         elif pp.type.startswith("f"):
             params.append(Param(name, "fp32", ctype or pp.type))

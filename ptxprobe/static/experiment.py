@@ -17,6 +17,7 @@ from pathlib import Path
 import tomllib
 
 from ptxprobe.core.errors import SpecError
+from ptxprobe.ptx.rename import module_wide
 from ptxprobe.toolchain.assemble import TRITON_FLAGS, resolve_flag_files
 
 KNOWN_ARCHS = ("sm_70", "sm_72", "sm_75", "sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_100a",
@@ -222,7 +223,7 @@ def experiment_from_dict(d: dict) -> Experiment:
     for n in exp.names:
         if n != n.strip() or not n:
             raise SpecError(f"bad name template {n!r}")
-    if "{module_untriggered}" in exp.names[0]:
+    if module_wide(exp.names[0]):
         raise SpecError(f"names: the baseline {exp.names[0]} may not respell the module: the module's other symbols "
                         "keep their names in the baseline, and {module_untriggered} is compared with it")
     if not exp.archs and not exp.has_user_kernels:

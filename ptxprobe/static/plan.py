@@ -19,8 +19,7 @@ from ptxprobe.ptx.rename import (
     apply_template,
     module_respellings,
     module_wide,
-    rename_entries,
-    rename_entry,
+    rename_symbols,
 )
 from ptxprobe.sources import Emitted, KernelSource
 from ptxprobe.toolchain.assemble import assembly_key
@@ -97,7 +96,7 @@ def renamed_cached(ptx: str, names: dict[str, str], cache: Cache) -> Renamed:
     hit = cache.get_json("rename", key)
     if hit is not None:
         return Renamed(hit["ptx"], ",".join(names), ",".join(names.values()), hit["sites"])
-    r = rename_entries(ptx, names) if len(names) > 1 else rename_entry(ptx, old, new)
+    r = rename_symbols(ptx, names)
     cache.put_json("rename", key, {"ptx": r.ptx, "sites": r.sites})
     return r
 
@@ -155,7 +154,8 @@ def plan_emitted(exp, source: KernelSource, emitted: Emitted, tools: list[Tool],
     base = _renamed_module(dict.fromkeys(entries, emitted.ptx), {e: {e: baseline_names[e]} for e in entries}, cache)
     for template in exp.names:
         names = {e: apply_template(template, e) for e in entries}
-        maps = {e: {baseline_names[e]: names[e], **_others(base, baseline_names, e, template)} for e in entries}
+        others = _others(base, baseline_names, template)
+        maps = {e: {baseline_names[e]: names[e], **others[e]} for e in entries}
         module = _renamed_module(base.ptx, maps, cache)
         checks = _checked(base, module, maps, cache)
         for entry in entries:
@@ -183,13 +183,15 @@ def plan_emitted(exp, source: KernelSource, emitted: Emitted, tools: list[Tool],
     return out
 
 
-def _others(base: _Module, baseline_names: dict[str, str], entry: str, template: str) -> dict[str, str]:
-    """What a module-wide template respells besides the entry: every other symbol of the module holding the
-    trigger (the swept entries too where each entry is renamed in its own text)."""
+def _others(base: _Module, baseline_names: dict[str, str], template: str) -> dict[str, dict[str, str]]:
+    """entry -> what a module-wide template respells besides it: every other symbol of the module holding the
+    trigger (the swept entries too where each entry is renamed in its own text); read once for a shared module."""
     if not module_wide(template):
-        return {}
-    own = set(baseline_names.values()) if base.shared else {baseline_names[entry]}
-    return module_respellings(base.ptx[entry], own)
+        return dict.fromkeys(baseline_names, {})
+    if base.shared:
+        return dict.fromkeys(baseline_names, module_respellings(next(iter(base.ptx.values())),
+                                                                set(baseline_names.values())))
+    return {e: module_respellings(base.ptx[e], {name}) for e, name in baseline_names.items()}
 
 
 def _checked(base: _Module, module: _Module, maps: dict[str, dict[str, str]], cache: Cache) -> dict[str, RenameCheck]:
