@@ -18,10 +18,11 @@ from triton.experimental.gluon.language.nvidia.blackwell import (
     TensorMemoryLayout,
     allocate_tensor_memory,
     fence_async_shared,
-    get_tmem_reg_layout,
     mbarrier,
     tcgen05_mma,
 )
+
+from .gluon_api import accumulator_reg_layout, thread_barrier
 
 
 @gluon.jit
@@ -68,8 +69,8 @@ def gluon_attention(
     p_sl: gl.constexpr = gl.NVMMASharedLayout.get_default_for([BLOCK_M, BLOCK_N], dtype)
     s_tl: gl.constexpr = TensorMemoryLayout((BLOCK_M, BLOCK_N), col_stride=1)
     o_tl: gl.constexpr = TensorMemoryLayout((BLOCK_M, HEAD_DIM), col_stride=1)
-    s_rl: gl.constexpr = get_tmem_reg_layout(gl.float32, [BLOCK_M, BLOCK_N], s_tl, NUM_WARPS)
-    o_rl: gl.constexpr = get_tmem_reg_layout(gl.float32, [BLOCK_M, HEAD_DIM], o_tl, NUM_WARPS)
+    s_rl: gl.constexpr = accumulator_reg_layout([BLOCK_M, BLOCK_N], s_tl, NUM_WARPS)
+    o_rl: gl.constexpr = accumulator_reg_layout([BLOCK_M, HEAD_DIM], o_tl, NUM_WARPS)
 
     q_smem = gl.allocate_shared_memory(dtype, [BLOCK_M, HEAD_DIM], q_sl)
     k_smem = gl.allocate_shared_memory(dtype, [BLOCK_N, HEAD_DIM], k_sl)
@@ -108,7 +109,7 @@ def gluon_attention(
             else:
                 v_smem.store(_load_tile(V + head, start_n, BLOCK_N, HEAD_DIM, HEAD_DIM, io))
             fence_async_shared()
-            gl.thread_barrier()
+            thread_barrier()
             # S = Q K^T on the tensor cores, into tensor memory
             tcgen05_mma(q_smem, k_smem.permute((1, 0)), s_tmem, use_acc=False, mbarriers=[bar])
             mbarrier.wait(bar, phase)
@@ -121,7 +122,7 @@ def gluon_attention(
             o_tmem.store(o * gl.convert_layout(alpha, gl.SliceLayout(1, o_rl))[:, None])
             p_smem.store(p.to(dtype))
             fence_async_shared()
-            gl.thread_barrier()
+            thread_barrier()
             if V_TRANSPOSED:
                 tcgen05_mma(p_smem, v_smem.permute((1, 0)), o_tmem, use_acc=True, mbarriers=[bar])
             else:

@@ -26,11 +26,11 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
     mbarrier,
-    tma,
     warpgroup_mma,
     warpgroup_mma_wait,
 )
 
+from .gluon_api import thread_barrier, tma_load
 from .gluon_attention_ws import _kv_end, _tile_coords
 
 LOG2E = gl.constexpr(1.4426950408889634)
@@ -55,21 +55,19 @@ def _load_partition(
         qb = tile_count % Q_BUFS
         mbarrier.wait(q_free.index(qb), ((tile_count // Q_BUFS) & 1) ^ 1)
         mbarrier.expect(q_ready.index(qb), q_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_desc, [row0 + start_m * BLOCK_M, 0], q_ready.index(qb), q_smem.index(qb))
+        tma_load(q_desc, [row0 + start_m * BLOCK_M, 0], q_ready.index(qb), q_smem.index(qb))
         for start_n in range(0, _kv_end(start_m, N_CTX, BLOCK_M, CAUSAL), BLOCK_N):
             slot = kv_count % STAGES
             phase = ((kv_count // STAGES) & 1) ^ 1
             mbarrier.wait(k_free.index(slot), phase)
             mbarrier.expect(k_ready.index(slot), k_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(k_desc, [row0 + start_n, 0], k_ready.index(slot), k_smem.index(slot))
+            tma_load(k_desc, [row0 + start_n, 0], k_ready.index(slot), k_smem.index(slot))
             mbarrier.wait(v_free.index(slot), phase)
             mbarrier.expect(v_ready.index(slot), v_desc.block_type.nbytes)
             if V_TRANSPOSED:
-                tma.async_copy_global_to_shared(
-                    v_desc, [off_bh * HEAD_DIM, start_n], v_ready.index(slot), v_smem.index(slot)
-                )
+                tma_load(v_desc, [off_bh * HEAD_DIM, start_n], v_ready.index(slot), v_smem.index(slot))
             else:
-                tma.async_copy_global_to_shared(v_desc, [row0 + start_n, 0], v_ready.index(slot), v_smem.index(slot))
+                tma_load(v_desc, [row0 + start_n, 0], v_ready.index(slot), v_smem.index(slot))
             kv_count += 1
         tile_count += 1
 
@@ -98,7 +96,7 @@ def _p_operand(p, dtype: gl.constexpr, p_layout: gl.constexpr, p_smem, P_SMEM: g
     if P_SMEM:
         p_smem.store(p.to(dtype))
         fence_async_shared()
-        gl.thread_barrier()
+        thread_barrier()
         return p_smem
     else:
         return gl.convert_layout(p.to(dtype), p_layout)

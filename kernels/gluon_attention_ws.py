@@ -26,13 +26,12 @@ from triton.experimental.gluon.language.nvidia.blackwell import (
     TensorMemoryLayout,
     allocate_tensor_memory,
     fence_async_shared,
-    get_tmem_reg_layout,
     mbarrier,
     tcgen05_commit,
     tcgen05_mma,
-    tma,
 )
 
+from .gluon_api import accumulator_reg_layout, thread_barrier, tma_load
 from .gluon_attention import online_softmax_step
 
 
@@ -70,17 +69,17 @@ def _load_partition(
         # Q is reused by every MMA of the tile: wait until the last tile's MMAs released it
         mbarrier.wait(q_free, (tile_count & 1) ^ 1)
         mbarrier.expect(q_ready, q_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(q_desc, [row0 + start_m * BLOCK_M, 0], q_ready, q_smem)
+        tma_load(q_desc, [row0 + start_m * BLOCK_M, 0], q_ready, q_smem)
         for start_n in range(0, _kv_end(start_m, N_CTX, BLOCK_M, CAUSAL), BLOCK_N):
             slot = kv_count % STAGES
             mbarrier.wait(kv_free.index(slot), ((kv_count // STAGES) & 1) ^ 1)
             bar = kv_ready.index(slot)
             mbarrier.expect(bar, k_desc.block_type.nbytes + v_desc.block_type.nbytes)
-            tma.async_copy_global_to_shared(k_desc, [row0 + start_n, 0], bar, k_smem.index(slot))
+            tma_load(k_desc, [row0 + start_n, 0], bar, k_smem.index(slot))
             if V_TRANSPOSED:
-                tma.async_copy_global_to_shared(v_desc, [off_bh * HEAD_DIM, start_n], bar, v_smem.index(slot))
+                tma_load(v_desc, [off_bh * HEAD_DIM, start_n], bar, v_smem.index(slot))
             else:
-                tma.async_copy_global_to_shared(v_desc, [row0 + start_n, 0], bar, v_smem.index(slot))
+                tma_load(v_desc, [row0 + start_n, 0], bar, v_smem.index(slot))
             kv_count += 1
         tile_count += 1
 
@@ -125,8 +124,8 @@ def _softmax_partition(
     NUM_WARPS: gl.constexpr = gl.num_warps()
     s_tl: gl.constexpr = TensorMemoryLayout((BLOCK_M, BLOCK_N), col_stride=1)
     o_tl: gl.constexpr = TensorMemoryLayout((BLOCK_M, HEAD_DIM), col_stride=1)
-    s_rl: gl.constexpr = get_tmem_reg_layout(gl.float32, [BLOCK_M, BLOCK_N], s_tl, NUM_WARPS)
-    o_rl: gl.constexpr = get_tmem_reg_layout(gl.float32, [BLOCK_M, HEAD_DIM], o_tl, NUM_WARPS)
+    s_rl: gl.constexpr = accumulator_reg_layout([BLOCK_M, BLOCK_N], s_tl, NUM_WARPS)
+    o_rl: gl.constexpr = accumulator_reg_layout([BLOCK_M, HEAD_DIM], o_tl, NUM_WARPS)
     io: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [NUM_WARPS, 1], [1, 0])
     qk_scale = sm_scale * 1.4426950408889634
     n_m = N_CTX // BLOCK_M
@@ -152,7 +151,7 @@ def _softmax_partition(
             o_tmem.store(o * gl.convert_layout(alpha, gl.SliceLayout(1, o_rl))[:, None])
             p_smem.store(p.to(p_smem.dtype))
             fence_async_shared()
-            gl.thread_barrier()
+            thread_barrier()
             mbarrier.arrive(p_ready, count=1)
         mbarrier.wait(o_ready, o_phase)  # the tile's last O += P V
         o_phase ^= 1

@@ -283,3 +283,17 @@ def test_every_path_that_renames_by_template_respells_the_module_alike(tmp_path,
     assert out.read_text() == module_with_trigger("xutlass")
     assert "and 2 other symbols holding the trigger" in capsys.readouterr().err
     assert main(["diff", "--ptx", str(ptx), "--rename", "{module_untriggered}", "--arch", "sm_90a", "-q"]) == 0
+
+
+@pytest.mark.parametrize("template", ["{module_untriggered}", "{base}"])
+def test_a_rename_that_gives_the_kernel_its_own_name_is_refused(template, tmp_path, capsys):
+    """``ptxprobe rename`` refuses what the sweep refuses: a template that renames nothing (no other symbol holds
+    the trigger, or ``{base}``) exits 2 and says why, where it used to print the PTX unchanged with "0 sites"."""
+    from ptxprobe.cli import main
+
+    ptx = tmp_path / "untriggered.ptx"
+    ptx.write_text(module_with_trigger("xutlass"))
+    assert main(["rename", str(ptx), "--name", template]) == 2
+    err = capsys.readouterr().err
+    assert "gives axpy its own name" in err and "nothing to rename" in err
+    assert ("no other symbol of its module holds 'cutlass'" in err) == (template == "{module_untriggered}")

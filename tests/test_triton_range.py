@@ -94,3 +94,30 @@ def test_a_gluon_family_outside_its_triton_says_what_it_needs(monkeypatch):
     exp = load_experiment("default")
     kernels = {s.family_name for s in registered_sources(exp)}
     assert kernels == {"attention", "attention_cuda"}  # the Gluon ones left out (with a warning), the rest kept
+
+
+# Gluon names a later Triton renamed or removed: the kernels reach them through kernels/gluon_api.py only
+MOVED_GLUON_NAMES = ("thread_barrier(", "get_tmem_reg_layout", "async_copy_global_to_shared", "async_load(")
+
+
+def moved_names_outside_the_api(root: Path) -> dict[str, list[str]]:
+    """Per kernel source, the moved Gluon names it spells itself instead of taking them from gluon_api."""
+    found = {}
+    for p in sorted(root.glob("gluon_*.py")):
+        if p.name == "gluon_api.py":
+            continue
+        text = p.read_text()
+        hits = [n for n in MOVED_GLUON_NAMES if re.search(r"(?<![\w])(?:gl|tma|blackwell)\." + re.escape(n), text)
+                or (n == "get_tmem_reg_layout" and n in text)]
+        if hits:
+            found[p.name] = hits
+    return found
+
+
+def test_the_gluon_kernels_spell_moved_names_only_through_gluon_api(tmp_path):
+    assert moved_names_outside_the_api(ROOT / "kernels") == {}
+    # the planted fault: one kernel calling gl.thread_barrier() itself (what broke it on Triton 3.7) is caught
+    src = (ROOT / "kernels/gluon_attention.py").read_text()
+    assert "    thread_barrier()" in src
+    (tmp_path / "gluon_attention.py").write_text(src.replace("    thread_barrier()", "    gl.thread_barrier()", 1))
+    assert moved_names_outside_the_api(tmp_path) == {"gluon_attention.py": ["thread_barrier("]}

@@ -175,7 +175,7 @@ def cmd_emit(args) -> int:
 
 def cmd_rename(args) -> int:
     from ptxprobe.ptx.check import check_renames
-    from ptxprobe.ptx.rename import rename_symbols, template_renames
+    from ptxprobe.ptx.rename import TRIGGER, module_wide, rename_symbols, template_renames
     from ptxprobe.sources.files import load_ptx
 
     src = load_ptx(args.ptx)
@@ -184,6 +184,9 @@ def cmd_rename(args) -> int:
         raise SpecError(f"{args.ptx}: no entry {entry!r} (have: {', '.join(src.swept_entries)})")
     names = template_renames(src.ptx, entry, args.name) if "{" in args.name else {entry: args.name}
     new = names[entry]
+    if all(old == to for old, to in names.items()):  # what the sweep refuses too: a kernel is its own baseline
+        why = f"; no other symbol of its module holds {TRIGGER!r}" if module_wide(args.name) else ""
+        raise SpecError(f"--name {args.name} gives {entry} its own name{why}: nothing to rename")
     r = rename_symbols(src.ptx, names)
     check = check_renames(src.ptx, r.ptx, names)
     if args.output:

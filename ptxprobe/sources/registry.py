@@ -194,9 +194,10 @@ def kernel_source_hashes() -> dict:
 class KernelModule:
     """A shipped kernel module, the families it registers, and the Triton releases it is known to build with.
 
-    Gluon is experimental and its API moves between releases (3.5 has no ``get_tmem_reg_layout`` yet, 3.7 dropped
-    ``gl.thread_barrier``, 3.8 ``get_tmem_reg_layout`` again): outside ``triton`` the module is not imported, and
-    its families are refused with the reason (experiments/results/2026-12-03-cpu-triton-range has the evidence).
+    Gluon is experimental and its API moves between releases: the attentions are one source for every release
+    whose ``warp_specialize`` takes a function and argument list per partition (3.6 on), the names that moved since
+    resolved by ``kernels/gluon_api.py``; outside ``triton`` the module is not imported, and its families are
+    refused with the reason (experiments/results/2026-12-03-cpu-triton-range has the evidence).
     ``triton`` is (lowest, first excluded) as (major, minor); None: every release pyproject.toml admits.
     """
 
@@ -209,7 +210,7 @@ class KernelModule:
         return f"Triton >={lo[0]}.{lo[1]},<{hi[0]}.{hi[1]}"
 
 
-GLUON_TRITON = ((3, 6), (3, 7))
+GLUON_TRITON = ((3, 6), (3, 10))
 _MODULES = (
     KernelModule("ptxprobe_kernels.triton_attention", ("attention", "attention_persistent")),
     KernelModule("ptxprobe_kernels.cuda_attention", ("attention_cuda",)),
