@@ -123,7 +123,9 @@ def test_discover_finds_triton_tools():
     assert ("nvdisasm", "triton") in origins and ("cuobjdump", "triton") in origins
     bw = toolchain.triton_ptxas("sm_100a")
     assert toolchain.supports_arch(bw, "sm_100a")
-    assert bw.version.startswith("12.9")
+    # the release the binary itself reports (Triton 3.6 bundles 12.9.86 for Blackwell, 3.9 13.4.59)
+    said = subprocess.run([bw.path, "--version"], capture_output=True, text=True).stdout
+    assert re.search(r"V(\d+\.\d+\.\d+)", said).group(1) == bw.version
 
 
 def test_cubin_eiattr_names_agree_with_cuobjdump(emitted):
@@ -134,8 +136,10 @@ def test_cubin_eiattr_names_agree_with_cuobjdump(emitted):
         facts = cubin.read_cubin(art.cubin())
         out = subprocess.run([cuobjdump.path, "-elf", art.cubin_path], capture_output=True, text=True).stdout
         section = out.split("\n.nv.info.attention\n")[1].split("\n.")[0]
-        oracle = re.findall(r"Attribute:\s+(EIATTR_\w+)", section)
-        assert [a.name for a in facts.kernel("attention").attrs] == oracle
+        # a record this cuobjdump cannot name ("unknown Attribute", ptxas 13.4 writes some) we name by its code
+        oracle = re.findall(r"Attribute:\s+(EIATTR_\w+|unknown Attribute)", section)
+        mine = [a.name for a in facts.kernel("attention").attrs]
+        assert [("unknown Attribute" if re.fullmatch(r"EIATTR_0x[0-9a-f]+", n) else n) for n in mine] == oracle
         glob = out.split("\n.nv.info\n")[1].split("\n.")[0] if "\n.nv.info\n" in out else ""
         assert [a.name for a in facts.global_attrs] == re.findall(r"Attribute:\s+(EIATTR_\w+)", glob)
         if arch == "sm_100a":

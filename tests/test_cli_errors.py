@@ -272,3 +272,18 @@ def test_json_is_taken_by_the_commands_that_print_files_or_records(files, capsys
     assert keys <= set(doc)
     if "check" in doc:
         assert doc["check"]["equal"] and "cutlass_" in doc["name"]
+
+
+def test_a_failed_tools_line_is_its_error_not_the_python_warnings_before_it():
+    """Triton 3.9 warns on import (TRITON_DEFAULT_FP_FUSION): a program that then fails is described by its error;
+    tune gates by that line's first 200 characters, which read the warning before."""
+    from ptxprobe.core.proc import FAILED, ToolRun
+
+    warned = ("/venv/triton/knobs.py:504: UserWarning: TRITON_DEFAULT_FP_FUSION is unset: defaulting to FP fusion\n"
+              "  warn_once(FP_FUSION_DEFAULT_WARNING)\n"
+              "checksum mismatch, said the program\n")
+    run = ToolRun(("python", "prog.py"), 1, "", warned, 0.1, FAILED)
+    assert run.describe() == "python exited 1: checksum mismatch, said the program"
+    plain = ToolRun(("python", "prog.py"), 1, "", "Traceback (most recent call last):\n  File x\nValueError: bad\n",
+                    0.1, FAILED)
+    assert plain.describe() == "python exited 1: Traceback (most recent call last): |   File x | ValueError: bad"

@@ -19,6 +19,7 @@ import pytest
 from experiments import RESULTS
 from ptxprobe.core.cache import Cache
 from ptxprobe.runs.rundir import RunDir, run_dirs
+from tests.recorded_env import needs_recorded_triton
 
 pytestmark = pytest.mark.study
 
@@ -85,6 +86,7 @@ def test_repro_plan(rd):
 def test_repro_rechecks_the_static_part_and_declines_the_runtime(tmp_path):
     from ptxprobe.reports import repro
 
+    needs_recorded_triton(RESULTS / FULL_REPRO)
     out = repro.repro(RESULTS / FULL_REPRO, tmp_path / "repro", jobs=2)
     assert out.rows and not out.problems, out.problems
     assert all(r.status in (repro.MATCH, repro.WITHIN_SET) for r in out.rows), [r for r in out.rows if not r.status]

@@ -27,6 +27,8 @@ MODULE = textwrap.dedent('''
     TARGET = triton.runtime.driver.active.get_current_target()
     MAJOR = torch.cuda.get_device_capability()[0]
     assert TARGET.backend == "cuda" and MAJOR == TARGET.arch // 10
+    # the TMA load's name moved in Triton 3.8 (3.9 removed the old one): what a module written for every release does
+    tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 
 
     def name_of(specialization):
@@ -39,7 +41,7 @@ MODULE = textwrap.dedent('''
         bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
         mbarrier.init(bar, count=1)
         mbarrier.expect(bar, in_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(in_desc, [gl.program_id(0) * BLOCK, 0], bar, smem)
+        tma_load(in_desc, [gl.program_id(0) * BLOCK, 0], bar, smem)
         mbarrier.wait(bar, 0)
         layout: gl.constexpr = gl.BlockedLayout([1, 4], [4, 8], [4, 1], [1, 0])
         x = smem.load(layout)

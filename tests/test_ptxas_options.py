@@ -11,7 +11,7 @@ from experiments import definition
 from ptxprobe.core.errors import SpecError
 from ptxprobe.static.experiment import load_experiment, override
 from ptxprobe.toolchain.assemble import assembly_key, flag_file_digests, resolve_flag_files
-from ptxprobe.toolchain.tools import find_tool, ptxas_options, unsupported_flags
+from ptxprobe.toolchain.tools import find_tool, ptxas_options, triton_ptxas, unsupported_flags
 
 pytestmark = pytest.mark.integration
 
@@ -87,7 +87,8 @@ def test_the_sweep_manifest_names_the_control_files(tmp_path, installed_ptxas_13
     res = run_sweep(exp, tmp_path / "out", cache=Cache(tmp_path / "cache"), progress=False)
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["inputs"]["ptxas_flag_files"] == flag_file_digests(exp.flags[0])
-    # 12.8 has no --apply-controls: not applicable; 13.5 has it and rejects the invalid file in its own words
+    # Triton's ptxas (12.8 with Triton 3.6, 12.9 with 3.9) has no --apply-controls: not applicable; 13.5 has it and
+    # rejects the invalid file in its own words
     by = {r["ptxas_version"]: r for r in res.rows}
-    assert by["12.8.93"]["status"] == "unsupported_option"
+    assert by[triton_ptxas("sm_90a").version]["status"] == "unsupported_option"
     assert by["13.5.37"]["status"] == "failed" and "controls file" in by["13.5.37"]["error"]

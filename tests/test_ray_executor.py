@@ -29,6 +29,7 @@ from ptxprobe.static.experiment import load_experiment, override  # noqa: E402
 from ptxprobe.static.sweep import run_sweep  # noqa: E402
 from tests.conftest import alive, descendants, proc_argv  # noqa: E402
 from tests.ray_cluster import local_cluster  # noqa: E402
+from tests.recorded_env import needs_recorded_triton  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -192,6 +193,7 @@ def test_repro_through_the_cluster_reproduces_the_committed_run(cluster, tmp_pat
     from ptxprobe.reports import repro
 
     committed = Path(__file__).resolve().parent.parent / "experiments" / "results" / "2026-12-02-cpu-repro-small"
+    needs_recorded_triton(committed)
     out = repro.repro(committed, tmp_path / "again", executor="ray", ray_address=cluster)
     assert out.ok and out.rows and not out.problems
     manifests = list((tmp_path / "again").glob("*/manifest.json"))

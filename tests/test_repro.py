@@ -14,6 +14,7 @@ from ptxprobe.cli import main
 from ptxprobe.core.store import compressed
 from ptxprobe.reports import repro
 from ptxprobe.static.bisect import BisectStep, bisect, transitions
+from tests.recorded_env import needs_recorded_triton
 
 pytestmark = pytest.mark.study
 
@@ -21,6 +22,7 @@ COMMITTED = Path(__file__).resolve().parent.parent / "experiments" / "results" /
 
 
 def test_committed_run_reproduces():
+    needs_recorded_triton(COMMITTED)
     out = repro.repro(COMMITTED, jobs=2)
     assert not out.problems, out.problems
     assert out.rows and all(r.status in (repro.MATCH, repro.WITHIN_SET) for r in out.rows), out.rows
@@ -65,6 +67,7 @@ def test_result_from_another_ptxas_binary_fails(tmp_path):
 
 
 def test_tampered_result_diverges(tmp_path):
+    needs_recorded_triton(COMMITTED)
     run = _copy(tmp_path)
     rows = [json.loads(x) for x in (run / "variants.jsonl").read_text().splitlines()]
     target = next(r for r in rows if r["name"].startswith("cutlass") and r["arch"] == "sm_90a")
@@ -87,6 +90,7 @@ def test_not_a_run_dir(tmp_path):
 def test_bisect_finds_where_the_effect_disappears(installed_ptxas_124):
     """fp16 attention on sm_90a: the cutlass name changes the code with ptxas 12.4 and not with 12.8 (committed
     matrix); bisect must say it is present from the oldest version tried and disappears at 12.8."""
+    needs_recorded_triton()
     steps = bisect("attention", "fp16", 128, False, "sm_90a", versions=["12.4", "12.8"], repeat=2, jobs=2)
     assert [s.ptxas_version for s in steps] == ["12.4.131", "12.8.93"]
     assert [s.differs for s in steps] == [True, False]
@@ -159,6 +163,7 @@ def test_runtime_comparison_on_two_committed_h200_runs():
 
 
 def test_kernel_source_edits_are_reported_and_outputs_decide(tmp_path):
+    needs_recorded_triton(COMMITTED)
     run = _copy(tmp_path)
     man = json.loads((run / "manifest.json").read_text())
     man["kernel_sources"]["kernels/gluon_attention.py"] = "0" * 64  # an edit to a kernel this run did not use
@@ -179,6 +184,7 @@ def test_user_kernels_measured_on_the_gpu_reproduce_statically_here(installed_pt
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc not installed")
     run = COMMITTED.parent / "2026-12-02-h200-user-kernels"
+    needs_recorded_triton(run)
     out = repro.repro(run, jobs=2)
     assert not out.problems, out.problems
     assert len(out.rows) == 12 and all(r.status == repro.MATCH for r in out.rows), out.rows
@@ -302,6 +308,7 @@ def test_ctrl_c_during_repro_says_what_was_re_run_and_exits_130(monkeypatch, cap
     'interrupted: 3 of 6 re-run', no divergence claimed for the groups not re-run; --json: one document saying so."""
     from ptxprobe.static import sweep
 
+    needs_recorded_triton(COMMITTED)
     real = sweep._Run._submit_variants
 
     def interrupted_on_sm_120a(self, pool, src, emitted):

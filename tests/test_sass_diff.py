@@ -14,6 +14,7 @@ from ptxprobe.core.errors import SassParseError
 from ptxprobe.ptx import rename
 from ptxprobe.toolchain import assemble
 from ptxprobe.toolchain import tools as toolchain
+from tests.recorded_env import recorded_triton, triton_version
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +46,7 @@ def test_reuse_mask_matches_reuse_markers(cubins, arch):
             assert ".reuse" in sources[0], ins.text
 
 
-def test_control_fields_agree_with_nvdisasm_annotations_on_sm120(cubins):
+def test_control_fields_agree_with_nvdisasm_annotations_on_sm120(cubins, tmp_path):
     """On sm_120 nvdisasm prints its own barrier/wait/stall notes: an independent check of the bit positions."""
     lst = sass.disassemble(cubins["sm_120a", "attention"])["attention"]
     checked = 0
@@ -63,7 +64,18 @@ def test_control_fields_agree_with_nvdisasm_annotations_on_sm120(cubins):
         if st:
             assert ins.control.stall == int(st.group(1)), ins.text
         checked += 1
+    if checked == 0 and not _nvdisasm_prints_notes(cubins["sm_120a", "attention"], tmp_path):
+        pytest.skip(f"nvdisasm {toolchain.find_tool('nvdisasm').version} prints no control notes on sm_120 (12.8's "
+                    "did): no oracle to check against")
     assert checked > 500
+
+
+def _nvdisasm_prints_notes(cubin: bytes, tmp_path) -> bool:
+    """Whether nvdisasm's own raw listing carries barrier/wait notes (read without ptxprobe's parser)."""
+    path = tmp_path / "k.cubin"
+    path.write_bytes(cubin)
+    out = subprocess.run([toolchain.find_tool("nvdisasm").path, "-hex", str(path)], capture_output=True, text=True)
+    return "&wr=" in out.stdout or "&req=" in out.stdout
 
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_100a"])
@@ -129,7 +141,8 @@ def test_renamed_blackwell_kernel_is_found_and_classified(cubins):
     assert d.verdict in (diff.SCHEDULING_ONLY, diff.DIFFERENT_CODE)
     assert d.counts["changed"] + d.counts["moved"] + d.counts["added"] > 0
     regs = d.cubin_deltas["registers"]
-    assert regs[0] != regs[1]
+    if recorded_triton() == triton_version():  # its ptxas-blackwell (12.9.86) gives the renamed kernel other registers;
+        assert regs[0] != regs[1]  # Triton 3.9's (13.4.59) keeps them
     main = max(d.loop_deltas, key=lambda x: x["instructions"][0] or 0)
     assert main["instructions"][0] > 100
 

@@ -98,6 +98,7 @@ EIATTR_NAMES = {
     0x53: "EIATTR_GEN_ERRBAR_AT_EXIT",
     0x54: "EIATTR_REG_RECONFIG",
     0x55: "EIATTR_ANNOTATIONS",
+    0x5f: "EIATTR_MERCURY_ISA_VERSION",  # as cuobjdump 13.1.80 names it (ptxas 13.4 writes it on sm_100a)
 }
 EIFMT_NVAL, EIFMT_BVAL, EIFMT_HVAL, EIFMT_SVAL = 1, 2, 3, 4
 

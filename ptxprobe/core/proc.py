@@ -7,6 +7,7 @@ so a sweep can record it and carry on.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -49,8 +50,27 @@ class ToolRun:
             TIMEOUT: f"timed out after {self.seconds:.0f}s",
             CRASHED: f"crashed ({self.signal_name})",
         }[self.status]
-        tail = self.stderr.strip().splitlines()[-3:]
+        tail = _without_python_warnings(self.stderr.strip().splitlines())[-3:]
         return f"{Path(self.argv[0]).name} {how}" + (": " + " | ".join(tail) if tail else "")
+
+
+_PY_WARNING = re.compile(r"^\S.*:\d+: \w*Warning: ")
+
+
+def _without_python_warnings(lines: list[str]) -> list[str]:
+    """stderr lines less Python's warnings (``file:line: XWarning: text`` and the indented source line after it):
+    a program that imports Triton 3.9 prints one before anything else, and it is never why the program failed."""
+    out, skip_source = [], False
+    for line in lines:
+        if _PY_WARNING.match(line):
+            skip_source = True
+            continue
+        if skip_source and line.startswith((" ", "\t")):
+            skip_source = False
+            continue
+        skip_source = False
+        out.append(line)
+    return out
 
 
 def run_tool(

@@ -187,6 +187,20 @@ def _decode_before(md, text: bytes, base: int, call_addr: int, window: int = 48)
     return []
 
 
+def _rip_target(x) -> int | None:
+    """The absolute address a ``[rip + d]`` operand names (rip is the next instruction's address)."""
+    m = re.search(r"\[rip \+ (0x[0-9a-f]+|\d+)\]", x.op_str)
+    return x.address + x.size + int(m.group(1), 0) if m else None
+
+
+def _shown(x) -> str:
+    """One context line: address, instruction, and where a rip-relative operand points (capstone prints only the
+    displacement, ptxas 13.3 on loads its literals that way)."""
+    text = f"{x.address:#x}: {x.mnemonic} {x.op_str}".rstrip()
+    target = _rip_target(x)
+    return text if target is None else f"{text}  ; {target:#x}"
+
+
 def _argument_literals(ins, data: bytes, elf) -> list[tuple[int, int, int, str]]:
     """(argument index, instruction address, literal address, literal) set up before the call."""
     out = []
@@ -201,8 +215,7 @@ def _argument_literals(ins, data: bytes, elf) -> list[tuple[int, int, int, str]]
         if x.mnemonic in ("mov", "movabs") and len(ops) == 2 and re.fullmatch(r"0x[0-9a-f]+|\d+", ops[1]):
             addr = int(ops[1], 0)
         elif x.mnemonic == "lea" and len(ops) == 2 and "rip +" in ops[1]:
-            m = re.search(r"\[rip \+ (0x[0-9a-f]+|\d+)\]", ops[1])
-            addr = x.address + x.size + int(m.group(1), 0) if m else None
+            addr = _rip_target(x)
         else:
             if x.mnemonic in ("mov", "lea", "xor", "pop", "movzx", "add", "sub"):
                 seen.add(ARG_REGS[reg])  # overwritten by something else: no literal for this argument
@@ -254,7 +267,7 @@ def scan(path: str | os.PathLike, functions: tuple[str, ...] = COMPARE_FUNCS, co
             continue
         k = int(np.searchsorted(starts, addr, side="right")) - 1
         enclosing = int(starts[k]) if k >= 0 else None
-        ctx = tuple(f"{x.address:#x}: {x.mnemonic} {x.op_str}".rstrip() for x in ins[-context:])
+        ctx = tuple(_shown(x) for x in ins[-context:])
         for arg, ref, laddr, lit in _argument_literals(ins, data, elf):
             sites.append(CallSite(lit, laddr, arg, ref, addr, callee, enclosing, ctx))
     sites.sort(key=lambda s: (s.literal, s.call_address))
