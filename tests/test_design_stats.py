@@ -67,15 +67,20 @@ def test_a_planted_half_percent_is_found_and_estimated_without_bias():
     for k in range(100):
         t = simulate("random", {"base": 1.0, "slow": 1.005, "X": 1.3}, 60, rng, round_sd=0.002, sample_sd=0.001)
         iv = stats.paired_interval(stats.log_ratios(t["base"], t["slow"]), n_boot=300, seed=k)
-        found += stats.decide(iv) == stats.SLOWER
+        found += stats.decide(iv) in (stats.SLOWER, stats.STRADDLES_MARGIN) and iv.high < 1  # significant, slower
         est.append(iv.estimate)
     assert found >= 95
     assert abs(np.mean(est) - 1 / 1.005) < 0.0005
 
 
 def test_decisions_tost_and_q_values():
-    assert stats.decide(stats.Interval(1.01, 1.005, 1.015)) == stats.FASTER
-    assert stats.decide(stats.Interval(0.99, 0.985, 0.995)) == stats.SLOWER
+    assert stats.decide(stats.Interval(1.01, 1.006, 1.015)) == stats.FASTER
+    assert stats.decide(stats.Interval(0.99, 0.985, 0.994)) == stats.SLOWER
+    # significant but across the margin: neither faster nor slower, its own verdict (the rule before said faster)
+    assert stats.decide(stats.Interval(1.01, 1.005, 1.015)) == stats.STRADDLES_MARGIN
+    assert stats.decide(stats.Interval(0.995, 0.992, 0.998)) == stats.STRADDLES_MARGIN
+    assert stats.decide_significant(stats.Interval(1.01, 1.005, 1.015)) == stats.FASTER
+    assert stats.decide(stats.Interval(1.003, 1.001, 1.005)) == stats.NEGLIGIBLE
     assert stats.decide(stats.Interval(1.0, 0.998, 1.003)) == stats.EQUIVALENT
     assert stats.decide(stats.Interval(1.0, 0.99, 1.01)) == stats.INCONCLUSIVE
     assert stats.decide(stats.Interval(1.0, 0.99, 1.01), margin=0.02) == stats.EQUIVALENT

@@ -221,3 +221,27 @@ def test_a_differs_says_what_kind_of_difference(sizes, kind, shown):
     assert cell["kind"] == kind and verdict_cell(cell) == shown
     quiet = {**renamed, "verdict": "differs_within_noise"}  # within ptxas's spread: no kind, not a difference
     assert pivot([base, quiet], TEMPLATES[:2])[0]["names"]["cutlass_{base}"]["kind"] is None
+
+
+def test_the_speed_line_counts_a_difference_across_the_margin_apart():
+    """faster/slower mean beyond the margin; a significant interval across it is neither and is not counted among
+    the groups within it."""
+    from rich.console import Console
+
+    from ptxprobe.cli.render import show_speed
+    from ptxprobe.reports.gpu_section import group_rows
+    from ptxprobe.stats import paired as stats
+
+    def row(kernel, ratio, low, high):
+        return {"kernel": kernel, "seq_len": 1024, "run_ptxas_version": "12.8.93", "group_id": kernel,
+                "label": "cutlass_{base}", "ratio_vs_baseline": ratio, "ratio_ci_low": low, "ratio_ci_high": high,
+                "runtime_verdict": stats.decide(stats.Interval(ratio, low, high))}
+
+    rows = [row("a", 1.02, 1.01, 1.03), row("b", 1.006, 1.003, 1.009), row("c", 1.0, 0.999, 1.001)]
+    assert [r["runtime_verdict"] for r in rows] == [stats.FASTER, stats.STRADDLES_MARGIN, stats.EQUIVALENT]
+    con = Console(record=True, width=200)
+    show_speed("t", {"calibration": None, "table": group_rows(rows, ["{base}", "cutlass_{base}"]), "margin": "0.5 %",
+                     "tallies": []}, ["{base}", "cutlass_{base}"], console=con)
+    text = " ".join(con.export_text().split())
+    assert "the 1 largest of 1 groups where a name is faster or slower (beyond ±0.5 %)" in text
+    assert "in 1 a significant difference straddles the margin" in text and "1 of 3 groups within it" in text

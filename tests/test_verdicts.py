@@ -17,8 +17,11 @@ pytestmark = pytest.mark.unit
 def test_a_significant_effect_inside_the_margin_is_negligible_not_faster():
     assert stats.decide(stats.Interval(0.99974, 0.99948, 0.99996)) == stats.NEGLIGIBLE  # the audit's -0.026 %
     assert stats.decide(stats.Interval(1.003, 1.002, 1.004)) == stats.NEGLIGIBLE
-    assert stats.decide(stats.Interval(1.004, 1.002, 1.006)) == stats.FASTER  # reaches past the margin
-    assert stats.decide(stats.Interval(0.99, 0.985, 0.995)) == stats.SLOWER
+    # reaches past the margin without being shown beyond it: its own verdict, not faster (the rule before said faster)
+    assert stats.decide(stats.Interval(1.004, 1.002, 1.006)) == stats.STRADDLES_MARGIN
+    assert stats.decide_significant(stats.Interval(1.004, 1.002, 1.006)) == stats.FASTER
+    assert stats.decide(stats.Interval(1.008, 1.006, 1.010)) == stats.FASTER  # the whole interval beyond the margin
+    assert stats.decide(stats.Interval(0.99, 0.985, 0.994)) == stats.SLOWER
     assert stats.decide(stats.Interval(1.0, 0.998, 1.003)) == stats.EQUIVALENT
     assert stats.decide(stats.Interval(1.0, 0.99, 1.01)) == stats.INCONCLUSIVE
     assert stats.NEGLIGIBLE in stats.SIGNIFICANT and stats.EQUIVALENT not in stats.SIGNIFICANT
@@ -49,7 +52,8 @@ def test_the_signed_rank_p_value_is_the_test_the_interval_inverts():
 def _name_row(i, ratio, low, high, p, rule=True, level=0.95):
     row = {"group_id": f"g{i}", "label": "cutlass_{base}", "name_template": "cutlass_{base}", "is_baseline": False,
            "ratio_vs_baseline": ratio, "ratio_ci_low": low, "ratio_ci_high": high, "ci_level": level, "p_value": p,
-           "runtime_verdict": stats.decide(stats.Interval(ratio, low, high, level))}
+           "runtime_verdict": (stats.decide if rule else stats.decide_by_interval)(stats.Interval(ratio, low, high,
+                                                                                                   level))}
     return {**row, "verdict_rule": stats.VERDICT_RULE} if rule else row
 
 

@@ -76,15 +76,31 @@ def groups(run_dir: str | Path) -> pd.DataFrame:
 
 
 def name_effects(df: pd.DataFrame) -> pd.DataFrame:
-    """The renamed names' comparisons with the baseline name (names block only), with q-values."""
+    """The renamed names' comparisons with the baseline name (names block only), with q-values, each judged by
+    today's rule (``stats.current_decision``: faster / slower only beyond the margin) from its stored interval and
+    q-value; the verdict the run recorded under its own rule stays in ``recorded_verdict``."""
     n = df[(df.block == "names") & df.name_template.notna() & ~df.is_baseline.astype(bool)]
-    return n[[c for c in NAME_COLUMNS if c in n.columns]].reset_index(drop=True)
+    n = n[[c for c in [*NAME_COLUMNS, "margin", "ci_level"] if c in n.columns]].reset_index(drop=True)
+    n["recorded_verdict"] = n.runtime_verdict
+    n["runtime_verdict"] = [judged_now(r) for r in n.to_dict("records")]
+    return n
+
+
+def judged_now(row: dict) -> str:
+    """A timed comparison's verdict under today's rule; untimed rows (identical code) keep theirs."""
+    if any(pd.isna(row.get(k)) for k in ("ratio_vs_baseline", "ratio_ci_low", "ratio_ci_high")):
+        return row["runtime_verdict"]
+    q, level, margin = row.get("q_value"), row.get("ci_level"), row.get("margin")
+    known = {k: None if v is None or pd.isna(v) else float(v) for k, v in (("q", q), ("level", level), ("m", margin))}
+    return stats.current_decision({**row, "q_value": known["q"], "ci_level": known["level"] or 0.95},
+                                  known["m"] or stats.EQUIVALENCE_MARGIN)
 
 
 def verdict_counts(effects: pd.DataFrame) -> pd.DataFrame:
     """Verdicts per (template, ptxas): how often a name is faster, slower, equivalent or inconclusive."""
     t = effects.groupby(["name_template", "run_ptxas_version"]).runtime_verdict.value_counts().unstack(fill_value=0)
-    kinds = ["faster", "slower", "equivalent", "inconclusive", stats.IDENTICAL_CODE]
+    kinds = ["faster", "slower", stats.STRADDLES_MARGIN, stats.NEGLIGIBLE, "equivalent", "inconclusive",
+             stats.IDENTICAL_CODE]
     for v in kinds:
         if v not in t.columns:
             t[v] = 0

@@ -25,3 +25,10 @@ def calibration_line(run: str) -> str:
             f"A/A 95 % half-width median {c['aa_halfwidth_median'] * 100:.2f} % "
             f"(max {c['aa_halfwidth_max'] * 100:.2f} %), "
             f"planted slowdowns detected {power}; measured sizes (median) {measured}; {c['gpu_seconds']:.0f} GPU s")
+
+
+JUDGED_NOW = ("Speed verdicts in every table are judged again from each comparison's stored interval and q-value "
+              "under the rule ptxprobe judges by (`margin+bh`, `ptxprobe.stats.paired.decide`): faster or slower "
+              "only when the whole interval lies beyond ±0.5 %, `straddles ±0.5 %` when significant across that "
+              "margin, `negligible` when significant inside it; the runs recorded their own rule's verdicts "
+              "(`recorded_verdict`), which called every significant effect outside ±0.5 % faster or slower.")

@@ -31,9 +31,10 @@ from experiments.findings import (  # noqa: E402
     stopping,
     tuning,
 )
-from experiments.findings.common import calibration_line, pct  # noqa: E402
+from experiments.findings.common import JUDGED_NOW, calibration_line, pct  # noqa: E402
 from ptxprobe.runs.rundir import RunDir  # noqa: E402
 from ptxprobe.static.verdicts import arch_order  # noqa: E402
+from ptxprobe.stats import paired as stats  # noqa: E402
 from ptxprobe.toolchain.tools import version_key  # noqa: E402
 
 FINDINGS = ROOT / "FINDINGS.md"
@@ -147,9 +148,10 @@ def runtime_section() -> list[str]:
         eff = analysis_gpu.name_effects(analysis_gpu.load(d))
         counts = analysis_gpu.verdict_counts(eff)
         out += [f"**`{run}`** ({title}; {gpu['gpu']}, driver {gpu['driver']}): {calibration_line(run)}.", "",
-                "| name | ptxas | faster | slower | equivalent (±0.5 %) | inconclusive |", "|---|---|---|---|---|---|"]
-        out += [f"| `{t}` | {v} | {r.faster} | {r.slower} | {r.equivalent} | {r.inconclusive} |"
-                for (t, v), r in counts.iterrows()]
+                "| name | ptxas | faster | slower | straddles ±0.5 % | negligible | equivalent | inconclusive |",
+                "|---|---|---|---|---|---|---|---|"]
+        out += [f"| `{t}` | {v} | {r.faster} | {r.slower} | {r[stats.STRADDLES_MARGIN]} | {r.negligible} | "
+                f"{r.equivalent} | {r.inconclusive} |" for (t, v), r in counts.iterrows()]
         ranges = analysis_gpu.effect_ranges(eff)
         out += ["", "`cutlass_` against the baseline name, per kernel, dtype and mask (groups = N values or sizes; "
                 "significant = q ≤ 0.05 after Benjamini-Hochberg over the sweep):", "",
@@ -262,12 +264,13 @@ def sgemm_repeat_line() -> list[str]:
             continue
         a, b = by[DESIGN_USER], by[SWEEP_EXPLAIN]
         same = "same cubins" if a["text_sha256"] == b["text_sha256"] else "OTHER cubins"
-        same_verdict.append(a["runtime_verdict"] == b["runtime_verdict"])
+        va, vb = analysis_gpu.judged_now(a), analysis_gpu.judged_now(b)
+        same_verdict.append(va == vb)
         for r in (a, b):
             throttled += sum(r["samples"]["throttled"])
             clocks |= {c for c in r["samples"]["sm_clock_mhz"] if c}
-        parts.append(f"{gid.split('@', 1)[1]}: {pct(a['ratio_vs_baseline'], 2)} ({a['runtime_verdict']}) then "
-                     f"{pct(b['ratio_vs_baseline'], 2)} ({b['runtime_verdict']}), {same}")
+        parts.append(f"{gid.split('@', 1)[1]}: {pct(a['ratio_vs_baseline'], 2)} ({va}) then "
+                     f"{pct(b['ratio_vs_baseline'], 2)} ({vb}), {same}")
     return [f"**sgemm.cu timed again** (`{SWEEP_EXPLAIN}`: `rename-sweep --cu … --run --explain`, paired design, "
             f"another device call), `cutlass_sgemm` against `sgemm` as first measured in `{DESIGN_USER}`: "
             + "; ".join(parts) + f". Same verdict in {sum(same_verdict)} of {len(same_verdict)} sizes; the "
@@ -367,7 +370,7 @@ HEAD = ["# Findings", "",
         "add `gpu.json`, `calibration.json` and the raw per-sample times in `runtime.jsonl`). Nothing here is typed "
         "by hand: `python experiments/findings/render.py --check` (run by `tests/test_readme.py`) fails if this file "
         "and the data disagree. How the GPU numbers are measured: [docs/gpu-method.md](docs/gpu-method.md). Every "
-        "section ends with the run directories it read.", ""]
+        "section ends with the run directories it read.", "", JUDGED_NOW, ""]
 
 
 # one figure per question: file under docs/figures/, its alt text, the function that draws it (SVG text)

@@ -267,10 +267,12 @@ def show_speed(title: str, speed: dict, templates: list[str], console: Console |
             t.add_row(short[g["kernel"]], *r)
         con.print(t, width=cols)
     n = len(speed["table"])
-    shown = (f"the {len(changed)} largest of {len(changes)} groups where a name is faster or slower"
-             if changed else "in no group is a name faster or slower")
-    con.print(f"speed: {shown}; {n - len(changes)} of {n} groups within ±{speed['margin']} (equivalent, negligible) "
-              "or the same code; every group in the HTML report", highlight=False, width=cols)
+    shown = (f"the {len(changed)} largest of {len(changes)} groups where a name is faster or slower (beyond "
+             f"±{speed['margin']})" if changed else f"in no group is a name faster or slower beyond ±{speed['margin']}")
+    across = sum(1 for g in speed["table"] if g.get("straddles") and not g["changes"])
+    unsure = f"; in {across} a significant difference straddles the margin (more rounds would tell)" if across else ""
+    con.print(f"speed: {shown}{unsure}; {n - len(changes) - across} of {n} groups within it (equivalent, negligible, "
+              "inconclusive) or the same code; every group in the HTML report", highlight=False, width=cols)
     for tally in speed["tallies"]:
         counts = ", ".join(f"{v} {n}" for v, n in tally["counts"])
         con.print(f"{tally['template']} in {tally['n']} groups: {counts}", highlight=False, width=cols)

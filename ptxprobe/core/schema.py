@@ -106,8 +106,8 @@ ratio_vs_baseline | float | baseline time / this time (> 1: faster); null when n
 ratio_ci_low | float | 95 % interval
 ratio_ci_high | float | 95 % interval
 ratio_of_means | float | mean baseline time / mean time over the paired rounds (beside the Hodges-Lehmann ratio)
-runtime_verdict | str! | faster, slower, negligible, equivalent, inconclusive; identical-code; no_difference (old)
-verdict_rule | str | interval+bh: significant = interval excludes 1 and q <= 1 - ci_level; absent: interval alone
+runtime_verdict | str! | faster, slower, straddles_margin, negligible, equivalent, inconclusive; identical-code
+verdict_rule | str | margin+bh: faster/slower beyond the margin; interval+bh: when significant; absent: interval alone
 rounds | int! | timing rounds (0: not timed)
 """)
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from ptxprobe.binary.diff import align, match_loops
 from ptxprobe.binary.sass import Listing, loops
 from ptxprobe.core.errors import SpecError
+from ptxprobe.stats.paired import BEYOND_MARGIN
 
 TOTAL_COLUMN = "Warp Stall Sampling (All Samples)"
 UNLISTED = "unlisted"  # samples ncu counts at an instruction but gives no reason column for (seen at HGMMA)
@@ -233,9 +234,9 @@ def group_record(kernel: str, group_id: str, baseline: str, variant: str, identi
     timed = (timing or {}).get("ratio_vs_baseline")
     cpi = "Warp Cycles Per Issued Instruction"
     verdict = (timing or {}).get("runtime_verdict")
-    # only a timing that found a direction has a sign to agree with (equivalent/inconclusive have none)
+    # only a timing shown beyond the margin has a sign worth agreeing with (equivalent/inconclusive have none)
     rec["checks"]["duration_sign_agrees"] = (None if ncu_ratio is None or timed is None
-                                            or verdict not in ("faster", "slower") else (ncu_ratio > 1) == (timed > 1))
+                                            or verdict not in BEYOND_MARGIN else (ncu_ratio > 1) == (timed > 1))
     return {
         "kernel": kernel, "group_id": group_id, "baseline": baseline, "variant": variant,
         "identical_code": identical_code,

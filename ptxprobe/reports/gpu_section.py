@@ -13,6 +13,7 @@ from ptxprobe.gpu.calibrate import CRITERIA
 from ptxprobe.ptx.labels import table_names
 from ptxprobe.runs.rundir import RunDir
 from ptxprobe.stats import paired as stats
+from ptxprobe.stats.paired import BEYOND_MARGIN, STRADDLES_MARGIN
 
 ROW_LABEL_WIDTH = 48  # characters of a kernel label in the plot (shortened as in the terminal answer)
 CHAR_W = 7.4  # px per character of an 11.5 px label, generously: label columns are sized from their longest text
@@ -287,7 +288,8 @@ def group_rows(rows: list[dict], templates: list[str]) -> list[dict]:
         ratios = [abs(v["ratio"] - 1) for v in names.values() if v["ratio"] is not None]
         out.append({"kernel": first["kernel"], "problem": problem_label(first),
                     "ptxas": first.get("run_ptxas_version") or "", "names": names,
-                    "changes": any(v["verdict"] in ("faster", "slower") for v in names.values()),
+                    "changes": any(v["verdict"] in BEYOND_MARGIN for v in names.values()),
+                    "straddles": any(v["verdict"] == STRADDLES_MARGIN for v in names.values()),
                     "largest": max(ratios, default=0.0)})
     return out
 

@@ -53,8 +53,11 @@ def throughput_interval(times_ms, amount: float, **kw) -> Interval:
 
 EQUIVALENT, INCONCLUSIVE = "equivalent", "inconclusive"
 NEGLIGIBLE = "negligible"  # significant, and the whole interval inside 1 +- margin
-SIGNIFICANT = (FASTER, SLOWER, NEGLIGIBLE)  # the verdicts that claim an effect (an A/A false positive is one)
-VERDICT_RULE = "interval+bh"  # rows judged by ``decide`` with their q-value record this in ``verdict_rule``
+STRADDLES_MARGIN = "straddles_margin"  # significant, the interval across 1 + margin (or 1 - margin): size not shown
+SIGNIFICANT = (FASTER, SLOWER, STRADDLES_MARGIN, NEGLIGIBLE)  # verdicts that claim an effect (an A/A false positive)
+BEYOND_MARGIN = (FASTER, SLOWER)  # the effect shown larger than the margin: what "faster" and "slower" mean
+VERDICT_RULE = "margin+bh"  # rows judged by ``decide`` with their q-value record this in ``verdict_rule``
+SIGNIFICANCE_RULE = "interval+bh"  # the rule before: faster / slower whenever significant (runs of 2026-12-02..05)
 EQUIVALENCE_MARGIN = 0.005  # the default TOST margin on a throughput ratio (± 0.5 %); docs/gpu-method.md says why
 IDENTICAL_CODE = "identical-code"  # not timed: the name's machine code is the baseline's
 
@@ -138,15 +141,26 @@ def paired_interval(logs, level: float = 0.95, n_boot: int = 2000, seed: int = 0
 
 
 def decide(iv: Interval, margin: float = EQUIVALENCE_MARGIN, q_value: float | None = None) -> str:
-    """The verdict on one comparison (the rule ``VERDICT_RULE`` names).
+    """The verdict on one comparison (the rule ``VERDICT_RULE`` names): ``faster`` and ``slower`` only beyond the
+    margin.
 
     *Significant* means the interval excludes 1 and, when the comparison is one of several (``q_value`` given),
     the multiplicity-adjusted test rejects at the interval's own level: Benjamini-Hochberg q <= 1 - level, the
-    q over the run's name comparisons (``gpu.dispatch.with_q_values``) or over one ``compare`` call's. Then
-    ``negligible`` when the interval also lies inside 1 +- margin (an effect found, smaller than the margin:
-    its sign does not reproduce across runs), else faster / slower. Not significant: ``equivalent`` when the
-    interval lies inside 1 +- margin (TOST), else ``inconclusive``. Without ``q_value`` the test is the
-    interval's own (one comparison: the signed-rank test it inverts)."""
+    q over the run's name comparisons (``gpu.dispatch.with_q_values``) or over one ``compare`` call's. A significant
+    interval is ``faster`` when its low end is above 1 + margin, ``slower`` when its high end is below 1 - margin,
+    ``negligible`` when it lies inside 1 +- margin (an effect found, smaller than the margin: its sign does not
+    reproduce across runs), and ``straddles_margin`` otherwise (a difference whose size is not shown either way).
+    Not significant: ``equivalent`` when the interval lies inside 1 +- margin (TOST), else ``inconclusive``.
+    Without ``q_value`` the test is the interval's own (one comparison: the signed-rank test it inverts)."""
+    verdict = decide_significant(iv, margin, q_value)
+    if verdict == FASTER and iv.low <= 1.0 + margin or verdict == SLOWER and iv.high >= 1.0 - margin:
+        return STRADDLES_MARGIN
+    return verdict
+
+
+def decide_significant(iv: Interval, margin: float = EQUIVALENCE_MARGIN, q_value: float | None = None) -> str:
+    """The rule runs recorded as ``SIGNIFICANCE_RULE``: faster / slower whenever significant and not inside the
+    margin, however close to it. Kept to recompute committed verdicts as they were judged; ``decide`` judges."""
     inside = iv.low >= 1.0 - margin and iv.high <= 1.0 + margin
     excludes = iv.low > 1.0 or iv.high < 1.0
     if excludes and (q_value is None or q_value <= 1.0 - iv.level + 1e-12):
@@ -169,12 +183,23 @@ def decide_by_interval(iv: Interval, margin: float = EQUIVALENCE_MARGIN) -> str:
     return INCONCLUSIVE
 
 
+def _stored_interval(row: dict) -> Interval:
+    return Interval(row["ratio_vs_baseline"], row["ratio_ci_low"], row["ratio_ci_high"], row.get("ci_level", 0.95))
+
+
 def recorded_decision(row: dict, margin: float = EQUIVALENCE_MARGIN) -> str:
     """A stored row's verdict recomputed from its stored interval under the rule it was recorded with."""
-    iv = Interval(row["ratio_vs_baseline"], row["ratio_ci_low"], row["ratio_ci_high"], row.get("ci_level", 0.95))
-    if row.get("verdict_rule") == VERDICT_RULE:
+    iv, rule = _stored_interval(row), row.get("verdict_rule")
+    if rule == VERDICT_RULE:
         return decide(iv, margin, row.get("q_value"))
+    if rule == SIGNIFICANCE_RULE:
+        return decide_significant(iv, margin, row.get("q_value"))
     return decide_by_interval(iv, margin)
+
+
+def current_decision(row: dict, margin: float = EQUIVALENCE_MARGIN) -> str:
+    """A stored row judged again from its stored interval (and q-value, where it has one) under today's rule."""
+    return decide(_stored_interval(row), margin, row.get("q_value"))
 
 
 def signed_rank_pvalue(logs) -> float:
