@@ -123,3 +123,20 @@ def test_hodges_lehmann_is_the_median_of_the_walsh_averages_bitwise():
             warnings.simplefilter("ignore", RuntimeWarning)  # the median of nothing
             want = np.median((b[..., i] + b[..., j]) / 2.0, axis=-1)
         assert np.array_equal(stats.hodges_lehmann(b), want, equal_nan=True), bad
+
+
+def test_a_log_recorded_under_the_rule_before_is_gated_and_judged_by_that_rule():
+    """A run logged under interval+bh holds its rows before Benjamini-Hochberg: repro and the report gate them by q
+    and judge them by their own rule (decide_significant), not the margin rule, and not left ungated."""
+    from ptxprobe.reports.repro import judged
+
+    def old(i, ratio, low, high, p):
+        return {**_name_row(i, ratio, low, high, p), "verdict_rule": stats.SIGNIFICANCE_RULE,
+                "runtime_verdict": stats.decide_significant(stats.Interval(ratio, low, high))}
+
+    rows = [old(0, 1.004, 1.002, 1.006, 1e-4), old(1, 0.99, 0.985, 0.9995, 0.04)]
+    rows += [old(i, 1.0, 0.99, 1.01, 0.9) for i in range(2, 12)]
+    out = judged(rows)
+    assert all("q_value" in r for r in out)
+    assert out[0]["runtime_verdict"] == stats.FASTER  # the rule before: significant past 1, reaching past the margin
+    assert out[1]["runtime_verdict"] == stats.INCONCLUSIVE  # q 0.04 x 12 / 2 > 0.05: gated, as that rule did

@@ -192,15 +192,15 @@ def _finish(out: Path, log: Path, info: dict) -> list[dict]:
 
 def with_q_values(rows: list[dict]) -> list[dict]:
     """Benjamini-Hochberg across every name comparison of the run: each renamed row gets its ``q_value``, and a
-    row judged by ``stats.VERDICT_RULE`` its final verdict (significant only when q <= 1 - its interval's level).
-    Rows recorded under the earlier rule keep their verdict. The A/A and planted rows are not in the family:
-    calibration counts each one alone."""
+    row judged by a rule that gates by q (``stats.BH_RULES``) its final verdict under that rule (significant only
+    when q <= 1 - its interval's level). Rows recorded under the interval-alone rule keep their verdict. The A/A
+    and planted rows are not in the family: calibration counts each one alone."""
     tested = [i for i, r in enumerate(rows) if r.get("name_template") and not r.get("is_baseline")
               and r.get("p_value") is not None]
     q = stats.bh_qvalues([rows[i]["p_value"] for i in tested])
     out = [dict(r) for r in rows]
     for i, v in zip(tested, q, strict=True):
         out[i]["q_value"] = v
-        if out[i].get("verdict_rule") == stats.VERDICT_RULE:
+        if out[i].get("verdict_rule") in stats.BH_RULES:
             out[i]["runtime_verdict"] = stats.recorded_decision(out[i], out[i].get("margin", stats.EQUIVALENCE_MARGIN))
     return out

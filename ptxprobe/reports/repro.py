@@ -300,7 +300,7 @@ def _timed(r: dict) -> bool:
 def judged(rows: list[dict]) -> list[dict]:
     """Rows as the run's final table has them: a run's log holds its rows before Benjamini-Hochberg over the
     run gated their verdicts (rows of the earlier rule, or already judged, come back as they were)."""
-    if not any(r.get("verdict_rule") == stats.VERDICT_RULE and "q_value" not in r for r in rows):
+    if not any(r.get("verdict_rule") in stats.BH_RULES and "q_value" not in r for r in rows):
         return rows
     from ptxprobe.gpu.dispatch import with_q_values
 

@@ -58,6 +58,7 @@ SIGNIFICANT = (FASTER, SLOWER, STRADDLES_MARGIN, NEGLIGIBLE)  # verdicts that cl
 BEYOND_MARGIN = (FASTER, SLOWER)  # the effect shown larger than the margin: what "faster" and "slower" mean
 VERDICT_RULE = "margin+bh"  # rows judged by ``decide`` with their q-value record this in ``verdict_rule``
 SIGNIFICANCE_RULE = "interval+bh"  # the rule before: faster / slower whenever significant (runs of 2026-12-02..05)
+BH_RULES = (VERDICT_RULE, SIGNIFICANCE_RULE)  # rules whose verdicts wait for the run's q-values (logs hold them before)
 EQUIVALENCE_MARGIN = 0.005  # the default TOST margin on a throughput ratio (± 0.5 %); docs/gpu-method.md says why
 IDENTICAL_CODE = "identical-code"  # not timed: the name's machine code is the baseline's
 
