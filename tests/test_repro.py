@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import shutil
 from pathlib import Path
@@ -354,3 +355,23 @@ def test_a_new_output_within_the_spread_ptxas_showed_is_no_divergence():
     moved = _static_rows({"attn": ["a", "a"], "cutlass_attn": ["d", "d"]}, verdicts)
     row = {r.name: r for r in repro.compare(steady, moved)}["cutlass_attn"]
     assert row.status == repro.DIVERGED and row.reason == "deterministic output changed"  # no spread: a change
+
+
+def test_the_gpu_s_identity_is_recorded_and_a_repro_on_another_card_says_so(tmp_path, monkeypatch):
+    """nvidia-smi's identity fields (UUID, VBIOS, power limit, ECC, application clocks) go into gpu.json (a field the
+    card does not report, [N/A], is left out); a repro compares them with the recorded run's and names each that
+    differs, where it used to re-measure on another card silently."""
+    from ptxprobe.gpu import device
+    from tests.conftest import write_script
+
+    answer = ("580.159.04, 1980, 1980, 3201, 40, 120.5, GPU-5ce08789, 96.00.AF.00.01, 700.00, Enabled, [N/A]")
+    write_script(tmp_path / "nvidia-smi", f"echo '{answer}'\n")
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    got = device._smi(0)
+    assert got["uuid"] == "GPU-5ce08789" and got["power_limit_w"] == "700.00" and got["ecc_mode"] == "Enabled"
+    assert "app_clock_mhz" not in got and got["driver"] == "580.159.04"
+    recorded = {"gpu": "NVIDIA H200", **got, "power_limit_w": "600.00"}
+    here = {"gpu": "NVIDIA H100 80GB HBM3", **got}
+    assert repro.gpu_differences(recorded, here) == ["gpu NVIDIA H100 80GB HBM3 here, NVIDIA H200 recorded",
+                                                     "power_limit_w 700.00 here, 600.00 recorded"]
+    assert repro.gpu_differences({"gpu": "NVIDIA H200"}, {**got, "gpu": "NVIDIA H200"}) == []  # older runs: gpu only

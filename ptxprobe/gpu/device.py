@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 
 from ptxprobe.core.errors import NoGpu
@@ -57,19 +56,26 @@ def gpu_info(device: int = 0) -> dict:
     return info
 
 
+# what nvidia-smi is asked, and the key each answer is recorded under: the card's state during the run (clocks,
+# temperature, power) and what tells one card and its settings from another (repro compares those: IDENTITY)
+SMI_FIELDS = {"driver_version": "driver", "clocks.sm": "sm_clock_mhz", "clocks.max.sm": "sm_clock_max_mhz",
+              "clocks.mem": "mem_clock_mhz", "temperature.gpu": "temperature_c", "power.draw": "power_w",
+              "uuid": "uuid", "vbios_version": "vbios", "power.limit": "power_limit_w",
+              "ecc.mode.current": "ecc_mode", "clocks.applications.graphics": "app_clock_mhz"}
+IDENTITY = ("gpu", "uuid", "vbios", "driver", "power_limit_w", "ecc_mode", "app_clock_mhz")
+
+
 def _smi(device: int) -> dict:
-    q = "driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw"
+    """nvidia-smi's answers for ``SMI_FIELDS`` (a field this card or driver does not report is left out)."""
+    from ptxprobe.core.errors import ToolNotFound
+    from ptxprobe.core.proc import run_tool
+
     try:
-        out = subprocess.run(
-            ["nvidia-smi", f"--id={device}", f"--query-gpu={q}", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        ).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
+        run = run_tool(["nvidia-smi", f"--id={device}", f"--query-gpu={','.join(SMI_FIELDS)}",
+                        "--format=csv,noheader,nounits"], timeout=30)
+    except ToolNotFound:
         return {}
-    vals = [v.strip() for v in out.split(",")]
-    if len(vals) != 6:
+    vals = [v.strip() for v in run.stdout.strip().split(",")]
+    if not run.ok or len(vals) != len(SMI_FIELDS):
         return {}
-    keys = ("driver", "sm_clock_mhz", "sm_clock_max_mhz", "mem_clock_mhz", "temperature_c", "power_w")
-    return dict(zip(keys, vals, strict=True))
+    return {key: v for key, v in zip(SMI_FIELDS.values(), vals, strict=True) if v and not v.startswith("[")}

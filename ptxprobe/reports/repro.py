@@ -135,6 +135,16 @@ def check_environment(manifest: dict, rows: list[dict], tools: list[Tool]) -> tu
     return problems, found
 
 
+def gpu_differences(recorded: dict, here: dict) -> list[str]:
+    """How the GPU a re-measurement runs on differs from the recorded run's, by the facts that tell cards and their
+    settings apart (``gpu.device.IDENTITY``); a fact either side did not record is not compared."""
+    from ptxprobe.gpu.device import IDENTITY
+
+    return [f"{key} {here[key]} here, {recorded[key]} recorded" for key in IDENTITY
+            if recorded.get(key) not in (None, "") and here.get(key) not in (None, "")
+            and str(recorded[key]) != str(here[key])]
+
+
 def changed_sources(manifest: dict) -> list[str]:
     """Files under kernels/ whose content differs from the recorded run's."""
     here = kernel_source_hashes()
@@ -409,6 +419,11 @@ def repro(
         between = between_run_model(exp_d.get("run", {}).get("between_run"))  # the measured model by default
         margin = float(exp_d.get("run", {}).get("timing", {}).get("margin", stats.EQUIVALENCE_MARGIN))
         try:
+            from ptxprobe.gpu.device import gpu_info
+
+            moved = gpu_differences(RunDir(run).gpu or {}, gpu_info(0))
+            if moved:  # another card, or the same one set otherwise: re-measured all the same, and said
+                notes.append("the GPU differs from the recorded run's: " + "; ".join(moved))
             new_rt = runtime_sweep(sub, out / "runtime", progress=progress, executor=executor)
             runtime_rows = compare_runtime(RunDir(run).runtime_log, _as_recorded(new_rt, relabel), between, margin)
             fit = estimate_from_runs([RunDir(run).runtime_log, new_rt], f"{run.name} + its repro")
