@@ -90,14 +90,18 @@ def judged_now(row: dict) -> str:
     """A timed comparison's verdict under today's rule; untimed rows (identical code) keep theirs."""
     if any(pd.isna(row.get(k)) for k in ("ratio_vs_baseline", "ratio_ci_low", "ratio_ci_high")):
         return row["runtime_verdict"]
-    q, level, margin = row.get("q_value"), row.get("ci_level"), row.get("margin")
-    known = {k: None if v is None or pd.isna(v) else float(v) for k, v in (("q", q), ("level", level), ("m", margin))}
-    return stats.current_decision({**row, "q_value": known["q"], "ci_level": known["level"] or 0.95},
-                                  known["m"] or stats.EQUIVALENCE_MARGIN)
+    q, level, margin = (_number(row.get(k)) for k in ("q_value", "ci_level", "margin"))
+    return stats.current_decision({**row, "q_value": q, "ci_level": level or 0.95}, margin or stats.EQUIVALENCE_MARGIN)
+
+
+def _number(value) -> float | None:
+    """A table cell as a number, None where it is empty (a row that never had the column: NaN, or None)."""
+    return None if pd.isna(value) else float(value)
 
 
 def verdict_counts(effects: pd.DataFrame) -> pd.DataFrame:
-    """Verdicts per (template, ptxas): how often a name is faster, slower, equivalent or inconclusive."""
+    """Verdicts per (template, ptxas): how often a name is faster, slower, across the margin, negligible, equivalent
+    or inconclusive, or has the baseline's machine code."""
     t = effects.groupby(["name_template", "run_ptxas_version"]).runtime_verdict.value_counts().unstack(fill_value=0)
     kinds = ["faster", "slower", stats.STRADDLES_MARGIN, stats.NEGLIGIBLE, "equivalent", "inconclusive",
              stats.IDENTICAL_CODE]

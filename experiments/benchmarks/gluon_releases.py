@@ -89,7 +89,9 @@ def build(out: Path) -> None:
 
 
 def _launcher(fam, spec, problem):
-    """Triton's own compile on this machine (its launcher, its PTX's parameter list and launch metadata)."""
+    """Triton's own compile on this machine: (the compiled kernel with its launcher and launch metadata, its PTX's
+    parameter list, its machine code's hash)."""
+    from ptxprobe.binary.cubin import read_cubin
     from ptxprobe.gpu.launchers import triton_compiled
     from ptxprobe.ptx.text import entry_params
     from ptxprobe.sources.triton import specialize
@@ -97,7 +99,7 @@ def _launcher(fam, spec, problem):
     sp = specialize(fam.fn, fam.launch_args(spec, problem, None))
     base = triton_compiled(fam.fn, sp, fam.compile_options(spec))
     params = [[p.type, p.count] for p in entry_params(base.asm["ptx"], base.name)]
-    return base, params
+    return base, params, read_cubin(base.kernel).kernel(base.name).text_sha256
 
 
 def _run(fam, spec, problem, kernel, n_sms: int):
@@ -116,6 +118,11 @@ def _run(fam, spec, problem, kernel, n_sms: int):
     return {"nan_count": nan, "rel_err_vs_reference": rel, "output_sha": _digest(out)}
 
 
+def _within_bound(res: dict, dtype: str) -> bool:
+    """A launch's output fully written and within its dtype's bound of float64."""
+    return res["rel_err_vs_reference"] is not None and res["rel_err_vs_reference"] < BOUND[dtype]
+
+
 def _digest(t) -> str:
     """sha256 of a tensor's bytes: two launches that agree bitwise have the same digest."""
     import hashlib
@@ -129,7 +136,6 @@ def check(src: Path, out: Path) -> int:
     """Every release's cubins under ``src`` launched and checked; 0 when every check and control holds."""
     import importlib.metadata as md
 
-    from ptxprobe.binary.cubin import read_cubin
     from ptxprobe.gpu.device import gpu_info
     from ptxprobe.sources.registry import Problem, family
 
@@ -141,15 +147,15 @@ def check(src: Path, out: Path) -> int:
     rows, launchers = [], {}
     for dtype, head_dim, causal in configs():
         spec = fam.spec(dtype, head_dim, causal)
-        base, params = _launcher(fam, spec, problem)
-        launchers[config_key(dtype, head_dim, causal)] = (spec, base, params)
+        key = config_key(dtype, head_dim, causal)
+        base, params, own_text = _launcher(fam, spec, problem)
+        launchers[key] = (spec, base, params, own_text)
         own = _run(fam, spec, problem, base, info["sms"])
-        rows.append({"release": f"{machine_triton} (this machine's JIT)", "config": config_key(dtype, head_dim, causal),
-                     "ran": True, **own, "within_bound": own["rel_err_vs_reference"] is not None
-                     and own["rel_err_vs_reference"] < BOUND[dtype]})
+        rows.append({"release": f"{machine_triton} (this machine's JIT)", "config": key, "ran": True, **own,
+                     "within_bound": _within_bound(own, dtype)})
     for release, doc in builds.items():
         for rec in doc["configs"]:
-            spec, base, params = launchers[rec["config"]]
+            spec, base, params, own_text = launchers[rec["config"]]
             row = {"release": release, "ptxas": doc["ptxas"]["version"], "config": rec["config"],
                    "registers": rec.get("registers"), "spill_bytes": rec.get("spill_bytes")}
             why = _launch_mismatch(rec, base, params)
@@ -158,13 +164,10 @@ def check(src: Path, out: Path) -> int:
                 continue
             cubin = (src / release / f"{rec['config']}.cubin").read_bytes()
             res = _run(fam, spec, problem, _with_release(base, rec, cubin), info["sms"])
-            own_text = read_cubin(base.kernel).kernel(base.name).text_sha256
-            rows.append({**row, "ran": True, **res,
-                         "within_bound": res["rel_err_vs_reference"] is not None
-                         and res["rel_err_vs_reference"] < BOUND[rec["dtype"]],
+            rows.append({**row, "ran": True, **res, "within_bound": _within_bound(res, rec["dtype"]),
                          "same_machine_code_as_this_machines_jit": rec["text_sha256"] == own_text})
     plant = _plant(fam, problem, launchers, builds.get(machine_triton), src, info["sms"])
-    doc = {"question": "Does each Triton release's build of the Gluon Hopper attention compute attention on an H200?",
+    doc = {"question": "Does each Triton release's build of the Gluon Hopper attention compute attention on the GPU?",
            "command": " ".join(sys.argv), "gpu": info, "machine_triton": machine_triton,
            "problem": {"batch": BATCH, "heads": HEADS, "seq_len": SEQ_LEN}, "bound": BOUND,
            "builds": builds, "checks": rows, "plant": plant}
@@ -221,11 +224,10 @@ def _plant(fam, problem, launchers, own_build, src: Path, n_sms: int) -> dict:
     if own_build is None:
         return {"caught": None, "why": "this machine's Triton release was not built"}
     rec = next(r for r in own_build["configs"] if r["config"] == config_key("fp16", 64, True))
-    spec, base, _ = launchers[config_key("fp16", 64, False)]
+    spec, base, _, _ = launchers[config_key("fp16", 64, False)]
     cubin = (src / own_build["triton"] / f"{rec['config']}.cubin").read_bytes()
     res = _run(fam, spec, problem, _with_release(base, rec, cubin), n_sms)
-    err = res["rel_err_vs_reference"]
-    return {**res, "caught": err is None or err >= BOUND["fp16"]}
+    return {**res, "caught": not _within_bound(res, "fp16")}
 
 
 def main(argv=None) -> int:

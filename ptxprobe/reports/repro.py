@@ -419,12 +419,10 @@ def repro(
         between = between_run_model(exp_d.get("run", {}).get("between_run"))  # the measured model by default
         margin = float(exp_d.get("run", {}).get("timing", {}).get("margin", stats.EQUIVALENCE_MARGIN))
         try:
-            from ptxprobe.gpu.device import gpu_info
-
-            moved = gpu_differences(RunDir(run).gpu or {}, gpu_info(0))
+            new_rt = runtime_sweep(sub, out / "runtime", progress=progress, executor=executor)
+            moved = gpu_differences(RunDir(run).gpu or {}, RunDir(out / "runtime").gpu or {})  # both runs' gpu.json
             if moved:  # another card, or the same one set otherwise: re-measured all the same, and said
                 notes.append("the GPU differs from the recorded run's: " + "; ".join(moved))
-            new_rt = runtime_sweep(sub, out / "runtime", progress=progress, executor=executor)
             runtime_rows = compare_runtime(RunDir(run).runtime_log, _as_recorded(new_rt, relabel), between, margin)
             fit = estimate_from_runs([RunDir(run).runtime_log, new_rt], f"{run.name} + its repro")
             between_run = {"used": between.to_json(), "this_pair": fit.to_json() if fit else None}
