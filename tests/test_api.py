@@ -114,7 +114,7 @@ def test_a_planted_one_percent_slowdown_comes_out_slower_and_sized():
     assert c.high < 1.0 and c.low <= 1 / 1.01 <= c.high  # throughput ratio: the other runs at 1/1.01 the rate
     assert c.ratio == pytest.approx(1 / 1.01, abs=0.001)
     assert c.rounds == 30 and c.level == pytest.approx(0.975)  # two looks (20, 30): Bonferroni over them
-    assert c.p_value < 0.01 and c.margin == stats.EQUIVALENCE_MARGIN and c.interval == "signed-rank"
+    assert c.p_value < 0.01 and c.margin == stats.EQUIVALENCE_MARGIN and c.interval == stats.SERIAL_SIGNED_RANK
 
 
 def test_an_a_a_pair_comes_out_equivalent_and_the_block_stops_on_target():

@@ -206,4 +206,7 @@ def test_the_program_ab_holds_its_level_at_few_rounds_and_calls_a_consistent_eff
         assert called / sims <= 0.07 and bca / sims > 0.07, (n, called, bca)  # the level held; the BCa fault seen
     found = sum(capture_ab.compare(runs_of(rng.normal(0.01, 0.001, size=6)), arms=("aa",))[0]["verdict"] == "faster"
                 for _ in range(200))
-    assert found / 200 >= 0.95
+    assert found / 200 >= 0.9  # the serial widening costs some power at six rounds, none at ten
+    found = sum(capture_ab.compare(runs_of(rng.normal(0.01, 0.001, size=10)), arms=("aa",))[0]["verdict"] == "faster"
+                for _ in range(200))
+    assert found / 200 >= 0.99

@@ -151,7 +151,7 @@ EFFECTS = {"b": 0.012, "c": 0.008, "d": 0.002, "e": -0.004, "f": -0.03, "g": -0.
 def test_the_race_finds_the_known_best_and_spends_its_rounds_on_contenders():
     """Seven codes, the best 1.2 % faster than the user's, the next 0.8 %: per-round noise as the H200's (0.13 %)
     and three times it. The race never drops the true best, names it the winner, and times the clearly slower codes
-    for one rung only (a planted fault, ranking by the estimate ascending, drops the best and fails here)."""
+    for the first rungs only (a planted fault, ranking by the estimate ascending, drops the best and fails here)."""
     for sd in (0.0013, 0.004):
         for seed in range(20):
             measure, spent = _simulated(EFFECTS, sd, seed)
@@ -159,7 +159,9 @@ def test_the_race_finds_the_known_best_and_spends_its_rounds_on_contenders():
             assert "b" not in {d.standing.label for d in res.dropped}, (sd, seed)
             assert res.winner is not None and res.winner.label == "b", (sd, seed, res.standings)
             assert res.winner.low > 1.0 and res.winner.half_width <= 0.002 or res.stopped_by == "cap"
-            assert {"f", "g"} <= {d.standing.label for d in res.dropped if d.rung == 1}
+            # -3 % goes at the first rung; -1 % there too at the H200's noise, by the second at three times it
+            assert {"f", "g"} <= {d.standing.label for d in res.dropped if d.rung <= (1 if sd < 0.002 else 2)}
+            assert "f" in {d.standing.label for d in res.dropped if d.rung == 1}
             assert spent["rounds"] == res.rounds_measured < len(EFFECTS) * racing.RacePlan().max_rounds
 
 

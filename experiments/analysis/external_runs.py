@@ -124,7 +124,9 @@ def aot_comparisons(path: Path, seed: int = 0, method: str = "signed-rank", rule
 
 
 def program_ab(path: Path) -> pd.DataFrame:
-    """A capture --run A/B recomputed from its runs with compare()'s rules (minimum rounds included)."""
+    """A capture --run A/B recomputed from its runs with compare()'s rules (minimum rounds included) and the
+    interval its record names (the records before ``ci_method`` used the signed-rank interval)."""
     rec = json.loads(Path(path).read_text())
     runs = [Run(**r) for r in rec["runs"]]
-    return pd.DataFrame(compare(runs))
+    method = next((c["ci_method"] for c in rec.get("comparisons", []) if c.get("ci_method")), "signed-rank")
+    return pd.DataFrame(compare(runs, method=method))

@@ -212,6 +212,8 @@ def planted_rows(rec: dict) -> dict[str, dict]:
 def stopping_replay(run_dir: str | Path) -> pd.DataFrame:
     """Each group's names block replayed look by look from its recorded rounds through the timing's own stopping
     rule and the run's recorded plan: where the rule stops (and why) against where the block did stop."""
+    from dataclasses import replace
+
     from ptxprobe.gpu.plan import run_config
     from ptxprobe.gpu.timing import TimingPlan, look_halfwidths, look_rounds, stop_reason
 
@@ -226,8 +228,10 @@ def stopping_replay(run_dir: str | Path) -> pd.DataFrame:
         pairs = block_pairs(rec, templates)
         series = {**labels, **planted_rows(rec)}
         logs = [stats.log_ratios(*compared_series(series[a], series[b])) for a, b in pairs]
-        # the plan the group recorded; older runs' groups did not: the experiment's keys over TimingPlan's defaults
-        plan = TimingPlan(**rec["timing_plan"]) if "timing_plan" in rec else stated
+        # the plan the group recorded; older runs' groups did not: the experiment's keys over TimingPlan's defaults,
+        # with the interval their rows name (defaults change; ``ci_method`` absent meaning BCa)
+        plan = TimingPlan(**rec["timing_plan"]) if "timing_plan" in rec else replace(stated, interval=next(
+            (r["ci_method"] for r in labels.values() if r.get("ci_method")), "bca"))
         recorded = len(logs[0])
         stop, why, widths, first = None, "not stopped", [], None
         for done in (n for n in look_rounds(plan) if n <= recorded):

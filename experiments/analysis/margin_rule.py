@@ -76,6 +76,10 @@ def main() -> int:
     doc = simulate()
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(doc, indent=1) + "\n")
+    sim.write_manifest(OUT.parent, "verdict rates of the margin rule and the rule before on simulated blocks stopped "
+                       "by the tool's own code", doc["command"], list(sim.DEFAULT_RUNS),
+                       ["experiments/analysis/margin_rule.py", "experiments/analysis/stopping_simulation.py",
+                        "ptxprobe/stats/paired.py", "ptxprobe/stats/serial.py"])
     for c in doc["cells"]:
         now, before = c[stats.VERDICT_RULE], c[stats.SIGNIFICANCE_RULE]
         print(f"{c['noise']:9s} {c['true_ratio']:.4f}  faster {now['faster_rate']:.4f} (rule before "

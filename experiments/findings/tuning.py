@@ -84,7 +84,8 @@ def problems(where: Path | None = None) -> list[str]:
         if rec is None:
             continue
         runs = [Run(**r) for r in rec["runs"]]
-        again = {c["arm"]: c for c in compare_arms(runs)}
+        method = next((c["ci_method"] for c in rec["comparisons"] if c.get("ci_method")), "signed-rank")
+        again = {c["arm"]: c for c in compare_arms(runs, method=method)}
         for c in rec["comparisons"]:
             a = again[c["arm"]]
             if a["verdict"] != c["verdict"] or abs(a.get("ratio", 0) - c.get("ratio", 0)) > 1e-12:
@@ -119,7 +120,9 @@ def standings_recomputed(k: dict, plan: dict) -> list[str]:
     logs = race_logs(k)
     level = rung_level(k["race"]["rungs"], plan["level"])
     recorded = k["race"]["standings"]
-    again = judged([standing(s["label"], logs[s["label"]], level) for s in recorded], logs, plan["margin"])
+    method = plan.get("interval", "signed-rank")  # races recorded before the plan named it used the signed-rank
+    again = judged([standing(s["label"], logs[s["label"]], level, method) for s in recorded], logs, plan["margin"],
+                   method)
     return [f"{s['label']} recomputes to {a.ratio:.5f} [{a.low:.5f}, {a.high:.5f}] {a.verdict}, recorded "
             f"{s['ratio']:.5f} [{s['low']:.5f}, {s['high']:.5f}] {s['verdict']}"
             for s, a in zip(recorded, again, strict=True)

@@ -32,6 +32,7 @@ from ptxprobe.core.errors import SpecError, ToolFailed
 from ptxprobe.core.proc import run_tool
 from ptxprobe.ptx.rename import TRIGGER, TRIGGER_FREE_NAMES, apply_template, renamed_ptx
 from ptxprobe.stats import paired as stats
+from ptxprobe.stats import serial
 from ptxprobe.toolchain.assemble import assemble
 from ptxprobe.toolchain.tools import Tool
 
@@ -171,10 +172,11 @@ def run_rounds(argv: list[str], arms: list[Arm], out: Path, rounds: int, timeout
 
 
 def compare(runs: list[Run], margin: float = stats.EQUIVALENCE_MARGIN, baseline: str = "baseline",
-            arms: tuple[str, ...] = ("trigger", "control", "aa")) -> list[dict]:
+            arms: tuple[str, ...] = ("trigger", "control", "aa"), method: str = stats.SERIAL_SIGNED_RANK) -> list[dict]:
     """Each of ``arms`` against ``baseline``, round by round (rounds where either run was discarded are dropped):
-    Hodges-Lehmann with the exact signed-rank interval and the ±margin decision (``stats.decide``), the signed-rank
-    p-value beside it; with fewer than ``MIN_ROUNDS`` usable rounds the verdict is ``too_few_runs``. The exact
+    Hodges-Lehmann with its interval (``method``: by default the exact signed-rank interval widened for serial
+    correlation; records name theirs in ``ci_method``) and the ±margin decision (``stats.decide``), the p-value the
+    interval inverts beside it; with fewer than ``MIN_ROUNDS`` usable rounds the verdict is ``too_few_runs``. The exact
     interval holds its level at the handful of rounds a program affords (a BCa bootstrap did not:
     tests/test_capture_ab.py measures both). (``tune.apply`` compares its arms here too: its baseline is ``yours``,
     so its rows hold ``yours_median``.)"""
@@ -187,10 +189,11 @@ def compare(runs: list[Run], margin: float = stats.EQUIVALENCE_MARGIN, baseline:
         row = {"arm": arm, "rounds": len(pairs)}
         if len(pairs) >= MIN_ROUNDS:
             logs = stats.log_ratios([b for b, _ in pairs], [v for _, v in pairs])
-            iv = stats.paired_interval(logs, method="signed-rank")
+            iv = stats.paired_interval(logs, method=method)
             row.update(ratio=iv.estimate, low=iv.low, high=iv.high, half_width=stats.half_width(iv),
-                       verdict=stats.decide(iv, margin), p_value=stats.signed_rank_pvalue(logs),
-                       ci_method="signed-rank", **{f"{baseline}_median": float(np.median([b for b, _ in pairs]))},
+                       verdict=stats.decide(iv, margin), p_value=stats.paired_pvalue(logs, method),
+                       ci_method=method, lag1=serial.lag1(logs),
+                       **{f"{baseline}_median": float(np.median([b for b, _ in pairs]))},
                        arm_median=float(np.median([v for _, v in pairs])))
         else:
             row.update(verdict="too_few_runs")

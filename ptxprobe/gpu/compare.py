@@ -33,6 +33,7 @@ from ptxprobe.gpu.timing import (
     unit_for,
 )
 from ptxprobe.stats import paired as stats
+from ptxprobe.stats import serial
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,7 @@ class Comparison:
     stopped_by: str | None
     q_value: float | None = None  # Benjamini-Hochberg over this call's comparisons (the verdict is gated by it)
     ratio_of_means: float | None = None  # mean baseline time / mean other time over the paired rounds
+    lag1: float | None = None  # lag-1 autocorrelation of the per-round log ratios (the interval allows for it)
 
     @property
     def half_width(self) -> float:
@@ -148,11 +150,11 @@ def judge(timings: Mapping[str, Timing], baseline: str, plan: TimingPlan) -> tup
     done = min((len(logs) for logs, _ in estimates), default=0)
     stopped = (stop_reason(done, look_halfwidths([logs for logs, _ in estimates], done, plan, plan.seed), plan)
                if done in look_rounds(plan) else None)
-    p = [stats.signed_rank_pvalue(logs) for logs, _ in estimates]
+    p = [stats.paired_pvalue(logs, plan.interval) for logs, _ in estimates]
     q = stats.bh_qvalues(p)
     return tuple(Comparison(baseline, o, iv.estimate, iv.low, iv.high, iv.level, stats.decide(iv, plan.margin, qo),
                             len(logs), po, plan.margin, plan.interval, stopped, qo,
-                            stats.ratio_of_means(*base.paired_with(timings[o].sampled())))
+                            stats.ratio_of_means(*base.paired_with(timings[o].sampled())), serial.lag1(logs))
                  for o, (logs, iv), po, qo in zip(others, estimates, p, q, strict=True))
 
 

@@ -35,6 +35,7 @@ from ptxprobe.ptx.plant import plant_in_hot_loop
 from ptxprobe.ptx.rename import template_ptx
 from ptxprobe.sources import Emitted
 from ptxprobe.stats import paired as stats
+from ptxprobe.stats import serial
 from ptxprobe.toolchain.tools import Tool
 
 # dense tensor-core peaks of the H200 SXM datasheet at its 1980 MHz boost clock (TFLOPS)
@@ -72,7 +73,9 @@ def comparison(base: Sampled, other: Sampled, plan, seed: int) -> dict:
     logs, iv = paired_estimate(base, other, plan, seed)
     return {"ratio_vs_baseline": iv.estimate, "ratio_ci_low": iv.low, "ratio_ci_high": iv.high,
             "ratio_of_means": stats.ratio_of_means(*base.paired_with(other)),
-            "half_width": stats.half_width(iv), "p_value": stats.signed_rank_pvalue(logs),
+            "half_width": stats.half_width(iv), "p_value": stats.paired_pvalue(logs, plan.interval),
+            # the serial-correlation diagnostic of the rounds (the interval already allows for it)
+            "lag1": serial.lag1(logs), "long_run_ratio": serial.long_run_ratio(logs),
             # a name row's verdict is judged again with its q-value over the run (dispatch.with_q_values)
             "runtime_verdict": stats.decide(iv, plan.margin), "verdict_rule": stats.VERDICT_RULE,
             "margin": plan.margin, "rounds": len(logs), "ci_level": iv.level, "ci_method": plan.interval}

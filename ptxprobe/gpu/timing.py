@@ -68,7 +68,9 @@ class TimingPlan:
     ceiling_halfwidth: float = 0.0025
     overflow_rounds: int = 60
     margin: float = stats.EQUIVALENCE_MARGIN  # TOST equivalence margin on the throughput ratio
-    interval: str = "signed-rank"  # the Hodges-Lehmann interval: exact signed-rank, or "bca" (bootstrap)
+    # the Hodges-Lehmann interval: the signed-rank interval widened for serial correlation (the default), the exact
+    # signed-rank interval alone (runs of 2026-12-03..05) or "bca" (bootstrap; the earlier runs)
+    interval: str = stats.SERIAL_SIGNED_RANK
     n_boot: int = 2000
     seed: int = 0
     rounds: int | None = None  # a fixed number of rounds (no adaptive stopping): caps max_rounds

@@ -147,9 +147,10 @@ def program_env(arms_dir: Path, arch: str | None = None) -> dict[str, str]:
             "TRITON_CACHE_DIR": str((arms_dir / "triton-cache").resolve()), **cute_env(cute_dump, arch)}
 
 
-def compare_arms(runs: list, margin: float = stats.EQUIVALENCE_MARGIN) -> list[dict]:
+def compare_arms(runs: list, margin: float = stats.EQUIVALENCE_MARGIN,
+                 method: str = stats.SERIAL_SIGNED_RANK) -> list[dict]:
     """The tuned arm and the A/A copy against the user's arm: ``capture.ab.compare``'s rule and rows."""
-    return compare(runs, margin, baseline=ARMS[0], arms=ARMS[1:])
+    return compare(runs, margin, baseline=ARMS[0], arms=ARMS[1:], method=method)
 
 
 def apply_program(doc: dict, argv: list[str], out: Path, *, rounds: int, metric: str | None, timeout: float,

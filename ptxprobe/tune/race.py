@@ -42,6 +42,8 @@ class RacePlan:
     level: float = 0.95
     margin: float = stats.EQUIVALENCE_MARGIN
     prefer: str = "simplest"  # among contenders the race cannot tell from the leader: the simplest change, or fastest
+    # the standings' interval (stats.INTERVAL_METHODS); records without one were raced with "signed-rank"
+    interval: str = stats.SERIAL_SIGNED_RANK
 
     def __post_init__(self):
         if self.first_rounds < 3 or self.eta < 2 or self.growth < 1 or self.max_rounds < self.first_rounds:
@@ -118,9 +120,10 @@ class RaceResult:
                 "rungs": self.rungs, "rounds_measured": self.rounds_measured, "stopped_by": self.stopped_by}
 
 
-def standing(label: str, logs: Sequence[float], level: float) -> Standing:
-    """Hodges-Lehmann ratio and exact signed-rank interval of one contender's paired log ratios."""
-    iv = stats.paired_interval(np.asarray(logs, dtype=float), level=level, method="signed-rank")
+def standing(label: str, logs: Sequence[float], level: float, method: str = stats.SERIAL_SIGNED_RANK) -> Standing:
+    """Hodges-Lehmann ratio and its interval (by default the signed-rank one widened for serial correlation) of one
+    contender's paired log ratios."""
+    iv = stats.paired_interval(np.asarray(logs, dtype=float), level=level, method=method)
     return Standing(label, len(logs), iv.estimate, iv.low, iv.high, iv.level)
 
 
@@ -154,7 +157,8 @@ def race(candidates: Sequence[str], measure: Measure, plan: RacePlan = RacePlan(
         except KeyboardInterrupt:
             if not kept:  # not one rung measured: nothing to answer with
                 raise
-            return RaceResult(judged(kept, logs, plan.margin), tuple(dropped), rung, measured, INTERRUPTED)
+            return RaceResult(judged(kept, logs, plan.margin, plan.interval), tuple(dropped), rung, measured,
+                              INTERRUPTED)
         for c in alive:
             if len(got[c]) != rounds:
                 raise ValueError(f"measure returned {len(got[c])} rounds for {c!r}, asked {rounds}")
@@ -162,7 +166,7 @@ def race(candidates: Sequence[str], measure: Measure, plan: RacePlan = RacePlan(
         measured += rounds * len(alive)
         rung += 1
         level = rung_level(rung, plan.level)
-        table = [standing(c, logs[c], level) for c in alive]
+        table = [standing(c, logs[c], level, plan.interval) for c in alive]
         kept, out, leader = survivors(table, plan.eta)
         dropped += [Dropped(s, rung, leader.label, leader.low) for s in out]
         alive = [s.label for s in kept]
@@ -175,14 +179,15 @@ def race(candidates: Sequence[str], measure: Measure, plan: RacePlan = RacePlan(
         else:
             rounds *= plan.growth
             continue
-        return RaceResult(judged(kept, logs, plan.margin), tuple(dropped), rung, measured, stopped)
+        return RaceResult(judged(kept, logs, plan.margin, plan.interval), tuple(dropped), rung, measured, stopped)
 
 
-def judged(kept: Sequence[Standing], logs: Mapping[str, Sequence[float]], margin: float) -> tuple[Standing, ...]:
+def judged(kept: Sequence[Standing], logs: Mapping[str, Sequence[float]], margin: float,
+           method: str = stats.SERIAL_SIGNED_RANK) -> tuple[Standing, ...]:
     """The final standings, best first, each with its verdict against the user's configuration: ``stats.decide``
     with Benjamini-Hochberg over the final standings (picking the best of several is a family)."""
     ranked = sorted(kept, key=lambda s: s.ratio, reverse=True)
-    p = [stats.signed_rank_pvalue(np.asarray(logs[s.label], dtype=float)) for s in ranked]
+    p = [stats.paired_pvalue(np.asarray(logs[s.label], dtype=float), method) for s in ranked]
     q = stats.bh_qvalues(p)
     return tuple(replace(s, verdict=stats.decide(stats.Interval(s.ratio, s.low, s.high, s.level), margin, qs),
                          p_value=ps) for s, ps, qs in zip(ranked, p, q, strict=True))
