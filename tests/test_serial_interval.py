@@ -108,3 +108,16 @@ def test_a_cell_of_the_committed_validation_is_reproduced():
     pool = [x for x in series if validation.positively_correlated(x)]
     again = validation.run_cell(pool, "blocks-5", cell["method"], validation.sim.study_plan(), 200, cell["seed"])
     assert abs(again["coverage"] - cell["coverage"]) <= 0.04
+
+
+@pytest.mark.study
+@pytest.mark.parametrize("result", ["2026-12-05-cpu-serial-correlation", "2026-12-05-cpu-margin-rule"])
+def test_a_committed_analysis_was_made_by_the_code_there_is_now(result):
+    """Each CPU analysis's manifest names the sha256 of the code that made it: a change to that code without a
+    rerun leaves a result nobody can reproduce, and fails here."""
+    import hashlib
+
+    manifest = json.loads((validation.sim.ROOT / "experiments" / "results" / result / "manifest.json").read_text())
+    assert manifest["code_sha256"], manifest
+    for path, digest in manifest["code_sha256"].items():
+        assert hashlib.sha256((validation.sim.ROOT / path).read_bytes()).hexdigest() == digest, path
