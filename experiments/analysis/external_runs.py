@@ -128,5 +128,4 @@ def program_ab(path: Path) -> pd.DataFrame:
     interval its record names (the records before ``ci_method`` used the signed-rank interval)."""
     rec = json.loads(Path(path).read_text())
     runs = [Run(**r) for r in rec["runs"]]
-    method = next((c["ci_method"] for c in rec.get("comparisons", []) if c.get("ci_method")), "signed-rank")
-    return pd.DataFrame(compare(runs, method=method))
+    return pd.DataFrame(compare(runs, method=stats.recorded_method(rec.get("comparisons", []), "signed-rank")))

@@ -230,8 +230,8 @@ def stopping_replay(run_dir: str | Path) -> pd.DataFrame:
         logs = [stats.log_ratios(*compared_series(series[a], series[b])) for a, b in pairs]
         # the plan the group recorded; older runs' groups did not: the experiment's keys over TimingPlan's defaults,
         # with the interval their rows name (defaults change; ``ci_method`` absent meaning BCa)
-        plan = TimingPlan(**rec["timing_plan"]) if "timing_plan" in rec else replace(stated, interval=next(
-            (r["ci_method"] for r in labels.values() if r.get("ci_method")), "bca"))
+        plan = TimingPlan(**rec["timing_plan"]) if "timing_plan" in rec else replace(
+            stated, interval=stats.recorded_method(labels.values(), "bca"))
         recorded = len(logs[0])
         stop, why, widths, first = None, "not stopped", [], None
         for done in (n for n in look_rounds(plan) if n <= recorded):

@@ -76,16 +76,8 @@ def interval(x: np.ndarray, level: float, method: str) -> stats.Interval:
         return stats.paired_interval(x, level=level, method=method)
     est = float(stats.hodges_lehmann(x))  # the counterfactual: the same widening with n^(1/3) lags
     lo, hi = stats.signed_rank_bounds(x, level)
-    lags = max(1, math.ceil(x.size ** (1 / 3) - 1e-9))
-    w = math.sqrt(max(1.0, serial.long_run_ratio(x, lags))) * max(1.0, serial.fixed_b_critical(x.size, level, lags)
-                                                                   / sim_normal_quantile(level))
+    w = serial.widening(x, level, lags=max(1, math.ceil(x.size ** (1 / 3) - 1e-9)))
     return stats.Interval(math.exp(est), math.exp(est - (est - lo) * w), math.exp(est + (hi - est) * w), level)
-
-
-def sim_normal_quantile(level: float) -> float:
-    from scipy.stats import norm
-
-    return float(norm.ppf((1 + max(level, 0.5)) / 2))
 
 
 def resample(x: np.ndarray, how: str, cap: int, rng: np.random.Generator) -> np.ndarray:

@@ -14,6 +14,7 @@ from experiments.analysis import static_runs as analysis
 from experiments.findings.common import pct
 from ptxprobe.capture.ab import Run
 from ptxprobe.ptx.rename import TRIGGER
+from ptxprobe.stats import paired as stats
 from ptxprobe.tune.answer import chosen
 from ptxprobe.tune.apply import compare_arms, prediction_check
 from ptxprobe.tune.program import race_logs
@@ -84,8 +85,8 @@ def problems(where: Path | None = None) -> list[str]:
         if rec is None:
             continue
         runs = [Run(**r) for r in rec["runs"]]
-        method = next((c["ci_method"] for c in rec["comparisons"] if c.get("ci_method")), "signed-rank")
-        again = {c["arm"]: c for c in compare_arms(runs, method=method)}
+        again = {c["arm"]: c for c in compare_arms(runs, method=stats.recorded_method(rec["comparisons"],
+                                                                                    "signed-rank"))}
         for c in rec["comparisons"]:
             a = again[c["arm"]]
             if a["verdict"] != c["verdict"] or abs(a.get("ratio", 0) - c.get("ratio", 0)) > 1e-12:

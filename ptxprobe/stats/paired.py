@@ -207,6 +207,12 @@ def recorded_decision(row: dict, margin: float = EQUIVALENCE_MARGIN) -> str:
     return decide_by_interval(iv, margin)
 
 
+def recorded_method(rows, absent: str) -> str:
+    """The interval method stored records name in ``ci_method`` (the first that names one), else ``absent``: what
+    records of that kind used before they named it (sweep rows: ``bca``; program A/Bs: ``signed-rank``)."""
+    return next((r["ci_method"] for r in rows if r.get("ci_method")), absent)
+
+
 def current_decision(row: dict, margin: float = EQUIVALENCE_MARGIN) -> str:
     """A stored row judged again from its stored interval (and q-value, where it has one) under today's rule."""
     return decide(_stored_interval(row), margin, row.get("q_value"))

@@ -75,14 +75,15 @@ def fixed_b_critical(n: int, level: float, lags: int | None = None) -> float:
     return float(np.quantile(_studentized_abs(n, lags), level))
 
 
-def widening(x, level: float) -> float:
+def widening(x, level: float, lags: int | None = None) -> float:
     """The factor an independence interval of ``x`` at ``level`` is widened by: sqrt(max(1, long-run ratio)) times
-    the fixed-b critical value over the normal quantile. >= 1 always (1 below 3 rounds, where nothing is judged).
-    Below a level of 50 % the quantiles' ratio is read at 50 % (both quantiles go to 0 and their ratio to noise;
-    such levels only serve to invert the interval into a p-value above 0.5)."""
+    the fixed-b critical value over the normal quantile, both at ``lags`` (default ``bandwidth``). >= 1 always
+    (1 below 3 rounds, where nothing is judged). Below a level of 50 % the quantiles' ratio is read at 50 % (both
+    quantiles go to 0 and their ratio to noise; such levels only serve to invert the interval into a p-value above
+    0.5)."""
     n = np.asarray(x).size
     if n < 3:
         return 1.0
     level = min(max(level, 0.5), 1.0 - 1e-12)
-    ratio = fixed_b_critical(n, level) / NormalDist().inv_cdf((1.0 + level) / 2.0)
-    return math.sqrt(max(1.0, long_run_ratio(x))) * max(1.0, ratio)
+    ratio = fixed_b_critical(n, level, lags) / NormalDist().inv_cdf((1.0 + level) / 2.0)
+    return math.sqrt(max(1.0, long_run_ratio(x, lags))) * max(1.0, ratio)
