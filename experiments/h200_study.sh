@@ -3,7 +3,7 @@
 # (device tool, one H200): ptxprobe from this checkout, the wheels the image lacks (pyelftools, capstone) carried in
 # .whl/, the third-party sources in external/ (fetched by experiments/external/fetch.py, never committed); results
 # tarred into $OUT.
-#   bash experiments/h200_study.sh sota|capture-tutorial|capture-inductor|names|cute-aot|smoke|probe|interleaved|fast|user-defaults|defaults|repro-defaults|overflow ...
+#   bash experiments/h200_study.sh sota|capture-tutorial|capture-inductor|names|cute-aot|smoke|probe|interleaved|fast|user-defaults|defaults|defaults-signed-rank|repro-defaults|overflow ...
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 2
 ln -sfn "$PWD/kernels" /tmp/site/ptxprobe_kernels
@@ -77,12 +77,17 @@ for what in "$@"; do case "$what" in
     echo "h200-user-defaults: exit $?" | tee -a "$OUT/status.txt"; tail -8 "$OUT/h200-user-defaults.txt"
     python3 experiments/benchmarks/gpu_noise.py /tmp/runs/h200-user-defaults 2>&1 | tail -30
     keep h200-user-defaults ;;
-  defaults)  # the 48-group study with every default (signed-rank, ceiling/overflow stopping)
+  defaults)  # the 48-group study with every default (signed-rank-hac, ceiling/overflow stopping)
     timeout -s INT "${SECONDS_FAST:-420}" python3 -m ptxprobe.cli rename-sweep -e experiments/h200_defaults.toml --run -j 16 -q \
       -o /tmp/runs/h200-defaults > "$OUT/h200-defaults.txt" 2>&1
     echo "h200-defaults: exit $?" | tee -a "$OUT/status.txt"; tail -12 "$OUT/h200-defaults.txt"
     python3 experiments/benchmarks/gpu_noise.py /tmp/runs/h200-defaults 2>&1 | tail -30
     keep h200-defaults ;;
+  defaults-signed-rank)  # the same study under the exact signed-rank interval: what the default's widening costs
+    timeout -s INT "${SECONDS_FAST:-420}" python3 -m ptxprobe.cli rename-sweep -e experiments/h200_defaults_signed_rank.toml \
+      --run -j 16 -q -o /tmp/runs/h200-defaults-signed-rank > "$OUT/h200-defaults-signed-rank.txt" 2>&1
+    echo "h200-defaults-signed-rank: exit $?" | tee -a "$OUT/status.txt"; tail -12 "$OUT/h200-defaults-signed-rank.txt"
+    keep h200-defaults-signed-rank ;;
   repro-defaults)  # a defaults run (REPRO_OF, a committed directory) re-measured by `ptxprobe repro`
     timeout -s INT "${SECONDS_REPRO:-360}" python3 -m ptxprobe.cli repro --json -j 16 -o /tmp/runs/h200-defaults-repro \
       "${REPRO_OF:-experiments/results/2026-12-03-h200-defaults}" > "$OUT/h200-defaults-repro.json" \

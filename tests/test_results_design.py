@@ -37,7 +37,12 @@ TIMED = {"2026-12-02-h200-design": ("h200-design", False), "2026-12-02-h200-desi
          "2026-12-04-h200-defaults": ("h200-defaults", True),  # plants in the names block, sizes judged nominally
          "2026-12-04-h200-defaults-repro": ("h200-defaults", True),
          "2026-12-04-h200-defaults-sized-plants": ("h200-defaults", True),  # each plant sized directly
-         "2026-12-04-h200-gluon-hopper": ("h200-gluon-hopper", True)}  # every group, today's defaults
+         "2026-12-04-h200-gluon-hopper": ("h200-gluon-hopper", True),  # every group, the defaults then
+         # the defaults study under the widened interval and, beside it on the same card, under signed-rank
+         "2026-12-05-h100-defaults": ("h200-defaults", True),
+         "2026-12-05-h100-defaults-signed-rank": ("h200-defaults-signed-rank", True)}
+CARDS = {"2026-12-05-h100-defaults": "NVIDIA H100 80GB HBM3",  # the card each run was lent, where not the H200
+         "2026-12-05-h100-defaults-signed-rank": "NVIDIA H100 80GB HBM3"}
 RUNS = tuple(TIMED)
 
 
@@ -53,7 +58,7 @@ def test_each_run_has_its_manifest_gpu_facts_and_calibration(run):
     assert bool(paired) == pairs
     assert {t["kind"] for t in man["tools"]} >= {"ptxas", "nvdisasm", "cuobjdump"}
     assert all(len(t["sha256"]) == 64 for t in man["tools"])
-    assert gpu is None or (gpu["gpu"] == "NVIDIA H200" and gpu["arch"] == "sm_90a")
+    assert gpu is None or (gpu["gpu"] == CARDS.get(run, "NVIDIA H200") and gpu["arch"] == "sm_90a")
     cal = json.loads((d / "calibration.json").read_text())
     recomputed = summarize(read_log(d / "groups.jsonl"))
     stored = {k: v for k, v in cal.items() if k != "note"}

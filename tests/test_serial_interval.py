@@ -121,3 +121,20 @@ def test_a_committed_analysis_was_made_by_the_code_there_is_now(result):
     assert manifest["code_sha256"], manifest
     for path, digest in manifest["code_sha256"].items():
         assert hashlib.sha256((validation.sim.ROOT / path).read_bytes()).hexdigest() == digest, path
+
+
+@pytest.mark.study
+def test_the_gpu_cost_of_the_widening_is_read_from_two_runs_on_one_card(monkeypatch):
+    """The two every-default runs that measure the widening's GPU cost: the same card, the same study, each timed
+    under the interval its key names, and every row's interval recomputes from its raw samples under that interval
+    (test_results_design does it for all runs); a pair timed under swapped intervals is refused, not rendered."""
+    from experiments.findings import stopping
+
+    runs = {m: stopping._defaults_run(r) for m, r in stopping.GPU_COST.items()}
+    assert {m: r["interval"] for m, r in runs.items()} == {m: m for m in runs}
+    assert len({r["uuid"] for r in runs.values()}) == 1 and all(r["groups"] == 48 for r in runs.values())
+    text = "\n".join(stopping.gpu_cost_section())
+    assert f"{runs['signed-rank-hac']['seconds']:.1f}" in text and f"{runs['signed-rank']['seconds']:.1f}" in text
+    monkeypatch.setattr(stopping, "GPU_COST", dict(zip(stopping.GPU_COST, reversed(stopping.GPU_COST.values()))))
+    with pytest.raises(ValueError, match="another interval"):
+        stopping.gpu_cost_section()

@@ -427,7 +427,8 @@ def findings() -> str:
         "The timing design against its goals (A/A half-widths, A/A false positives, planted slowdowns found, GPU "
         "time), where the noise comes from, `repro` of a whole study, and what a sweep costs.",
         [*measurement.timing_design(), *remeasured.section(), *stopping.section(), *stopping.serial_section(),
-         *noise_section(), *cost.bench_section(), *cost.ray_bench_section()], "measurement")
+         *stopping.gpu_cost_section(), *noise_section(), *cost.bench_section(), *cost.ray_bench_section()],
+        "measurement")
     out += section(
         "Appendix: superseded designs",
         "Runs with the earlier full-round and paired designs, kept because later choices rest on them. Runs "
