@@ -111,7 +111,8 @@ def test_a_cell_of_the_committed_validation_is_reproduced():
 
 
 @pytest.mark.study
-@pytest.mark.parametrize("result", ["2026-12-05-cpu-serial-correlation", "2026-12-05-cpu-margin-rule"])
+@pytest.mark.parametrize("result", ["2026-12-05-cpu-serial-correlation", "2026-12-05-cpu-margin-rule",
+                                    "2026-12-05-cpu-tune-proof"])
 def test_a_committed_analysis_was_made_by_the_code_there_is_now(result):
     """Each CPU analysis's manifest names the sha256 of the code that made it: a change to that code without a
     rerun leaves a result nobody can reproduce, and fails here."""
@@ -135,6 +136,7 @@ def test_the_gpu_cost_of_the_widening_is_read_from_two_runs_on_one_card(monkeypa
     assert len({r["uuid"] for r in runs.values()}) == 1 and all(r["groups"] == 48 for r in runs.values())
     text = "\n".join(stopping.gpu_cost_section())
     assert f"{runs['signed-rank-hac']['seconds']:.1f}" in text and f"{runs['signed-rank']['seconds']:.1f}" in text
-    monkeypatch.setattr(stopping, "GPU_COST", dict(zip(stopping.GPU_COST, reversed(stopping.GPU_COST.values()))))
+    swapped = dict(zip(stopping.GPU_COST, reversed(stopping.GPU_COST.values()), strict=True))
+    monkeypatch.setattr(stopping, "GPU_COST", swapped)
     with pytest.raises(ValueError, match="another interval"):
         stopping.gpu_cost_section()

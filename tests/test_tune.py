@@ -145,6 +145,18 @@ def _simulated(effects: dict[str, float], sd: float, seed: int):
     return measure, spent
 
 
+def _answered(pruned, res, measure, prefer: str = "simplest", **kw) -> dict:
+    """``kernel_answer`` as tune makes it: the race's choice proven on fresh rounds of ``measure`` first."""
+    from ptxprobe.tune.answer import chosen
+    from ptxprobe.tune.proof import proved
+
+    plan = racing.RacePlan(prefer=prefer)
+    proof = proved(chosen(res, {c.label: c for c in pruned.distinct}, pruned.user, prefer), res, plan, measure)
+    args = {"nums": {}, "gate": {}, "numerics": "bitwise", "gpu_seconds": 1.0, "wall_seconds": 1.0,
+            "target": {"frontend": "triton"}, **kw}
+    return kernel_answer(pruned, res, prefer=prefer, proof=proof, **args)
+
+
 EFFECTS = {"b": 0.012, "c": 0.008, "d": 0.002, "e": -0.004, "f": -0.03, "g": -0.01, "h": 0.0}
 
 
@@ -209,10 +221,11 @@ def test_the_answer_names_the_best_its_gain_the_runner_up_and_the_change():
              _cand("{base}", "k", "C", version="12.4.131")]
     pruned = prune(cands)
     res = racing.race([c.label for c in pruned.contenders], measure)
-    rec = kernel_answer(pruned, res, nums={}, gate={}, numerics="bitwise", gpu_seconds=1.5, wall_seconds=3.0,
-                        target={"entry": "k", "frontend": "triton", "source_kind": "triton"})
-    assert not rec["best_is_yours"] and rec["best"]["name"] == "cutlass_k"
+    rec = _answered(pruned, res, measure, target={"entry": "k", "frontend": "triton", "source_kind": "triton"})
+    assert not rec["best_is_yours"] and rec["best"]["name"] == "cutlass_k" and rec["outcome"] == "confirmed"
     assert rec["gain"]["low"] > 1.0 and rec["gain"]["ratio"] == pytest.approx(1.02, abs=0.003)
+    assert rec["gain"]["fresh_rounds"] and rec["gain"] == rec["proof"]
+    assert rec["race_choice"]["label"] == "cutlass_k | ptxas 12.8.93 | default"
     assert rec["runner_up"]["label"] == "k | ptxas 12.4.131 | default"
     assert rec["change"] == "@triton.jit(repr=lambda _: 'cutlass_k') (or name the function cutlass_k)"
     cuda = {**rec, "frontend": "cuda", "source_kind": "cuda",
@@ -240,22 +253,19 @@ def test_among_configurations_the_race_cannot_tell_apart_the_fewest_changes_is_r
     for seed in range(20):
         measure, _ = _simulated(dict(zip(labels, (0.050, 0.0505, -0.02), strict=True)), 0.0013, seed)
         res = racing.race(labels, measure)
-        rec = kernel_answer(pruned, res, nums={}, gate={}, numerics="bitwise", gpu_seconds=1.0, wall_seconds=1.0,
-                            target={"frontend": "triton"})
+        rec = _answered(pruned, res, measure)
         assert rec["gain"]["label"] == rec["best"]["label"] and rec["gain"]["low"] > 1.0
         if rec["tied"] == [res.winner.label] or len(rec["tied"]) == 1:
             continue  # the race told them apart this time: its leader stands
         simplest += rec["best"]["label"] == option.label
         assert rec["fastest"] is None or rec["fastest"]["label"] == res.winner.label != option.label
-        fastest = kernel_answer(pruned, res, nums={}, gate={}, numerics="bitwise", gpu_seconds=1.0, wall_seconds=1.0,
-                                target={"frontend": "triton"}, prefer="fastest")
+        fastest = _answered(pruned, res, measure, prefer="fastest")
         assert fastest["best"]["label"] == res.winner.label and fastest["fastest"] is None
     assert simplest >= 15
     # a release clearly faster than the option is not given up for simplicity
     measure, _ = _simulated(dict(zip(labels, (0.02, 0.05, -0.02), strict=True)), 0.0013, 0)
     res = racing.race(labels, measure)
-    rec = kernel_answer(pruned, res, nums={}, gate={}, numerics="bitwise", gpu_seconds=1.0, wall_seconds=1.0,
-                        target={"frontend": "triton"})
+    rec = _answered(pruned, res, measure)
     assert rec["best"]["label"] == release.label and rec["tied"] == [release.label]
 
 
@@ -350,7 +360,8 @@ def _tuned_doc(ptx: str, ptx_sha: str, code: str | None = None) -> dict:
     user = {**best, "name_template": "{base}", "name": "scale_kernel", "options": [], "label": "scale_kernel"}
     rec = {"kernel": "scale_kernel", "arch": "sm_90a", "status": "tuned", "entry": "scale_kernel",
            "ptx_sha256": ptx_sha, "frontend": "triton", "best": best, "user": user, "best_is_yours": False,
-           "gain": {"ratio": 1.02, "low": 1.01, "high": 1.03}, "change": "@triton.jit(repr=...)"}
+           "gain": {"ratio": 1.02, "low": 1.01, "high": 1.03}, "outcome": "confirmed",
+           "change": "@triton.jit(repr=...)"}
     return {"kernels": [rec], "space": {"user_flags": ["-lineinfo"]},
             "ptxas": {tool.sha256: {"version": tool.version, "path": tool.path, "origin": tool.origin}}}
 
@@ -545,8 +556,11 @@ def test_the_gpu_adapter_races_with_the_card_simulated(monkeypatch):
     monkeypatch.setattr(tg, "Nvml", lambda: None)
     rng = np.random.default_rng(0)
 
+    blocks = []
+
     def time_block(units, plan, pairs, seed, nvml):
         rounds = plan.rounds
+        blocks.append((tuple(b for _, b in pairs), rounds))
         out = {label: Sampled(label) for label in units}
         for a, b in pairs:
             base = 1.0 + rng.normal(0, 0.001, rounds)
@@ -562,6 +576,12 @@ def test_the_gpu_adapter_races_with_the_card_simulated(monkeypatch):
                         cache=None)
     assert rec["status"] == "tuned" and rec["best"]["name"] == "cutlass_k" and not rec["best_is_yours"]
     assert rec["gain"]["ratio"] == pytest.approx(1.02, abs=0.003) and rec["gain"]["half_width"] <= 0.002
+    # the gain is the proof's: the chosen code alone against yours, in blocks after the race's, on its own rounds
+    assert rec["outcome"] == "confirmed" and rec["gain"] == rec["proof"] and rec["gain"]["fresh_rounds"]
+    proof_blocks = blocks[-rec["proof"]["looks"]:]
+    assert {b for b, _ in proof_blocks} == {(rec["best"]["label"],)}
+    assert sum(n for _, n in proof_blocks) == rec["proof"]["rounds"]
+    assert rec["race"]["rounds_measured"] == sum(len(b) * n for b, n in blocks[:-rec["proof"]["looks"]])
     v = triton_ptxas("sm_90a").version  # the space's ptxas: the installed Triton's
     assert {p["label"]: p["reason"] for p in rec["pruned"]} == {f"k | ptxas {v} | -O2": "numerics",
                                                                  f"cutlass_k | ptxas {v} | -O2": "numerics"}
@@ -603,31 +623,29 @@ def _problem_record(group: str, standings: list[tuple[str, float, str]], best: s
 
 
 def test_one_configuration_across_problem_sizes():
-    """Sizes that agree keep their best; sizes that disagree get the configuration faster at every one (the fewest
-    changes, its gain the size where it gains least); none faster everywhere keeps yours. (Planted: the first size's
-    best applied, as before, fails the second case.)"""
+    """Sizes whose proofs confirmed the same configuration keep it, its gain the size where it gains least (each
+    size's under ``across``); sizes whose answers differ keep yours: a proof confirms only its own size's choice.
+    (Planted: the first size's gain reported, as before, fails the first case.)"""
     from ptxprobe.core.errors import SpecError
     from ptxprobe.tune.answer import across_problems
     from ptxprobe.tune.apply import tuned_by_entry
 
     small = _problem_record("N=1k", [("B", 1.04, "faster"), ("A", 1.03, "faster")], "B")
-    large = _problem_record("N=16k", [("A", 1.02, "faster"), ("B", 1.01, "inconclusive")], "A")
     assert across_problems([small]) is small
-    agreed = _problem_record("N=16k", [("B", 1.05, "faster"), ("A", 1.01, "faster")], "B")
-    assert across_problems([small, agreed]) is small  # both races chose B: A, simpler yet clearly slower, is not it
-    one = across_problems([small, large])
-    assert one["best"]["label"] == "A" and not one["best_is_yours"] and one["gain"]["ratio"] == 1.02
-    assert "repr=" in one["change"] and [a["group_id"] for a in one["across"]] == ["N=1k", "N=16k"]
-    both = _problem_record("N=16k", [("A", 1.03, "faster"), ("B", 1.02, "faster")], "A")
-    assert across_problems([small, both])["best"]["label"] == "A"  # a rename (1 change) before another ptxas (2)
-    apart = _problem_record("N=16k", [("B", 1.02, "faster"), ("A", 0.99, "slower")], "B")
-    small_a = _problem_record("N=1k", [("A", 1.04, "faster"), ("B", 0.98, "slower")], "A")
-    kept = across_problems([small_a, apart])
+    agreed = _problem_record("N=16k", [("B", 1.02, "faster"), ("A", 1.01, "faster")], "B")
+    one = across_problems([agreed, small])
+    assert one["best"]["label"] == "B" and not one["best_is_yours"] and one["gain"]["ratio"] == 1.02
+    assert [a["gain"]["ratio"] for a in one["across"]] == [1.02, 1.04]
+    entries, notes = tuned_by_entry({"kernels": [small, agreed]})
+    assert entries["k"]["gain"]["ratio"] == 1.02 and not notes
+    large = _problem_record("N=16k", [("A", 1.02, "faster"), ("B", 1.01, "inconclusive")], "A")
+    kept = across_problems([small, large])
     assert kept["best_is_yours"] and kept["gain"] is None and "yours stays" in kept["change"]
-    entries, notes = tuned_by_entry({"kernels": [small, large]})
-    assert entries["k"]["best"]["label"] == "A" and "faster at every one" in notes[0]
+    assert "B at N=1k, A at N=16k" in kept["change"] and [a["group_id"] for a in kept["across"]] == ["N=1k", "N=16k"]
     with pytest.raises(SpecError, match="nothing to apply"):
-        tuned_by_entry({"kernels": [small_a, apart]})
+        tuned_by_entry({"kernels": [small, large]})
+    yours = _problem_record("N=16k", [("B", 1.003, "straddles_margin")], None)
+    assert across_problems([small, yours])["best_is_yours"]
 
 
 def test_tune_says_nothing_of_the_sweeps_own_choice_of_names(tmp_path, capsys, caplog):

@@ -213,7 +213,8 @@ def test_a_cute_dsl_name_that_cannot_be_loaded_gives_its_code_to_a_loadable_cand
 def test_an_interrupt_after_a_completed_rung_keeps_that_rung_as_the_kernels_answer(tmp_path, monkeypatch):
     """A program race that ends interrupted after its first rung (the race itself is tested on simulated timings in
     test_tune.py; here it is stood in for, so the program runs only for the capture and the gate): the kernel's
-    record holds that rung's standings (stopped_by interrupted), tuned.json is written, no proof runs, exit 130."""
+    record holds that rung's standings (stopped_by interrupted), tuned.json is written, no proof runs (so yours stays:
+    the race's choice is unproven), exit 130."""
     from ptxprobe.tune import program as tune_program
     from ptxprobe.tune import race as racing
 
@@ -229,5 +230,6 @@ def test_an_interrupt_after_a_completed_rung_keeps_that_rung_as_the_kernels_answ
                "default;-O0", "--rounds", "12", "--metric", r"ms=(\S+)", "--", sys.executable, str(prog)])
     (k,) = json.loads((tmp_path / "t" / "tuned.json").read_text())["kernels"]
     assert rc == 130 and k["status"] == "tuned" and k["race"]["stopped_by"] == "interrupted"
-    assert k["race"]["rungs"] == 1 and not k["best_is_yours"]
+    assert k["race"]["rungs"] == 1 and k["best_is_yours"] and k["outcome"] == "unproven"  # no proof ran: yours stays
+    assert k["race_choice"]["verdict"] == "faster" and "not proven" in k["change"]
     assert not (tmp_path / "t" / "apply").exists()

@@ -26,6 +26,7 @@ from experiments.findings import (  # noqa: E402
     external_kernels,
     figures,
     measurement,
+    proof,
     reduction,
     remeasured,
     stopping,
@@ -415,7 +416,8 @@ def findings() -> str:
         "ncu's stall samples say about the differences.",
         [*measurement.cutlass_two_runs(), "", *measurement.interleaved_effects(), *sgemm_repeat_line(),
          *explain_section()], "speed")
-    out += section("Which name, ptxas and options are fastest? (tune on the H200)", tuning.INTRO, tuning.section())
+    out += section("Which name, ptxas and options are fastest? (tune on the H200)", tuning.INTRO,
+                   [*proof.section(), *tuning.section()])
     out += section(
         "Other people's kernels",
         "Kernels nobody here wrote (CuTe DSL, Triton's fused-attention tutorial and Gluon example, Inductor's "

@@ -19,7 +19,7 @@ from ptxprobe.tune.answer import chosen
 from ptxprobe.tune.apply import compare_arms, prediction_check
 from ptxprobe.tune.program import race_logs
 from ptxprobe.tune.prune import Candidate
-from ptxprobe.tune.race import RaceResult, Standing, judged, rung_level, standing
+from ptxprobe.tune.race import RACED_FAMILY, RaceResult, Standing, judged, rung_level, standing
 
 RUN = "2026-12-04-h200-tune"
 BURSTS = "2026-12-04-h200-burst-length"
@@ -122,8 +122,9 @@ def standings_recomputed(k: dict, plan: dict) -> list[str]:
     level = rung_level(k["race"]["rungs"], plan["level"])
     recorded = k["race"]["standings"]
     method = plan.get("interval", "signed-rank")  # races recorded before the plan named it used the signed-rank
+    family = list(logs) if k["race"].get("bh_family") == RACED_FAMILY else None  # else the standings, as recorded
     again = judged([standing(s["label"], logs[s["label"]], level, method) for s in recorded], logs, plan["margin"],
-                   method)
+                   method, family)
     return [f"{s['label']} recomputes to {a.ratio:.5f} [{a.low:.5f}, {a.high:.5f}] {a.verdict}, recorded "
             f"{s['ratio']:.5f} [{s['low']:.5f}, {s['high']:.5f}] {s['verdict']}"
             for s, a in zip(recorded, again, strict=True)

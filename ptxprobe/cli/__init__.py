@@ -10,6 +10,8 @@ Exit codes, the same for every command:
     3    a tool or the environment failed: ptxas/nvcc crashed, hung or refused, a tool is missing, the disk is
          full (the path is named; what was written is kept and a re-run resumes)
     4    internal error: only a ptxprobe bug (run with -v for the traceback)
+    5    tune and apply: the race's choice was not confirmed on fresh rounds (yours stays; tuned.json says why)
+    6    tune and apply: the choice was measured slower than yours on fresh rounds
     130  interrupted (Ctrl-C); what finished is kept
     141  the output pipe was closed early (``| head``)
 """
@@ -31,6 +33,7 @@ from ptxprobe.core.errors import (
 )
 
 OK, FOUND_DIFFERENCES, USAGE, TOOL_FAILED, INTERNAL, INTERRUPTED, PIPE_CLOSED = 0, 1, 2, 3, 4, 130, 141
+CHOICE_UNCONFIRMED, CHOICE_SLOWER = 5, 6  # tune, apply: fresh rounds did not confirm the choice, or found it slower
 _TOOL_ERRORS = (ToolNotFound, ToolFailed, SassParseError, ClusterError, DiskFull)
 
 

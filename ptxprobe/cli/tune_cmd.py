@@ -7,7 +7,7 @@ import re
 import sys
 from pathlib import Path
 
-from ptxprobe.cli import FOUND_DIFFERENCES, INTERRUPTED, OK, TOOL_FAILED
+from ptxprobe.cli import CHOICE_SLOWER, CHOICE_UNCONFIRMED, FOUND_DIFFERENCES, INTERRUPTED, OK, TOOL_FAILED
 from ptxprobe.cli.render import emit_json, say, show, table
 from ptxprobe.tune.space import PREFERENCES
 
@@ -17,19 +17,21 @@ configuration with the calibrated paired timing and gated on their numbers; then
 program run with the recommendation, A/B against yours. A program given alone (no sources) is tuned by its own
 measure: its captured kernels swept and pruned, each raced inside the program (docs/tune.md)"""
 
-TUNE_EPILOG = """exit codes: 0 tuned (or pruned without a GPU) and your configuration stays: nothing measured faster;
-1 a configuration faster than yours was found for some kernel; 2 bad usage or input (an empty search space, an
-unknown gate); 3 a tool failed (your own configuration did not assemble, a kernel did not build); 4 internal error;
-130 interrupted. tuned.json is in --out. With `-- python prog.py` and a recommendation, the program then runs
-with it swapped in, A/B against yours (--rounds, as `apply`; --json prints apply.json with tuned.json inside), and
-the exit code is the program's: 0 no difference found, 1 it differs (faster, slower, or inside the 0.5 % margin), 3
-it failed or the A/A copy differed; with --rounds 0 it runs once and the code stays tune's"""
+TUNE_EPILOG = """exit codes: 0 tuned (or pruned without a GPU) and your configuration stays: nothing raced faster;
+1 confirmed: for some kernel the race's choice was faster than yours beyond the 0.5 % margin again on fresh rounds
+(the proof), and is recommended; 5 unconfirmed: the race chose a configuration but the fresh rounds did not confirm
+it (yours stays, tuned.json says why); 6 slower: the fresh rounds found the choice slower than yours; 2 bad usage or
+input (an empty search space, an unknown gate); 3 a tool failed (your own configuration did not assemble, a kernel
+did not build); 4 internal error; 130 interrupted. tuned.json is in --out. With `-- python prog.py` and a
+recommendation, the program then runs with it swapped in, A/B against yours (--rounds, as `apply`; --json prints
+apply.json with tuned.json inside), and the exit code is the program's, as apply's; with --rounds 0 it runs once
+and the code stays tune's"""
 
-APPLY_EPILOG = """exit codes: 0 applied (with --rounds: no difference found between the tuned program and yours);
-1 with --rounds: the tuned program differs from yours (faster, slower, or a difference inside the 0.5 % margin);
-2 bad usage or input (no tuned.json, nothing to apply, an unknown --arch, a kernel compiled for another target than
-it was tuned for); 3 the program failed (its own words) or printed no --metric number, compiled none of the tuned
-kernels, or the A/A calibration failed; 4 internal error"""
+APPLY_EPILOG = """exit codes: 0 applied (run once, no --rounds); with --rounds the A/B of the tuned program against
+yours decides: 1 confirmed (faster beyond the 0.5 % margin), 5 not confirmed (equivalent, negligible, inside or
+across the margin, inconclusive), 6 slower; 2 bad usage or input (no tuned.json, nothing to apply, an unknown
+--arch, a kernel compiled for another target than it was tuned for); 3 the program failed (its own words) or printed
+no --metric number, compiled none of the tuned kernels, or the A/A calibration failed; 4 internal error"""
 
 
 def add_parsers(sub, formatter, common, seconds, at_least) -> None:
@@ -216,13 +218,22 @@ def cmd_tune(args) -> int:
         return INTERRUPTED
     if outcome.emit_errors or any(k.get("user") is None for k in doc["kernels"]):
         return TOOL_FAILED
-    if proof:  # the proof: the program with the recommendation, A/B against yours
+    if proof:  # the program with the recommendation, A/B against yours
         rc = run_program_tuned(doc, list(args.program), unused_dir(outcome.path.parent, "apply"), args, tuned=doc)
-        return rc if args.rounds or rc != OK else FOUND_DIFFERENCES  # run once, no A/B: tune's own answer
+        return rc if args.rounds or rc != OK else tune_exit(doc)  # run once, no A/B: tune's own answer
     if args.program:
         print("ptxprobe: the program was not run: " + (f"nothing was raced ({outcome.static_only_reason})"
               if outcome.static_only_reason else "your configuration stays"), file=sys.stderr)
-    return FOUND_DIFFERENCES if found else OK
+    return tune_exit(doc)
+
+
+def tune_exit(doc: dict) -> int:
+    """The exit code of tune's answer (``answer.outcome_of``): 1 confirmed, 6 slower, 5 unconfirmed, else 0."""
+    from ptxprobe.tune.answer import outcome_of
+    from ptxprobe.tune.proof import CONFIRMED, REFUTED, UNCONFIRMED
+
+    return {CONFIRMED: FOUND_DIFFERENCES, REFUTED: CHOICE_SLOWER, UNCONFIRMED: CHOICE_UNCONFIRMED}.get(outcome_of(doc),
+                                                                                                     OK)
 
 
 def show_tuned(doc: dict, path: Path) -> None:
@@ -321,6 +332,17 @@ def run_program_tuned(doc: dict, argv: list[str], out: Path, args, tuned: dict |
     if rec["calibration_failed"]:
         print("ptxprobe: CALIBRATION FAILED: the A/A arm differs from yours or had too few rounds; the A/B is not "
               "trusted", file=sys.stderr)
-    from ptxprobe.cli.capture_cmd import program_ab_exit
+    return proof_exit(rec)
 
-    return program_ab_exit(rec)
+
+def proof_exit(rec: dict) -> int:
+    """apply.json's exit code: 3 when the A/A calibration failed; with an A/B, 1 when the tuned program is faster
+    beyond the margin, 6 slower beyond it, 5 anything else (not confirmed); 0 when it ran once."""
+    from ptxprobe.stats.paired import FASTER, SLOWER
+
+    if rec["calibration_failed"]:
+        return TOOL_FAILED
+    tuned = next((c for c in rec["comparisons"] if c["arm"] == "tuned"), None)
+    if tuned is None:
+        return OK
+    return {FASTER: FOUND_DIFFERENCES, SLOWER: CHOICE_SLOWER}.get(tuned["verdict"], CHOICE_UNCONFIRMED)

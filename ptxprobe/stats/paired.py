@@ -112,8 +112,12 @@ def signed_rank_bounds(x: np.ndarray, level: float) -> tuple[float, float]:
     averages at the signed-rank test's critical value. Covers at >= ``level`` for any number of rounds when the
     per-round contrasts are independent and symmetric about the true shift (what a balanced order gives)."""
     i, j = np.triu_indices(x.size)
-    walsh = np.sort((x[i] + x[j]) / 2.0)
-    k = int(np.searchsorted(_signed_rank_cdf(x.size), (1.0 - level) / 2.0, side="right"))
+    return _walsh_bounds(np.sort((x[i] + x[j]) / 2.0), x.size, level)
+
+
+def _walsh_bounds(walsh: np.ndarray, n: int, level: float) -> tuple[float, float]:
+    """``signed_rank_bounds`` from the sorted Walsh averages of ``n`` values (a p-value's bisection sorts once)."""
+    k = int(np.searchsorted(_signed_rank_cdf(n), (1.0 - level) / 2.0, side="right"))
     return (float(walsh[0]), float(walsh[-1])) if k == 0 else (float(walsh[k - 1]), float(walsh[walsh.size - k]))
 
 
@@ -245,9 +249,13 @@ def paired_pvalue(logs, method: str = SERIAL_SIGNED_RANK) -> float:
     if np.all(x == x[0]):  # a deterministic measure: the interval is the point, the test the signed-rank's
         return signed_rank_pvalue(x)
 
-    def excludes(level: float) -> bool:
-        iv = paired_interval(x, level=level, method=method)
-        return iv.low > 1.0 or iv.high < 1.0
+    i, j = np.triu_indices(x.size)
+    walsh, est, long_run = np.sort((x[i] + x[j]) / 2.0), float(hodges_lehmann(x)), serial.long_run_ratio(x)
+
+    def excludes(level: float) -> bool:  # paired_interval's widened interval at ``level``, its sort and ratio reused
+        lo, hi = _walsh_bounds(walsh, x.size, level)
+        w = serial.widening(x, level, long_run=long_run)
+        return float(np.exp(est - (est - lo) * w)) > 1.0 or float(np.exp(est + (hi - est) * w)) < 1.0
 
     # the highest level the exact signed-rank interval reaches: 1 - 2 / 2^n (all rounds of one sign); beyond it
     # the interval stays [min, max] of the Walsh averages and would claim a p below what n rounds can show

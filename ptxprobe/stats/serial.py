@@ -72,10 +72,15 @@ def fixed_b_critical(n: int, level: float, lags: int | None = None) -> float:
     ``level``: larger than the normal quantile by what estimating the long-run variance from so few rounds
     costs (the fixed-b view: the bandwidth a fixed share of the rounds)."""
     lags = bandwidth(n) if lags is None else lags
-    return float(np.quantile(_studentized_abs(n, lags), level))
+    a = _studentized_abs(n, lags)
+    # np.quantile's linear interpolation, read off the sorted draws directly (a p-value's bisection asks ~30 levels)
+    h = level * (a.size - 1)
+    i = min(int(math.floor(h)), a.size - 1)
+    g, lo, hi = h - i, float(a[i]), float(a[min(i + 1, a.size - 1)])
+    return lo + (hi - lo) * g if g < 0.5 else hi - (hi - lo) * (1.0 - g)
 
 
-def widening(x, level: float, lags: int | None = None) -> float:
+def widening(x, level: float, lags: int | None = None, long_run: float | None = None) -> float:
     """The factor an independence interval of ``x`` at ``level`` is widened by: sqrt(max(1, long-run ratio)) times
     the fixed-b critical value over the normal quantile, both at ``lags`` (default ``bandwidth``). >= 1 always
     (1 below 3 rounds, where nothing is judged). Below a level of 50 % the quantiles' ratio is read at 50 % (both
@@ -86,4 +91,5 @@ def widening(x, level: float, lags: int | None = None) -> float:
         return 1.0
     level = min(max(level, 0.5), 1.0 - 1e-12)
     ratio = fixed_b_critical(n, level, lags) / NormalDist().inv_cdf((1.0 + level) / 2.0)
-    return math.sqrt(max(1.0, long_run_ratio(x, lags))) * max(1.0, ratio)
+    long_run = long_run_ratio(x, lags) if long_run is None else long_run
+    return math.sqrt(max(1.0, long_run)) * max(1.0, ratio)

@@ -1,12 +1,13 @@
 """The answer of ``tune``: per kernel the best configuration, its gain over the user's with an interval, the
 runner-up, what was pruned and why, GPU seconds; ``DIR/tuned.json`` and the one-line source change. Pure.
 
-The best is the user's own configuration unless a candidate is proven ``faster`` (``stats.decide`` with the ±0.5 %
-margin and Benjamini-Hochberg over the final standings): "no candidate proven faster" keeps yours, and says how the
-leader came out (``equivalent``, ``negligible``, ``inconclusive``, ``slower``). Among the configurations proven
-faster that the race could not tell from its leader, the one with the fewest changes is recommended (a rename or an
-option before another ptxas release), and the fastest estimate is kept beside it; ``prefer="fastest"`` takes the
-leader.
+The race chooses: a candidate it finds ``faster`` (``stats.decide`` with the ±0.5 % margin, Benjamini-Hochberg over
+every candidate raced); among those it could not tell from its leader, the one with the fewest changes (a rename or
+an option before another ptxas release), the fastest estimate kept beside it (``prefer="fastest"`` takes the
+leader). The proof decides (``tune.proof``): the choice timed again on fresh rounds is recommended only when they
+say ``faster``, and its gain is theirs (``gain``; the race's own numbers, biased by the choosing, stay under
+``race_choice``). Otherwise yours stays and the record says why: nothing the race found faster (the leader's
+verdict), or the choice not confirmed (``proof``: its verdict on the fresh rounds, or ``slower``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from ptxprobe.core.cache import atomic_write
 from ptxprobe.core.errors import SpecError
+from ptxprobe.tune.proof import CONFIRMED, REFUTED, UNCONFIRMED, Proof
 from ptxprobe.tune.prune import SAME_CODE_AS, Candidate, Pruned
 from ptxprobe.tune.race import ALONE, RaceResult, Standing
 
@@ -24,6 +26,9 @@ TUNED = "tuned.json"
 NUMERICS_MODES = ("bitwise", "tolerance")
 TUNED_STATUS, STATIC_ONLY = "tuned", "static-only"
 NUMERICS_FAILED = "numerics"
+# a raced kernel's ``outcome``: the proof's (CONFIRMED, UNCONFIRMED, REFUTED), or why none ran
+NOTHING_FASTER, UNPROVEN = "nothing faster", "unproven"  # the race found nothing faster; its proof did not finish
+OUTCOMES = (CONFIRMED, UNCONFIRMED, REFUTED, NOTHING_FASTER, UNPROVEN)
 
 
 def passes_numerics(rec: dict, base: dict, mode: str, tolerance: float | None) -> tuple[bool, str]:
@@ -66,11 +71,16 @@ def chosen(result: RaceResult, by_label: dict[str, Candidate], user: Candidate, 
 
 
 def kernel_answer(pruned: Pruned, result: RaceResult, *, nums: dict, gate: dict[str, str], numerics: str,
-                  gpu_seconds: float, wall_seconds: float, target: dict, prefer: str = "simplest") -> dict:
-    """One kernel's tuned record from its pruning, numerics gate (label -> why it failed) and race."""
+                  gpu_seconds: float, wall_seconds: float, target: dict, prefer: str = "simplest",
+                  proof: Proof | None = None) -> dict:
+    """One kernel's tuned record from its pruning, numerics gate (label -> why it failed), race and the proof of
+    the race's choice (None: no choice, or no proof finished)."""
     by_label = {c.label: c for c in pruned.distinct}
     standings = {s.label: s for s in result.standings}
-    winner = chosen(result, by_label, pruned.user, prefer)
+    choice = chosen(result, by_label, pruned.user, prefer)
+    if proof is not None and (choice is None or proof.label != choice.label):
+        raise ValueError(f"the proof timed {proof.label}, the race chose {choice.label if choice else 'nothing'}")
+    winner = choice if proof is not None and proof.outcome == CONFIRMED else None
     best = by_label[winner.label] if winner else pruned.user
     if winner:
         rest = [s for s in result.standings if s.label != winner.label]
@@ -82,7 +92,10 @@ def kernel_answer(pruned: Pruned, result: RaceResult, *, nums: dict, gate: dict[
     rec = {
         "kernel": pruned.kernel, "arch": pruned.arch, "status": TUNED_STATUS, **target, "numerics": numerics,
         "user": pruned.user.to_json(), "best": best.to_json(), "best_is_yours": winner is None,
-        "gain": winner.to_json() if winner else None,
+        "gain": proof.to_json() if winner and proof else None,
+        "outcome": proof.outcome if proof else (UNPROVEN if choice else NOTHING_FASTER),
+        "race_choice": {**by_label[choice.label].to_json(), **choice.to_json()} if choice else None,
+        "proof": proof.to_json() if proof else None,
         "runner_up": ({**by_label[runner.label].to_json(), **runner.to_json()} if runner else None),
         "leader_verdict": result.leader.verdict if result.leader else None,
         "prefer": prefer,
@@ -101,31 +114,22 @@ def kernel_answer(pruned: Pruned, result: RaceResult, *, nums: dict, gate: dict[
 
 
 def across_problems(records: list[dict]) -> dict:
-    """One configuration for a kernel tuned at several problems (sizes): the best where they all agree; else the
-    configuration proven ``faster`` at every problem with the fewest changes (the larger worst-case gain on a tie),
-    its gain the problem where it gains least; else yours stays (no configuration is faster everywhere). The record
-    says which problems it stands for (``across``)."""
+    """One configuration for a kernel tuned at several problems (sizes): the one every problem's proof confirmed,
+    its gain the problem where it gains least (``gain``, the worst size; each problem's under ``across``); where
+    the problems' answers differ, yours stays (no configuration was confirmed at every problem: a proof confirms
+    only its own problem's choice)."""
     first = records[0]
-    if len({r["best"]["label"] for r in records}) == 1:  # one problem, or every problem's race chose the same
+    if len(records) == 1:
         return first
-    per_problem = [{s["label"]: s for s in r["race"]["standings"] if s["verdict"] == "faster"}
-                   if r.get("race") else {} for r in records]
-    everywhere = [label for label in per_problem[0] if all(label in p for p in per_problem[1:])]
-    user = Candidate.from_json(first["user"], first["kernel"], first["arch"])
-    by_label = {d["label"]: d for d in first["distinct"]}
     across = [{"group_id": r.get("group_id"), "best": r["best"]["label"], "gain": r.get("gain")} for r in records]
-    if not everywhere:
-        return {**first, "best": first["user"], "best_is_yours": True, "gain": None, "across": across,
-                "change": "none: no configuration is faster at every problem tuned; yours stays"}
-
-    def worst(label: str) -> dict:
-        return min((p[label] for p in per_problem), key=lambda s: s["ratio"])
-
-    pick = min(everywhere, key=lambda label: (change_cost(Candidate.from_json(by_label[label], first["kernel"],
-                                                                              first["arch"]), user),
-                                               -worst(label)["ratio"]))
-    rec = {**first, "best": by_label[pick], "best_is_yours": False, "gain": worst(pick), "across": across}
-    return {**rec, "change": source_change(rec)}
+    if len({r["best"]["label"] for r in records}) == 1:
+        gains = [r["gain"] for r in records if r.get("gain")]
+        worst = min(gains, key=lambda g: g["ratio"]) if gains else None
+        return {**first, "gain": worst, "across": across}
+    said = ", ".join(f"{a['best']} at {a['group_id']}" for a in across)
+    return {**first, "best": first["user"], "best_is_yours": True, "gain": None, "across": across,
+            "change": f"none: the problems' answers differ ({said}); no configuration was confirmed at every "
+                      "problem, so yours stays"}
 
 
 def source_change(rec: dict) -> str:
@@ -138,7 +142,7 @@ def source_change(rec: dict) -> str:
         return ("none: every other configuration that could be timed gives your machine code ("
                 + ", ".join(f"{n} {reason}" for reason, n in sorted(left.items())) + ")")
     if not best or rec.get("best_is_yours"):
-        return "none: your configuration is the fastest measured"
+        return unchanged_because(rec)
     name = best["name"]
     same_ptxas = best["ptxas_sha256"] == user["ptxas_sha256"]
     options = " ".join(best["options"])
@@ -164,6 +168,31 @@ def source_change(rec: dict) -> str:
         parts.append(f"build with ptxas {best['ptxas_version']} (CUDA {'.'.join(best['ptxas_version'].split('.')[:2])})"
                      f"{xptxas}")
     return "; ".join(parts)
+
+
+def unchanged_because(rec: dict) -> str:
+    """Why a raced kernel keeps your configuration, in one line: nothing raced faster, or the choice's proof."""
+    choice, proof = rec.get("race_choice"), rec.get("proof")
+    if proof:
+        return (f"none: the race's choice {choice['label']} was {'slower' if proof['outcome'] == REFUTED else 'not'}"
+                f"{'' if proof['outcome'] == REFUTED else ' confirmed'} on {proof['rounds']} fresh rounds "
+                f"({proof['verdict']}, {proof['ratio']:.4f} [{proof['low']:.4f}, {proof['high']:.4f}]); yours stays")
+    if choice:
+        return f"none: the race's choice {choice['label']} was not proven (its proof did not finish); yours stays"
+    return "none: no configuration raced faster than yours beyond the margin; yours stays"
+
+
+def outcome_of(doc: dict) -> str | None:
+    """The tune's answer over its kernels, for the exit code: ``confirmed`` where any kernel's choice was confirmed,
+    else ``slower`` where a proof found the choice slower, else ``unconfirmed`` where one was not confirmed (or did
+    not finish), else None (nothing raced faster, or nothing raced)."""
+    # records before the proof name no outcome: a recommendation as they made it stands for one
+    said = {k.get("outcome") or (CONFIRMED if k.get("best_is_yours") is False else None) for k in doc["kernels"]}
+    if CONFIRMED in said:
+        return CONFIRMED
+    if REFUTED in said:
+        return REFUTED
+    return UNCONFIRMED if said & {UNCONFIRMED, UNPROVEN} else None
 
 
 def document(kernels: list[dict], *, space: dict, ptxas: dict, gpu: dict | None, static_dir: str, note: str,
@@ -202,10 +231,15 @@ def table_rows(doc: dict) -> list[list[str]]:
             rows.append([where, k["arch"], "not raced (tuned.json: note)" if k.get("note") else "not timed (no GPU)",
                          "-", "-", codes, "-"])
             continue
-        g = k["gain"]
+        g, proof = k["gain"], k.get("proof")
         best = "keep yours" if k["best_is_yours"] else k["best"]["label"]
-        gain = (f"{g['ratio']:.4f} [{g['low']:.4f}, {g['high']:.4f}]" if g
-                else f"none proven (leader {k.get('leader_verdict') or '-'})")
+        if g:
+            gain = f"{g['ratio']:.4f} [{g['low']:.4f}, {g['high']:.4f}]" + (" fresh" if g.get("fresh_rounds") else "")
+        elif proof:
+            gain = (f"{proof['label']} {'slower' if proof['outcome'] == REFUTED else 'unconfirmed'}: "
+                    f"{proof['ratio']:.4f} [{proof['low']:.4f}, {proof['high']:.4f}] {proof['verdict']}")
+        else:
+            gain = f"none proven (leader {k.get('leader_verdict') or '-'})"
         r = k["runner_up"]
         runner = f"{r['label']} {r['ratio']:.4f}" if r else "-"
         rows.append([where, k["arch"], best, gain, runner, codes, f"{k['gpu_seconds']:.0f}"])

@@ -46,14 +46,12 @@ def tuned_by_entry(doc: dict) -> tuple[dict[str, dict], list[str]]:
     for entry, recs in groups.items():
         one = across_problems(recs)
         if len({r["best"]["label"] for r in recs}) > 1:
-            said = ", ".join(f"{a['best']} at {a['group_id']}" for a in one["across"])
-            notes.append(f"{entry}: the problems disagree on the best ({said}); "
-                         + ("yours stays: no configuration is faster at all of them" if one["best_is_yours"]
-                            else f"{one['best']['label']} is faster at every one"))
+            notes.append(f"{entry}: {one['change'].removeprefix('none: ')}")
         if not one["best_is_yours"]:
             out[entry] = one
     if not out and groups:
-        raise SpecError("yours stays for every kernel tune raced (no configuration was faster): nothing to apply")
+        raise SpecError("yours stays for every kernel tune raced (no configuration was confirmed faster): nothing "
+                        "to apply")
     if not out:
         raise SpecError("the tuned answer holds no raced kernel (static pruning only): nothing to apply; run "
                         "`ptxprobe tune` on a GPU")

@@ -4,7 +4,8 @@ The race's ``measure`` is the sweep's calibrated paired design (``gpu.timing.tim
 pair with the user's configuration, A B B A in one CUDA graph, the pairs in a fresh random order each round, who
 goes first balanced; a call of ``rounds`` rounds returns each contender's per-round log ratios. The candidates are
 assembled again from the PTX the GPU runs (cache hits when it is the PTX the static sweep assembled) and pruned by
-the same ``prune``, so what is timed is distinct by the code that really runs.
+the same ``prune``, so what is timed is distinct by the code that really runs. The race's choice is then timed
+again on fresh rounds by the same ``measure`` (``tune.proof``), and that decides.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from ptxprobe.sources import Emitted
 from ptxprobe.stats import paired as stats
 from ptxprobe.toolchain.assemble import assemble
 from ptxprobe.toolchain.tools import Tool, select_ptxas
-from ptxprobe.tune.answer import kernel_answer, passes_numerics
+from ptxprobe.tune.answer import chosen, kernel_answer, passes_numerics
+from ptxprobe.tune.proof import proved
 from ptxprobe.tune.prune import Candidate, arranged, prune
 from ptxprobe.tune.race import RacePlan, race
 from ptxprobe.tune.space import TuneSpace
@@ -103,10 +105,12 @@ def tune_group(group: Group, space: TuneSpace, cfg: RunConfig, plan: RacePlan, n
         return {c: list(stats.log_ratios(*base_s.paired_with(samples[c]))) for c in cands}
 
     result = race(contenders, measure, plan)
+    proof = proved(chosen(result, {c.label: c for c in pruned.distinct}, pruned.user, plan.prefer), result, plan,
+                   measure, log)
     problem = {k: w.common.get(k) for k in ("seq_len", "batch", "heads", "sizes") if w.common.get(k) is not None}
     return kernel_answer(pruned, result, nums=nums, gate={k: v[1] for k, v in passed.items() if not v[0]},
                          numerics=numerics, gpu_seconds=seconds[0], wall_seconds=time.perf_counter() - started,
-                         prefer=plan.prefer,
+                         prefer=plan.prefer, proof=proof,
                          target={"group_id": group.group_id, "source_kind": group.source.kind, "gpu": info.get("gpu"),
                                  "entry": w.emitted.entry, "ptx_sha256": w.emitted.ptx_sha256,
                                  "frontend": w.emitted.frontend, **problem})

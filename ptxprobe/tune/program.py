@@ -7,8 +7,9 @@ timed alone: the race's ``measure`` runs the whole program instead, each contend
 capture hook (``capture.swap``, the other kernels left as the user has them), every round each arm once in a
 fresh random order, the paired log ratio of the user's arm's measure (its wall time, or ``--metric``) over the
 contender's. A first round is the gate: a configuration the program fails with, or that the hook cannot swap in,
-is left out with the program's own words. The answer is ``tuned.json`` as ``tune`` writes it, so ``apply`` and
-the proof (``tune`` ending with the program A/B) take it unchanged.
+is left out with the program's own words. The race's choice is then proven on program runs the race never saw
+(``tune.proof``; kept apart as ``proof_calls``), and that decides. The answer is ``tuned.json`` as ``tune`` writes
+it, so ``apply`` and the program A/B that ``tune`` ends with take it unchanged.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import NoGpu, SpecError, ToolFailed
 from ptxprobe.runs.request import UserKernels
 from ptxprobe.stats import paired as stats
-from ptxprobe.tune.answer import document, kernel_answer, static_answer, write_tuned
+from ptxprobe.tune.answer import chosen, document, kernel_answer, static_answer, write_tuned
 from ptxprobe.tune.apply import build_swap, program_env, write_arm
+from ptxprobe.tune.proof import proved
 from ptxprobe.tune.prune import Candidate, Pruned, arranged, prune
 from ptxprobe.tune.race import INTERRUPTED, RacePlan, race
 from ptxprobe.tune.run import (
@@ -165,12 +167,14 @@ def _race_kernel(pruned: Pruned, contenders: list[Candidate], k, doc: dict, race
     contenders = [c for c in contenders if c.label not in unswappable]
     env = program_env(arms_dir, race_.arch)
     seconds, calls = [0.0], []  # every call's runs, the gate's first: what the standings are computed from
+    proof_calls: list = []  # the proof's runs, apart: rounds the race never saw
 
-    def rounds_of(labels, n):
+    def rounds_of(labels, n, into=calls):
         chosen = [arms[pruned.user.label], *(arms[x] for x in labels)]
+        key = f"{k.entry}#{len(calls)}" if into is calls else f"{k.entry}#proof{len(into)}"
         runs = run_rounds(list(race_.argv), chosen, arms_dir, n, race_.timeout, race_.metric,
-                          seed=stats.stable_seed(race_.seed, f"{k.entry}#{len(calls)}"), env_extra=env, log=log)
-        calls.append([asdict(r) for r in runs])
+                          seed=stats.stable_seed(race_.seed, key), env_extra=env, log=log)
+        into.append([asdict(r) for r in runs])
         seconds[0] += sum(r.seconds for r in runs)
         return runs
 
@@ -184,21 +188,25 @@ def _race_kernel(pruned: Pruned, contenders: list[Candidate], k, doc: dict, race
     racing = [c.label for c in contenders if c.label not in gate]
     log(f"{k.entry}: {len(pruned.distinct)} distinct codes, {len(racing)} pass the program's own run")
 
-    def measure(labels, n):
-        runs = rounds_of(labels, n)
+    def measure(labels, n, into=calls):
+        runs = rounds_of(labels, n, into)
         bad = next((r for r in runs if r.value is None), None)
         if bad is not None:
-            raise ToolFailed(f"the program failed in the race (arm {bad.arm}, round {bad.round + 1}): {bad.note}")
+            raise ToolFailed(f"the program failed in the {'race' if into is calls else 'proof'} (arm {bad.arm}, "
+                             f"round {bad.round + 1}): {bad.note}")
         logs = paired_logs({(r.arm, r.round): r.value for r in runs}, user_id)
         return {x: logs[ids[x]] for x in labels}
 
     result = race(racing, measure, race_.plan)
+    choice = chosen(result, {c.label: c for c in pruned.distinct}, pruned.user, race_.plan.prefer)
+    proof = proved(choice, result, race_.plan, lambda labels, n: measure(labels, n, proof_calls), log)
     target = {"group_id": k.entry, "source_kind": "program", "entry": k.entry, "ptx_sha256": k.ptx_sha256,
               "frontend": k.frontend, "command": list(race_.argv), "metric": race_.metric or "wall seconds",
               "program_runs": {"arms": {i: label for label, i in ids.items()}, "user_arm": user_id,
-                               "calls": calls}}
+                               "calls": calls, "proof_calls": proof_calls}}
     return kernel_answer(pruned, result, nums={}, gate=gate, numerics=PROGRAM_GATE, gpu_seconds=seconds[0],
-                         wall_seconds=time.perf_counter() - started, prefer=race_.plan.prefer, target=target)
+                         wall_seconds=time.perf_counter() - started, prefer=race_.plan.prefer, target=target,
+                         proof=proof)
 
 
 def run_program_tune(req: TuneRequest, race_: ProgramRace, progress: bool = False,

@@ -13,7 +13,11 @@ clearly worse than the leader, so noise cannot drop the true best unless its int
 by ``growth`` per rung. The race stops when the leader's half-width is at the target and no other contender's
 interval reaches its lower bound (``target``), when every contender still in contention is at the target
 (``tied``: they cannot be told apart at that precision), or at the round cap (``cap``). Interrupted (Ctrl-C) after
-a rung, it ends there (``interrupted``): the standings of the rungs it completed, judged as at any end.
+a rung, it ends there (``interrupted``): the standings of the rungs it completed, judged as at any end. The final
+verdicts are adjusted (Benjamini-Hochberg) over every candidate raced, not only the survivors.
+
+The race *chooses*; it does not decide. Its standings are judged on the rounds that chose the winner, so the
+winner's gain is biased up; ``tune.proof`` times the choice again on fresh rounds, and that decides.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from ptxprobe.tune.space import PREFERENCES
 Measure = Callable[[Sequence[str], int], Mapping[str, Sequence[float]]]
 INTERRUPTED = "interrupted"  # RaceResult.stopped_by of a race stopped by Ctrl-C after at least one rung
 ALONE = "alone"  # RaceResult.stopped_by when there was nothing to race (your machine code is the only one)
+RACED_FAMILY = "raced"  # the race record's ``bh_family``: BH over every candidate raced (absent: the final standings)
 
 
 @dataclass(frozen=True)
@@ -117,7 +122,8 @@ class RaceResult:
 
     def to_json(self) -> dict:
         return {"standings": [s.to_json() for s in self.standings], "dropped": [d.to_json() for d in self.dropped],
-                "rungs": self.rungs, "rounds_measured": self.rounds_measured, "stopped_by": self.stopped_by}
+                "rungs": self.rungs, "rounds_measured": self.rounds_measured, "stopped_by": self.stopped_by,
+                "bh_family": RACED_FAMILY}
 
 
 def standing(label: str, logs: Sequence[float], level: float, method: str = stats.SERIAL_SIGNED_RANK) -> Standing:
@@ -157,8 +163,8 @@ def race(candidates: Sequence[str], measure: Measure, plan: RacePlan = RacePlan(
         except KeyboardInterrupt:
             if not kept:  # not one rung measured: nothing to answer with
                 raise
-            return RaceResult(judged(kept, logs, plan.margin, plan.interval), tuple(dropped), rung, measured,
-                              INTERRUPTED)
+            return RaceResult(judged(kept, logs, plan.margin, plan.interval, list(logs)), tuple(dropped), rung,
+                              measured, INTERRUPTED)
         for c in alive:
             if len(got[c]) != rounds:
                 raise ValueError(f"measure returned {len(got[c])} rounds for {c!r}, asked {rounds}")
@@ -179,15 +185,19 @@ def race(candidates: Sequence[str], measure: Measure, plan: RacePlan = RacePlan(
         else:
             rounds *= plan.growth
             continue
-        return RaceResult(judged(kept, logs, plan.margin, plan.interval), tuple(dropped), rung, measured, stopped)
+        return RaceResult(judged(kept, logs, plan.margin, plan.interval, list(logs)), tuple(dropped), rung, measured,
+                          stopped)
 
 
 def judged(kept: Sequence[Standing], logs: Mapping[str, Sequence[float]], margin: float,
-           method: str = stats.SERIAL_SIGNED_RANK) -> tuple[Standing, ...]:
+           method: str = stats.SERIAL_SIGNED_RANK, family: Sequence[str] | None = None) -> tuple[Standing, ...]:
     """The final standings, best first, each with its verdict against the user's configuration: ``stats.decide``
-    with Benjamini-Hochberg over the final standings (picking the best of several is a family)."""
+    with Benjamini-Hochberg over ``family``: every candidate raced (``race`` passes them all: the final standings
+    are the survivors of a selection, and adjusting over the survivors alone forgets the candidates that selection
+    looked at); None, the final standings alone (races recorded before ``RACED_FAMILY``)."""
     ranked = sorted(kept, key=lambda s: s.ratio, reverse=True)
-    p = [stats.paired_pvalue(np.asarray(logs[s.label], dtype=float), method) for s in ranked]
+    labels = list(dict.fromkeys([*(s.label for s in ranked), *(family or ())]))
+    p = [stats.paired_pvalue(np.asarray(logs[label], dtype=float), method) for label in labels]
     q = stats.bh_qvalues(p)
     return tuple(replace(s, verdict=stats.decide(stats.Interval(s.ratio, s.low, s.high, s.level), margin, qs),
-                         p_value=ps) for s, ps, qs in zip(ranked, p, q, strict=True))
+                         p_value=ps) for s, ps, qs in zip(ranked, p[:len(ranked)], q[:len(ranked)], strict=True))
