@@ -151,7 +151,7 @@ def _answered(pruned, res, measure, prefer: str = "simplest", **kw) -> dict:
     from ptxprobe.tune.proof import proved
 
     plan = racing.RacePlan(prefer=prefer)
-    proof = proved(chosen(res, {c.label: c for c in pruned.distinct}, pruned.user, prefer), res, plan, measure)
+    proof, _ = proved(chosen(res, {c.label: c for c in pruned.distinct}, pruned.user, prefer), res, plan, measure)
     args = {"nums": {}, "gate": {}, "numerics": "bitwise", "gpu_seconds": 1.0, "wall_seconds": 1.0,
             "target": {"frontend": "triton"}, **kw}
     return kernel_answer(pruned, res, prefer=prefer, proof=proof, **args)
@@ -588,6 +588,20 @@ def test_the_gpu_adapter_races_with_the_card_simulated(monkeypatch):
     assert rec["gpu_seconds"] > 0 and rec["entry"] == "k" and rec["ptx_sha256"] == emitted.ptx_sha256
     assert rec["change"].startswith("@triton.jit(repr=lambda _: 'cutlass_k')")
     json.dumps(rec)  # tuned.json can hold it
+    # Ctrl-C during the proof: the race's choice is unproven, yours stays, and the tune stops after this kernel
+    from ptxprobe.tune.answer import interrupted
+
+    real_proved = tg.proved
+
+    def cut(labels, rounds):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tg, "proved", lambda choice, result, plan, measure, log: real_proved(choice, result, plan,
+                                                                                              cut, log))
+    rec = tg.tune_group(group, space, RunConfig(), racing.RacePlan(), "bitwise", {"arch": "sm_90a", "gpu": "H"},
+                        cache=None)
+    assert rec["best_is_yours"] and rec["outcome"] == "unproven" and rec["proof"] is None and interrupted(rec)
+    assert "not proven" in rec["change"] and rec["race"]["stopped_by"] != racing.INTERRUPTED
 
 
 @pytest.mark.integration

@@ -72,7 +72,7 @@ def one_tune(field: dict[str, float], sd: float, rng: np.random.Generator, plan:
     res = race(list(truth), measure, plan)
     choice = chosen(res, {c.label: c for c in by_field.values()}, user, plan.prefer)
     raced = spent[0]
-    proof = proved(choice, res, plan, measure)
+    proof, _ = proved(choice, res, plan, measure)
     out = {"race_choice": None, "recommended": None, "race_rounds": raced, "proof_rounds": spent[0] - raced}
     if choice is not None:
         t = truth[choice.label]

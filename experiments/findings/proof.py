@@ -65,3 +65,26 @@ def section() -> list[str]:
              "than the race alone would. The committed tune runs below were made before the proof: their gains are "
              "the race's.")
     return [intro, "", *rows, "", after, ""]
+
+
+GPU_RUN = "2026-12-05-h100-tune"
+
+
+def gpu_section() -> list[str]:
+    """The proof on the GPU: the FFMA matmul's tune, and its program tuned alone (read from their tuned.json)."""
+    d = analysis.results_dir(GPU_RUN)
+    doc = json.loads((d / "ffma-proof" / "tuned.json").read_text())
+    k = doc["kernels"][0]
+    c, g = k["race_choice"], k["proof"]
+    ab = json.loads((d / "ffma-proof" / "apply" / "apply.json").read_text())
+    tuned = next(x for x in ab["comparisons"] if x["arm"] == "tuned")
+    prog = json.loads((d / "program" / "tuned.json").read_text())["kernels"][0]
+    return [f"**On the GPU** (`{GPU_RUN}`, {doc['gpu']['gpu']}; the device lent no H200): the FFMA matmul "
+            f"(`cutlass_matmul_fp32`) tuned from its source, the race chose `{c['label']}` at {c['ratio']:.4f} "
+            f"[{c['low']:.4f}, {c['high']:.4f}] ({c['rounds']} rounds) and the proof, on {g['rounds']} fresh rounds "
+            f"({g['looks']} look, {g['stopped_by']}), says {g['verdict']} at {g['ratio']:.4f} [{g['low']:.4f}, "
+            f"{g['high']:.4f}]: `outcome` {k['outcome']}; the program run with it, A/B against yours over "
+            f"{tuned['rounds']} rounds, {tuned['verdict']} at {tuned['ratio']:.4f} [{tuned['low']:.4f}, "
+            f"{tuned['high']:.4f}]. The same program tuned alone (raced inside the program) ran out of the call's "
+            f"time during its proof: `outcome` {prog['outcome']}, and the record says "
+            f"\"{prog['change']}\".", ""]

@@ -20,7 +20,7 @@ from ptxprobe.core.cache import atomic_write
 from ptxprobe.core.errors import SpecError
 from ptxprobe.tune.proof import CONFIRMED, REFUTED, UNCONFIRMED, Proof
 from ptxprobe.tune.prune import SAME_CODE_AS, Candidate, Pruned
-from ptxprobe.tune.race import ALONE, RaceResult, Standing
+from ptxprobe.tune.race import ALONE, INTERRUPTED, RaceResult, Standing
 
 TUNED = "tuned.json"
 NUMERICS_MODES = ("bitwise", "tolerance")
@@ -72,9 +72,9 @@ def chosen(result: RaceResult, by_label: dict[str, Candidate], user: Candidate, 
 
 def kernel_answer(pruned: Pruned, result: RaceResult, *, nums: dict, gate: dict[str, str], numerics: str,
                   gpu_seconds: float, wall_seconds: float, target: dict, prefer: str = "simplest",
-                  proof: Proof | None = None) -> dict:
+                  proof: Proof | None = None, proof_interrupted: bool = False) -> dict:
     """One kernel's tuned record from its pruning, numerics gate (label -> why it failed), race and the proof of
-    the race's choice (None: no choice, or no proof finished)."""
+    the race's choice (None: no choice, or no proof finished; ``proof_interrupted``: an interrupt cut it)."""
     by_label = {c.label: c for c in pruned.distinct}
     standings = {s.label: s for s in result.standings}
     choice = chosen(result, by_label, pruned.user, prefer)
@@ -95,7 +95,7 @@ def kernel_answer(pruned: Pruned, result: RaceResult, *, nums: dict, gate: dict[
         "gain": proof.to_json() if winner and proof else None,
         "outcome": proof.outcome if proof else (UNPROVEN if choice else NOTHING_FASTER),
         "race_choice": {**by_label[choice.label].to_json(), **choice.to_json()} if choice else None,
-        "proof": proof.to_json() if proof else None,
+        "proof": proof.to_json() if proof else None, "proof_interrupted": proof_interrupted,
         "runner_up": ({**by_label[runner.label].to_json(), **runner.to_json()} if runner else None),
         "leader_verdict": result.leader.verdict if result.leader else None,
         "prefer": prefer,
@@ -168,6 +168,11 @@ def source_change(rec: dict) -> str:
         parts.append(f"build with ptxas {best['ptxas_version']} (CUDA {'.'.join(best['ptxas_version'].split('.')[:2])})"
                      f"{xptxas}")
     return "; ".join(parts)
+
+
+def interrupted(rec: dict) -> bool:
+    """Whether an interrupt ended this kernel's race or its proof: the tune stops after it."""
+    return (rec.get("race") or {}).get("stopped_by") == INTERRUPTED or bool(rec.get("proof_interrupted"))
 
 
 def unchanged_because(rec: dict) -> str:

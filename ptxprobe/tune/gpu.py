@@ -105,12 +105,12 @@ def tune_group(group: Group, space: TuneSpace, cfg: RunConfig, plan: RacePlan, n
         return {c: list(stats.log_ratios(*base_s.paired_with(samples[c]))) for c in cands}
 
     result = race(contenders, measure, plan)
-    proof = proved(chosen(result, {c.label: c for c in pruned.distinct}, pruned.user, plan.prefer), result, plan,
-                   measure, log)
+    proof, cut = proved(chosen(result, {c.label: c for c in pruned.distinct}, pruned.user, plan.prefer), result,
+                        plan, measure, log)
     problem = {k: w.common.get(k) for k in ("seq_len", "batch", "heads", "sizes") if w.common.get(k) is not None}
     return kernel_answer(pruned, result, nums=nums, gate={k: v[1] for k, v in passed.items() if not v[0]},
                          numerics=numerics, gpu_seconds=seconds[0], wall_seconds=time.perf_counter() - started,
-                         prefer=plan.prefer, proof=proof,
+                         prefer=plan.prefer, proof=proof, proof_interrupted=cut,
                          target={"group_id": group.group_id, "source_kind": group.source.kind, "gpu": info.get("gpu"),
                                  "entry": w.emitted.entry, "ptx_sha256": w.emitted.ptx_sha256,
                                  "frontend": w.emitted.frontend, **problem})

@@ -26,11 +26,11 @@ from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import NoGpu, SpecError, ToolFailed
 from ptxprobe.runs.request import UserKernels
 from ptxprobe.stats import paired as stats
-from ptxprobe.tune.answer import chosen, document, kernel_answer, static_answer, write_tuned
+from ptxprobe.tune.answer import chosen, document, interrupted, kernel_answer, static_answer, write_tuned
 from ptxprobe.tune.apply import build_swap, program_env, write_arm
 from ptxprobe.tune.proof import proved
 from ptxprobe.tune.prune import Candidate, Pruned, arranged, prune
-from ptxprobe.tune.race import INTERRUPTED, RacePlan, race
+from ptxprobe.tune.race import RacePlan, race
 from ptxprobe.tune.run import (
     NOT_RACED_INTERRUPTED,
     RACE_INTERRUPTED,
@@ -106,7 +106,7 @@ def race_program(static: dict[tuple, Pruned], kernels: list, doc: dict, race_: P
         except KeyboardInterrupt:  # before its first rung: this kernel and the rest keep their static answers
             return records + _static_records([p for _, p in items[i:]], NOT_RACED_INTERRUPTED), True
         records.append(rec)
-        if rec["race"]["stopped_by"] == INTERRUPTED:
+        if interrupted(rec):
             return records + _static_records([p for _, p in items[i + 1:]], NOT_RACED_INTERRUPTED), True
     return records, False
 
@@ -199,14 +199,14 @@ def _race_kernel(pruned: Pruned, contenders: list[Candidate], k, doc: dict, race
 
     result = race(racing, measure, race_.plan)
     choice = chosen(result, {c.label: c for c in pruned.distinct}, pruned.user, race_.plan.prefer)
-    proof = proved(choice, result, race_.plan, lambda labels, n: measure(labels, n, proof_calls), log)
+    proof, cut = proved(choice, result, race_.plan, lambda labels, n: measure(labels, n, proof_calls), log)
     target = {"group_id": k.entry, "source_kind": "program", "entry": k.entry, "ptx_sha256": k.ptx_sha256,
               "frontend": k.frontend, "command": list(race_.argv), "metric": race_.metric or "wall seconds",
               "program_runs": {"arms": {i: label for label, i in ids.items()}, "user_arm": user_id,
                                "calls": calls, "proof_calls": proof_calls}}
     return kernel_answer(pruned, result, nums={}, gate=gate, numerics=PROGRAM_GATE, gpu_seconds=seconds[0],
                          wall_seconds=time.perf_counter() - started, prefer=race_.plan.prefer, target=target,
-                         proof=proof)
+                         proof=proof, proof_interrupted=cut)
 
 
 def run_program_tune(req: TuneRequest, race_: ProgramRace, progress: bool = False,

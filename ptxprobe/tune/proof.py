@@ -112,15 +112,16 @@ def prove(label: str, measure: Measure, plan: ProofPlan = ProofPlan()) -> Proof:
 
 
 def proved(choice: Standing | None, result: RaceResult, plan: RacePlan, measure: Measure,
-           log=lambda text: None) -> Proof | None:
-    """The proof of the race's ``choice`` (``answer.chosen``) under ``ProofPlan.after(plan)``; None when there is
-    nothing to prove (no choice, or a race ended by an interrupt) or the proof was interrupted (an unfinished proof
-    decides nothing: yours stays, and the record says the choice was not proven)."""
+           log=lambda text: None) -> tuple[Proof | None, bool]:
+    """(the proof of the race's ``choice`` under ``ProofPlan.after(plan)``, whether an interrupt cut it): no proof
+    when there is nothing to prove (no choice, or a race ended by an interrupt) or the proof was interrupted (an
+    unfinished proof decides nothing: yours stays, the record says the choice was not proven, and the tune stops
+    there as after an interrupted race)."""
     if choice is None or result.stopped_by == INTERRUPTED:
-        return None
+        return None, False
     log(f"proving {choice.label} on fresh rounds")
     try:
-        return prove(choice.label, measure, ProofPlan.after(plan))
+        return prove(choice.label, measure, ProofPlan.after(plan)), False
     except KeyboardInterrupt:
         log(f"the proof of {choice.label} was interrupted; yours stays")
-        return None
+        return None, True

@@ -16,15 +16,15 @@ from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import NoGpu, SpecError
 from ptxprobe.runs.request import SweepPlan, SweepRequest, UserKernels, plan_sweep
 from ptxprobe.static.experiment import override
-from ptxprobe.tune.answer import NUMERICS_MODES, document, static_answer, write_tuned
+from ptxprobe.tune.answer import NUMERICS_MODES, document, interrupted, static_answer, write_tuned
 from ptxprobe.tune.prune import candidates_from_rows, prune
-from ptxprobe.tune.race import INTERRUPTED, RacePlan
+from ptxprobe.tune.race import RacePlan
 from ptxprobe.tune.space import TuneSpace, build_space, parse_option_sets
 
 STATIC_DIR = "static"
 NOT_RACED_INTERRUPTED = "not raced: interrupted"  # the note of a kernel an interrupted race did not reach
-RACE_INTERRUPTED = ("interrupted during the race: the kernels raced by then keep the rungs they completed, the rest "
-                    "their static answers")
+RACE_INTERRUPTED = ("interrupted during the race or its proof: the kernels raced by then keep the rungs they "
+                    "completed (unproven: yours stays), the rest their static answers")
 _SPACE_AXES = ("names=", "ptxas=", "flags=", "repeat=", "max_repeat=")
 
 
@@ -190,7 +190,7 @@ def _race_on_gpu(plan: TunePlan, cache: Cache, notify) -> tuple[dict, list[dict]
         except KeyboardInterrupt:  # before this kernel's first rung: it keeps its static answer
             return _gpu_facts(info), records, True
         records.append(rec)
-        if rec.get("race", {}).get("stopped_by") == INTERRUPTED:
+        if interrupted(rec):  # in its race or its proof: the kernels after it keep their static answers
             return _gpu_facts(info), records, True
     return _gpu_facts(info), records, False
 
