@@ -60,7 +60,8 @@ def section() -> list[str]:
              "fields " + ("in every cell" if not race_alone_over else f"except {', '.join(race_alone_over)}")
              + "; what the proof adds is the number: where candidates tie beyond the margin the race's gain is "
              "biased up by choosing the best of several (the winner's curse), the proof's, from rounds the race never "
-             "saw, less (the table's bias columns; small at this noise, since the race's rounds are many). The price is the proof's rounds (one pair, against the race's many), and power just "
+             "saw, less (the table's bias columns; small at this noise, since the race's rounds are many). The "
+             "price is the proof's rounds (one pair, against the race's many), and power just "
              "beyond the margin at high noise, where the proof's cap leaves a true +0.6 % unconfirmed more often "
              "than the race alone would. The committed tune runs below were made before the proof: their gains are "
              "the race's.")

@@ -42,8 +42,10 @@ def between_runs() -> list[str]:
             f"{fit.slope * 100:.1f} % of the effect with no measurable floor (τ₀ {fit.tau0 * 100:.3f} %; "
             f"DerSimonian–Laird's flat τ {fit.tau0_dl * 100:.3f} %); the first pair alone gave "
             f"{first.slope * 100:.1f} %, the model `repro` used until now. No two of the {len(pairs)} pairs of runs "
-            f"claim significant effects of opposite sign ({opposite} such comparisons); {same_dir} of "
-            f"{len(keys)} comparisons have the same claim (faster, slower or none) in all five.", ""]
+            f"claim significant effects of opposite sign outside the margin ({opposite} such comparisons); "
+            f"{same_dir} of {len(keys)} comparisons make the same claim in all five (an effect up, one down, or "
+            "none; a `negligible` effect, shown inside the margin, counts as none since its sign does not "
+            "reproduce).", ""]
 
 
 def pooled_calibration() -> list[str]:

@@ -15,6 +15,7 @@ import tempfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from statistics import NormalDist
 
 from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import PtxprobeError, SpecError
@@ -48,7 +49,9 @@ class ReproRow:
     new_outputs: int
     reason: str = ""
     gap: float | None = None  # runtime: |log ratio difference| between the runs (None: nothing timed to compare)
-    tolerance: float | None = None  # runtime: how far apart two runs may land (``runtime_tolerance``)
+    tolerance: float | None = None  # runtime: how far apart two runs may land (``runtime_tolerance``, its level)
+    p_value: float | None = None  # runtime: the difference's two-sided p (between-run model included)
+    p_adjusted: float | None = None  # the same, Holm-adjusted over the repro's timed comparisons
 
 
 @dataclass
@@ -235,6 +238,7 @@ def _same_answer(recorded: str | None, new: str | None) -> bool:
 
 BETWEEN_RUN_SD = RunConfig.between_run_sd  # the flat SD the runs before the between-run model stated (0.5 %)
 REPRO_LEVEL = 0.95  # two runs of one comparison diverge when their difference is significant at this level
+HOLM = "holm"  # compare_runtime's family adjustment: Holm over a repro's timed comparisons
 # The between-run model (stats.meta) fitted by REML on five runs of the every-default H200 study (36 timed name
 # comparisons each): the run effect grows with the effect (2.9 % of it) and has no measurable floor (tau0 ~ 0);
 # DerSimonian-Laird's flat tau is 0.027 %. The first pair alone gave 4.0 %. tests/test_between_run.py re-estimates
@@ -263,14 +267,18 @@ def log_ratio_and_se(row: dict) -> tuple[float, float]:
 
 
 def direction(row: dict) -> int:
-    """+1 / -1 when the row claims an effect (a significant verdict under its own rule), 0 when it does not."""
-    if row.get("runtime_verdict") not in stats.SIGNIFICANT or row.get("ratio_vs_baseline") is None:
+    """+1 / -1 when the row claims an effect that is not shown to be inside the margin (a significant verdict
+    under its own rule, ``negligible`` excepted: a sub-margin sign does not reproduce, and the docs say so), 0 when
+    it does not."""
+    if (row.get("runtime_verdict") not in stats.SIGNIFICANT or row.get("runtime_verdict") == stats.NEGLIGIBLE
+            or row.get("ratio_vs_baseline") is None):
         return 0
     return 1 if row["ratio_vs_baseline"] > 1.0 else -1
 
 
 def opposite_directions(recorded: dict, new: dict) -> bool:
-    """Both runs claim an effect, of opposite signs: never a reproduction, whatever the gap and its tolerance."""
+    """Both runs claim an effect not shown inside the margin, of opposite signs: never a reproduction, whatever the
+    gap and its tolerance (two ``negligible`` results of opposite sign are judged by the gap alone)."""
     return direction(recorded) * direction(new) < 0
 
 
@@ -318,11 +326,14 @@ def judged(rows: list[dict]) -> list[dict]:
 
 
 def compare_runtime(recorded: list[dict], new: list[dict], between: meta.BetweenRun | float | None = None,
-                    margin: float = stats.EQUIVALENCE_MARGIN, level: float = REPRO_LEVEL) -> list[ReproRow]:
-    """A re-measured comparison reproduces when the two log ratios differ by no more than two runs of it
-    may at ``level`` (``runtime_tolerance``: both within-run errors and each run's own run effect, from the
-    between-run model) and the runs do not claim effects of opposite sign. ``margin`` is kept for callers; the
-    verdicts come as each run recorded them."""
+                    margin: float = stats.EQUIVALENCE_MARGIN, level: float = REPRO_LEVEL,
+                    family: str | None = HOLM) -> list[ReproRow]:
+    """A re-measured comparison reproduces when the two log ratios do not differ significantly (their difference's
+    p-value, with both within-run errors and each run's own run effect from the between-run model, adjusted by
+    ``family``: Holm over the timed comparisons of this repro, so that a run of many comparisons that all reproduce
+    is called diverged at most ``1 - level`` of the time; None: each comparison at ``level`` alone) and the runs do
+    not claim effects of opposite sign. ``tolerance`` is the gap the comparison could have at its Holm step.
+    ``margin`` is kept for callers; the verdicts come as each run recorded them."""
     del margin
 
     def key(r):
@@ -331,7 +342,8 @@ def compare_runtime(recorded: list[dict], new: list[dict], between: meta.Between
     model = between_run_model(between)
     recorded, new = judged(recorded), judged(new)
     cur = {key(r): r for r in new}
-    out = []
+    out: list = []
+    timed: list[tuple] = []  # (row index, recorded, new, label, ptxas): judged together below
     for r in sorted(recorded, key=key):
         if not r.get("name_template") or r.get("is_baseline") or r.get("block", "names") != "names":
             continue
@@ -347,15 +359,36 @@ def compare_runtime(recorded: list[dict], new: list[dict], between: meta.Between
             out.append(ReproRow(r["kernel"], r["arch"], ver, label, REPRODUCED if ok else DIVERGED, 1, 1,
                                 f"{nv} vs recorded {rv}"))
             continue
+        timed.append((len(out), r, n, label, ver))
+        out.append(None)
+    return _judged_gaps(out, timed, model, level, family)
+
+
+def _judged_gaps(out: list, timed: list[tuple], model: meta.BetweenRun, level: float,
+                 family: str | None) -> list[ReproRow]:
+    """The timed comparisons' rows: each gap's p-value, adjusted over them all (``family``), decides."""
+    z = []
+    for _, r, n, _, _ in timed:
+        (y1, s1), (y2, s2) = log_ratio_and_se(r), log_ratio_and_se(n)
+        d, se = meta.divergence_z(y1, s1, y2, s2, model)
+        z.append(abs(d) / se if se > 0 else (math.inf if d else 0.0))
+    p = [float(2.0 * NormalDist().cdf(-x)) for x in z]
+    adjusted = stats.holm_adjusted(p) if family == HOLM else p
+    steps = {i: len(p) - k for k, i in enumerate(sorted(range(len(p)), key=lambda i: p[i]))} if family == HOLM \
+        else dict.fromkeys(range(len(p)), 1)
+    for j, (at, r, n, label, ver) in enumerate(timed):
         gap = abs(math.log(n["ratio_vs_baseline"]) - math.log(r["ratio_vs_baseline"]))
-        tol = runtime_tolerance(r, n, model, level)
+        tol = runtime_tolerance(r, n, model, 1.0 - (1.0 - level) / steps[j])
         rv, nv = r.get("runtime_verdict"), n.get("runtime_verdict")
         flipped = opposite_directions(r, n)
         why = (f"ratio {n['ratio_vs_baseline']:.4f} [{n['ratio_ci_low']:.4f}, {n['ratio_ci_high']:.4f}] {nv} vs "
                f"recorded {r['ratio_vs_baseline']:.4f} [{r['ratio_ci_low']:.4f}, {r['ratio_ci_high']:.4f}] {rv}; "
-               f"gap {gap:.4f} vs tolerance {tol:.4f}" + ("; significant effects of opposite sign" if flipped else ""))
-        ok = gap <= tol and not flipped
-        out.append(ReproRow(r["kernel"], r["arch"], ver, label, REPRODUCED if ok else DIVERGED, 1, 1, why, gap, tol))
+               f"gap {gap:.4f} vs tolerance {tol:.4f}, p {p[j]:.3g}"
+               + (f" (Holm over {len(p)}: {adjusted[j]:.3g})" if family == HOLM else "")
+               + ("; significant effects of opposite sign" if flipped else ""))
+        ok = adjusted[j] > 1.0 - level and not flipped
+        out[at] = ReproRow(r["kernel"], r["arch"], ver, label, REPRODUCED if ok else DIVERGED, 1, 1, why, gap, tol,
+                           p[j], adjusted[j])
     return out
 
 
@@ -425,7 +458,9 @@ def repro(
                 notes.append("the GPU differs from the recorded run's: " + "; ".join(moved))
             runtime_rows = compare_runtime(RunDir(run).runtime_log, _as_recorded(new_rt, relabel), between, margin)
             fit = estimate_from_runs([RunDir(run).runtime_log, new_rt], f"{run.name} + its repro")
-            between_run = {"used": between.to_json(), "this_pair": fit.to_json() if fit else None}
+            between_run = {"used": between.to_json(), "this_pair": fit.to_json() if fit else None,
+                           "multiplicity": f"{HOLM} over {sum(r.p_value is not None for r in runtime_rows)} timed "
+                                           f"comparisons, family-wise {1.0 - REPRO_LEVEL:g}"}
         except NoGpu as exc:
             note = f"runtime results recorded but not re-checked: {exc}"
         except KeyboardInterrupt:  # the groups timed before it are in the runtime log: compared, the rest not re-run

@@ -296,6 +296,20 @@ def bh_qvalues(pvalues) -> list[float]:
     return [float(v) for v in out]
 
 
+def holm_adjusted(pvalues) -> list[float]:
+    """Holm's step-down adjusted p-values, in the input order: rejecting where they are <= alpha keeps the chance of
+    any false rejection in the family at alpha (what "the run reproduces" needs: one false divergence fails it)."""
+    p = np.asarray(pvalues, dtype=float)
+    n = p.size
+    if n == 0:
+        return []
+    order = np.argsort(p, kind="stable")
+    stepped = np.maximum.accumulate(p[order] * (n - np.arange(n)))
+    out = np.empty(n)
+    out[order] = np.minimum(stepped, 1.0)
+    return [float(v) for v in out]
+
+
 def random_orders(labels: list[str], rounds: int, seed: int = 0) -> list[list[str]]:
     """A fresh random order every round: no label always follows the same one (carry-over averages out)."""
     rng = np.random.default_rng(seed)
