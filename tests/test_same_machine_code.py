@@ -10,7 +10,7 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from ptxprobe.binary.cubin import read_cubin
-from ptxprobe.binary.diff import IDENTICAL, METADATA_ONLY, diff_cubins
+from ptxprobe.binary.diff import DATA_PARTS, IDENTICAL, METADATA_ONLY, diff_cubins
 from ptxprobe.core.cache import sha256_bytes
 from ptxprobe.ptx.rename import rename_entry
 from ptxprobe.static.verdicts import DIFFERS, SAME_CODE, derive
@@ -41,6 +41,8 @@ def test_launch_bounds_change_the_machine_code_though_the_instructions_are_the_s
     assert plain.machine_code_sha256 != bounded.machine_code_sha256, ".maxntid changes what the GPU launches"
     d = diff_cubins(cubins["plain"], cubins["bounded"], "axpy", "axpy")
     assert d.verdict == METADATA_ONLY and d.cubin_deltas["same_machine_code"] is False
+    assert d.differing == plain.differing_parts(bounded) and "records" in d.differing
+    assert not set(d.differing) & set(DATA_PARTS)
 
 
 def test_a_name_alone_leaves_the_machine_code_the_same(cubins):
@@ -90,6 +92,27 @@ def test_a_constant_alone_changes_the_machine_code(calling, flags):
     plain, changed = calling["plain", flags], calling["constant", flags]
     assert plain.code_sha256 == changed.code_sha256, "the same instructions: only constant bank 3's bytes differ"
     assert plain.machine_code_sha256 != changed.machine_code_sha256
+    assert changed.differing_parts(plain) == ("module data",) and plain.differing_parts(plain) == ()
+    assert calling["renamed", flags].differing_parts(plain) == ()
+
+
+def test_diff_names_a_changed_const_initialiser_as_data_the_kernel_reads(tmp_path, capsys):
+    """The same instructions reading another .const initialiser: not ``metadata_only`` (the kernel computes
+    another result) but ``different_data``, with what differs named; ``ptxprobe diff`` says it and exits 1.
+    (Planted: the verdict back to metadata_only for every hash difference fails here.)"""
+    from ptxprobe.binary.diff import DIFFERENT_DATA
+    from ptxprobe.cli import main
+
+    tool = select_ptxas("sm_90a", "triton")[0]
+    a, b = (assemble(text, "sm_90a", tool, ("-lineinfo",)).cubin() for text in
+            (calling_ptx(), calling_ptx(coeffs="10, 20, 31, 40")))
+    d = diff_cubins(a, b, "axpy", "axpy")
+    assert d.verdict == DIFFERENT_DATA and d.differing == ("module data",) and d.counts["same"] > 0
+    (tmp_path / "a.cubin").write_bytes(a)
+    (tmp_path / "b.cubin").write_bytes(b)
+    assert main(["diff", str(tmp_path / "a.cubin"), str(tmp_path / "b.cubin")]) == 1
+    said = "".join(capsys.readouterr())
+    assert "different_data" in said and "differ in: module data (data the kernel reads" in said
 
 
 @pytest.mark.parametrize("flags", [("-lineinfo",), RELOCATABLE], ids=["whole-program", "relocatable"])

@@ -51,6 +51,29 @@ class KernelFacts:
     def frame_size(self) -> int | None:
         return self.function_attrs.get("EIATTR_FRAME_SIZE")
 
+    def differing_parts(self, other: KernelFacts) -> tuple[str, ...]:
+        """Which parts of ``machine_code_sha256``'s facts differ from ``other``'s, by name: ``instructions``,
+        ``records`` (.nv.info), ``shared size``, ``local size``, ``constant bank 0`` (its size or contents), and of
+        what the entry reaches, ``callees`` (their code or facts), ``relocations`` and ``module data`` (constant
+        banks, initialised globals: what the kernel reads, so it may compute another result). Empty when the
+        machine code is the same."""
+        mine, theirs = (json.loads(x.reach) if x.reach else {} for x in (self, other))
+        fa, fb = mine.get("functions", []), theirs.get("functions", [])
+        own_a, own_b = (f[0] if f else {} for f in (fa, fb))
+
+        def own(key: str) -> bool:
+            return own_a.get(key) != own_b.get(key)
+
+        glob = [sorted((str(n), repr(v)) for n, v in x.function_attrs.items()) for x in (self, other)]
+        parts = {"instructions": self.code_sha256 != other.code_sha256,
+                 "records": glob[0] != glob[1] or own("records") or own("function_records"),
+                 "shared size": self.shared_bytes != other.shared_bytes,
+                 "local size": self.local_bytes != other.local_bytes,
+                 "constant bank 0": self.constant0_bytes != other.constant0_bytes or own("sections"),
+                 "relocations": own("relocations"), "callees": fa[1:] != fb[1:],
+                 "module data": mine.get("module") != theirs.get("module")}
+        return tuple(name for name, differs in parts.items() if differs)
+
     @property
     def machine_code_sha256(self) -> str:
         """ptxprobe's one definition of "the same machine code": everything the GPU runs under this name, the name

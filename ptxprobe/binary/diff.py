@@ -5,8 +5,9 @@ Classes: ``same`` (aligned, identical text), ``changed`` (aligned, same shape bu
 registers or control bits), ``moved`` (the same shape removed in one place and added in
 another), ``added`` / ``removed``. The whole is ``identical`` (the same machine code, as
 ``KernelFacts.machine_code_sha256`` defines it), ``metadata_only`` (the same instructions, other launch
-metadata), ``scheduling_only`` (the same multiset of instruction shapes in another order or allocation) or
-``different_code``.
+metadata), ``different_data`` (the same instructions reading other constant-bank contents or initialised globals:
+the kernel may compute another result; ``Diff.differing`` names what differs), ``scheduling_only`` (the same
+multiset of instruction shapes in another order or allocation) or ``different_code``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from ptxprobe.core.text import one_spelling
 SAME, CHANGED, MOVED, ADDED, REMOVED = "same", "changed", "moved", "added", "removed"
 IDENTICAL, SCHEDULING_ONLY, DIFFERENT_CODE = "identical", "scheduling_only", "different_code"
 METADATA_ONLY = "metadata_only"  # the same instructions, other launch metadata (.nv.info records, sizes)
+DIFFERENT_DATA = "different_data"  # the same instructions, other data they read (constant banks, globals)
+DATA_PARTS = ("constant bank 0", "module data")  # KernelFacts.differing_parts that are data, not metadata
 
 _REG_TOKENS = re.compile(r"\b(?:U?R\d+|U?P\d+|B\d+)\b")
 _LABEL = re.compile(r"\.L_\w+")
@@ -106,6 +109,7 @@ class Diff:
     opcode_delta: dict  # base opcode -> count(B) - count(A), nonzero only
     loop_deltas: tuple[dict, ...]
     cubin_deltas: dict = field(default_factory=dict)
+    differing: tuple[str, ...] = ()  # KernelFacts.differing_parts: what the machine code's facts differ in
 
     def to_json(self, with_rows: bool = False) -> dict:
         d = asdict(self)
@@ -227,10 +231,9 @@ def diff_listings(a: Listing, b: Listing, facts_a: CubinFacts | None = None, fac
     rows = align(a, b)
     counts = Counter(r.kind for r in rows)
     sa, sb = summarize_side(a), summarize_side(b)
+    parts = (facts_a.kernel(a.kernel).differing_parts(facts_b.kernel(b.kernel)) if facts_a and facts_b else ())
     if all(r.kind == SAME for r in rows):
-        same = not facts_a or not facts_b or (facts_a.kernel(a.kernel).machine_code_sha256
-                                               == facts_b.kernel(b.kernel).machine_code_sha256)
-        verdict = IDENTICAL if same else METADATA_ONLY
+        verdict = (IDENTICAL if not parts else DIFFERENT_DATA if set(parts) & set(DATA_PARTS) else METADATA_ONLY)
     elif Counter(shape(i, a.kernel) for i in a.instructions) == Counter(shape(i, b.kernel) for i in b.instructions):
         verdict = SCHEDULING_ONLY
     else:
@@ -263,6 +266,7 @@ def diff_listings(a: Listing, b: Listing, facts_a: CubinFacts | None = None, fac
         {k: v for k, v in delta.items() if v},
         tuple(loop_deltas),
         cd,
+        parts,
     )
 
 

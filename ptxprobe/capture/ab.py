@@ -176,7 +176,9 @@ def compare(runs: list[Run], margin: float = stats.EQUIVALENCE_MARGIN, baseline:
     """Each of ``arms`` against ``baseline``, round by round (rounds where either run was discarded are dropped):
     Hodges-Lehmann with its interval (``method``: by default the exact signed-rank interval widened for serial
     correlation; records name theirs in ``ci_method``) and the ±margin decision (``stats.decide``), the p-value the
-    interval inverts beside it; with fewer than ``MIN_ROUNDS`` usable rounds the verdict is ``too_few_runs``. The exact
+    interval inverts beside it, and the ratio of means with ``contaminated`` where the two part by more than the
+    half-width (``stats.contaminated``: one-sided outliers); with fewer than ``MIN_ROUNDS`` usable rounds the
+    verdict is ``too_few_runs``. The exact
     interval holds its level at the handful of rounds a program affords (a BCa bootstrap did not:
     tests/test_capture_ab.py measures both). (``tune.apply`` compares its arms here too: its baseline is ``yours``,
     so its rows hold ``yours_median``.)"""
@@ -190,9 +192,11 @@ def compare(runs: list[Run], margin: float = stats.EQUIVALENCE_MARGIN, baseline:
         if len(pairs) >= MIN_ROUNDS:
             logs = stats.log_ratios([b for b, _ in pairs], [v for _, v in pairs])
             iv = stats.paired_interval(logs, method=method)
+            means = stats.ratio_of_means([b for b, _ in pairs], [v for _, v in pairs])
             row.update(ratio=iv.estimate, low=iv.low, high=iv.high, half_width=stats.half_width(iv),
                        verdict=stats.decide(iv, margin), p_value=stats.paired_pvalue(logs, method),
-                       ci_method=method, lag1=serial.lag1(logs),
+                       ci_method=method, lag1=serial.lag1(logs), ratio_of_means=means,
+                       contaminated=stats.contaminated(iv, means),
                        **{f"{baseline}_median": float(np.median([b for b, _ in pairs]))},
                        arm_median=float(np.median([v for _, v in pairs])))
         else:

@@ -86,11 +86,21 @@ def show_program_ab(rec: dict, ab_dir: Path) -> None:
                [[r["arm"], r["rounds"], *([f"{r['ratio']:.4f}", f"[{r['low']:.4f}, {r['high']:.4f}]"]
                                           if "ratio" in r else ["-", "-"]),
                  r["verdict"], f"{r['p_value']:.3f}" if "p_value" in r else "-"] for r in rec["comparisons"]]))
+    say_contaminated(rec["comparisons"])
     aa = next((r for r in rec["comparisons"] if r["arm"] == "aa"), None)
     if rec["calibration_failed"]:
         why = (f"too few paired rounds to calibrate ({aa['rounds']})" if aa and aa["verdict"] == "too_few_runs"
                else "the A/A arm differs from the baseline it copies")
         say(f"CALIBRATION FAILED: {why}; the A/B verdicts are not trusted")
+
+
+def say_contaminated(rows: list[dict]) -> None:
+    """Arms whose ratio of means and Hodges-Lehmann ratio part by more than the half-width: one-sided outliers."""
+    for r in rows:
+        if r.get("contaminated"):
+            say(f"{r['arm']}: the ratio of means {r['ratio_of_means']:.4f} and the Hodges-Lehmann ratio "
+                f"{r['ratio']:.4f} part by more than the half-width: a few rounds of one arm are outliers (the mean "
+                "follows them, the pseudo-median does not); look at ab.json's runs before quoting either")
 
 
 def program_ab_exit(rec: dict) -> int:

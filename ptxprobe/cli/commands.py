@@ -328,6 +328,9 @@ def _render_diff(d, res) -> None:
     c = d.cubin_deltas
     head = f"[bold]{d.kernel_a} -> {d.kernel_b}[/]: {d.verdict}  " + ", ".join(f"{k} {v}" for k, v in d.counts.items())
     say(head)
+    if d.differing:
+        say("the machine code's facts differ in: " + ", ".join(d.differing)
+            + (" (data the kernel reads: it may compute another result)" if d.verdict == "different_data" else ""))
     if res:
         say(f"over {res.runs} assemblies per name: {res.verdict} (baseline {res.baseline_outputs} distinct, "
             f"renamed {res.variant_outputs} distinct)")

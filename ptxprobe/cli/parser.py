@@ -249,7 +249,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--kernel", help="only this kernel (default: all)")
     _common(s)
 
-    s = _sub(sub, "diff", "how two cubins' SASS differs (exit 1 if not identical)", "cmd_diff")
+    s = _sub(sub, "diff", "how two cubins' SASS differs (exit 1 if not identical)", "cmd_diff",
+             "verdicts: identical (the same machine code), metadata_only (the same instructions, other launch "
+             "records or sizes), different_data (the same instructions reading other constant-bank contents or "
+             "initialised globals: it may compute another result), scheduling_only (the same instructions in "
+             "another order or allocation), different_code; what differs is named\n\n" + EPILOG)
     s.add_argument("a", nargs="?", help="cubin A (baseline)")
     s.add_argument("b", nargs="?", help="cubin B")
     s.add_argument("--kernel-a", help="kernel in A (default: its only kernel); with --ptx: the PTX entry to take "

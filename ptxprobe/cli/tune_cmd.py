@@ -302,6 +302,7 @@ def run_program_tuned(doc: dict, argv: list[str], out: Path, args, tuned: dict |
     """The program run with the tuned kernels swapped in (``--rounds``: A/B against yours and an A/A copy), its
     record rendered (under --json with ``tuned``, tune's answer, in the same document); the exit code is the
     program's verdict."""
+    from ptxprobe.cli.capture_cmd import say_contaminated
     from ptxprobe.core.cache import Cache
     from ptxprobe.tune.apply import APPLIED, apply_program
 
@@ -322,6 +323,7 @@ def run_program_tuned(doc: dict, argv: list[str], out: Path, args, tuned: dict |
                     f"({c['rounds']} rounds, p {c['p_value']:.3f})")
             else:
                 say(f"{c['arm']} vs yours: {c['verdict']} ({c['rounds']} rounds)")
+        say_contaminated(rec["comparisons"])
         pred = rec.get("prediction")
         if pred:
             p, m = pred["predicted"], pred["measured"]

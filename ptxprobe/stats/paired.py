@@ -278,6 +278,16 @@ def ratio_of_means(base_ms, other_ms) -> float:
     return float(np.mean(a) / np.mean(b))
 
 
+def contaminated(iv: Interval, ratio_of_means_: float) -> bool:
+    """Whether the ratio of means and the Hodges-Lehmann estimate part by more than the interval's half-width (in
+    log terms): the mark of one-sided outliers (a few slow rounds of one arm, as a program's stray runs give) that
+    move a mean and not a pseudo-median, so the two answer different questions and neither should be quoted
+    alone."""
+    if not (iv.estimate > 0 and iv.low > 0 and iv.high > 0 and ratio_of_means_ > 0):
+        return False
+    return bool(abs(np.log(ratio_of_means_) - np.log(iv.estimate)) > (np.log(iv.high) - np.log(iv.low)) / 2.0)
+
+
 def half_width(iv: Interval) -> float:
     return (iv.high - iv.low) / 2.0
 
