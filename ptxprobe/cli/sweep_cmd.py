@@ -214,7 +214,8 @@ def _runtime(plan: SweepPlan, view: View) -> tuple[list[dict], dict] | None:
          "rel err"],
         [[r["kernel"], problem_label(r), r["name"], rate(r),
           ci(r, "ratio_vs_baseline", "ratio_ci_low", "ratio_ci_high", ".4f"), r["runtime_verdict"],
-          r.get("bitwise_equal_to_baseline", "-"), r.get("max_ulp_vs_baseline", "-"),
+          ("own spread" if r.get("within_baseline_spread") and not r.get("bitwise_equal_to_baseline")
+           else r.get("bitwise_equal_to_baseline", "-")), r.get("max_ulp_vs_baseline", "-"),
           "-" if r.get("rel_err_vs_reference") is None else f"{r['rel_err_vs_reference']:.2e}"] for r in shown],
     ))
     return rows, calibration

@@ -64,3 +64,25 @@ def merged_numerics(per_output: dict[str, dict]) -> dict:
         "rel_err_vs_reference": max(rels) if rels else None,
         "numerics_by_output": json.dumps(per_output, sort_keys=True),
     }
+
+
+BASELINE_REPEATS = 3  # the baseline name runs this many times on each draw's inputs: its own spread
+
+
+def own_spread(self_recs: list[dict]) -> dict:
+    """The baseline name against itself, re-run on the same inputs (``numerics`` of each repeat against its first
+    run): whether it is deterministic, and its widest ULP distance and count of differing elements. A kernel
+    with float atomics or a split-K reduction differs from itself, so a name cannot be held to bitwise equality
+    with it."""
+    return {"baseline_deterministic": all(r["bitwise_equal_to_baseline"] for r in self_recs),
+            "baseline_self_max_ulp": max((r["max_ulp_vs_baseline"] for r in self_recs), default=0),
+            "baseline_self_n_diff": max((r["n_diff_vs_baseline"] for r in self_recs), default=0),
+            "baseline_repeats": len(self_recs) + 1 if self_recs else 1}
+
+
+def within_own_spread(rec: dict, spread: dict) -> bool:
+    """A name's outputs count as the baseline's: bitwise equal to them, or, where the baseline is not bitwise equal
+    to itself, no further from it in ULPs than its own re-runs were."""
+    if rec["bitwise_equal_to_baseline"]:
+        return True
+    return not spread["baseline_deterministic"] and rec["max_ulp_vs_baseline"] <= spread["baseline_self_max_ulp"]

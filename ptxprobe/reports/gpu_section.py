@@ -89,6 +89,8 @@ def numerics_text(row: dict) -> str:
     bitwise, ulp = row.get("bitwise_equal_to_baseline"), row.get("max_ulp_vs_baseline")
     if bitwise is True:
         return "bitwise ="
+    if bitwise is False and row.get("within_baseline_spread"):  # the baseline differs from itself that much
+        return f"max ULP {ulp}, within the baseline's own spread ({row.get('baseline_self_max_ulp')})"
     if bitwise is False:
         return f"max ULP {ulp}" if ulp is not None else "not bitwise ="
     return "numerics not checked"

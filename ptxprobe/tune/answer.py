@@ -33,8 +33,10 @@ OUTCOMES = (CONFIRMED, UNCONFIRMED, REFUTED, NOTHING_FASTER, UNPROVEN)
 
 def passes_numerics(rec: dict, base: dict, mode: str, tolerance: float | None) -> tuple[bool, str]:
     """Whether a candidate's outputs pass the gate: never more NaN/Inf than the user's configuration, every output
-    written, and bitwise equal to the user's outputs, or (``tolerance``) within the kernel's stated tolerance of the
-    float64 reference (bitwise when the kernel states none)."""
+    written, and bitwise equal to the user's outputs (where your configuration is not bitwise equal to itself run
+    again on the same inputs, a nondeterministic kernel: within that spread, ``within_baseline_spread``), or
+    (``tolerance``) within the kernel's stated tolerance of the float64 reference (bitwise when the kernel states
+    none)."""
     if rec["nan_count"] > base["nan_count"] or rec["inf_count"] > base["inf_count"]:
         return False, f"more NaN/Inf than yours ({rec['nan_count']} NaN, {rec['inf_count']} Inf)"
     if not rec["fully_written"]:
@@ -42,8 +44,11 @@ def passes_numerics(rec: dict, base: dict, mode: str, tolerance: float | None) -
     if mode == "tolerance" and tolerance is not None and rec.get("passes_tolerance") is not None:
         ok = bool(rec["passes_tolerance"])
         return ok, "" if ok else f"relative error {rec['rel_err_vs_reference']:.3g} above the tolerance {tolerance}"
-    if not rec["bitwise_equal_to_baseline"]:
-        return False, f"not bitwise equal to yours ({rec['n_diff_vs_baseline']} elements differ)"
+    if not rec["bitwise_equal_to_baseline"] and not rec.get("within_baseline_spread"):
+        own = (f"; yours differs from itself by up to {rec['baseline_self_max_ulp']} ULP"
+               if rec.get("baseline_deterministic") is False else "")
+        return False, (f"not bitwise equal to yours ({rec['n_diff_vs_baseline']} elements differ, max ULP "
+                       f"{rec['max_ulp_vs_baseline']}{own})")
     return True, ""
 
 
