@@ -154,13 +154,18 @@ def test_ab_rounds_find_a_planted_name_effect_and_the_aa_copy_agrees(tmp_path, c
     assert arms[2].names == {"scale_kernel": "xutlass_scale_kernel"}
     # the triggered name runs 5 % faster, every other name the same: the plan, not the label, decides
     prog = _program(tmp_path, cap_dir / kernel.ptx, "lambda n: 0.95 if n.startswith('cutlass_') else 1.0")
-    runs = capture_ab.run_rounds([sys.executable, str(prog)], arms, tmp_path / "ab", rounds=6, timeout=300,
+    # seven rounds: the trigger and control arms are adjusted together (BH over two), and six rounds' smallest
+    # p-value (2/64) doubled is above 5 %: at six the planted effect could never be called
+    runs = capture_ab.run_rounds([sys.executable, str(prog)], arms, tmp_path / "ab", rounds=7, timeout=300,
                                  metric=r"ms=(\S+)", log=lambda m: None)
     assert all(r.ok and r.swapped == 1 and r.value is not None for r in runs), [r.note for r in runs]
     few = capture_ab.compare([r for r in runs if r.round < capture_ab.MIN_ROUNDS - 1])
     assert {r["verdict"] for r in few} == {"too_few_runs"}  # five rounds decide nothing
     rows = {r["arm"]: r for r in capture_ab.compare(runs)}
     assert rows["trigger"]["verdict"] == "faster" and rows["trigger"]["ratio"] == pytest.approx(1 / 0.95, rel=0.01)
+    assert rows["trigger"]["multiplicity"] == "bh over trigger, control" and "q_value" not in rows["aa"]
+    six = {r["arm"]: r for r in capture_ab.compare([r for r in runs if r.round < 6])}
+    assert six["trigger"]["p_value"] <= 0.05 < six["trigger"]["q_value"] and six["trigger"]["verdict"] != "faster"
     assert rows["control"]["verdict"] not in ("faster", "slower")
     assert rows["aa"]["verdict"] not in ("faster", "slower")
     assert not capture_ab.calibration_failed(list(rows.values()))

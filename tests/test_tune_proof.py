@@ -168,3 +168,34 @@ def test_a_cell_of_the_committed_simulation_is_reproduced():
     again = study.run_cell("one-faster", c["round_sd"], 200, c["seed"], racing.RacePlan())
     assert abs(again["right"]["rate"] - c["right"]["rate"]) <= 0.03
     assert again["mean_proof_rounds"] == pytest.approx(c["mean_proof_rounds"], rel=0.2)
+
+
+@pytest.mark.unit
+def test_a_program_tunes_kernels_are_adjusted_together():
+    """Two kernels of one program, each with its proof: a choice confirmed alone at p 0.03 is not once the other
+    kernel's proof (p 0.6) is counted (q 0.06): yours stays for it, and the record says so; one kernel alone, or two
+    clear proofs, stand. (Planted: the adjustment skipped leaves the first recommended, and fails.)"""
+    from ptxprobe.tune.answer import adjusted_over_kernels, unchanged_because
+
+    def rec(label, p, ratio, low, high, verdict):
+        proof = {"label": label, "ratio": ratio, "low": low, "high": high, "level": 0.95, "verdict": verdict,
+                 "p_value": p, "rounds": 20, "looks": 1, "stopped_by": "settled",
+                 "outcome": "confirmed" if verdict == "faster" else "unconfirmed", "fresh_rounds": True}
+        confirmed = verdict == "faster"
+        r = {"kernel": label, "user": {"label": "yours"}, "best": {"label": label if confirmed else "yours"},
+             "best_is_yours": not confirmed, "gain": proof if confirmed else None, "proof": proof,
+             "race_choice": {"label": label}, "outcome": proof["outcome"]}
+        r["change"] = "a change" if confirmed else unchanged_because(r)
+        return r
+
+    weak, idle = rec("k1", 0.03, 1.02, 1.008, 1.03, "faster"), rec("k2", 0.6, 1.001, 0.99, 1.01, "inconclusive")
+    assert adjusted_over_kernels([weak], 0.005) == [weak]
+    a, b = adjusted_over_kernels([weak, idle], 0.005)
+    assert a["best_is_yours"] and a["gain"] is None and a["outcome"] == "unconfirmed"
+    assert a["proof"]["q_value"] == pytest.approx(0.06) and "not confirmed" in a["change"]
+    assert b["outcome"] == "unconfirmed" and b["proof"]["multiplicity"] == "bh over 2 kernels' proofs"
+    strong = rec("k3", 0.001, 1.05, 1.04, 1.06, "faster")
+    c, d = adjusted_over_kernels([strong, weak], 0.005)
+    assert not c["best_is_yours"] and c["gain"]["q_value"] == pytest.approx(0.002)
+    assert not d["best_is_yours"] and d["proof"]["q_value"] == pytest.approx(0.03)
+    assert tune_exit({"kernels": [a, b]}) == CHOICE_UNCONFIRMED and tune_exit({"kernels": [c, d]}) == 1

@@ -177,14 +177,16 @@ def compare(runs: list[Run], margin: float = stats.EQUIVALENCE_MARGIN, baseline:
     Hodges-Lehmann with its interval (``method``: by default the exact signed-rank interval widened for serial
     correlation; records name theirs in ``ci_method``) and the ±margin decision (``stats.decide``), the p-value the
     interval inverts beside it, and the ratio of means with ``contaminated`` where the two part by more than the
-    half-width (``stats.contaminated``: one-sided outliers); with fewer than ``MIN_ROUNDS`` usable rounds the
-    verdict is ``too_few_runs``. The exact
+    half-width (``stats.contaminated``: one-sided outliers); the verdicts of the arms other than the A/A copy are
+    adjusted over them (``adjusted_over_arms``); with fewer than ``MIN_ROUNDS`` usable rounds the verdict is
+    ``too_few_runs``. The exact
     interval holds its level at the handful of rounds a program affords (a BCa bootstrap did not:
     tests/test_capture_ab.py measures both). (``tune.apply`` compares its arms here too: its baseline is ``yours``,
     so its rows hold ``yours_median``.)"""
     by = {(x.arm, x.round): x.value for x in runs}
     rounds = sorted({x.round for x in runs})
     rows = []
+    ivs: dict[str, stats.Interval] = {}
     for arm in arms:
         pairs = [(by.get((baseline, r)), by.get((arm, r))) for r in rounds]
         pairs = [(b, v) for b, v in pairs if b is not None and v is not None and b > 0 and v > 0]
@@ -193,6 +195,7 @@ def compare(runs: list[Run], margin: float = stats.EQUIVALENCE_MARGIN, baseline:
             logs = stats.log_ratios([b for b, _ in pairs], [v for _, v in pairs])
             iv = stats.paired_interval(logs, method=method)
             means = stats.ratio_of_means([b for b, _ in pairs], [v for _, v in pairs])
+            ivs[arm] = iv
             row.update(ratio=iv.estimate, low=iv.low, high=iv.high, half_width=stats.half_width(iv),
                        verdict=stats.decide(iv, margin), p_value=stats.paired_pvalue(logs, method),
                        ci_method=method, lag1=serial.lag1(logs), ratio_of_means=means,
@@ -202,6 +205,18 @@ def compare(runs: list[Run], margin: float = stats.EQUIVALENCE_MARGIN, baseline:
         else:
             row.update(verdict="too_few_runs")
         rows.append(row)
+    return adjusted_over_arms(rows, ivs, margin)
+
+
+def adjusted_over_arms(rows: list[dict], ivs: dict, margin: float) -> list[dict]:
+    """The arms compared with the baseline are a family (a program A/B asks "does any name change it?"): their
+    verdicts read Benjamini-Hochberg q-values over the arms that have an interval, the A/A calibration arm left
+    out (it asks another question); one arm's q is its p, and its verdict is unchanged."""
+    family = [r for r in rows if r["arm"] != "aa" and r["arm"] in ivs]
+    q = stats.bh_qvalues([r["p_value"] for r in family])
+    names = ", ".join(r["arm"] for r in family)
+    for r, qv in zip(family, q, strict=True):
+        r.update(q_value=qv, verdict=stats.decide(ivs[r["arm"]], margin, qv), multiplicity=f"bh over {names}")
     return rows
 
 

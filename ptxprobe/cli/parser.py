@@ -314,7 +314,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="then re-run the program (GPU) with every kernel renamed, A/B: baseline, triggered and "
                         "control names and an A/A copy, each arm assembled by one ptxas (ab.json)")
     s.add_argument("--rounds", type=_at_least(1), default=10,
-                   help="with --run: rounds (every arm once each, random order); verdicts need at least 6")
+                   help="with --run: rounds (every arm once each, random order); verdicts need at least 6, and 7 for "
+                        "the trigger or control arm to be called (the two are adjusted together)")
     s.add_argument("--metric", metavar="REGEX", type=metric_regex,
                    help="with --run: measure a number the program prints (one group, smaller is better) instead "
                         "of its wall time")

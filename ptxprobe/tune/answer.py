@@ -180,6 +180,34 @@ def interrupted(rec: dict) -> bool:
     return (rec.get("race") or {}).get("stopped_by") == INTERRUPTED or bool(rec.get("proof_interrupted"))
 
 
+def adjusted_over_kernels(records: list[dict], margin: float) -> list[dict]:
+    """A program tune's kernels are one family (the question is whether any change helps the program): each
+    proof's verdict is taken again with its Benjamini-Hochberg q-value over the proofs of all the kernels, and a
+    choice confirmed alone but not under the adjustment keeps yours (``outcome`` unconfirmed). One proof: as it
+    was."""
+    from ptxprobe.stats import paired as stats
+
+    proven = [i for i, r in enumerate(records) if r.get("proof")]
+    if len(proven) < 2:
+        return records
+    q = stats.bh_qvalues([records[i]["proof"]["p_value"] for i in proven])
+    out = list(records)
+    for i, qv in zip(proven, q, strict=True):
+        g = records[i]["proof"]
+        verdict = stats.decide(stats.Interval(g["ratio"], g["low"], g["high"], g["level"]), margin, qv)
+        proof = {**g, "q_value": qv, "verdict": verdict, "multiplicity": f"bh over {len(proven)} kernels' proofs",
+                 "outcome": CONFIRMED if verdict == stats.FASTER else REFUTED if verdict == stats.SLOWER
+                 else UNCONFIRMED}
+        rec = {**records[i], "proof": proof, "outcome": proof["outcome"]}
+        if proof["outcome"] != CONFIRMED and not rec["best_is_yours"]:
+            rec.update(best=rec["user"], best_is_yours=True, gain=None)
+            rec["change"] = unchanged_because(rec)
+        elif proof["outcome"] == CONFIRMED and rec.get("gain"):
+            rec["gain"] = proof
+        out[i] = rec
+    return out
+
+
 def unchanged_because(rec: dict) -> str:
     """Why a raced kernel keeps your configuration, in one line: nothing raced faster, or the choice's proof."""
     choice, proof = rec.get("race_choice"), rec.get("proof")

@@ -26,7 +26,15 @@ from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import NoGpu, SpecError, ToolFailed
 from ptxprobe.runs.request import UserKernels
 from ptxprobe.stats import paired as stats
-from ptxprobe.tune.answer import chosen, document, interrupted, kernel_answer, static_answer, write_tuned
+from ptxprobe.tune.answer import (
+    adjusted_over_kernels,
+    chosen,
+    document,
+    interrupted,
+    kernel_answer,
+    static_answer,
+    write_tuned,
+)
 from ptxprobe.tune.apply import build_swap, program_env, write_arm
 from ptxprobe.tune.proof import proved
 from ptxprobe.tune.prune import Candidate, Pruned, arranged, prune
@@ -226,6 +234,7 @@ def run_program_tune(req: TuneRequest, race_: ProgramRace, progress: bool = Fals
                                                             else None)
     records, race_interrupted = (race_program(static, kernels, doc, race_, out, cache, notify) if why_static is None
                                  else (_static_records(list(static.values())), False))
+    records = adjusted_over_kernels(records, race_.plan.margin)  # the program's kernels are one family
     doc = document(records, space=plan.space.to_json(), ptxas=ptxas, gpu=_gpu(), static_dir=str(plan.sweep.out),
                    note=why_static or (RACE_INTERRUPTED if race_interrupted else ""),
                    race_plan=None if why_static else asdict(race_.plan), argv=list(sys.argv))
