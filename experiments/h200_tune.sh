@@ -29,7 +29,8 @@
 #          kernels) tuned by its step_ms= line: names {base}/cutlass_{base}, your ptxas, default and -O2, each
 #          captured kernel raced inside the program, then the proof; stopped by SIGINT at SECONDS_INDUCTOR (tuned.json
 #          then holds what the race completed); $OUT/h200-tune-inductor.{txt,json,tar.gz}
-# Each step prints its exit code (0: yours stays, 1: a faster configuration found) and a short table.
+# Each step prints its exit code (0: nothing raced faster, 1: confirmed on fresh rounds, 5: not confirmed,
+# 6: slower) and a short table.
 set -uo pipefail
 if [ -z "${DRY_RUN:-}" ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 2
