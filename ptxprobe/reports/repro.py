@@ -49,7 +49,7 @@ class ReproRow:
     new_outputs: int
     reason: str = ""
     gap: float | None = None  # runtime: |log ratio difference| between the runs (None: nothing timed to compare)
-    tolerance: float | None = None  # runtime: how far apart two runs may land (``runtime_tolerance``, its level)
+    tolerance: float | None = None  # runtime: how far apart two runs may land (at its Holm step)
     p_value: float | None = None  # runtime: the difference's two-sided p (between-run model included)
     p_adjusted: float | None = None  # the same, Holm-adjusted over the repro's timed comparisons
 
@@ -282,15 +282,6 @@ def opposite_directions(recorded: dict, new: dict) -> bool:
     return direction(recorded) * direction(new) < 0
 
 
-def runtime_tolerance(rec: dict, new: dict, between: meta.BetweenRun | float | None = None,
-                      level: float = REPRO_LEVEL) -> float:
-    """How far apart (in log ratio) two runs of one comparison may land at ``level``: z x sqrt(s1^2 + s2^2 +
-    2 tau^2), each run with its own run effect, tau at the two runs' mean effect."""
-    (y1, s1), (y2, s2) = log_ratio_and_se(rec), log_ratio_and_se(new)
-    _, se = meta.divergence_z(y1, s1, y2, s2, between_run_model(between))
-    return meta.z_critical(level) * se
-
-
 def name_comparisons(rows: list[dict]) -> dict[tuple, dict]:
     """The timed name comparisons of a run's rows, by (group_id, label)."""
     return {(r["group_id"], r["label"]): r for r in rows if r.get("name_template") and not r.get("is_baseline")
@@ -366,25 +357,25 @@ def compare_runtime(recorded: list[dict], new: list[dict], between: meta.Between
 
 def _judged_gaps(out: list, timed: list[tuple], model: meta.BetweenRun, level: float,
                  family: str | None) -> list[ReproRow]:
-    """The timed comparisons' rows: each gap's p-value, adjusted over them all (``family``), decides."""
-    z = []
-    for _, r, n, _, _ in timed:
-        (y1, s1), (y2, s2) = log_ratio_and_se(r), log_ratio_and_se(n)
-        d, se = meta.divergence_z(y1, s1, y2, s2, model)
-        z.append(abs(d) / se if se > 0 else (math.inf if d else 0.0))
-    p = [float(2.0 * NormalDist().cdf(-x)) for x in z]
-    adjusted = stats.holm_adjusted(p) if family == HOLM else p
-    steps = {i: len(p) - k for k, i in enumerate(sorted(range(len(p)), key=lambda i: p[i]))} if family == HOLM \
-        else dict.fromkeys(range(len(p)), 1)
+    """The timed comparisons' rows: each gap d = log r1 - log r2 against its standard error sqrt(s1^2 + s2^2 +
+    2 tau^2) (each run with its own run effect, tau at the two runs' mean effect); the p-values, adjusted over them
+    all (``family``), decide. ``tolerance`` is the gap allowed at the comparison's own Holm step."""
+    gaps = [meta.divergence_z(*log_ratio_and_se(r), *log_ratio_and_se(n), model) for _, r, n, _, _ in timed]
+    p = [float(2.0 * NormalDist().cdf(-(abs(d) / se if se > 0 else (math.inf if d else 0.0)))) for d, se in gaps]
+    holm = family == HOLM
+    adjusted = stats.holm_adjusted(p) if holm else p
+    steps = [1] * len(p)  # Holm compares the k-th smallest p with alpha / (m - k)
+    for k, i in enumerate(sorted(range(len(p)), key=lambda i: p[i])):
+        steps[i] = len(p) - k if holm else 1
     for j, (at, r, n, label, ver) in enumerate(timed):
-        gap = abs(math.log(n["ratio_vs_baseline"]) - math.log(r["ratio_vs_baseline"]))
-        tol = runtime_tolerance(r, n, model, 1.0 - (1.0 - level) / steps[j])
+        d, se = gaps[j]
+        gap, tol = abs(d), meta.z_critical(1.0 - (1.0 - level) / steps[j]) * se
         rv, nv = r.get("runtime_verdict"), n.get("runtime_verdict")
         flipped = opposite_directions(r, n)
         why = (f"ratio {n['ratio_vs_baseline']:.4f} [{n['ratio_ci_low']:.4f}, {n['ratio_ci_high']:.4f}] {nv} vs "
                f"recorded {r['ratio_vs_baseline']:.4f} [{r['ratio_ci_low']:.4f}, {r['ratio_ci_high']:.4f}] {rv}; "
                f"gap {gap:.4f} vs tolerance {tol:.4f}, p {p[j]:.3g}"
-               + (f" (Holm over {len(p)}: {adjusted[j]:.3g})" if family == HOLM else "")
+               + (f" (Holm over {len(p)}: {adjusted[j]:.3g})" if holm else "")
                + ("; significant effects of opposite sign" if flipped else ""))
         ok = adjusted[j] > 1.0 - level and not flipped
         out[at] = ReproRow(r["kernel"], r["arch"], ver, label, REPRODUCED if ok else DIVERGED, 1, 1, why, gap, tol,
