@@ -230,10 +230,16 @@ def cmd_tune(args) -> int:
 def tune_exit(doc: dict) -> int:
     """The exit code of tune's answer (``answer.outcome_of``): 1 confirmed, 6 slower, 5 unconfirmed, else 0."""
     from ptxprobe.tune.answer import outcome_of
+
+    return exit_of_outcome(outcome_of(doc))
+
+
+def exit_of_outcome(outcome: str | None) -> int:
+    """What a proof says of the race's choice (``tune.proof``'s outcomes) as an exit code, for tune's answer and
+    apply's A/B alike: 1 confirmed, 6 slower, 5 unconfirmed, 0 nothing to say."""
     from ptxprobe.tune.proof import CONFIRMED, REFUTED, UNCONFIRMED
 
-    return {CONFIRMED: FOUND_DIFFERENCES, REFUTED: CHOICE_SLOWER, UNCONFIRMED: CHOICE_UNCONFIRMED}.get(outcome_of(doc),
-                                                                                                     OK)
+    return {CONFIRMED: FOUND_DIFFERENCES, REFUTED: CHOICE_SLOWER, UNCONFIRMED: CHOICE_UNCONFIRMED}.get(outcome, OK)
 
 
 def show_tuned(doc: dict, path: Path) -> None:
@@ -340,11 +346,9 @@ def run_program_tuned(doc: dict, argv: list[str], out: Path, args, tuned: dict |
 def proof_exit(rec: dict) -> int:
     """apply.json's exit code: 3 when the A/A calibration failed; with an A/B, 1 when the tuned program is faster
     beyond the margin, 6 slower beyond it, 5 anything else (not confirmed); 0 when it ran once."""
-    from ptxprobe.stats.paired import FASTER, SLOWER
+    from ptxprobe.tune.proof import outcome_of_verdict
 
     if rec["calibration_failed"]:
         return TOOL_FAILED
     tuned = next((c for c in rec["comparisons"] if c["arm"] == "tuned"), None)
-    if tuned is None:
-        return OK
-    return {FASTER: FOUND_DIFFERENCES, SLOWER: CHOICE_SLOWER}.get(tuned["verdict"], CHOICE_UNCONFIRMED)
+    return OK if tuned is None else exit_of_outcome(outcome_of_verdict(tuned["verdict"]))

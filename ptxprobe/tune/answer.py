@@ -18,7 +18,7 @@ from pathlib import Path
 
 from ptxprobe.core.cache import atomic_write
 from ptxprobe.core.errors import SpecError
-from ptxprobe.tune.proof import CONFIRMED, REFUTED, UNCONFIRMED, Proof
+from ptxprobe.tune.proof import CONFIRMED, REFUTED, UNCONFIRMED, Proof, outcome_of_verdict
 from ptxprobe.tune.prune import SAME_CODE_AS, Candidate, Pruned
 from ptxprobe.tune.race import ALONE, INTERRUPTED, RaceResult, Standing
 
@@ -196,8 +196,7 @@ def adjusted_over_kernels(records: list[dict], margin: float) -> list[dict]:
         g = records[i]["proof"]
         verdict = stats.decide(stats.Interval(g["ratio"], g["low"], g["high"], g["level"]), margin, qv)
         proof = {**g, "q_value": qv, "verdict": verdict, "multiplicity": f"bh over {len(proven)} kernels' proofs",
-                 "outcome": CONFIRMED if verdict == stats.FASTER else REFUTED if verdict == stats.SLOWER
-                 else UNCONFIRMED}
+                 "outcome": outcome_of_verdict(verdict)}
         rec = {**records[i], "proof": proof, "outcome": proof["outcome"]}
         if proof["outcome"] != CONFIRMED and not rec["best_is_yours"]:
             rec.update(best=rec["user"], best_is_yours=True, gain=None)

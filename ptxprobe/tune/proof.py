@@ -28,6 +28,12 @@ SETTLED = "settled"  # Proof.stopped_by: the interval beyond the margin or insid
 CONFIRMED, UNCONFIRMED, REFUTED = "confirmed", "unconfirmed", "slower"  # what a proof says of the race's choice
 
 
+def outcome_of_verdict(verdict: str) -> str:
+    """What a proof's verdict says of the race's choice: ``confirmed`` (faster beyond the margin), ``slower``
+    (slower beyond it) or ``unconfirmed`` (anything else)."""
+    return CONFIRMED if verdict == stats.FASTER else REFUTED if verdict == stats.SLOWER else UNCONFIRMED
+
+
 @dataclass(frozen=True)
 class ProofPlan:
     first_rounds: int = PROOF_FIRST_ROUNDS
@@ -67,8 +73,7 @@ class Proof:
 
     @property
     def outcome(self) -> str:
-        """``confirmed`` (faster beyond the margin), ``slower`` (slower beyond it) or ``unconfirmed``."""
-        return CONFIRMED if self.verdict == stats.FASTER else REFUTED if self.verdict == stats.SLOWER else UNCONFIRMED
+        return outcome_of_verdict(self.verdict)
 
     @property
     def half_width(self) -> float:
