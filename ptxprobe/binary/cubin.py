@@ -64,9 +64,9 @@ class KernelFacts:
         def own(key: str) -> bool:
             return own_a.get(key) != own_b.get(key)
 
-        glob = [sorted((str(n), repr(v)) for n, v in x.function_attrs.items()) for x in (self, other)]
         parts = {"instructions": self.code_sha256 != other.code_sha256,
-                 "records": glob[0] != glob[1] or own("records") or own("function_records"),
+                 "records": self._global_records() != other._global_records() or own("records")
+                 or own("function_records"),
                  "shared size": self.shared_bytes != other.shared_bytes,
                  "local size": self.local_bytes != other.local_bytes,
                  "constant bank 0": self.constant0_bytes != other.constant0_bytes or own("sections"),
@@ -83,10 +83,13 @@ class KernelFacts:
         banks' contents, its relocations by target, every function it calls with the same facts of its own, and
         the module's constant banks and initialised globals. The static verdict, the GPU runs' skip of identical
         code, ``diff`` and ``repro`` all decide with it."""
-        glob = sorted((str(n), repr(v)) for n, v in self.function_attrs.items())
-        facts = json.dumps([self.code_sha256, self.shared_bytes, self.constant0_bytes, self.local_bytes, glob,
-                            self.reach])
+        facts = json.dumps([self.code_sha256, self.shared_bytes, self.constant0_bytes, self.local_bytes,
+                            self._global_records(), self.reach])
         return sha256_bytes(facts.encode())
+
+    def _global_records(self) -> list[tuple[str, str]]:
+        """The entry's records in the global ``.nv.info``, in one canonical order."""
+        return sorted((str(n), repr(v)) for n, v in self.function_attrs.items())
 
 
 @dataclass(frozen=True)
