@@ -29,6 +29,10 @@
 #          kernels) tuned by its step_ms= line: names {base}/cutlass_{base}, your ptxas, default and -O2, each
 #          captured kernel raced inside the program, then the proof; stopped by SIGINT at SECONDS_INDUCTOR (tuned.json
 #          then holds what the race completed); $OUT/h200-tune-inductor.{txt,json,tar.gz}
+#   regime  the FFMA tune of `ffma` proven in both regimes (--regime burst, then --regime sustained: the race in
+#          bursts, the proof with each arm held alone); $OUT/h200-tune-ffma-{burst,sustained}.{txt,json,tar.gz}
+#   regime-sweep  rename-sweep --run of the FFMA matmul ({base} against the trigger-free spelling), once per regime;
+#          $OUT/h200-sweep-ffma-{burst,sustained}.{txt,json,tar.gz}
 # Each step prints its exit code (0: nothing raced faster, 1: confirmed on fresh rounds, 5: not confirmed,
 # 6: slower) and a short table.
 set -uo pipefail
@@ -121,5 +125,19 @@ for what in "$@"; do case "$what" in
            --options 'default;-O2' --rounds "${APPLY_ROUNDS:-6}" --metric 'step_ms=(\S+)' \
            -- python3 experiments/external/inductor_model.py --seconds "${PROGRAM_SECONDS:-0.3}"
          cp "$RUNS/h200-tune-inductor/apply/apply.json" "$OUT/h200-tune-inductor-apply.json" 2>/dev/null ;;
-  *) echo "unknown step $what (tune, cuda, sgemm, ffma, proof, program, cute, inductor)"; exit 2 ;;
+  regime) for r in burst sustained; do
+           step "h200-tune-ffma-$r" "$( [ $r = burst ] && echo "${SECONDS_FFMA:-200}" || echo "${SECONDS_SUSTAINED:-390}" )" \
+             --triton experiments/user/ffma_matmul.py:cutlass_matmul_fp32 --spec experiments/user/ffma_matmul.toml \
+             -s archs=sm_90a --names '{base},{base_triggered},{base_untriggered}' --regime $r
+         done ;;
+  regime-sweep) for r in ${SWEEP_REGIMES:-burst sustained}; do
+           timeout -s INT "${SECONDS_SWEEP:-280}" python3 -m ptxprobe.cli rename-sweep --run --regime $r --fresh \
+             -o "$RUNS/h200-sweep-ffma-$r" --triton experiments/user/ffma_matmul.py:cutlass_matmul_fp32 \
+             --spec experiments/user/ffma_matmul.toml -s archs=sm_90a -s 'names={base},{base_untriggered}' \
+             --json > "$OUT/h200-sweep-ffma-$r.json" 2> "$OUT/h200-sweep-ffma-$r.txt"
+           echo "h200-sweep-ffma-$r: exit $?" | tee -a "$OUT/status.txt"; tail -6 "$OUT/h200-sweep-ffma-$r.txt"
+           python3 -m ptxprobe.runs.rundir compact "$RUNS/h200-sweep-ffma-$r" > /dev/null 2>&1
+           tar -C "$RUNS" --exclude='triton-cache' -czf "$OUT/h200-sweep-ffma-$r.tar.gz" "h200-sweep-ffma-$r"
+         done ;;
+  *) echo "unknown step $what (tune, cuda, sgemm, ffma, proof, program, cute, inductor, regime, regime-sweep)"; exit 2 ;;
 esac; done

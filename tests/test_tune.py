@@ -527,7 +527,7 @@ def test_the_gpu_adapter_races_with_the_card_simulated(monkeypatch):
 
     from ptxprobe.gpu.graphs import Unit
     from ptxprobe.gpu.plan import Group, RunConfig
-    from ptxprobe.gpu.timing import Sampled
+    from ptxprobe.gpu.timing import Sampled, TimingPlan
     from ptxprobe.gpu.workload import Case, Workload
     from ptxprobe.sources import Emitted
     from ptxprobe.tune import gpu as tg
@@ -553,14 +553,15 @@ def test_the_gpu_adapter_races_with_the_card_simulated(monkeypatch):
     monkeypatch.setattr(tg, "draw_numerics", lambda w, kernels, labels, gen, draws: {
         label: {**good, **(unequal if "-O2" in label else {})} for label in labels})
     monkeypatch.setattr(tg, "unit_for", lambda fn, plan, k=None: Unit(fn, k or 1, 1.0))
-    monkeypatch.setattr(tg, "Nvml", lambda: None)
+    monkeypatch.setattr(tg, "Nvml", lambda: SimpleNamespace(power_limit_w=lambda: 700.0))
     rng = np.random.default_rng(0)
 
-    blocks = []
+    blocks, regimes = [], []
 
     def time_block(units, plan, pairs, seed, nvml):
         rounds = plan.rounds
         blocks.append((tuple(b for _, b in pairs), rounds))
+        regimes.append(plan.regime)
         out = {label: Sampled(label) for label in units}
         for a, b in pairs:
             base = 1.0 + rng.normal(0, 0.001, rounds)
@@ -582,6 +583,15 @@ def test_the_gpu_adapter_races_with_the_card_simulated(monkeypatch):
     assert {b for b, _ in proof_blocks} == {(rec["best"]["label"],)}
     assert sum(n for _, n in proof_blocks) == rec["proof"]["rounds"]
     assert rec["race"]["rounds_measured"] == sum(len(b) * n for b, n in blocks[:-rec["proof"]["looks"]])
+    # the race in bursts, the proof in the regime asked for; the gain carries the proof's regime (no clock read here)
+    assert set(regimes) == {"burst"} and rec["regime"]["regime"] == "burst"
+    assert rec["regime"]["power_limit_w"] == 700.0 and rec["regime"]["clock_mhz"] is None
+    regimes.clear()
+    held = tg.tune_group(group, space, RunConfig(timing=TimingPlan(regime="sustained")), racing.RacePlan(), "bitwise",
+                         {"arch": "sm_90a", "gpu": "H"}, cache=None)
+    looks = held["proof"]["looks"]
+    assert regimes[:-looks] == ["burst"] * (len(regimes) - looks) and regimes[-looks:] == ["sustained"] * looks
+    assert held["regime"]["regime"] == "sustained"
     v = triton_ptxas("sm_90a").version  # the space's ptxas: the installed Triton's
     assert {p["label"]: p["reason"] for p in rec["pruned"]} == {f"k | ptxas {v} | -O2": "numerics",
                                                                  f"cutlass_k | ptxas {v} | -O2": "numerics"}

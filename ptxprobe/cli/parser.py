@@ -7,6 +7,7 @@ import importlib
 from dataclasses import dataclass
 
 from ptxprobe import __version__
+from ptxprobe.stats.regime import REGIMES
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -26,6 +27,15 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def regime_arg(s, what: str) -> None:
+    """``--regime``: the GPU regime a command measures in (rename-sweep --run, tune)."""
+    s.add_argument("--regime", choices=REGIMES, default=None,
+                   help=f"{what}: burst (the default: short units of both codes interleaved under one clock, what a "
+                        "kernel does per cycle) or sustained (each arm held alone for seconds once its clock settles, "
+                        "at the card's power limit: what a long job sees; its GPU-time cost is said before it runs; "
+                        "[run.timing] hold_s, settle_s, settle_max_s, sustained_rounds)")
 
 
 def _seconds(text: str) -> float:
@@ -174,6 +184,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also time every name on the GPU (default: when a GPU is visible; exit 3 without one)")
     gpu.add_argument("--no-run", dest="run", action="store_false", default=None,
                      help="static analysis only, even where a GPU is visible")
+    regime_arg(s, "with --run: how the names are timed")
     s.add_argument("--explain", action="store_true",
                    help="after the GPU runs, profile the groups where a name changes the code under ncu and attribute "
                         "the difference (ptxprobe explain)")
@@ -387,5 +398,5 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("cubin", help="cubin file")
     _common(s, "accepted: the output is one JSON document already")
 
-    add_tune_parsers(sub, _Formatter, _common, _seconds, _at_least)
+    add_tune_parsers(sub, _Formatter, _common, _seconds, _at_least, regime_arg)
     return p

@@ -24,7 +24,7 @@ def request_from_args(args) -> SweepRequest:
                           tuple(args.lib))
     return SweepRequest(args.experiment, tuple(args.set or ()), kernels, args.names_from_scan, args.out, args.jobs,
                         args.timeout, not args.no_cache, args.fresh, args.executor, args.ray_address, args.run,
-                        args.explain)
+                        args.explain, regime=args.regime)
 
 
 @dataclass(frozen=True)
@@ -181,9 +181,11 @@ def _details_table(summary: list[dict]):
 
 
 def _runtime(plan: SweepPlan, view: View) -> tuple[list[dict], dict] | None:
+    from ptxprobe.cli.render import regime_cell
     from ptxprobe.core.schema import problem_label
     from ptxprobe.core.store import CALIBRATION, read_run_json
     from ptxprobe.gpu import runtime_sweep
+    from ptxprobe.stats.regime import Regime
 
     out = plan.out
     try:
@@ -210,10 +212,11 @@ def _runtime(plan: SweepPlan, view: View) -> tuple[list[dict], dict] | None:
 
     show(table(
         f"GPU runs ({rows[0]['gpu'] if rows else '-'}) -> {out}/runtime.parquet",
-        ["kernel", "problem", "name", "rate [95% CI]", "ratio vs baseline [95% CI]", "verdict", "bitwise", "max ULP",
-         "rel err"],
+        ["kernel", "problem", "name", "rate [95% CI]", "ratio vs baseline [95% CI]", "verdict", "regime", "bitwise",
+         "max ULP", "rel err"],
         [[r["kernel"], problem_label(r), r["name"], rate(r),
           ci(r, "ratio_vs_baseline", "ratio_ci_low", "ratio_ci_high", ".4f"), r["runtime_verdict"],
+          regime_cell(Regime.from_fields(r)) if not r.get("is_baseline") else "-",
           ("own spread" if r.get("within_baseline_spread") and not r.get("bitwise_equal_to_baseline")
            else r.get("bitwise_equal_to_baseline", "-")), r.get("max_ulp_vs_baseline", "-"),
           "-" if r.get("rel_err_vs_reference") is None else f"{r['rel_err_vs_reference']:.2e}"] for r in shown],

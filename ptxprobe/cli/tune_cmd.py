@@ -34,7 +34,7 @@ across the margin, inconclusive), 6 slower; 2 bad usage or input (no tuned.json,
 no --metric number, compiled none of the tuned kernels, or the A/A calibration failed; 4 internal error"""
 
 
-def add_parsers(sub, formatter, common, seconds, at_least) -> None:
+def add_parsers(sub, formatter, common, seconds, at_least, regime_arg) -> None:
     """The two commands, registered beside the others (``cli.parser`` calls this)."""
     s = sub.add_parser("tune", help="the fastest name x ptxas release x options per kernel: pruned statically, "
                        "raced on the GPU, gated on numerics", description=TUNE_DESCRIPTION, formatter_class=formatter,
@@ -70,6 +70,7 @@ def add_parsers(sub, formatter, common, seconds, at_least) -> None:
                    help="among configurations the race cannot tell from its leader: the fewest changes from yours "
                         "(a rename or an option before another ptxas release), or the fastest estimate")
     s.add_argument("--no-run", dest="run", action="store_false", default=None, help="static pruning only")
+    regime_arg(s, "the proof's regime (the race itself runs in bursts)")
     s.add_argument("--jobs", "-j", type=at_least(1), help="parallel ptxas processes (default: all cores)")
     s.add_argument("--timeout", type=seconds, default=600.0, help="seconds before a ptxas run counts as hung")
     s.add_argument("--fresh", action="store_true", help="discard the static sweep's earlier results")
@@ -175,7 +176,7 @@ def cmd_tune(args) -> int:
                       tuple(n.strip() for n in args.names.split(",") if n.strip()) if args.names else None,
                       tuple(p.strip() for p in args.ptxas.split(",")) if args.ptxas is not None else None,
                       args.options, args.numerics, race, args.run, args.jobs, args.timeout, not args.no_cache,
-                      args.fresh)
+                      args.fresh, regime=args.regime)
     quiet = bool(args.quiet_level) or args.json
     notify = (lambda text: None) if quiet else (lambda text: print(f"ptxprobe: {text}", file=sys.stderr))
     if args.install:
@@ -244,13 +245,25 @@ def exit_of_outcome(outcome: str | None) -> int:
 
 def show_tuned(doc: dict, path: Path) -> None:
     """The one-screen answer: per kernel the best, its gain [interval], the runner-up, codes timed of candidates."""
+    from ptxprobe.cli.render import regime_cell
+    from ptxprobe.stats.regime import BURST, SUSTAINED, Regime
     from ptxprobe.tune.answer import table_rows
 
     raced_in_program = doc.get("program") and doc.get("race_plan")  # the program had the GPU, not ptxprobe
     gpu = (doc.get("gpu") or {}).get("gpu") or ("raced inside the program" if raced_in_program
                                                 else "no GPU: static pruning only")
+    regimes = [Regime.from_fields(k["regime"]) if k.get("regime") else None for k in doc["kernels"]]
+    cells = [regime_cell(r) if r else ("the program's own runs" if raced_in_program and k.get("proof") else "-")
+             for r, k in zip(regimes, doc["kernels"], strict=True)]
     show(table(f"tuned ({gpu}; gain = your time / its time, > 1 faster) -> {path}",
-               ["kernel", "arch", "best", "gain [interval]", "runner-up", "codes", "GPU s"], table_rows(doc)))
+               ["kernel", "arch", "best", "gain [interval]", "regime of the proof", "runner-up", "codes", "GPU s"],
+               [[*r[:4], cell, *r[4:]] for r, cell in zip(table_rows(doc), cells, strict=True)]))
+    measured = {r.regime for r in regimes if r}
+    if measured:  # which regime the gains hold in, and the other offered
+        other = BURST if measured == {SUSTAINED} else SUSTAINED
+        say(f"the proofs ran in the {' and '.join(sorted(measured))} regime; --regime {other} measures "
+            + ("each arm held alone for seconds at the card's power limit (what a long job sees)" if other == SUSTAINED
+               else "short interleaved bursts under one clock (what the code does per cycle)"))
     for k in doc["kernels"]:
         if k.get("user") is None:
             say(f"{k['kernel']} {k['arch']}: your own configuration did not assemble; see {doc['static_sweep']}")

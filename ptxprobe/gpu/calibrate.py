@@ -38,6 +38,10 @@ CODE_PLANT_LABEL = "{base}#planted-code"
 SIZE_RULE = "sizing"  # plant records judged by ``judge_plant`` against a direct sizing say so in ``size_rule``
 # earlier records: "interval" (the nominal size inside the interval; judged the same way), none (within +-25 %)
 JUDGED_RULES = ("interval", SIZE_RULE)
+# the sustained regime judges a sleep plant by its direction alone: a sleep idles the SMs, the board's power drops and
+# the clock rises under the cap, so the compute around it runs faster and the plant reads smaller than it was sized
+# (experiments/results/2026-12-05-h200-regime: a 2 % plant read 1.26 %, 1 % read 0.83 %, held alone at 697/700 W)
+DIRECTION_RULE = "direction"
 SIZING_REPLAYS = 24
 
 
@@ -131,15 +135,20 @@ def size_plant(base: Unit, cycles: int, replays: int = SIZING_REPLAYS) -> Sizing
 
 
 def judge_plant(iv: stats.Interval, fraction: float, margin: float = stats.EQUIVALENCE_MARGIN,
-                sized: Sizing | None = None) -> dict:
+                sized: Sizing | None = None, sustained: bool = False) -> dict:
     """A sleep plant's comparison (baseline vs plant, ratio < 1: the plant is slower) judged: detected when found
     slower (the interval below 1: slower, or negligible inside the margin). Its size: with a direct ``sized``
     measurement, it agrees when the log difference is within the level's z times both standard errors combined
-    (the interval's taken from its width); without one, when the interval covers the nominal 1 / (1 + fraction)."""
+    (the interval's taken from its width); without one, when the interval covers the nominal 1 / (1 + fraction).
+    In the ``sustained`` regime its size is not judged (``DIRECTION_RULE``): held at the power cap a sleep gives
+    clock back."""
     out = {"ratio": iv.estimate, "ratio_ci_low": iv.low, "ratio_ci_high": iv.high, "ci_level": iv.level,
            "measured_fraction": 1.0 / iv.estimate - 1.0,
            "measured_fraction_ci": [1.0 / iv.high - 1.0, 1.0 / iv.low - 1.0],
            "verdict": stats.decide(iv, margin), "detected": iv.high < 1.0}
+    if sustained:
+        return {**out, "verified": None, "size_rule": DIRECTION_RULE,
+                **({"sized_fraction": sized.fraction, "sized_se": sized.se} if sized else {})}
     if sized is None:
         stated = 1.0 / (1.0 + fraction)
         return {**out, "verified": iv.low <= stated <= iv.high, "size_rule": "interval"}
@@ -204,7 +213,7 @@ def summarize(groups: list[dict], criteria: dict | None = None) -> dict:
         power_low[f] = bounds.cp_lower(detected_in[f], len(rows))
         measured[f] = float(np.median([r["measured_fraction"] for _, r in rows]))
         unverified += [f"{gid}: planted {f} measured {r['measured_fraction']:.4f}" for gid, r in rows
-                       if r.get("size_rule") not in JUDGED_RULES and not r["verified"]]
+                       if r.get("size_rule") not in (*JUDGED_RULES, DIRECTION_RULE) and not r["verified"]]
         judged = [r for _, r in rows if r.get("size_rule") in JUDGED_RULES]
         if judged:
             covered[f] = int(sum(bool(r["verified"]) for r in judged))

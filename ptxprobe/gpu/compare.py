@@ -21,8 +21,11 @@ from dataclasses import asdict, dataclass, field, replace
 from ptxprobe.gpu.device import require_gpu
 from ptxprobe.gpu.graphs import Unit, launch_ms
 from ptxprobe.gpu.timing import (
+    Nvml,
     Sampled,
     TimingPlan,
+    comparison_regime,
+    effective,
     launches_for,
     look_halfwidths,
     look_rounds,
@@ -34,6 +37,7 @@ from ptxprobe.gpu.timing import (
 )
 from ptxprobe.stats import paired as stats
 from ptxprobe.stats import serial
+from ptxprobe.stats.regime import Regime
 
 
 @dataclass(frozen=True)
@@ -50,11 +54,14 @@ class Timing:
     sm_clock_mhz: tuple[int | None, ...] = ()
     throttled: tuple[bool, ...] = ()
     partners: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    power_w: tuple[float | None, ...] = ()
+    partner_index: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, s: Sampled) -> Timing:
         return cls(s.label, tuple(s.times_ms), s.launches_per_sample, tuple(s.sm_clock_mhz), tuple(s.throttled),
-                   {k: tuple(v) for k, v in s.partners.items()})
+                   {k: tuple(v) for k, v in s.partners.items()}, tuple(s.power_w),
+                   {k: tuple(v) for k, v in s.partner_index.items()})
 
     @property
     def n(self) -> int:
@@ -79,13 +86,16 @@ class Timing:
 
     def sampled(self) -> Sampled:
         """Back to the timing module's record, whose pairing ``paired_estimate`` reads."""
-        return Sampled(self.label, list(self.times_ms), launches_per_sample=self.launches_per_sample,
-                       partners={k: list(v) for k, v in self.partners.items()})
+        return Sampled(self.label, list(self.times_ms), sm_clock_mhz=list(self.sm_clock_mhz),
+                       power_w=list(self.power_w), throttled=list(self.throttled),
+                       launches_per_sample=self.launches_per_sample,
+                       partners={k: list(v) for k, v in self.partners.items()},
+                       partner_index={k: list(v) for k, v in self.partner_index.items()})
 
     def to_json(self) -> dict:
-        return {**asdict(self), "times_ms": list(self.times_ms), "partners": {k: list(v) for k, v in
-                                                                              self.partners.items()},
-                "median_ms": self.median_ms}
+        return {**asdict(self), "times_ms": list(self.times_ms),
+                "partners": {k: list(v) for k, v in self.partners.items()},
+                "partner_index": {k: list(v) for k, v in self.partner_index.items()}, "median_ms": self.median_ms}
 
 
 @dataclass(frozen=True)
@@ -109,6 +119,7 @@ class Comparison:
     q_value: float | None = None  # Benjamini-Hochberg over this call's comparisons (the verdict is gated by it)
     ratio_of_means: float | None = None  # mean baseline time / mean other time over the paired rounds
     lag1: float | None = None  # lag-1 autocorrelation of the per-round log ratios (the interval allows for it)
+    regime: Regime | None = None  # the clock, throttling and power of the paired rounds, and the clock slope
 
     @property
     def half_width(self) -> float:
@@ -127,6 +138,7 @@ class TimedBlock:
     comparisons: tuple[Comparison, ...]
     plan: TimingPlan
     gpu_seconds: float
+    power_limit_w: float | None = None
 
     def comparison(self, other: str) -> Comparison:
         for c in self.comparisons:
@@ -137,13 +149,16 @@ class TimedBlock:
     def to_json(self) -> dict:
         return {"baseline": self.baseline, "timings": {k: t.to_json() for k, t in self.timings.items()},
                 "comparisons": [c.to_json() for c in self.comparisons], "plan": asdict(self.plan),
-                "gpu_seconds": self.gpu_seconds}
+                "gpu_seconds": self.gpu_seconds, "power_limit_w": self.power_limit_w}
 
 
-def judge(timings: Mapping[str, Timing], baseline: str, plan: TimingPlan) -> tuple[Comparison, ...]:
+def judge(timings: Mapping[str, Timing], baseline: str, plan: TimingPlan,
+          power_limit_w: float | None = None) -> tuple[Comparison, ...]:
     """Every other label against ``baseline`` from raw samples alone (pure): the paired log ratios and
     interval of ``timing.paired_estimate``, the signed-rank p-value, Benjamini-Hochberg over this call's
-    comparisons (the block), ``stats.decide`` with that q, and the stopping rule's reason at these rounds."""
+    comparisons (the block), ``stats.decide`` with that q, the stopping rule's reason at these rounds, and the
+    regime of the paired rounds (``timing.comparison_regime``)."""
+    plan = effective(plan)
     base = timings[baseline].sampled()
     others = [label for label in timings if label != baseline]
     estimates = [paired_estimate(base, timings[o].sampled(), plan, plan.seed) for o in others]
@@ -154,7 +169,8 @@ def judge(timings: Mapping[str, Timing], baseline: str, plan: TimingPlan) -> tup
     q = stats.bh_qvalues(p)
     return tuple(Comparison(baseline, o, iv.estimate, iv.low, iv.high, iv.level, stats.decide(iv, plan.margin, qo),
                             len(logs), po, plan.margin, plan.interval, stopped, qo,
-                            stats.ratio_of_means(*base.paired_with(timings[o].sampled())), serial.lag1(logs))
+                            stats.ratio_of_means(*base.paired_with(timings[o].sampled())), serial.lag1(logs),
+                            comparison_regime(base, timings[o].sampled(), logs, plan, power_limit_w))
                  for o, (logs, iv), po, qo in zip(others, estimates, p, q, strict=True))
 
 
@@ -187,7 +203,7 @@ def compare(fns: Callables, *, baseline: str | None = None, rounds: int | None =
                          f"baseline {baseline!r})")
     plan = replace(plan or TimingPlan(), **plan_fields)
     if rounds is not None:
-        plan = reference_plan(replace(plan, reference_rounds=rounds))
+        plan = reference_plan(replace(plan, reference_rounds=rounds, sustained_rounds=rounds))
     require_gpu()
     interleaved = plan.design == "interleaved"
     # one number of launches for all: enough that the shortest callable's unit lasts its minimum
@@ -195,9 +211,11 @@ def compare(fns: Callables, *, baseline: str | None = None, rounds: int | None =
     k = max(launches_for(m, plan, interleaved) for m in ms.values())
     units = {label: Unit(fn, k, k * ms[label]) for label, fn in fns.items()}
     pairs = [(baseline, label) for label in fns if label != baseline]
-    samples, seconds = time_block(units, plan, pairs, plan.seed)
+    nvml = Nvml()
+    limit = nvml.power_limit_w()
+    samples, seconds = time_block(units, plan, pairs, plan.seed, nvml)
     timings = {label: Timing.of(s) for label, s in samples.items()}
-    return TimedBlock(baseline, timings, judge(timings, baseline, plan), plan, seconds)
+    return TimedBlock(baseline, timings, judge(timings, baseline, plan, limit), plan, seconds, limit)
 
 
 def time_callables(fns: Callables, *, rounds: int = 10, plan: TimingPlan | None = None,

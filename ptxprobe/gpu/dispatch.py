@@ -27,8 +27,11 @@ from ptxprobe.core.store import (
 from ptxprobe.gpu.calibrate import summarize as summarize_calibration
 from ptxprobe.gpu.device import device_arch, gpu_info, require_gpu
 from ptxprobe.gpu.plan import Group, RunConfig, plan_groups, run_config
+from ptxprobe.gpu.sustained import sustained_seconds
+from ptxprobe.gpu.timing import effective
 from ptxprobe.gpu.worker import group_rows
 from ptxprobe.stats import paired as stats
+from ptxprobe.stats.regime import SUSTAINED
 
 
 def _run_one(
@@ -126,6 +129,8 @@ def runtime_sweep(
         return _finish(out, log, info)
     planned, notes = plan_groups(exp, cfg, device_arch(0))
     groups = [g for g in planned if g.group_id not in done]
+    if cfg.timing.regime == SUSTAINED and groups:
+        notes = [*notes, sustained_cost_note(cfg, len(templates), groups)]
     for note in notes if notify else ():
         notify(note)
     devices = devices or visible_devices()
@@ -145,6 +150,17 @@ def runtime_sweep(
             _finish(out, log, gpu_info(0))
             raise
     return _finish(out, log, gpu_info(0))
+
+
+def sustained_cost_note(cfg: RunConfig, names: int, groups: list[Group]) -> str:
+    """What a sustained sweep will cost, said before it runs: each group's names against the baseline, its A/A
+    pair and its plants, each pair's two arms held every round."""
+    plan = effective(cfg.timing)
+    pairs = [names + len(g.plants) for g in groups]
+    low, high = (sum(sustained_seconds(plan, p, plan.rounds or 0)[i] for p in pairs) for i in (0, 1))
+    return (f"sustained regime: each arm held {plan.hold_s:g} s after {plan.settle_s:g}-{plan.settle_max_s:g} s of "
+            f"settling, {plan.rounds} rounds of up to {max(pairs)} pairs a group: about {low / 60:.1f}-"
+            f"{high / 60:.1f} GPU min for {len(groups)} groups")
 
 
 def _ray_groups(exp, cfg: RunConfig, templates: list[str], log: str, done: set, notify) -> dict:

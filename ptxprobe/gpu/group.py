@@ -29,13 +29,23 @@ from ptxprobe.gpu.graphs import Unit
 from ptxprobe.gpu.launchers import cubin_for
 from ptxprobe.gpu.numerics import BASELINE_REPEATS, merged_numerics, numerics, own_spread, within_own_spread
 from ptxprobe.gpu.plan import CODE_PLANT, PLANT_KINDS, RunConfig
-from ptxprobe.gpu.timing import Nvml, Sampled, paired_estimate, reference_plan, time_block, unit_for
+from ptxprobe.gpu.timing import (
+    Nvml,
+    Sampled,
+    comparison_regime,
+    paired_estimate,
+    reference_plan,
+    time_block,
+    unit_for,
+)
 from ptxprobe.gpu.workload import Case, Workload
 from ptxprobe.ptx.plant import plant_in_hot_loop
 from ptxprobe.ptx.rename import template_ptx
 from ptxprobe.sources import Emitted
 from ptxprobe.stats import paired as stats
 from ptxprobe.stats import serial
+from ptxprobe.stats.regime import ROW_FIELDS as REGIME_FIELDS
+from ptxprobe.stats.regime import SUSTAINED
 from ptxprobe.toolchain.tools import Tool
 
 # dense tensor-core peaks of the H200 SXM datasheet at its 1980 MHz boost clock (TFLOPS)
@@ -68,8 +78,10 @@ def reference_of(samples: dict[str, Sampled], label: str, baseline: str) -> Samp
     return samples[next(iter(partners))]
 
 
-def comparison(base: Sampled, other: Sampled, plan, seed: int) -> dict:
-    """The paired comparison of two labels of one block: ratio (> 1: ``other`` faster), interval, p, verdict."""
+def comparison(base: Sampled, other: Sampled, plan, seed: int, power_limit_w: float | None = None) -> dict:
+    """The paired comparison of two labels of one block: ratio (> 1: ``other`` faster), interval, p, verdict, and
+    the regime its rounds ran in (``stats.regime``: clock, throttling, power against ``power_limit_w``, the
+    ratio's slope on the clock)."""
     logs, iv = paired_estimate(base, other, plan, seed)
     return {"ratio_vs_baseline": iv.estimate, "ratio_ci_low": iv.low, "ratio_ci_high": iv.high,
             "ratio_of_means": stats.ratio_of_means(*base.paired_with(other)),
@@ -78,7 +90,8 @@ def comparison(base: Sampled, other: Sampled, plan, seed: int) -> dict:
             "lag1": serial.lag1(logs), "long_run_ratio": serial.long_run_ratio(logs),
             # a name row's verdict is judged again with its q-value over the run (dispatch.with_q_values)
             "runtime_verdict": stats.decide(iv, plan.margin), "verdict_rule": stats.VERDICT_RULE,
-            "margin": plan.margin, "rounds": len(logs), "ci_level": iv.level, "ci_method": plan.interval}
+            "margin": plan.margin, "rounds": len(logs), "ci_level": iv.level, "ci_method": plan.interval,
+            **comparison_regime(base, other, logs, plan, power_limit_w).fields()}
 
 
 def _rates(s: Sampled, work: dict, plan, seed: int, peak: float | None, info: dict, dtype: str | None) -> dict:
@@ -112,7 +125,7 @@ def untimed_row(w: Workload, info: dict, template: str, name: str, baseline_name
             "gpu": info.get("gpu"),
             "driver": info.get("driver"), "run_ptxas_version": tool.version, "run_ptxas_sha256": tool.sha256,
             "aa_ratio": aa["ratio_vs_baseline"], "aa_ci_low": aa["ratio_ci_low"], "aa_ci_high": aa["ratio_ci_high"],
-            "aa_verdict": aa["runtime_verdict"], **facts, **nums}
+            "aa_verdict": aa["runtime_verdict"], **dict.fromkeys(REGIME_FIELDS), **facts, **nums}
 
 
 def draw_numerics(w: Workload, kernels: dict, templates: list[str], gen, draws: int) -> dict[str, dict]:
@@ -244,6 +257,7 @@ def run_group(w: Workload, templates: list[str], cfg: RunConfig, info: dict, too
     units = {label: base if label == templates[0] else unit_for(fn, plan, k=base.k) for label, fn in fns.items()}
     units.update(planted_units)
     nvml = Nvml()
+    limit = nvml.power_limit_w()
     samples, seconds = time_block(units, plan, compare, order_seed, nvml)
     planted_samples = {label: samples.pop(label) for label in planted_units}
     calib = None
@@ -254,7 +268,8 @@ def run_group(w: Workload, templates: list[str], cfg: RunConfig, info: dict, too
             label = planted_label(p)
             logs, iv = paired_estimate(samples[templates[0]], planted_samples[label], plan, seed)
             judged = (judge_code_plant(iv, plan.margin) if p == CODE_PLANT
-                      else judge_plant(iv, float(p), plan.margin, calib_meta["sizing"][plant_key(p)]))
+                      else judge_plant(iv, float(p), plan.margin, calib_meta["sizing"][plant_key(p)],
+                                       sustained=plan.regime == SUSTAINED))
             extra = calib_meta.get("code_plant", {}) if p == CODE_PLANT else {
                 "cycles": calib_meta["cycles"][plant_key(p)]}
             calib["planted"][plant_key(p)] = {"label": label, **extra, **judged, "rounds": len(logs),
@@ -271,7 +286,7 @@ def run_group(w: Workload, templates: list[str], cfg: RunConfig, info: dict, too
         seconds += more
     nums = draw_numerics(w, kernels, templates, gen, cfg.numerics_draws)
     rows = []
-    aa = comparison(samples[AA_LABELS[0]], samples[AA_LABELS[1]], plan, seed)
+    aa = comparison(samples[AA_LABELS[0]], samples[AA_LABELS[1]], plan, seed, limit)
     for t in same:
         rows.append(untimed_row(w, info, t, names[templates.index(t)], names[0], facts[t], nums[t], tool, aa))
     if templates[0] not in samples:  # only the A/A pair was timed: the baseline's rates are its first copy's
@@ -281,7 +296,7 @@ def run_group(w: Workload, templates: list[str], cfg: RunConfig, info: dict, too
         row = {**w.common, "arch": info["arch"], "block": "names", "label": label, "name_template": template,
                "name": names[templates.index(label)] if template else label, "baseline_name": names[0],
                "is_baseline": label == templates[0], **_rates(s, w.work, plan, seed, peak, info, w.dtype),
-               **comparison(reference_of(samples, label, templates[0]), s, plan, seed), "samples": s.to_json(),
+               **comparison(reference_of(samples, label, templates[0]), s, plan, seed, limit), "samples": s.to_json(),
                "gpu": info.get("gpu"),
                "driver": info.get("driver"), "run_ptxas_version": tool.version, "run_ptxas_sha256": tool.sha256,
                "aa_ratio": aa["ratio_vs_baseline"], "aa_ci_low": aa["ratio_ci_low"], "aa_ci_high": aa["ratio_ci_high"],
@@ -296,7 +311,7 @@ def run_group(w: Workload, templates: list[str], cfg: RunConfig, info: dict, too
         rows.append({**w.common, "arch": info["arch"], "block": "sdpa", "label": label, "name_template": None,
                      "name": label, "baseline_name": names[0], "is_baseline": False,
                      **_rates(s, w.work, plan, seed, peak, info, w.dtype),
-                     **comparison(extra_samples[templates[0]], s, ref_plan, seed), "samples": s.to_json(),
+                     **comparison(extra_samples[templates[0]], s, ref_plan, seed, limit), "samples": s.to_json(),
                      "gpu": info.get("gpu"), "run_ptxas_version": tool.version})
     record = {"aa": aa, "calibration": calib, "identical_code": same, "order_seed": order_seed,
               "compared": [list(p) for p in compare],  # the names block's pairs, in the order its orders were drawn

@@ -14,7 +14,10 @@ The design (validated on simulated rounds in tests/test_design_stats.py):
   position and predecessor are kept;
 * blocks are timed apart: the name comparison never shares rounds with SDPA or a planted control;
 * warm-up by time (``warmup_s`` per label, ``card_warmup_s`` more for a process's first block);
-* NVML's SM clock, power and throttle reasons are read with every sample, throttled samples flagged;
+* NVML's SM clock, power and throttle reasons are read with every sample, throttled samples flagged; each
+  comparison's regime (``stats.regime``) is summarised from the readings of its paired rounds (``paired_readings``);
+* ``regime = "sustained"`` instead holds each arm of a pair alone for seconds once its clock settles
+  (``gpu.sustained``): the pairs design, ``sustained_rounds`` rounds, no adaptive stopping;
 * rounds come in batches until every comparison's half-width (at the look-adjusted level) is
   <= ``target_halfwidth``, or ``max_rounds`` is reached with every half-width under ``ceiling_halfwidth``
   (else up to ``overflow_rounds`` more).
@@ -37,7 +40,9 @@ import numpy as np
 
 from ptxprobe.gpu.device import require_gpu
 from ptxprobe.gpu.graphs import GraphSample, PairGraph, Unit, launch_ms
+from ptxprobe.gpu.sustained import hold
 from ptxprobe.stats import paired as stats
+from ptxprobe.stats.regime import BURST, REGIMES, SUSTAINED, Reading, Regime, regime_of
 
 THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80  # SW power cap, HW slowdown, SW/HW thermal, HW power brake
 
@@ -74,16 +79,34 @@ class TimingPlan:
     n_boot: int = 2000
     seed: int = 0
     rounds: int | None = None  # a fixed number of rounds (no adaptive stopping): caps max_rounds
+    # burst: today's short units (both codes of a pair under one clock); sustained: each arm held alone
+    # (gpu.sustained), ``sustained_rounds`` rounds of the pairs design unless ``rounds`` is given
+    regime: str = BURST
+    hold_s: float = 1.0  # sustained: GPU seconds each arm is timed for, per round
+    settle_s: float = 0.5  # sustained: GPU seconds each arm runs at least before its window
+    settle_max_s: float = 3.0  # sustained: and at most, when the clock does not settle
+    sustained_rounds: int = 12
 
     def __post_init__(self):
         if self.design not in DESIGNS:
             raise ValueError(f"design {self.design!r}: choose one of {', '.join(DESIGNS)}")
+        if self.regime not in REGIMES:
+            raise ValueError(f"regime {self.regime!r}: choose one of {', '.join(REGIMES)}")
         if self.interval not in stats.INTERVAL_METHODS:
             raise ValueError(f"interval {self.interval!r}: choose one of {', '.join(stats.INTERVAL_METHODS)}")
 
     @property
     def round_cap(self) -> int:
         return self.rounds if self.rounds else self.max_rounds + self.overflow_rounds
+
+
+def effective(plan: TimingPlan) -> TimingPlan:
+    """The plan a block really runs: a sustained plan runs the pairs design for ``sustained_rounds`` rounds (or
+    its given ``rounds``), one look, no overflow."""
+    if plan.regime != SUSTAINED:
+        return plan
+    n = plan.rounds or plan.sustained_rounds
+    return replace(plan, design="pairs", rounds=n, min_rounds=n, max_rounds=n, batch_rounds=n, overflow_rounds=0)
 
 
 def stop_reason(done: int, halfwidths: list[float], plan: TimingPlan) -> str | None:
@@ -140,17 +163,44 @@ class Sampled:
     throttled: list[bool] = field(default_factory=list)
     launches_per_sample: int = 1
     partners: dict[str, list[float]] = field(default_factory=dict)  # paired design: partner -> this label's times
+    partner_index: dict[str, list[int]] = field(default_factory=dict)  # partner -> those samples' positions here
+    settle_s: list[float] = field(default_factory=list)  # sustained: each sample's settling time
 
     def paired_with(self, other: Sampled) -> tuple[list[float], list[float]]:
         """(this label's, the other's) times as a comparison pairs them round by round."""
         return stats.pair_series(self.label, self.times_ms, self.partners, other.label, other.times_ms,
                                  other.partners)
 
+    def reading(self, i: int) -> Reading:
+        at = (self.sm_clock_mhz, self.power_w, self.throttled)
+        clock, power, throttled = (v[i] if i < len(v) else None for v in at)
+        return Reading(clock, power, bool(throttled))
+
     def to_json(self) -> dict:
         return {"times_ms": self.times_ms, "positions": self.positions, "predecessors": self.predecessors,
                 "sm_clock_mhz": self.sm_clock_mhz, "power_w": self.power_w, "throttled": self.throttled,
                 "launches_per_sample": self.launches_per_sample,
-                **({"partners": self.partners} if self.partners else {})}
+                **({"partners": self.partners} if self.partners else {}),
+                **({"partner_index": self.partner_index} if self.partner_index else {}),
+                **({"settle_s": self.settle_s} if self.settle_s else {})}
+
+
+def paired_readings(base: Sampled, other: Sampled) -> tuple[list[Reading], list[Reading]] | None:
+    """Each arm's reading in every round the comparison pairs (``Sampled.paired_with``'s rounds): through
+    ``partner_index`` where recorded; in records before it, the other label's own readings where it was paired
+    with the baseline alone (in one graph both shared that reading), each label's own where every label ran once
+    a round; None where the rounds cannot be matched."""
+    a, b = base.paired_with(other)
+    if other.label in base.partner_index and base.label in other.partner_index:
+        ia, ib = base.partner_index[other.label], other.partner_index[base.label]
+    elif set(other.partners) == {base.label} and len(other.times_ms) == len(b):
+        shared = [other.reading(i) for i in range(len(b))]
+        return shared, shared
+    elif not other.partners and len(base.times_ms) == len(a) == len(b):
+        ia = ib = list(range(len(a)))
+    else:
+        return None
+    return [base.reading(i) for i in ia], [other.reading(i) for i in ib]
 
 
 class Nvml:
@@ -177,6 +227,15 @@ class Nvml:
             return int(clock), float(power), bool(get(h) & THROTTLE_MASK)
         except Exception:
             return None, None, False
+
+    def power_limit_w(self) -> float | None:
+        """The power limit the card enforces, watts (None without NVML)."""
+        if self._nv is None:
+            return None
+        try:
+            return self._nv.nvmlDeviceGetEnforcedPowerLimit(self._h) / 1000.0
+        except Exception:
+            return None
 
 
 def paired_estimate(base: Sampled, other: Sampled, plan: TimingPlan, seed: int) -> tuple[list[float], stats.Interval]:
@@ -269,10 +328,13 @@ def time_block(units: dict[str, Unit], plan: TimingPlan, compare: list[tuple[str
                nvml: Nvml | None = None) -> tuple[dict[str, Sampled], float]:
     """Rounds of every label (or compared pair) in a random order each, until each pair in ``compare`` is sure.
 
-    Returns the samples by label (times per launch) and the GPU seconds the block took.
+    Returns the samples by label (times per launch) and the GPU seconds the block took. A sustained plan holds
+    each arm alone (``gpu.sustained.hold``) in the pairs design for its fixed rounds (``effective``).
     """
     t0 = time.perf_counter()
     nvml = nvml or Nvml()
+    plan = effective(plan)
+    sustained = plan.regime == SUSTAINED
     interleave = plan.design == "interleaved" and bool(compare)
     samplers = _samplers(units, plan, compare, interleave)
     _warm_up(samplers, plan.warmup_s * len(units) + (0.0 if _CARD_WARM else plan.card_warmup_s))
@@ -295,13 +357,20 @@ def time_block(units: dict[str, Unit], plan: TimingPlan, compare: list[tuple[str
                     prev, pos = unit[0], pos + 1  # A B B A: the pair's first label also ran last
                 else:
                     for label in unit:
-                        ms = samplers[label].replay_ms() / units[label].k
-                        _record(out[label], ms, pos, prev, nvml.read())
+                        if sustained:
+                            held = hold(samplers[label].replay_ms, units[label].k, nvml.read, plan)
+                            _record(out[label], held.ms_per_launch, pos, prev,
+                                    (held.sm_clock_mhz, held.power_w, held.throttled))
+                            out[label].settle_s.append(held.settle_s)
+                        else:
+                            ms = samplers[label].replay_ms() / units[label].k
+                            _record(out[label], ms, pos, prev, nvml.read())
                         prev, pos = label, pos + 1
                 if len(unit) == 2:
                     a, b = unit
-                    out[a].partners.setdefault(b, []).append(out[a].times_ms[-1])
-                    out[b].partners.setdefault(a, []).append(out[b].times_ms[-1])
+                    for x, y in ((a, b), (b, a)):
+                        out[x].partners.setdefault(y, []).append(out[x].times_ms[-1])
+                        out[x].partner_index.setdefault(y, []).append(len(out[x].times_ms) - 1)
         done += len(orders)
         logs = [] if done < plan.min_rounds else [stats.log_ratios(*out[a].paired_with(out[b])) for a, b in compare]
         if should_stop(done, look_halfwidths(logs, done, plan, seed), plan):
@@ -357,3 +426,13 @@ def sdpa_fn(backend: str, inputs: dict, causal: bool):
             return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
     return fn
+
+
+def comparison_regime(base: Sampled, other: Sampled, logs, plan: TimingPlan, power_limit_w: float | None) -> Regime:
+    """The regime of one comparison's paired rounds (``stats.regime.regime_of`` on ``paired_readings``); a
+    comparison whose rounds cannot be matched to readings keeps the regime's name and no readings."""
+    readings = paired_readings(base, other)
+    if readings is None or len(readings[0]) != len(logs):
+        none = [Reading(None, None, False)] * len(logs)
+        readings = (none, none)
+    return regime_of(plan.regime, logs, *readings, power_limit_w)

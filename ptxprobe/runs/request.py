@@ -64,6 +64,7 @@ class SweepRequest:
     run: bool | None = None
     explain: bool = False
     names_set_later: bool = False  # the caller sets the names axis itself (tune): no choice of names made here
+    regime: str | None = None  # the GPU runs' regime (burst, sustained); None: the experiment's [run.timing] own
 
 
 @dataclass(frozen=True)
@@ -128,10 +129,22 @@ def _experiment(req: SweepRequest, nvcc_assembles: bool) -> Experiment:
         exp = replace(exp, name="user", description="user kernels given on the command line")
     if req.names_from_scan:
         exp = names_from_scan(exp)
+    if req.regime is not None:
+        exp = with_regime(exp, req.regime)
     if (k.ptx or k.cubin or k.cu or k.lib or k.triton) and not req.names_set_later and not any(s.startswith("names=")
                                                                                   for s in sets):
         exp = names_for_triggered_entries(exp, req.use_cache)
     return exp
+
+
+def with_regime(exp: Experiment, regime: str) -> Experiment:
+    """The experiment with its GPU runs in ``regime`` (``--regime``: its ``[run.timing] regime`` set)."""
+    from ptxprobe.stats.regime import REGIMES
+
+    if regime not in REGIMES:
+        raise SpecError(f"--regime {regime!r}: choose one of {', '.join(REGIMES)}")
+    run = dict(exp.run)
+    return replace(exp, run={**run, "timing": {**dict(run.get("timing") or {}), "regime": regime}})
 
 
 def refuse_one_name(exp: Experiment, use_cache: bool = True) -> None:

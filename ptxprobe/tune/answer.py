@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ptxprobe.core.cache import atomic_write
 from ptxprobe.core.errors import SpecError
+from ptxprobe.stats.regime import Regime
 from ptxprobe.tune.proof import CONFIRMED, REFUTED, UNCONFIRMED, Proof, outcome_of_verdict
 from ptxprobe.tune.prune import SAME_CODE_AS, Candidate, Pruned
 from ptxprobe.tune.race import ALONE, INTERRUPTED, RaceResult, Standing
@@ -77,9 +78,10 @@ def chosen(result: RaceResult, by_label: dict[str, Candidate], user: Candidate, 
 
 def kernel_answer(pruned: Pruned, result: RaceResult, *, nums: dict, gate: dict[str, str], numerics: str,
                   gpu_seconds: float, wall_seconds: float, target: dict, prefer: str = "simplest",
-                  proof: Proof | None = None, proof_interrupted: bool = False) -> dict:
+                  proof: Proof | None = None, proof_interrupted: bool = False, regime: Regime | None = None) -> dict:
     """One kernel's tuned record from its pruning, numerics gate (label -> why it failed), race and the proof of
-    the race's choice (None: no choice, or no proof finished; ``proof_interrupted``: an interrupt cut it)."""
+    the race's choice (None: no choice, or no proof finished; ``proof_interrupted``: an interrupt cut it), and the
+    regime the proof's rounds ran in (its clock, throttling, power and clock slope: the gain's conditions)."""
     by_label = {c.label: c for c in pruned.distinct}
     standings = {s.label: s for s in result.standings}
     choice = chosen(result, by_label, pruned.user, prefer)
@@ -101,6 +103,7 @@ def kernel_answer(pruned: Pruned, result: RaceResult, *, nums: dict, gate: dict[
         "outcome": proof.outcome if proof else (UNPROVEN if choice else NOTHING_FASTER),
         "race_choice": {**by_label[choice.label].to_json(), **choice.to_json()} if choice else None,
         "proof": proof.to_json() if proof else None, "proof_interrupted": proof_interrupted,
+        "regime": regime.fields() if regime else None,
         "runner_up": ({**by_label[runner.label].to_json(), **runner.to_json()} if runner else None),
         "leader_verdict": result.leader.verdict if result.leader else None,
         "prefer": prefer,

@@ -5,7 +5,9 @@ pair with the user's configuration, A B B A in one CUDA graph, the pairs in a fr
 goes first balanced; a call of ``rounds`` rounds returns each contender's per-round log ratios. The candidates are
 assembled again from the PTX the GPU runs (cache hits when it is the PTX the static sweep assembled) and pruned by
 the same ``prune``, so what is timed is distinct by the code that really runs. The race's choice is then timed
-again on fresh rounds by the same ``measure`` (``tune.proof``), and that decides.
+again on fresh rounds by the same design (``tune.proof``), and that decides. The race runs in the burst regime;
+the proof in the regime the user asked for (``TimingPlan.regime``: a sustained proof holds each arm alone for
+seconds), and the kernel's record carries the proof's regime (``stats.regime``) beside its gain.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from ptxprobe.core.errors import ToolFailed
 from ptxprobe.gpu.device import require_gpu
 from ptxprobe.gpu.group import draw_numerics
 from ptxprobe.gpu.plan import Group, RunConfig
-from ptxprobe.gpu.timing import Nvml, TimingPlan, time_block, unit_for
+from ptxprobe.gpu.timing import Nvml, TimingPlan, paired_readings, time_block, unit_for
 from ptxprobe.gpu.worker import group_workload
 from ptxprobe.ptx.rename import template_ptx
 from ptxprobe.sources import Emitted
 from ptxprobe.stats import paired as stats
+from ptxprobe.stats.regime import BURST, Reading, regime_of
 from ptxprobe.toolchain.assemble import assemble
 from ptxprobe.toolchain.tools import Tool, select_ptxas
 from ptxprobe.tune.answer import chosen, kernel_answer, passes_numerics
@@ -93,24 +96,35 @@ def tune_group(group: Group, space: TuneSpace, cfg: RunConfig, plan: RacePlan, n
     base = unit_for(fns[labels[0]], timing)
     units = {label: base if label == labels[0] else unit_for(fn, timing, k=base.k) for label, fn in fns.items()}
     nvml, seconds, calls = Nvml(), [0.0], [0]
+    proof_rounds: list[tuple] = []  # (log ratio, yours' reading, the choice's reading) of every proof round
 
-    def measure(cands, rounds: int) -> dict:
-        fixed = _fixed_rounds(timing, rounds)
-        chosen = {labels[0]: units[labels[0]], **{c: units[c] for c in cands}}
-        samples, secs = time_block(chosen, fixed, [(labels[0], c) for c in cands],
-                                   stats.stable_seed(timing.seed, f"{group.group_id}#{calls[0]}"), nvml)
-        seconds[0] += secs
-        calls[0] += 1
-        base_s = samples[labels[0]]
-        return {c: list(stats.log_ratios(*base_s.paired_with(samples[c]))) for c in cands}
+    def measured(regime: str, keep: list | None):
+        """The race's (burst) or the proof's (``regime``: the user's) ``measure``: log ratios per contender."""
+        def measure(cands, rounds: int) -> dict:
+            fixed = replace(_fixed_rounds(timing, rounds), regime=regime)
+            chosen = {labels[0]: units[labels[0]], **{c: units[c] for c in cands}}
+            samples, secs = time_block(chosen, fixed, [(labels[0], c) for c in cands],
+                                       stats.stable_seed(timing.seed, f"{group.group_id}#{calls[0]}"), nvml)
+            seconds[0] += secs
+            calls[0] += 1
+            base_s = samples[labels[0]]
+            logs = {c: list(stats.log_ratios(*base_s.paired_with(samples[c]))) for c in cands}
+            if keep is not None:
+                for c in cands:
+                    readings = paired_readings(base_s, samples[c]) or ([Reading(None, None, False)] * len(logs[c]),) * 2
+                    keep.extend(zip(logs[c], *readings, strict=True))
+            return logs
+        return measure
 
-    result = race(contenders, measure, plan)
+    result = race(contenders, measured(BURST, None), plan)
     proof, cut = proved(chosen(result, {c.label: c for c in pruned.distinct}, pruned.user, plan.prefer), result,
-                        plan, measure, log)
+                        plan, measured(timing.regime, proof_rounds), log)
+    regime = (regime_of(timing.regime, *(list(v) for v in zip(*proof_rounds, strict=True)), nvml.power_limit_w())
+              if proof is not None and proof_rounds else None)
     problem = {k: w.common.get(k) for k in ("seq_len", "batch", "heads", "sizes") if w.common.get(k) is not None}
     return kernel_answer(pruned, result, nums=nums, gate={k: v[1] for k, v in passed.items() if not v[0]},
                          numerics=numerics, gpu_seconds=seconds[0], wall_seconds=time.perf_counter() - started,
-                         prefer=plan.prefer, proof=proof, proof_interrupted=cut,
+                         prefer=plan.prefer, proof=proof, proof_interrupted=cut, regime=regime,
                          target={"group_id": group.group_id, "source_kind": group.source.kind, "gpu": info.get("gpu"),
                                  "entry": w.emitted.entry, "ptx_sha256": w.emitted.ptx_sha256,
                                  "frontend": w.emitted.frontend, **problem})

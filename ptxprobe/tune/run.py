@@ -46,6 +46,7 @@ class TuneRequest:
     timeout: float = 600.0
     use_cache: bool = True
     fresh: bool = False
+    regime: str | None = None  # the proof's regime (burst, sustained; None: the experiment's own); races are bursts
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ def plan_tune(req: TuneRequest) -> TunePlan:
     out = Path(req.out)
     sweep = plan_sweep(SweepRequest(req.experiment, req.sets, req.kernels, out=str(out / STATIC_DIR), jobs=req.jobs,
                                     timeout=req.timeout, use_cache=req.use_cache, fresh=req.fresh,
-                                    run=req.run, names_set_later=True))
+                                    run=req.run, names_set_later=True, regime=req.regime))
     user_flags = tuple(sweep.experiment.flags[0])
     space = build_space(req.names, user_ptxas, tuple(given) if req.ptxas is not None else None,
                         parse_option_sets(req.options), user_flags)
@@ -170,7 +171,11 @@ def _race_on_gpu(plan: TunePlan, cache: Cache, notify) -> tuple[dict, list[dict]
     interrupt (Ctrl-C) ended it (the kernels raced by then keep their answers, the rest their static ones)."""
     from ptxprobe.gpu.device import device_arch, gpu_info
     from ptxprobe.gpu.plan import plan_groups, run_config
+    from ptxprobe.gpu.sustained import sustained_seconds
+    from ptxprobe.gpu.timing import effective
+    from ptxprobe.stats.regime import SUSTAINED
     from ptxprobe.tune.gpu import tune_group
+    from ptxprobe.tune.proof import ProofPlan
 
     arch = device_arch(0)  # NoGpu without one
     info = gpu_info(0)
@@ -179,6 +184,12 @@ def _race_on_gpu(plan: TunePlan, cache: Cache, notify) -> tuple[dict, list[dict]
     groups, notes = plan_groups(exp, cfg, arch)
     for note in notes:
         notify(note)
+    if groups and cfg.timing.regime == SUSTAINED:  # the proof's cost, said before anything is timed
+        first = ProofPlan.after(plan.request.race)
+        per = [sustained_seconds(effective(cfg.timing), 1, n)[0] for n in (first.first_rounds, first.max_rounds)]
+        notify(f"sustained proofs: each arm held {cfg.timing.hold_s:g} s after at least {cfg.timing.settle_s:g} s of "
+               f"settling, every round; about {per[0]}-{per[1]} GPU s per kernel proven ({first.first_rounds} to "
+               f"{first.max_rounds} rounds), on top of its race in bursts")
     if not groups:
         raise NoGpu(f"nothing to time on this GPU ({arch}): the kernels are built for other archs or have no "
                     "[launch] table; static pruning only")

@@ -1,0 +1,234 @@
+"""The regime in every answer: the clock slope's calibration on series of known truth, the readings a comparison
+pairs, and the sustained regime on a simulated power-capped card (the GPU-only parts with the card simulated)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from ptxprobe.gpu import sustained, timing
+from ptxprobe.gpu.graphs import Unit
+from ptxprobe.gpu.timing import Sampled, TimingPlan, comparison_regime, effective, paired_readings, time_block
+from ptxprobe.stats import paired as stats
+from ptxprobe.stats.regime import BURST, SUSTAINED, ClockSlope, Reading, Regime, clock_slope, regime_of
+
+pytestmark = pytest.mark.unit
+
+
+def _ar1(rng, n: int, r: float, sd: float) -> np.ndarray:
+    e = rng.normal(0, sd * math.sqrt(1 - r * r), n)
+    x = np.empty(n)
+    x[0] = rng.normal(0, sd)
+    for i in range(1, n):
+        x[i] = r * x[i - 1] + e[i]
+    return x
+
+
+def _flags(slope: float, sims: int, n: int, r: float, seed: int) -> float:
+    """How often a series of ``n`` rounds is flagged clock-dependent: wandering clocks (AR(1) of lag-1 ``r``, 20
+    MHz sd, read in 15 MHz steps) and log ratios of ``r`` too, with ``slope`` per 100 MHz planted."""
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(sims):
+        clock = 1900 + _ar1(rng, n, r, 20.0)
+        logs = _ar1(rng, n, r, 0.002) + slope * (clock - clock.mean()) / 100
+        s = clock_slope(logs, list(np.round(clock / 15) * 15))
+        hits += bool(s and s.dependent)
+    return hits / sims
+
+
+def test_the_clock_slope_flags_at_most_its_level_where_the_gain_does_not_move_with_the_clock():
+    # both series wander (lag-1 0.6, 0.8) but independently: an interval at the comparison's own sqrt(n) bandwidth
+    # flagged 11 % and 20 % of these series
+    assert _flags(0.0, 400, 40, 0.6, 1) <= 0.06
+    assert _flags(0.0, 400, 40, 0.8, 5) <= 0.08
+    assert _flags(0.0, 400, 20, 0.0, 2) <= 0.06
+
+
+def test_a_planted_clock_slope_is_found_and_estimated():
+    assert _flags(0.01, 200, 40, 0.6, 3) >= 0.7  # +1 % per 100 MHz over clocks that wander by 20 MHz
+    rng = np.random.default_rng(4)
+    clock = 1850 + 100 * rng.random(60)
+    logs = 0.004 * (clock - 1900) / 100 + rng.normal(0, 0.0005, 60)
+    s = clock_slope(logs, list(clock))
+    assert s.low < 0.004 < s.high and s.dependent and s.rounds == 60
+
+
+def test_no_slope_is_claimed_from_a_clock_that_did_not_move_or_too_few_rounds():
+    assert clock_slope([0.01] * 30, [1980] * 30) is None  # one clock: nothing to regress on
+    assert clock_slope([0.01, 0.02, 0.0], [1900, 1950, 1980]) is None
+    assert clock_slope([0.0] * 10, [None] * 10) is None
+
+
+def test_a_regime_goes_into_a_row_and_back():
+    base = [Reading(1980, 500.0, False), Reading(1965, 690.0, True)] * 6
+    other = [Reading(1950, 695.0, True), Reading(1935, 699.0, True)] * 6
+    logs = list(np.linspace(-0.001, 0.001, 12))
+    reg = regime_of(SUSTAINED, logs, base, other, 700.0)
+    assert reg.clock_delta_mhz == -30 and reg.throttled_share == pytest.approx(18 / 24)
+    assert reg.power_limit_w == 700.0 and 0.9 < reg.power_share < 1.0
+    back = Regime.from_fields({**reg.fields(), "rounds": 12})
+    assert back.regime == SUSTAINED and back.sm_clock_mhz == reg.sm_clock_mhz and back.clock_dependent == \
+        reg.clock_dependent
+    assert Regime.from_fields({"ratio_vs_baseline": 1.01}) is None  # rows from before regimes were recorded
+    with pytest.raises(ValueError, match="regime 'long'"):
+        regime_of("long", logs, base, other, None)
+
+
+def test_each_comparison_reads_the_readings_of_its_own_rounds():
+    a = Sampled("a", times_ms=[1.0, 1.1, 1.2, 1.3], sm_clock_mhz=[1900, 1910, 1920, 1930], power_w=[1.0] * 4,
+                throttled=[False] * 4, partners={"b": [1.0, 1.2], "c": [1.1, 1.3]},
+                partner_index={"b": [0, 2], "c": [1, 3]})
+    b = Sampled("b", times_ms=[2.0, 2.1], sm_clock_mhz=[1800, 1820], power_w=[2.0, 2.0], throttled=[True, True],
+                partners={"a": [2.0, 2.1]}, partner_index={"a": [0, 1]})
+    base, other = paired_readings(a, b)
+    assert [r.sm_clock_mhz for r in base] == [1900, 1920] and [r.sm_clock_mhz for r in other] == [1800, 1820]
+    old = replace_sampled(b, partner_index={})  # a record from before partner_index: b's own readings, shared
+    base, other = paired_readings(replace_sampled(a, partner_index={}), old)
+    assert base == other and [r.sm_clock_mhz for r in base] == [1800, 1820]
+    one = Sampled("x", times_ms=[1.0, 1.0], sm_clock_mhz=[1700, 1710])
+    two = Sampled("y", times_ms=[1.0, 1.0], sm_clock_mhz=[1750, 1760])
+    assert [r.sm_clock_mhz for r in paired_readings(one, two)[1]] == [1750, 1760]  # every label once a round
+    reg = comparison_regime(a, Sampled("z", times_ms=[1.0]), [0.0], TimingPlan(), None)
+    assert reg.regime == BURST and reg.sm_clock_mhz is None  # rounds that cannot be matched: no readings
+
+
+def replace_sampled(s: Sampled, **kw) -> Sampled:
+    d = {k: getattr(s, k) for k in s.__dataclass_fields__}
+    d.update(kw)
+    return Sampled(**d)
+
+
+class Card:
+    """A power-capped card: each label's launch takes ``cycles`` at the current clock and draws ``w_per_mhz``
+    watts per MHz; the clock relaxes (time constant ``tau_ms``) toward the highest the cap allows for what runs."""
+
+    def __init__(self, cycles: dict, w_per_mhz: dict, cap_w: float = 700.0, fmax: float = 1980.0,
+                 tau_ms: float = 150.0):
+        self.cycles, self.w, self.cap, self.fmax, self.tau = cycles, w_per_mhz, cap_w, fmax, tau_ms
+        self.clock, self.last = fmax, next(iter(cycles))
+
+    def run(self, label: str, launches: int) -> float:
+        total = 0.0
+        for _ in range(launches):
+            ms = self.cycles[label] / (self.clock * 1e3)
+            target = min(self.fmax, self.cap / self.w[label])
+            self.clock += (target - self.clock) * (1 - math.exp(-ms / self.tau))
+            total += ms
+        self.last = label
+        return total
+
+    def read(self) -> tuple:
+        clock = round(self.clock / 15) * 15
+        return int(clock), self.w[self.last] * self.clock, clock < self.fmax - 15
+
+
+def _on_card(monkeypatch, card: Card) -> None:
+    class FakeGraph:
+        def __init__(self, fn, k, tail=None):
+            self.label, self.k = fn.label, k
+
+        def replay_ms(self) -> float:
+            return card.run(self.label, self.k)
+
+    class FakeNvml:
+        def read(self):
+            return card.read()
+
+        def power_limit_w(self):
+            return card.cap
+
+    monkeypatch.setattr(timing, "GraphSample", FakeGraph)
+    monkeypatch.setattr(timing, "Nvml", FakeNvml)
+
+
+def _units(labels, k: int = 100) -> dict[str, Unit]:
+    def marker(label):
+        def fn():
+            return None
+        fn.label = label
+        return fn
+    return {label: Unit(marker(label), k, 10.0) for label in labels}
+
+
+def _ratio(samples, plan) -> tuple[float, Regime]:
+    logs = stats.log_ratios(*samples["a"].paired_with(samples["b"]))
+    return float(np.exp(np.median(logs))), comparison_regime(samples["a"], samples["b"], logs, plan, 700.0)
+
+
+def test_the_sustained_regime_gives_back_the_gain_a_power_hungry_code_loses_as_clock(monkeypatch):
+    # b takes 5 % fewer cycles but draws more power: under the cap its own clock is lower
+    card = Card({"a": 198_000, "b": 188_100}, {"a": 0.34, "b": 0.37})
+    _on_card(monkeypatch, card)
+    quick = TimingPlan(design="pairs", warmup_s=0.0, card_warmup_s=0.0, rounds=12, min_rounds=12, max_rounds=12,
+                       batch_rounds=12, overflow_rounds=0)
+    samples, _ = time_block(_units("ab"), quick, [("a", "b")], seed=1, nvml=timing.Nvml())
+    burst, burst_regime = _ratio(samples, quick)
+    held = replace(quick, regime=SUSTAINED, rounds=None, sustained_rounds=6, hold_s=0.3, settle_s=0.2,
+                   settle_max_s=2.0)
+    samples, _ = time_block(_units("ab"), held, [("a", "b")], seed=1, nvml=timing.Nvml())
+    sus, sus_regime = _ratio(samples, held)
+    per_cycle = 198_000 / 188_100  # what b does per cycle: the burst regime's answer
+    at_own_clocks = per_cycle * (700 / 0.37) / 1980  # each at its own equilibrium clock
+    assert burst == pytest.approx(per_cycle, abs=0.004)
+    assert sus == pytest.approx(at_own_clocks, abs=0.003) and sus < burst - 0.03
+    assert abs(burst_regime.clock_delta_mhz) <= 15 and sus_regime.clock_delta_mhz <= -60
+    assert sus_regime.regime == SUSTAINED and sus_regime.power_limit_w == 700.0
+    assert len(samples["a"].times_ms) == 6 and all(s >= 0.2 for s in samples["b"].settle_s)
+
+
+def test_holding_an_arm_waits_for_its_clock_then_times_its_own_window():
+    card = Card({"a": 198_000}, {"a": 0.40}, tau_ms=300.0)
+    plan = TimingPlan(regime=SUSTAINED, hold_s=0.5, settle_s=0.2, settle_max_s=5.0)
+    held = sustained.hold(lambda: card.run("a", 100), 100, card.read, plan)
+    eq = 700 / 0.40
+    assert 0.2 <= held.settle_s < 5.0 and abs(held.sm_clock_mhz - eq) <= 15 and held.throttled
+    assert held.ms_per_launch == pytest.approx(198_000 / (eq * 1e3), rel=0.01)
+    no_nvml = sustained.hold(lambda: 10.0, 1, lambda: (None, None, False), plan)
+    assert no_nvml.settle_s == pytest.approx(0.2, abs=0.011) and no_nvml.sm_clock_mhz is None
+
+
+def test_a_sustained_plan_runs_fixed_rounds_of_pairs_and_says_its_cost_first():
+    plan = effective(TimingPlan(regime=SUSTAINED, sustained_rounds=12))
+    assert (plan.design, plan.rounds, plan.min_rounds, plan.max_rounds, plan.overflow_rounds) == ("pairs", 12, 12, 12,
+                                                                                                    0)
+    assert effective(TimingPlan()) == TimingPlan()
+    assert sustained.sustained_seconds(plan, 3, 12) == (108, 288)  # 12 rounds x 3 pairs x 2 arms x (1.5 .. 4 s)
+    from ptxprobe.gpu.dispatch import sustained_cost_note
+    from ptxprobe.gpu.plan import PLANT_KINDS, Group, RunConfig, with_plants
+
+    cfg = RunConfig(timing=TimingPlan(regime=SUSTAINED))
+    one = with_plants([Group("g", None, "triton")], cfg)  # a sweep of one group plants every kind in it
+    pairs = 3 + len(PLANT_KINDS)
+    text = sustained_cost_note(cfg, 3, one)
+    assert f"up to {pairs} pairs a group" in text
+    assert f"about {12 * pairs * 2 * 1.5 / 60:.1f}-{12 * pairs * 2 * 4 / 60:.1f} GPU min" in text
+    with pytest.raises(ValueError, match="regime 'idle'"):
+        TimingPlan(regime="idle")
+
+
+def test_the_regime_is_asked_for_on_the_command_line_and_in_the_experiment():
+    from ptxprobe.core.errors import SpecError
+    from ptxprobe.gpu.plan import run_config
+    from ptxprobe.runs.request import with_regime
+    from ptxprobe.static.experiment import load_experiment
+
+    exp = with_regime(load_experiment("default"), SUSTAINED)
+    assert run_config(exp.run).timing.regime == SUSTAINED
+    with pytest.raises(SpecError, match="--regime 'x'"):
+        with_regime(exp, "x")
+    with pytest.raises(SpecError, match="regime 'x'"):
+        run_config({"timing": {"regime": "x"}})
+
+
+def test_a_regime_cell_shows_what_was_recorded_and_no_limit_where_none_was():
+    from ptxprobe.cli.render import regime_cell
+
+    slope = ClockSlope(0.006, 0.002, 0.010, 0.95, 40, 30.0)
+    reg = Regime(BURST, 40, 1905.0, 30.0, 0.0, 0.25, 650.0, 700.0, slope)
+    assert regime_cell(reg) == ("burst, 1905±15 MHz, throttled 25%, 650/700 W, clock-dependent +0.60%/100 MHz")
+    old = Regime(BURST, 40, 1980.0, 0.0, 0.0, 0.0, 400.0, None, None)
+    assert regime_cell(old) == "burst, 1980±0 MHz, throttled 0%, 400 W" and regime_cell(None) == "-"
