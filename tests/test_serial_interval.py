@@ -112,7 +112,7 @@ def test_a_cell_of_the_committed_validation_is_reproduced():
 
 @pytest.mark.study
 @pytest.mark.parametrize("result", ["2026-12-05-cpu-serial-correlation", "2026-12-05-cpu-margin-rule",
-                                    "2026-12-05-cpu-tune-proof"])
+                                    "2026-12-05-cpu-tune-proof", "2026-12-05-cpu-clock-slope"])
 def test_a_committed_analysis_was_made_by_the_code_there_is_now(result):
     """Each CPU analysis's manifest names the sha256 of the code that made it: a change to that code without a
     rerun leaves a result nobody can reproduce, and fails here."""
