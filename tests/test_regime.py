@@ -232,3 +232,27 @@ def test_a_regime_cell_shows_what_was_recorded_and_no_limit_where_none_was():
     assert regime_cell(reg) == ("burst, 1905±15 MHz, throttled 25%, 650/700 W, clock-dependent +0.60%/100 MHz")
     old = Regime(BURST, 40, 1980.0, 0.0, 0.0, 0.0, 400.0, None, None)
     assert regime_cell(old) == "burst, 1980±0 MHz, throttled 0%, 400 W" and regime_cell(None) == "-"
+
+
+def test_a_program_run_keeps_what_the_card_said_while_it_ran_and_the_a_b_carries_its_regime():
+    import time
+
+    from ptxprobe.capture import ab
+    from ptxprobe.gpu.monitor import Monitor, summarize
+
+    clocks = iter(range(1800, 100_000))
+    with Monitor(lambda: (next(clocks), 600.0, True), period=0.001) as card:
+        time.sleep(0.05)
+    assert card.result.readings >= 5 and card.result.throttled_share == 1.0 and card.result.power_w == 600.0
+    with Monitor(None) as nothing:
+        pass
+    assert nothing.result.sm_clock_mhz is None and summarize([(None, None, False)]).readings == 0
+    runs = [ab.Run(arm, r, 0, True, 1.0, (1.0 if arm == "baseline" else 0.99) * (1 + 0.001 * (r % 3)), 1, "",
+                   1900.0 - (20 if arm == "trigger" else 0), 650.0, 1.0)
+            for r in range(8) for arm in ("baseline", "trigger", "control", "aa")]
+    rows = {r["arm"]: r for r in ab.compare(runs, power_limit_w=700.0)}
+    reg = Regime.from_fields({**rows["trigger"]["regime"], "rounds": 8})
+    assert reg.regime == "program" and reg.clock_delta_mhz == -20 and reg.power_limit_w == 700.0
+    assert rows["aa"]["regime"]["clock_delta_mhz"] == 0
+    old = [ab.Run(x.arm, x.round, 0, True, 1.0, x.value, 1) for x in runs]  # runs recorded before the monitor
+    assert ab.compare(old)[0]["regime"]["clock_mhz"] is None

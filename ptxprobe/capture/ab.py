@@ -30,9 +30,12 @@ from ptxprobe.capture.swap import ENV, SITECUSTOMIZE
 from ptxprobe.core.cache import Cache, atomic_write, sha256_text
 from ptxprobe.core.errors import SpecError, ToolFailed
 from ptxprobe.core.proc import run_tool
+from ptxprobe.gpu.monitor import Monitor
+from ptxprobe.gpu.timing import Nvml
 from ptxprobe.ptx.rename import TRIGGER, TRIGGER_FREE_NAMES, apply_template, renamed_ptx
 from ptxprobe.stats import paired as stats
 from ptxprobe.stats import serial
+from ptxprobe.stats.regime import PROGRAM, Reading, regime_of
 from ptxprobe.toolchain.assemble import assemble
 from ptxprobe.toolchain.tools import Tool
 
@@ -60,6 +63,13 @@ class Run:
     value: float | None  # the measure (metric or wall seconds); None when the run is discarded
     swapped: int
     note: str = ""
+    # what NVML said while the run lasted (gpu.monitor): median SM clock and power, share of readings throttled
+    sm_clock_mhz: float | None = None
+    power_w: float | None = None
+    throttled_share: float | None = None
+
+    def reading(self) -> Reading:
+        return Reading(self.sm_clock_mhz, self.power_w, bool(self.throttled_share and self.throttled_share > 0.5))
 
 
 def templates_for(entry: str, templates: tuple[str, ...] | None) -> tuple[str, ...]:
@@ -149,12 +159,14 @@ def run_rounds(argv: list[str], arms: list[Arm], out: Path, rounds: int, timeout
     pattern = re.compile(metric) if metric else None
     by_label = {a.label: a for a in arms}
     runs = [] if runs is None else runs
+    read = Nvml().read
     for r, order in enumerate(stats.random_orders([a.label for a in arms], rounds, seed=seed)):
         for pos, label in enumerate(order):
             arm = by_label[label]
             before = len(_report_lines(arm))
             t0 = time.perf_counter()
-            res = run_tool(argv, timeout=timeout, env=swap_env(arm, site, env_extra))
+            with Monitor(read) as card:
+                res = run_tool(argv, timeout=timeout, env=swap_env(arm, site, env_extra))
             secs = time.perf_counter() - t0
             swapped, mismatched = _swapped_since(arm, before)
             value = _measure(res.stdout, pattern, secs) if res.ok else None
@@ -165,34 +177,41 @@ def run_rounds(argv: list[str], arms: list[Arm], out: Path, rounds: int, timeout
                 note, value = f"PTX differs from the capture for {', '.join(mismatched)[:120]}", None
             elif res.ok and value is None:
                 note = f"no number for --metric {metric!r} in the output"
-            runs.append(Run(label, r, pos, res.ok, round(secs, 4), value, swapped, note))
+            seen = card.result
+            runs.append(Run(label, r, pos, res.ok, round(secs, 4), value, swapped, note, seen.sm_clock_mhz,
+                            seen.power_w, seen.throttled_share))
         log(f"round {r + 1}/{rounds}: " + ", ".join(f"{x.arm} {x.value if x.value is not None else 'x'}"
                                                      for x in runs[-len(arms):]))
     return runs
 
 
 def compare(runs: list[Run], margin: float = stats.EQUIVALENCE_MARGIN, baseline: str = "baseline",
-            arms: tuple[str, ...] = ("trigger", "control", "aa"), method: str = stats.SERIAL_SIGNED_RANK) -> list[dict]:
+            arms: tuple[str, ...] = ("trigger", "control", "aa"), method: str = stats.SERIAL_SIGNED_RANK,
+            power_limit_w: float | None = None) -> list[dict]:
     """Each of ``arms`` against ``baseline``, round by round (rounds where either run was discarded are dropped):
     Hodges-Lehmann with its interval (``method``: by default the exact signed-rank interval widened for serial
     correlation; records name theirs in ``ci_method``) and the ±margin decision (``stats.decide``), the p-value the
     interval inverts beside it, and the ratio of means with ``contaminated`` where the two part by more than the
     half-width (``stats.contaminated``: one-sided outliers); the verdicts of the arms other than the A/A copy are
     adjusted over them (``adjusted_over_arms``); with fewer than ``MIN_ROUNDS`` usable rounds the verdict is
-    ``too_few_runs``. The exact
+    ``too_few_runs``. Each row carries the regime of its runs (``stats.regime``, ``program``: the card's clock,
+    throttling and power while they ran, against ``power_limit_w``). The exact
     interval holds its level at the handful of rounds a program affords (a BCa bootstrap did not:
     tests/test_capture_ab.py measures both). (``tune.apply`` compares its arms here too: its baseline is ``yours``,
     so its rows hold ``yours_median``.)"""
-    by = {(x.arm, x.round): x.value for x in runs}
+    by = {(x.arm, x.round): x for x in runs}
     rounds = sorted({x.round for x in runs})
     rows = []
     ivs: dict[str, stats.Interval] = {}
     for arm in arms:
-        pairs = [(by.get((baseline, r)), by.get((arm, r))) for r in rounds]
-        pairs = [(b, v) for b, v in pairs if b is not None and v is not None and b > 0 and v > 0]
+        kept = [(by[(baseline, r)], by[(arm, r)]) for r in rounds if (baseline, r) in by and (arm, r) in by]
+        kept = [(b, v) for b, v in kept if b.value is not None and v.value is not None and b.value > 0 and v.value > 0]
+        pairs = [(b.value, v.value) for b, v in kept]
         row = {"arm": arm, "rounds": len(pairs)}
         if len(pairs) >= MIN_ROUNDS:
             logs = stats.log_ratios([b for b, _ in pairs], [v for _, v in pairs])
+            row["regime"] = regime_of(PROGRAM, logs, [b.reading() for b, _ in kept], [v.reading() for _, v in kept],
+                                      power_limit_w).fields()
             iv = stats.paired_interval(logs, method=method)
             means = stats.ratio_of_means([b for b, _ in pairs], [v for _, v in pairs])
             ivs[arm] = iv

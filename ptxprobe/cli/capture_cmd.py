@@ -70,7 +70,9 @@ def run_ab(args, argv: list[str], out: Path, kernels: list, names: tuple[str, ..
     if not any(r.value is not None for r in runs):
         first = next((r.note for r in runs if r.note), "no run measured anything")
         raise ToolFailed(f"capture --run: no run of the program could be measured ({first})")
-    rows = compare(runs)
+    from ptxprobe.gpu.timing import Nvml
+
+    rows = compare(runs, power_limit_w=Nvml().power_limit_w())
     rec = write_ab(ab_dir, argv, arms, runs, rows, meta)
     if args.json:
         emit_json(rec)
@@ -82,16 +84,25 @@ def run_ab(args, argv: list[str], out: Path, kernels: list, names: tuple[str, ..
 def show_program_ab(rec: dict, ab_dir: Path) -> None:
     """The whole program's A/B (``ab.json``) as a table, and a failed A/A calibration said plainly."""
     show(table(f"A/B of the whole program ({rec.get('metric')}; ratio > 1: the arm is faster) -> {ab_dir}/ab.json",
-               ["arm", "rounds", "ratio", "95% interval", "verdict", "p"],
+               ["arm", "rounds", "ratio", "95% interval", "verdict", "p", "regime"],
                [[r["arm"], r["rounds"], *([f"{r['ratio']:.4f}", f"[{r['low']:.4f}, {r['high']:.4f}]"]
                                           if "ratio" in r else ["-", "-"]),
-                 r["verdict"], f"{r['p_value']:.3f}" if "p_value" in r else "-"] for r in rec["comparisons"]]))
+                 r["verdict"], f"{r['p_value']:.3f}" if "p_value" in r else "-", program_regime(r)]
+                for r in rec["comparisons"]]))
     say_contaminated(rec["comparisons"])
     aa = next((r for r in rec["comparisons"] if r["arm"] == "aa"), None)
     if rec["calibration_failed"]:
         why = (f"too few paired rounds to calibrate ({aa['rounds']})" if aa and aa["verdict"] == "too_few_runs"
                else "the A/A arm differs from the baseline it copies")
         say(f"CALIBRATION FAILED: {why}; the A/B verdicts are not trusted")
+
+
+def program_regime(row: dict) -> str:
+    """A program A/B row's regime cell (rows recorded before regimes were: "-")."""
+    from ptxprobe.cli.render import regime_cell
+    from ptxprobe.stats.regime import Regime
+
+    return regime_cell(Regime.from_fields({**row["regime"], "rounds": row["rounds"]}) if row.get("regime") else None)
 
 
 def say_contaminated(rows: list[dict]) -> None:

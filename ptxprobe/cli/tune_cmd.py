@@ -321,7 +321,7 @@ def run_program_tuned(doc: dict, argv: list[str], out: Path, args, tuned: dict |
     """The program run with the tuned kernels swapped in (``--rounds``: A/B against yours and an A/A copy), its
     record rendered (under --json with ``tuned``, tune's answer, in the same document); the exit code is the
     program's verdict."""
-    from ptxprobe.cli.capture_cmd import say_contaminated
+    from ptxprobe.cli.capture_cmd import program_regime, say_contaminated
     from ptxprobe.core.cache import Cache
     from ptxprobe.tune.apply import APPLIED, apply_program
 
@@ -339,7 +339,7 @@ def run_program_tuned(doc: dict, argv: list[str], out: Path, args, tuned: dict |
         for c in rec["comparisons"]:
             if "ratio" in c:
                 say(f"{c['arm']} vs yours: {c['ratio']:.4f} [{c['low']:.4f}, {c['high']:.4f}] {c['verdict']} "
-                    f"({c['rounds']} rounds, p {c['p_value']:.3f})")
+                    f"({c['rounds']} rounds, p {c['p_value']:.3f}; {program_regime(c)})")
             else:
                 say(f"{c['arm']} vs yours: {c['verdict']} ({c['rounds']} rounds)")
         say_contaminated(rec["comparisons"])

@@ -32,7 +32,9 @@ from ptxprobe.stats import serial
 
 BURST = "burst"  # short interleaved units, both codes under the one clock of the moment (the default)
 SUSTAINED = "sustained"  # each arm held alone for seconds at the card's power limit, after its clock settles
-REGIMES = (BURST, SUSTAINED)
+REGIMES = (BURST, SUSTAINED)  # what a command can be asked to measure in (--regime)
+PROGRAM = "program"  # a program A/B: each arm a whole run of the program, the card read in the background
+RECORDED = (*REGIMES, PROGRAM)
 SLOPE_LEVEL = 0.95
 MIN_SLOPE_ROUNDS = 8  # fewer paired rounds with a clock reading: no regression
 CLOCK_UNIT_MHZ = 100.0  # the slope is the log ratio's change per this many MHz
@@ -145,8 +147,8 @@ def regime_of(regime: str, logs: Sequence[float], base: Sequence[Reading], other
               power_limit_w: float | None) -> Regime:
     """The regime of paired rounds: ``logs[i]`` the round's log ratio, ``base[i]``/``other[i]`` each arm's
     reading in that round (the same reading twice where both ran in one graph)."""
-    if regime not in REGIMES:
-        raise ValueError(f"regime {regime!r}: choose one of {', '.join(REGIMES)}")
+    if regime not in RECORDED:
+        raise ValueError(f"regime {regime!r}: choose one of {', '.join(RECORDED)}")
     both = [*base, *other]
     clocks = [r.sm_clock_mhz for r in both if r.sm_clock_mhz is not None]
     iqr = float(np.subtract(*np.percentile(clocks, [75, 25]))) if clocks else None

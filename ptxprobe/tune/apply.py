@@ -23,6 +23,7 @@ from ptxprobe.capture.ab import Arm, calibration_failed, compare, run_rounds
 from ptxprobe.capture.program import CUTE_FRONTEND, cute_env
 from ptxprobe.core.cache import Cache, atomic_write, sha256_text
 from ptxprobe.core.errors import SpecError, ToolFailed, ToolNotFound
+from ptxprobe.gpu.timing import Nvml
 from ptxprobe.ptx.rename import template_ptx
 from ptxprobe.stats import paired as stats
 from ptxprobe.toolchain.assemble import assemble
@@ -146,9 +147,9 @@ def program_env(arms_dir: Path, arch: str | None = None) -> dict[str, str]:
 
 
 def compare_arms(runs: list, margin: float = stats.EQUIVALENCE_MARGIN,
-                 method: str = stats.SERIAL_SIGNED_RANK) -> list[dict]:
+                 method: str = stats.SERIAL_SIGNED_RANK, power_limit_w: float | None = None) -> list[dict]:
     """The tuned arm and the A/A copy against the user's arm: ``capture.ab.compare``'s rule and rows."""
-    return compare(runs, margin, baseline=ARMS[0], arms=ARMS[1:], method=method)
+    return compare(runs, margin, baseline=ARMS[0], arms=ARMS[1:], method=method, power_limit_w=power_limit_w)
 
 
 def apply_program(doc: dict, argv: list[str], out: Path, *, rounds: int, metric: str | None, timeout: float,
@@ -195,7 +196,7 @@ def apply_program(doc: dict, argv: list[str], out: Path, *, rounds: int, metric:
                         "gain": tuned[s.entry]["gain"]} for s in swaps["tuned"]],
            "yours": [{**asdict(s), "options": list(s.options)} for s in swaps["yours"]],
            "runs": [asdict(r) for r in runs],
-           "comparisons": compare_arms(runs) if rounds else []}
+           "comparisons": compare_arms(runs, power_limit_w=Nvml().power_limit_w()) if rounds else []}
     rec["calibration_failed"] = bool(rounds) and calibration_failed(rec["comparisons"])
     rec["prediction"] = prediction_check(rec)
     atomic_write(out / APPLIED, json.dumps(rec, indent=1).encode())
