@@ -184,10 +184,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="also time every name on the GPU (default: when a GPU is visible; exit 3 without one)")
     gpu.add_argument("--no-run", dest="run", action="store_false", default=None,
                      help="static analysis only, even where a GPU is visible")
-    regime_arg(s, "with --run: how the names are timed")
     s.add_argument("--explain", action="store_true",
                    help="after the GPU runs, profile the groups where a name changes the code under ncu and attribute "
                         "the difference (ptxprobe explain)")
+    regime_arg(s, "with --run: how the names are timed")
     _common(s, "print the summary (and GPU rows) as one JSON document")
 
     s = _sub(sub, "toolchain", "list ptxas/nvdisasm/cuobjdump/nvcc found, or install more from pip wheels",
