@@ -224,14 +224,14 @@ def test_the_regime_is_asked_for_on_the_command_line_and_in_the_experiment():
         run_config({"timing": {"regime": "x"}})
 
 
-def test_a_regime_cell_shows_what_was_recorded_and_no_limit_where_none_was():
-    from ptxprobe.cli.render import regime_cell
+def test_a_regime_text_shows_what_was_recorded_and_no_limit_where_none_was():
+    from ptxprobe.reports.gpu_section import regime_text
 
     slope = ClockSlope(0.006, 0.002, 0.010, 0.95, 40, 30.0)
     reg = Regime(BURST, 40, 1905.0, 30.0, 0.0, 0.25, 650.0, 700.0, slope)
-    assert regime_cell(reg) == ("burst, 1905±15 MHz, throttled 25%, 650/700 W, clock-dependent +0.60%/100 MHz")
+    assert regime_text(reg) == ("burst, 1905±15 MHz, throttled 25%, 650/700 W, clock-dependent +0.60%/100 MHz")
     old = Regime(BURST, 40, 1980.0, 0.0, 0.0, 0.0, 400.0, None, None)
-    assert regime_cell(old) == "burst, 1980±0 MHz, throttled 0%, 400 W" and regime_cell(None) == "-"
+    assert regime_text(old) == "burst, 1980±0 MHz, throttled 0%, 400 W" and regime_text(None) == "-"
 
 
 def test_a_program_run_keeps_what_the_card_said_while_it_ran_and_the_a_b_carries_its_regime():
@@ -256,3 +256,21 @@ def test_a_program_run_keeps_what_the_card_said_while_it_ran_and_the_a_b_carries
     assert rows["aa"]["regime"]["clock_delta_mhz"] == 0
     old = [ab.Run(x.arm, x.round, 0, True, 1.0, x.value, 1) for x in runs]  # runs recorded before the monitor
     assert ab.compare(old)[0]["regime"]["clock_mhz"] is None
+
+
+def test_a_program_tunes_proof_reads_its_regime_from_the_runs_it_kept():
+    from dataclasses import asdict
+
+    from ptxprobe.capture.ab import Run
+    from ptxprobe.tune.program import proof_regime
+
+    def call(rounds, clock_c1):
+        return [asdict(Run(arm, r, 0, True, 1.0, 1.0 if arm == "c0" else 0.98, 1, "", clock, 690.0, 1.0))
+                for r in range(rounds) for arm, clock in (("c0", 1900.0), ("c1", clock_c1), ("c2", 1500.0))]
+
+    reg = proof_regime([call(4, 1880.0), call(4, 1880.0)], "c0", "c1", 700.0)
+    assert reg.regime == "program" and reg.rounds == 8 and reg.clock_delta_mhz == -20 and reg.power_limit_w == 700.0
+    unread = ("sm_clock_mhz", "power_w", "throttled_share")
+    old = [[{k: v for k, v in r.items() if k not in unread} for r in call(4, 1)]]
+    assert proof_regime(old, "c0", "c1", None).sm_clock_mhz is None  # runs recorded before the readings
+    assert proof_regime([], "c0", "c1", None) is None

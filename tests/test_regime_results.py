@@ -51,3 +51,15 @@ def test_the_clock_slope_validation_recomputes_and_meets_its_goals():
     assert committed["planted"]["0.01"]["rate"] >= 0.9
     text = "\n".join(findings.section())
     assert f"flagged {aa['hits']} of the {aa['of']}" in text and str(committed["names"]["hits"]) in text
+
+
+def test_the_report_shows_each_rows_regime_and_none_for_rows_recorded_before_regimes(tmp_path):
+    from ptxprobe.reports import html
+
+    out = html.build_report(results_dir(findings.RUNS[0]) / "sweep-ffma-sustained", tmp_path / "rep")
+    named = next(r for r in out["runtime"] if r["name"].startswith("xutlass"))
+    assert named["regime_text"].startswith("sustained, 1905±") and "(Δ-22)" in named["regime_text"]
+    index = (tmp_path / "rep" / "index.html").read_text()
+    assert named["regime_text"] in index and "<th>regime</th>" in index
+    old = html.build_report(results_dir("2026-12-03-h200-interleaved-fast"), tmp_path / "old")
+    assert {r["regime_text"] for r in old["runtime"]} <= {"", "-"}

@@ -99,10 +99,10 @@ def show_program_ab(rec: dict, ab_dir: Path) -> None:
 
 def program_regime(row: dict) -> str:
     """A program A/B row's regime cell (rows recorded before regimes were: "-")."""
-    from ptxprobe.cli.render import regime_cell
+    from ptxprobe.reports.gpu_section import regime_text
     from ptxprobe.stats.regime import Regime
 
-    return regime_cell(Regime.from_fields({**row["regime"], "rounds": row["rounds"]}) if row.get("regime") else None)
+    return regime_text(Regime.from_fields({**row["regime"], "rounds": row["rounds"]}) if row.get("regime") else None)
 
 
 def say_contaminated(rows: list[dict]) -> None:

@@ -18,7 +18,6 @@ from rich.table import Table
 
 from ptxprobe.ptx.labels import readable_labels, table_names
 from ptxprobe.static.verdicts import NO, YES
-from ptxprobe.stats.regime import Regime
 
 log = logging.getLogger("ptxprobe")
 
@@ -288,24 +287,3 @@ def _condensed(groups: list[dict]) -> list[dict]:
     rest = by_size([g for g in groups if g not in slower])[:SPEED_ROWS - len(slower)]
     return by_size(rest + slower)
 
-
-def regime_cell(regime: Regime | None) -> str:
-    """A verdict's or a gain's regime in one cell: which regime, the SM clock (median ± half its IQR; the arms'
-    difference where they did not share it), the share throttled, the power against its limit (a run recorded
-    without a limit shows the power alone), and a clock-dependent gain's slope."""
-    if regime is None:
-        return "-"
-    parts = [regime.regime]
-    if regime.sm_clock_mhz is not None:
-        clock = f"{regime.sm_clock_mhz:.0f}±{(regime.sm_clock_iqr_mhz or 0) / 2:.0f} MHz"
-        if regime.clock_delta_mhz:
-            clock += f" (Δ{regime.clock_delta_mhz:+.0f})"
-        parts.append(clock)
-    if regime.throttled_share is not None:
-        parts.append(f"throttled {100 * regime.throttled_share:.0f}%")
-    if regime.power_w is not None:
-        parts.append(f"{regime.power_w:.0f}/{regime.power_limit_w:.0f} W" if regime.power_limit_w
-                     else f"{regime.power_w:.0f} W")
-    if regime.clock_dependent:
-        parts.append(f"clock-dependent {100 * regime.slope.per_100mhz:+.2f}%/100 MHz")  # type: ignore[union-attr]
-    return ", ".join(parts)

@@ -181,10 +181,10 @@ def _details_table(summary: list[dict]):
 
 
 def _runtime(plan: SweepPlan, view: View) -> tuple[list[dict], dict] | None:
-    from ptxprobe.cli.render import regime_cell
     from ptxprobe.core.schema import problem_label
     from ptxprobe.core.store import CALIBRATION, read_run_json
     from ptxprobe.gpu import runtime_sweep
+    from ptxprobe.reports.gpu_section import regime_text
     from ptxprobe.stats.regime import Regime
 
     out = plan.out
@@ -216,7 +216,7 @@ def _runtime(plan: SweepPlan, view: View) -> tuple[list[dict], dict] | None:
          "max ULP", "rel err"],
         [[r["kernel"], problem_label(r), r["name"], rate(r),
           ci(r, "ratio_vs_baseline", "ratio_ci_low", "ratio_ci_high", ".4f"), r["runtime_verdict"],
-          regime_cell(Regime.from_fields(r)) if not r.get("is_baseline") else "-",
+          regime_text(Regime.from_fields(r)) if not r.get("is_baseline") else "-",
           ("own spread" if r.get("within_baseline_spread") and not r.get("bitwise_equal_to_baseline")
            else r.get("bitwise_equal_to_baseline", "-")), r.get("max_ulp_vs_baseline", "-"),
           "-" if r.get("rel_err_vs_reference") is None else f"{r['rel_err_vs_reference']:.2e}"] for r in shown],

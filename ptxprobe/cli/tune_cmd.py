@@ -245,7 +245,7 @@ def exit_of_outcome(outcome: str | None) -> int:
 
 def show_tuned(doc: dict, path: Path) -> None:
     """The one-screen answer: per kernel the best, its gain [interval], the runner-up, codes timed of candidates."""
-    from ptxprobe.cli.render import regime_cell
+    from ptxprobe.reports.gpu_section import regime_text
     from ptxprobe.stats.regime import BURST, SUSTAINED, Regime
     from ptxprobe.tune.answer import table_rows
 
@@ -253,7 +253,7 @@ def show_tuned(doc: dict, path: Path) -> None:
     gpu = (doc.get("gpu") or {}).get("gpu") or ("raced inside the program" if raced_in_program
                                                 else "no GPU: static pruning only")
     regimes = [Regime.from_fields(k["regime"]) if k.get("regime") else None for k in doc["kernels"]]
-    cells = [regime_cell(r) if r else ("the program's own runs" if raced_in_program and k.get("proof") else "-")
+    cells = [regime_text(r) if r else ("the program's own runs" if raced_in_program and k.get("proof") else "-")
              for r, k in zip(regimes, doc["kernels"], strict=True)]
     show(table(f"tuned ({gpu}; gain = your time / its time, > 1 faster) -> {path}",
                ["kernel", "arch", "best", "gain [interval]", "regime of the proof", "runner-up", "codes", "GPU s"],

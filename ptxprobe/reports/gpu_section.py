@@ -14,6 +14,7 @@ from ptxprobe.ptx.labels import table_names
 from ptxprobe.runs.rundir import RunDir
 from ptxprobe.stats import paired as stats
 from ptxprobe.stats.paired import BEYOND_MARGIN, STRADDLES_MARGIN
+from ptxprobe.stats.regime import Regime
 
 ROW_LABEL_WIDTH = 48  # characters of a kernel label in the plot (shortened as in the terminal answer)
 CHAR_W = 7.4  # px per character of an 11.5 px label, generously: label columns are sized from their longest text
@@ -94,6 +95,28 @@ def numerics_text(row: dict) -> str:
     if bitwise is False:
         return f"max ULP {ulp}" if ulp is not None else "not bitwise ="
     return "numerics not checked"
+
+
+def regime_text(regime: Regime | None) -> str:
+    """A verdict's or a gain's regime in one cell: which regime, the SM clock (median ± half its IQR; the arms'
+    difference where they did not share it), the share throttled, the power against its limit (a run recorded
+    without a limit shows the power alone), and a clock-dependent gain's slope."""
+    if regime is None:
+        return "-"
+    parts = [regime.regime]
+    if regime.sm_clock_mhz is not None:
+        clock = f"{regime.sm_clock_mhz:.0f}±{(regime.sm_clock_iqr_mhz or 0) / 2:.0f} MHz"
+        if regime.clock_delta_mhz:
+            clock += f" (Δ{regime.clock_delta_mhz:+.0f})"
+        parts.append(clock)
+    if regime.throttled_share is not None:
+        parts.append(f"throttled {100 * regime.throttled_share:.0f}%")
+    if regime.power_w is not None:
+        parts.append(f"{regime.power_w:.0f}/{regime.power_limit_w:.0f} W" if regime.power_limit_w
+                     else f"{regime.power_w:.0f} W")
+    if regime.clock_dependent:
+        parts.append(f"clock-dependent {100 * regime.slope.per_100mhz:+.2f}%/100 MHz")  # type: ignore[union-attr]
+    return ", ".join(parts)
 
 
 def _ticks(lo: float, hi: float) -> list[float]:

@@ -20,10 +20,11 @@ from ptxprobe.binary.sass import Listing
 from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import PtxprobeError
 from ptxprobe.core.schema import problem_label
-from ptxprobe.reports.gpu_section import group_order, speed_answer
+from ptxprobe.reports.gpu_section import group_order, regime_text, speed_answer
 from ptxprobe.reports.publish import ReportFiles
 from ptxprobe.runs.rundir import RunDir
 from ptxprobe.static.verdicts import SAME_CODE, arch_order, pivot, summarize, variant_label, variant_of
+from ptxprobe.stats.regime import Regime
 
 FOLD_AT = 8  # runs of identical instructions longer than this are folded
 
@@ -335,6 +336,7 @@ RUNTIME_FIELDS = (
     "rel_err_vs_reference",
     "passes_tolerance",
     "aot_matches_launch",
+    "regime_text",
 )
 
 
@@ -344,5 +346,6 @@ def runtime_records(rows: list[dict]) -> list[dict]:
     for r in sorted(rows, key=lambda r: (*group_order(r), r["group_id"], not r.get("is_baseline"), r["label"])):
         rec = {k: r.get(k) for k in RUNTIME_FIELDS}
         rec["group_id"], rec["problem"] = r["group_id"], problem_label(r)
+        rec["regime_text"] = "" if r.get("is_baseline") else regime_text(Regime.from_fields(r))
         out.append(rec)
     return out

@@ -20,12 +20,14 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from ptxprobe.capture.ab import MIN_ROUNDS, run_rounds
+from ptxprobe.capture.ab import MIN_ROUNDS, Run, run_rounds
 from ptxprobe.capture.program import CUTE_FRONTEND, CapturedKernel
 from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import NoGpu, SpecError, ToolFailed
+from ptxprobe.gpu.timing import Nvml
 from ptxprobe.runs.request import UserKernels
 from ptxprobe.stats import paired as stats
+from ptxprobe.stats.regime import PROGRAM, Regime, regime_of
 from ptxprobe.tune.answer import (
     adjusted_over_kernels,
     chosen,
@@ -212,9 +214,26 @@ def _race_kernel(pruned: Pruned, contenders: list[Candidate], k, doc: dict, race
               "frontend": k.frontend, "command": list(race_.argv), "metric": race_.metric or "wall seconds",
               "program_runs": {"arms": {i: label for label, i in ids.items()}, "user_arm": user_id,
                                "calls": calls, "proof_calls": proof_calls}}
+    regime = (proof_regime(proof_calls, user_id, ids[proof.label], Nvml().power_limit_w())
+              if proof is not None else None)
     return kernel_answer(pruned, result, nums={}, gate=gate, numerics=PROGRAM_GATE, gpu_seconds=seconds[0],
                          wall_seconds=time.perf_counter() - started, prefer=race_.plan.prefer, target=target,
-                         proof=proof, proof_interrupted=cut)
+                         proof=proof, proof_interrupted=cut, regime=regime)
+
+
+def proof_regime(proof_calls: list[list[dict]], user_arm: str, arm: str, power_limit_w: float | None) -> Regime | None:
+    """The regime of a program tune's proof: its runs of ``arm`` paired round by round with yours, each with what the
+    card said while it ran (``capture.ab.Run``'s readings; runs recorded before them read as none)."""
+    logs, yours, its = [], [], []
+    for call in proof_calls:
+        by = {(r["arm"], r["round"]): Run(**r) for r in call}
+        for (a, rnd), run in sorted(by.items()):
+            mine = by.get((user_arm, rnd))
+            if a == arm and mine and run.value and mine.value:
+                logs.append(math.log(mine.value / run.value))
+                yours.append(mine.reading())
+                its.append(run.reading())
+    return regime_of(PROGRAM, logs, yours, its, power_limit_w) if logs else None
 
 
 def run_program_tune(req: TuneRequest, race_: ProgramRace, progress: bool = False,
