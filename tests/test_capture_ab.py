@@ -19,6 +19,7 @@ import pytest
 from ptxprobe.capture import ab as capture_ab
 from ptxprobe.capture.program import CapturedKernel
 from ptxprobe.capture.swap import SITECUSTOMIZE
+from ptxprobe.stats import paired as stats
 from tests.ptx_text import SCALE_KERNEL_PROGRAM
 
 pytestmark = pytest.mark.integration
@@ -243,3 +244,22 @@ def test_one_sided_outliers_are_flagged_where_the_mean_and_the_pseudo_median_par
     say_contaminated([clean_row, dirty_row])
     said = "".join(capsys.readouterr())
     assert "trigger: the ratio of means" in said and said.count("ratio of means") == 1
+
+
+def test_a_metric_printed_with_few_digits_is_not_resolved_below_its_rounding():
+    """A program that prints ms=1.23 every run gives identical rounds and a zero-width interval: without the
+    rounding's bound that read "faster" at 1.0082; widened to what three digits can tell apart, it is not shown."""
+    assert capture_ab.printed_resolution("1.23") == pytest.approx(0.01)
+    assert capture_ab.printed_resolution("1.5e-3") == pytest.approx(1e-4)
+    assert capture_ab.printed_resolution("120") == 1.0 and capture_ab.printed_resolution("nan") is None
+    printed = {"baseline": 1.23, "trigger": 1.22, "control": 1.23, "aa": 1.23}
+    runs = [capture_ab.Run(arm, r, 0, True, 1.0, v, 1, "", resolution=0.01) for r in range(10)
+            for arm, v in printed.items()]
+    rows = {r["arm"]: r for r in capture_ab.compare(runs)}
+    t = rows["trigger"]
+    assert t["widened_to_resolution"] and t["low"] <= 1.0 + 1e-9 and t["verdict"] not in stats.SIGNIFICANT
+    unrounded = [capture_ab.Run(x.arm, x.round, 0, True, 1.0, x.value, 1) for x in runs]  # wall time: no floor
+    assert capture_ab.compare(unrounded)[0]["verdict"] == "faster"
+    fine = [capture_ab.Run(x.arm, x.round, 0, True, 1.0, x.value * (1 + 0.002 * (x.round % 3) * (x.arm == "trigger")),
+                           1, "", resolution=1e-6) for x in runs]
+    assert not capture_ab.compare(fine)[0].get("widened_to_resolution")  # enough digits: the interval stands

@@ -17,11 +17,13 @@ A run that fails, or in which the hook swapped nothing, is recorded and left out
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sys
 import time
 from dataclasses import asdict, dataclass
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +69,7 @@ class Run:
     sm_clock_mhz: float | None = None
     power_w: float | None = None
     throttled_share: float | None = None
+    resolution: float | None = None  # the unit of the --metric number's last printed digit
 
     def reading(self) -> Reading:
         return Reading(self.sm_clock_mhz, self.power_w, bool(self.throttled_share and self.throttled_share > 0.5))
@@ -122,17 +125,37 @@ def swap_env(arm: Arm, site: Path, extra: dict | None = None) -> dict[str, str]:
     return {**os.environ, **(extra or {}), "PYTHONPATH": path, ENV: arm.plan}
 
 
-def _measure(stdout: str, metric: re.Pattern | None, seconds: float) -> float | None:
+def printed_resolution(text: str) -> float | None:
+    """The unit of a printed number's last digit ("1.23" -> 0.01, "1.5e-3" -> 0.0001, "120" -> 1): what the program's
+    rounding hides. None for a number Decimal cannot read (inf, nan)."""
+    try:
+        exponent = Decimal(text.strip()).as_tuple().exponent
+    except InvalidOperation:
+        return None
+    return float(Decimal(1).scaleb(exponent)) if isinstance(exponent, int) else None
+
+
+def _measure(stdout: str, metric: re.Pattern | None, seconds: float) -> tuple[float | None, float | None]:
+    """A run's measure and the resolution it was printed with (wall seconds: None, the clock's own)."""
     if metric is None:
-        return seconds
+        return seconds, None
     found = metric.findall(stdout)
     if not found:
-        return None
+        return None, None
     last = found[-1]
+    text = last[0] if isinstance(last, tuple) else last
     try:
-        return float(last[0] if isinstance(last, tuple) else last)
+        return float(text), printed_resolution(text)
     except ValueError:  # matched, but not a number: the run has no measure (its note says so)
-        return None
+        return None, None
+
+
+def resolution_floor(pairs: list[tuple[Run, Run]]) -> float:
+    """The log half-width the printed digits cannot resolve: a value printed to a unit u lies within u/2 of the
+    truth, so a round's log ratio is unknown by up to u_b/(2b) + u_v/(2v); the worst round's (0 when the measures
+    carry no resolution: wall time)."""
+    return max((((b.resolution or 0.0) / (2 * b.value)) + ((v.resolution or 0.0) / (2 * v.value))
+                for b, v in pairs), default=0.0)
 
 
 def _report_lines(arm: Arm) -> list[str]:
@@ -169,7 +192,7 @@ def run_rounds(argv: list[str], arms: list[Arm], out: Path, rounds: int, timeout
                 res = run_tool(argv, timeout=timeout, env=swap_env(arm, site, env_extra))
             secs = time.perf_counter() - t0
             swapped, mismatched = _swapped_since(arm, before)
-            value = _measure(res.stdout, pattern, secs) if res.ok else None
+            value, resolution = _measure(res.stdout, pattern, secs) if res.ok else (None, None)
             note = "" if res.ok else res.describe()[:200]
             if res.ok and swapped == 0:
                 note, value = "the hook swapped no kernel: nothing of ptxprobe's ran", None
@@ -179,7 +202,7 @@ def run_rounds(argv: list[str], arms: list[Arm], out: Path, rounds: int, timeout
                 note = f"no number for --metric {metric!r} in the output"
             seen = card.result
             runs.append(Run(label, r, pos, res.ok, round(secs, 4), value, swapped, note, seen.sm_clock_mhz,
-                            seen.power_w, seen.throttled_share))
+                            seen.power_w, seen.throttled_share, resolution))
         log(f"round {r + 1}/{rounds}: " + ", ".join(f"{x.arm} {x.value if x.value is not None else 'x'}"
                                                      for x in runs[-len(arms):]))
     return runs
@@ -213,6 +236,14 @@ def compare(runs: list[Run], margin: float = stats.EQUIVALENCE_MARGIN, baseline:
             row["regime"] = regime_of(PROGRAM, logs, [b.reading() for b, _ in kept], [v.reading() for _, v in kept],
                                       power_limit_w).fields()
             iv = stats.paired_interval(logs, method=method)
+            floor = resolution_floor(kept)
+            if floor and min(iv.estimate / iv.low, iv.high / iv.estimate) < math.exp(floor):
+                # narrower than the printed digits can tell apart (a metric rounded to 3 digits gives identical
+                # rounds, a zero-width interval and a "faster"): widened to the rounding's bound
+                iv = stats.Interval(iv.estimate, min(iv.low, iv.estimate * math.exp(-floor)),
+                                    max(iv.high, iv.estimate * math.exp(floor)), iv.level)
+                row["widened_to_resolution"] = True
+            row["resolution_floor"] = floor
             means = stats.ratio_of_means([b for b, _ in pairs], [v for _, v in pairs])
             ivs[arm] = iv
             row.update(ratio=iv.estimate, low=iv.low, high=iv.high, half_width=stats.half_width(iv),
