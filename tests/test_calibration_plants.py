@@ -372,3 +372,17 @@ def test_a_replay_reads_the_pairs_a_group_recorded_and_its_planted_samples():
     base = {"label": "{base}", "samples": {"times_ms": [9.0], "partners": {label: [1.0, 1.0]}}}
     assert compared_series(base, planted_rows(rec)[label]) == ([1.0, 1.0], [1.002, 1.003])
     assert planted_rows({"calibration": {"planted": {}}, "calibration_samples": {label: {}}}) == {}
+
+
+def test_the_calibration_line_says_what_its_plants_certify_not_their_point_rate(capsys):
+    """6 of 6 plants found is a point rate of 100 % and certifies power >= 61 % (the exact one-sided bound): the
+    line says the bound, and the A/A rate's upper bound beside it."""
+    from ptxprobe.cli.sweep_cmd import _say_calibration
+    from ptxprobe.gpu.calibrate import summarize
+
+    groups = [{"group_id": f"g{i}", "aa": {"runtime_verdict": "equivalent", "half_width": 0.001},
+               "calibration": {"planted": {"0.005": {"detected": True, "measured_fraction": 0.005, "verified": True,
+                                                     "size_rule": "interval"}}}} for i in range(6)]
+    _say_calibration(summarize(groups))
+    err = capsys.readouterr().err
+    assert "0.5% in 6/6 (power >= 61%)" in err and "A/A false positives 0.00 (<= 39%)" in err
