@@ -169,3 +169,23 @@ def test_no_two_committed_runs_claim_opposite_directions():
     mirrored = {k: {**r, "ratio_vs_baseline": 1.0 / r["ratio_vs_baseline"]} for k, r in first.items()
                 if r.get("ratio_vs_baseline")}
     assert opposite(first, mirrored) > 0
+
+
+def test_a_gap_judged_against_a_fitted_tau_pays_for_its_estimation():
+    """tau fitted over 36 comparisons is an estimate: the gap is read on t(34), not the normal; a stated tau is known.
+    A gap of 2.0 standard errors diverges under the normal (p 0.046) and not under t(34) (p 0.054)."""
+    fitted = meta.BetweenRun(0.0, 0.0288, "REML", comparisons=36, runs=5)
+    stated = meta.BetweenRun(0.001, 0.0, "stated")
+    assert fitted.degrees_of_freedom == 34 and stated.degrees_of_freedom is None
+    assert fitted.p_value(2.0) == pytest.approx(0.0536, abs=5e-4) and stated.p_value(2.0) == pytest.approx(0.0455,
+                                                                                                           abs=5e-4)
+    assert fitted.critical(0.95) > stated.critical(0.95) == pytest.approx(1.96, abs=1e-3)
+    se, y = 0.001, math.log(1.02)
+    gap = 2.0 * math.sqrt(2 * se**2 + 2 * fitted.tau(y - 0.5 * 2.0 * math.sqrt(2 * se**2 + 2 * fitted.tau(y) ** 2))
+                          ** 2)
+    rec, new = _rows([(y, se, 0.95)]), _rows([(y - gap, se, 0.95)])
+    z = gap / math.sqrt(2 * se**2 + 2 * fitted.tau(y - gap / 2) ** 2)
+    assert 1.96 < z < 2.03  # between the normal's and t(34)'s critical values
+    assert [r.status for r in repro.compare_runtime(rec, new, fitted)] == [repro.REPRODUCED]
+    flat = meta.BetweenRun(fitted.tau(y - gap / 2), 0.0, "stated")  # the same tau, taken as known
+    assert [r.status for r in repro.compare_runtime(rec, new, flat)] == [repro.DIVERGED]

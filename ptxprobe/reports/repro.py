@@ -15,7 +15,6 @@ import tempfile
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from statistics import NormalDist
 
 from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import PtxprobeError, SpecError
@@ -358,10 +357,11 @@ def compare_runtime(recorded: list[dict], new: list[dict], between: meta.Between
 def _judged_gaps(out: list, timed: list[tuple], model: meta.BetweenRun, level: float,
                  family: str | None) -> list[ReproRow]:
     """The timed comparisons' rows: each gap d = log r1 - log r2 against its standard error sqrt(s1^2 + s2^2 +
-    2 tau^2) (each run with its own run effect, tau at the two runs' mean effect); the p-values, adjusted over them
-    all (``family``), decide. ``tolerance`` is the gap allowed at the comparison's own Holm step."""
+    2 tau^2) (each run with its own run effect, tau at the two runs' mean effect), read against a t on the model's
+    degrees of freedom where tau was fitted (its uncertainty paid for); the p-values, adjusted over them all
+    (``family``), decide. ``tolerance`` is the gap allowed at the comparison's own Holm step."""
     gaps = [meta.divergence_z(*log_ratio_and_se(r), *log_ratio_and_se(n), model) for _, r, n, _, _ in timed]
-    p = [float(2.0 * NormalDist().cdf(-(abs(d) / se if se > 0 else (math.inf if d else 0.0)))) for d, se in gaps]
+    p = [model.p_value(abs(d) / se if se > 0 else (math.inf if d else 0.0)) for d, se in gaps]
     holm = family == HOLM
     adjusted = stats.holm_adjusted(p) if holm else p
     steps = [1] * len(p)  # Holm compares the k-th smallest p with alpha / (m - k)
@@ -369,7 +369,7 @@ def _judged_gaps(out: list, timed: list[tuple], model: meta.BetweenRun, level: f
         steps[i] = len(p) - k if holm else 1
     for j, (at, r, n, label, ver) in enumerate(timed):
         d, se = gaps[j]
-        gap, tol = abs(d), meta.z_critical(1.0 - (1.0 - level) / steps[j]) * se
+        gap, tol = abs(d), model.critical(1.0 - (1.0 - level) / steps[j]) * se
         rv, nv = r.get("runtime_verdict"), n.get("runtime_verdict")
         flipped = opposite_directions(r, n)
         why = (f"ratio {n['ratio_vs_baseline']:.4f} [{n['ratio_ci_low']:.4f}, {n['ratio_ci_high']:.4f}] {nv} vs "

@@ -16,7 +16,8 @@ Two runs of one comparison then differ by d = y_1 - y_2 with variance s_1^2 + s_
 own run effect (``divergence_z``). ``pool`` combines runs by inverse-variance weights under the same model:
 with tau known (estimated over many comparisons, the usual case) a normal interval; without, DerSimonian-Laird's
 tau from the runs themselves and the Hartung-Knapp-Sidik-Jonkman t interval (DL's normal interval undercovers
-with few runs). Both validated on simulated runs with known tau (tests/test_between_run.py).
+with few runs). A gap judged against a fitted model reads a t on its comparisons less two (``BetweenRun.critical``):
+tau is estimated, not known. Both validated on simulated runs with known tau (tests/test_between_run.py).
 """
 
 from __future__ import annotations
@@ -52,6 +53,23 @@ class BetweenRun:
 
     def tau(self, theta: float = 0.0) -> float:
         return math.sqrt(self.tau0**2 + (self.slope * theta) ** 2)
+
+    @property
+    def degrees_of_freedom(self) -> int | None:
+        """What a judgement against this model pays for tau being estimated: a fitted model's comparisons less its
+        two parameters (Higgins-Thompson-Spiegelhalter's t on k - 2 for a prediction under an estimated tau); a
+        stated tau is taken as known (None: the normal)."""
+        return self.comparisons - 2 if self.method != "stated" and self.comparisons > 2 else None
+
+    def critical(self, level: float = 0.95) -> float:
+        """The two-sided critical value at ``level``: t on ``degrees_of_freedom``, or the normal's."""
+        df = self.degrees_of_freedom
+        return float(sps.t.ppf(0.5 + level / 2.0, df)) if df else z_critical(level)
+
+    def p_value(self, z: float) -> float:
+        """The two-sided p of a standardized gap under this model's reference distribution."""
+        df = self.degrees_of_freedom
+        return float(2.0 * (sps.t.sf(abs(z), df) if df else sps.norm.sf(abs(z))))
 
     def to_json(self) -> dict:
         return asdict(self)
