@@ -63,3 +63,13 @@ def test_the_report_shows_each_rows_regime_and_none_for_rows_recorded_before_reg
     assert named["regime_text"] in index and "<th>regime</th>" in index
     old = html.build_report(results_dir("2026-12-03-h200-interleaved-fast"), tmp_path / "old")
     assert {r["regime_text"] for r in old["runtime"]} <= {"", "-"}
+
+
+def test_repro_says_both_runs_regimes_beside_a_timed_comparison():
+    from ptxprobe.reports import repro
+
+    rows = RunDir(results_dir(findings.RUNS[0]) / "sweep-ffma-burst").runtime_rows()
+    held = RunDir(results_dir(findings.RUNS[0]) / "sweep-ffma-sustained").runtime_rows()
+    out = {r.name: r.reason for r in repro.compare_runtime(rows, held) if r.gap is not None}
+    named = next(why for name, why in out.items() if "untriggered" in name or name.startswith("xutlass"))
+    assert "regime now sustained, 1905" in named and "recorded burst, 1912" in named, out

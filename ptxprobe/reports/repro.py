@@ -22,6 +22,7 @@ from ptxprobe.core.inputs import INPUTS, Staged, stage
 from ptxprobe.core.schema import problem_label
 from ptxprobe.core.store import MANIFEST
 from ptxprobe.gpu.plan import RunConfig
+from ptxprobe.reports.gpu_section import regime_text
 from ptxprobe.runs.rundir import DamagedRun, RunDir, same_code_column
 from ptxprobe.sources.registry import kernel_source_hashes
 from ptxprobe.static.experiment import experiment_from_dict, recorded_axes
@@ -29,6 +30,7 @@ from ptxprobe.static.sweep import run_sweep
 from ptxprobe.static.verdicts import DIFFERS, variant_label, variant_of
 from ptxprobe.stats import meta
 from ptxprobe.stats import paired as stats
+from ptxprobe.stats.regime import Regime
 from ptxprobe.toolchain.tools import Tool, discover
 
 MATCH, WITHIN_SET, DIVERGED, NOT_RUN = "match", "within_recorded_set", "diverged", "not_rerun"
@@ -354,6 +356,15 @@ def compare_runtime(recorded: list[dict], new: list[dict], between: meta.Between
     return _judged_gaps(out, timed, model, level, family)
 
 
+def _regimes(recorded: dict, new: dict) -> str:
+    """The two runs' regimes beside a timed comparison's judgement, where both recorded one (a gain can move with
+    the clock: the rows' own slopes say whether it did within each run)."""
+    a, b = Regime.from_fields(recorded), Regime.from_fields(new)
+    if a is None or b is None:
+        return ""
+    return f"; regime now {regime_text(b)}, recorded {regime_text(a)}"
+
+
 def _judged_gaps(out: list, timed: list[tuple], model: meta.BetweenRun, level: float,
                  family: str | None) -> list[ReproRow]:
     """The timed comparisons' rows: each gap d = log r1 - log r2 against its standard error sqrt(s1^2 + s2^2 +
@@ -376,7 +387,7 @@ def _judged_gaps(out: list, timed: list[tuple], model: meta.BetweenRun, level: f
                f"recorded {r['ratio_vs_baseline']:.4f} [{r['ratio_ci_low']:.4f}, {r['ratio_ci_high']:.4f}] {rv}; "
                f"gap {gap:.4f} vs tolerance {tol:.4f}, p {p[j]:.3g}"
                + (f" (Holm over {len(p)}: {adjusted[j]:.3g})" if holm else "")
-               + ("; significant effects of opposite sign" if flipped else ""))
+               + ("; significant effects of opposite sign" if flipped else "") + _regimes(r, n))
         ok = adjusted[j] > 1.0 - level and not flipped
         out[at] = ReproRow(r["kernel"], r["arch"], ver, label, REPRODUCED if ok else DIVERGED, 1, 1, why, gap, tol,
                            p[j], adjusted[j])
