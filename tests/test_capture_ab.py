@@ -258,6 +258,7 @@ def test_a_metric_printed_with_few_digits_is_not_resolved_below_its_rounding():
     rows = {r["arm"]: r for r in capture_ab.compare(runs)}
     t = rows["trigger"]
     assert t["widened_to_resolution"] and t["low"] <= 1.0 + 1e-9 and t["verdict"] not in stats.SIGNIFICANT
+    assert t["p_value"] >= 0.05 and t["q_value"] >= 0.05  # the p of the data as printed, not of identical rounds
     unrounded = [capture_ab.Run(x.arm, x.round, 0, True, 1.0, x.value, 1) for x in runs]  # wall time: no floor
     assert capture_ab.compare(unrounded)[0]["verdict"] == "faster"
     fine = [capture_ab.Run(x.arm, x.round, 0, True, 1.0, x.value * (1 + 0.002 * (x.round % 3) * (x.arm == "trigger")),

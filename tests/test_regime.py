@@ -134,6 +134,9 @@ def _on_card(monkeypatch, card: Card) -> None:
         def replay_ms(self) -> float:
             return card.run(self.label, self.k)
 
+        def replay_many(self, n: int) -> float:
+            return sum(card.run(self.label, self.k) for _ in range(n))
+
     class FakeNvml:
         def read(self):
             return card.read()
@@ -183,12 +186,14 @@ def test_the_sustained_regime_gives_back_the_gain_a_power_hungry_code_loses_as_c
 def test_holding_an_arm_waits_for_its_clock_then_times_its_own_window():
     card = Card({"a": 198_000}, {"a": 0.40}, tau_ms=300.0)
     plan = TimingPlan(regime=SUSTAINED, hold_s=0.5, settle_s=0.2, settle_max_s=5.0)
-    held = sustained.hold(lambda: card.run("a", 100), 100, card.read, plan)
+    held = sustained.hold(lambda n: sum(card.run("a", 100) for _ in range(n)), 100, card.read, plan)
     eq = 700 / 0.40
     assert 0.2 <= held.settle_s < 5.0 and abs(held.sm_clock_mhz - eq) <= 15 and held.throttled
     assert held.ms_per_launch == pytest.approx(198_000 / (eq * 1e3), rel=0.01)
-    no_nvml = sustained.hold(lambda: 10.0, 1, lambda: (None, None, False), plan)
-    assert no_nvml.settle_s == pytest.approx(0.2, abs=0.011) and no_nvml.sm_clock_mhz is None
+    no_nvml = sustained.hold(lambda n: 10.0 * n, 1, lambda: (None, None, False), plan)
+    assert no_nvml.settle_s == pytest.approx(0.2, abs=0.051) and no_nvml.sm_clock_mhz is None
+    with pytest.raises(RuntimeError, match="nothing to hold"):  # a replay that takes no time cannot be held
+        sustained.hold(lambda n: 0.0, 1, lambda: (None, None, False), plan)
 
 
 def test_a_sustained_plan_runs_fixed_rounds_of_pairs_and_says_its_cost_first():
@@ -274,3 +279,58 @@ def test_a_program_tunes_proof_reads_its_regime_from_the_runs_it_kept():
     old = [[{k: v for k, v in r.items() if k not in unread} for r in call(4, 1)]]
     assert proof_regime(old, "c0", "c1", None).sm_clock_mhz is None  # runs recorded before the readings
     assert proof_regime([], "c0", "c1", None) is None
+
+
+def test_a_sustained_plan_refuses_settings_that_cannot_hold_and_nvml_reads_the_visible_card(monkeypatch):
+    for bad in ({"sustained_rounds": 0}, {"hold_s": 0.0}, {"settle_s": 2.0, "settle_max_s": 1.0}):
+        with pytest.raises(ValueError, match="sustained:"):
+            TimingPlan(regime=SUSTAINED, **bad)
+
+    class FakeNv:
+        def nvmlDeviceGetHandleByIndex(self, i):
+            return ("index", i)
+
+        def nvmlDeviceGetHandleByUUID(self, u):
+            return ("uuid", u)
+
+    for visible, handle in (("2,3", ("index", 2)), ("GPU-8af6", ("uuid", "GPU-8af6")), ("", ("index", 0))):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+        assert timing._visible_handle(FakeNv()) == handle
+
+
+def test_a_run_directory_timed_in_one_regime_is_not_resumed_in_the_other(tmp_path):
+    from ptxprobe.core.errors import SpecError
+    from ptxprobe.gpu.dispatch import refuse_other_regime
+
+    burst = [{"group_id": "g", "ratio_vs_baseline": 1.01, "regime": "burst"}, {"group_id": "g", "ratio_vs_baseline":
+                                                                                 None, "regime": None}]
+    refuse_other_regime(burst, BURST, tmp_path)  # the same regime resumes
+    refuse_other_regime([], SUSTAINED, tmp_path)  # nothing timed yet
+    with pytest.raises(SpecError, match="timed in the burst regime; --regime sustained would mix"):
+        refuse_other_regime(burst, SUSTAINED, tmp_path)
+    old = [{"group_id": "g", "ratio_vs_baseline": 1.0}]  # recorded before regimes: bursts
+    with pytest.raises(SpecError, match="burst regime"):
+        refuse_other_regime(old, SUSTAINED, tmp_path)
+
+
+def test_the_command_line_refuses_to_resume_a_run_in_another_regime_before_any_work(tmp_path, capsys):
+    import json as _json
+
+    from ptxprobe.cli import main
+    from ptxprobe.core.store import RUNTIME_LOG
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / RUNTIME_LOG).write_text(_json.dumps({"group_id": "g", "ratio_vs_baseline": 1.01, "regime": "burst"}) + "\n")
+    code = main(["rename-sweep", "-o", str(out), "--regime", "sustained", "--run", "-s", "kernels=vector_add"])
+    err = capsys.readouterr().err
+    assert code == 2 and "timed in the burst regime; --regime sustained would mix" in err
+    assert sorted(p.name for p in out.iterdir()) == [RUNTIME_LOG]  # nothing else was written
+
+
+def test_a_program_tuned_alone_refuses_a_regime_it_cannot_hold(tmp_path, capsys):
+    from ptxprobe.cli import main
+
+    code = main(["tune", "-o", str(tmp_path / "t"), "--regime", "sustained", "--", "python3", "-c", "pass"])
+    assert code == 2 and "a program tuned alone is measured by its own runs" in capsys.readouterr().err
+    assert not (tmp_path / "t").exists()

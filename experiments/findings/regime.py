@@ -85,7 +85,8 @@ def section() -> list[str]:
         "",
         f"**Is a gain clock-dependent?** (`{CLOCK_SLOPE}`, `experiments/analysis/clock_slope.py`.) Each comparison's "
         "per-round log ratio is regressed on the per-round SM clock, its interval from the long-run variance at b = 1 "
-        f"with fixed-b critical values. On the {aa['of'] + aa['no_regression']} committed A/A pairs of "
+        "with fixed-b critical values, never below the heteroscedasticity-robust variance (a conservative interval: "
+        "the flag is a diagnostic). On the {aa['of'] + aa['no_regression']} committed A/A pairs of "
         f"{len(cs['runs'])} defaults runs (truth: no dependence) it flagged {aa['hits']} of the {aa['of']} whose clock "
         f"moved ({aa['no_regression']} ran at one clock: nothing to regress on); with a slope planted on those same "
         "series' own clocks it found " + ", ".join(f"{float(k) * 100:g} % per 100 MHz in {v['rate'] * 100:.0f} %"

@@ -25,6 +25,7 @@ import time
 from dataclasses import asdict, dataclass
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
+from statistics import NormalDist
 
 import numpy as np
 
@@ -35,8 +36,8 @@ from ptxprobe.core.proc import run_tool
 from ptxprobe.gpu.monitor import Monitor
 from ptxprobe.gpu.timing import Nvml
 from ptxprobe.ptx.rename import TRIGGER, TRIGGER_FREE_NAMES, apply_template, renamed_ptx
+from ptxprobe.stats import meta, serial
 from ptxprobe.stats import paired as stats
-from ptxprobe.stats import serial
 from ptxprobe.stats.regime import PROGRAM, Reading, regime_of
 from ptxprobe.toolchain.assemble import assemble
 from ptxprobe.toolchain.tools import Tool
@@ -150,6 +151,18 @@ def _measure(stdout: str, metric: re.Pattern | None, seconds: float) -> tuple[fl
         return None, None
 
 
+def to_resolution(iv: stats.Interval, p: float, floor: float) -> tuple[stats.Interval, float]:
+    """An interval narrower than the rounding's log half-width ``floor`` can resolve, widened to it, with its p-value
+    raised to the one the widened interval implies (normal, at its level); otherwise both as they were. A metric
+    rounded to 3 digits gives identical rounds, a zero-width interval and a tiny p: read as that, "faster"."""
+    if not floor or min(iv.estimate / iv.low, iv.high / iv.estimate) >= math.exp(floor):
+        return iv, p
+    wide = stats.Interval(iv.estimate, min(iv.low, iv.estimate * math.exp(-floor)),
+                          max(iv.high, iv.estimate * math.exp(floor)), iv.level)
+    se = meta.standard_error(wide.low, wide.high, wide.level)
+    return wide, max(p, 2.0 * NormalDist().cdf(-abs(math.log(wide.estimate)) / se))
+
+
 def resolution_floor(pairs: list[tuple[Run, Run]]) -> float:
     """The log half-width the printed digits cannot resolve: a value printed to a unit u lies within u/2 of the
     truth, so a round's log ratio is unknown by up to u_b/(2b) + u_v/(2v); the worst round's (0 when the measures
@@ -235,19 +248,16 @@ def compare(runs: list[Run], margin: float = stats.EQUIVALENCE_MARGIN, baseline:
             logs = stats.log_ratios([b for b, _ in pairs], [v for _, v in pairs])
             row["regime"] = regime_of(PROGRAM, logs, [b.reading() for b, _ in kept], [v.reading() for _, v in kept],
                                       power_limit_w).fields()
-            iv = stats.paired_interval(logs, method=method)
             floor = resolution_floor(kept)
-            if floor and min(iv.estimate / iv.low, iv.high / iv.estimate) < math.exp(floor):
-                # narrower than the printed digits can tell apart (a metric rounded to 3 digits gives identical
-                # rounds, a zero-width interval and a "faster"): widened to the rounding's bound
-                iv = stats.Interval(iv.estimate, min(iv.low, iv.estimate * math.exp(-floor)),
-                                    max(iv.high, iv.estimate * math.exp(floor)), iv.level)
-                row["widened_to_resolution"] = True
+            raw = stats.paired_interval(logs, method=method)
+            iv, p = to_resolution(raw, stats.paired_pvalue(logs, method), floor)
             row["resolution_floor"] = floor
+            if iv is not raw:
+                row["widened_to_resolution"] = True
             means = stats.ratio_of_means([b for b, _ in pairs], [v for _, v in pairs])
             ivs[arm] = iv
             row.update(ratio=iv.estimate, low=iv.low, high=iv.high, half_width=stats.half_width(iv),
-                       verdict=stats.decide(iv, margin), p_value=stats.paired_pvalue(logs, method),
+                       verdict=stats.decide(iv, margin), p_value=p,
                        ci_method=method, lag1=serial.lag1(logs), ratio_of_means=means,
                        contaminated=stats.contaminated(iv, means),
                        **{f"{baseline}_median": float(np.median([b for b, _ in pairs]))},

@@ -187,6 +187,11 @@ def cmd_tune(args) -> int:
     if args.program and kernels == UserKernels() and args.experiment == "default" and not args.set:
         from ptxprobe.tune.program import ProgramRace, program_race_plan, run_program_tune
 
+        if args.regime:
+            from ptxprobe.core.errors import SpecError
+
+            raise SpecError("--regime: a program tuned alone is measured by its own runs, each a whole program run "
+                            "(the regime it reports is `program`); --regime applies to kernels tuned from sources")
         # the program alone: its own kernels, raced inside it by its own measure
         race_ = ProgramRace(tuple(args.program), args.metric, args.program_timeout,
                             program_race_plan(args.rounds, args.prefer), arch=args.arch)
@@ -246,7 +251,7 @@ def exit_of_outcome(outcome: str | None) -> int:
 def show_tuned(doc: dict, path: Path) -> None:
     """The one-screen answer: per kernel the best, its gain [interval], the runner-up, codes timed of candidates."""
     from ptxprobe.reports.gpu_section import regime_text
-    from ptxprobe.stats.regime import BURST, SUSTAINED, Regime
+    from ptxprobe.stats.regime import BURST, PROGRAM, SUSTAINED, Regime
     from ptxprobe.tune.answer import table_rows
 
     raced_in_program = doc.get("program") and doc.get("race_plan")  # the program had the GPU, not ptxprobe
@@ -258,8 +263,8 @@ def show_tuned(doc: dict, path: Path) -> None:
     show(table(f"tuned ({gpu}; gain = your time / its time, > 1 faster) -> {path}",
                ["kernel", "arch", "best", "gain [interval]", "regime of the proof", "runner-up", "codes", "GPU s"],
                [[*r[:4], cell, *r[4:]] for r, cell in zip(table_rows(doc), cells, strict=True)]))
-    measured = {r.regime for r in regimes if r}
-    if measured:  # which regime the gains hold in, and the other offered
+    measured = {r.regime for r in regimes if r} - {PROGRAM}
+    if measured:  # which regime the gains hold in, and the other offered (a program's runs have no other)
         other = BURST if measured == {SUSTAINED} else SUSTAINED
         say(f"the proofs ran in the {' and '.join(sorted(measured))} regime; --regime {other} measures "
             + ("each arm held alone for seconds at the card's power limit (what a long job sees)" if other == SUSTAINED

@@ -113,11 +113,11 @@ regime | str | burst (short interleaved units, one clock for both codes) or sust
 clock_mhz | float | median SM clock over the compared rounds (both arms)
 clock_iqr_mhz | float | interquartile range of that clock
 clock_delta_mhz | float | median per-round clock of this arm minus the baseline's (0 when they shared it)
-throttled_share | float | share of readings with a power or thermal limit holding the clock
+throttled_share | float | share of samples a power or thermal limit held the clock in (held windows and program runs: in most of their readings)
 power_w | float | median board power over the compared rounds
 power_limit_w | float | the power limit the card enforced (null: not recorded)
 clock_slope_per_100mhz | float | the per-round log ratio's change per 100 MHz of SM clock
-clock_slope_low | float | its 95 % interval (HAC, fixed-b)
+clock_slope_low | float | its interval (HAC at b = 1, fixed-b; conservative: at least 95 %)
 clock_slope_high | float | its 95 % interval
 clock_dependent | bool | the slope's interval excludes 0: the gain moved with the clock
 """)

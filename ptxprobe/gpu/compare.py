@@ -205,6 +205,7 @@ def compare(fns: Callables, *, baseline: str | None = None, rounds: int | None =
     if rounds is not None:
         plan = reference_plan(replace(plan, reference_rounds=rounds, sustained_rounds=rounds))
     require_gpu()
+    plan = effective(plan)  # a sustained plan times whole samples of the pairs design
     interleaved = plan.design == "interleaved"
     # one number of launches for all: enough that the shortest callable's unit lasts its minimum
     ms = {label: launch_ms(fn) for label, fn in fns.items()}
@@ -222,7 +223,8 @@ def time_callables(fns: Callables, *, rounds: int = 10, plan: TimingPlan | None 
                    **plan_fields) -> dict[str, Timing]:
     """Each callable's time per launch over ``rounds`` rounds, every label once per round in a fresh random
     order, each sample a CUDA graph of launches lasting >= ``min_sample_ms`` (a throughput, no decision)."""
-    plan = reference_plan(replace(plan or TimingPlan(), reference_rounds=rounds, **plan_fields))
+    plan = reference_plan(replace(plan or TimingPlan(), reference_rounds=rounds, sustained_rounds=rounds,
+                                  **plan_fields))
     require_gpu()
     units = {label: unit_for(fn, plan, interleaved=False) for label, fn in labelled(fns).items()}
     samples, _ = time_block(units, plan, [], plan.seed)

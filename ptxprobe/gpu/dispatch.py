@@ -31,7 +31,7 @@ from ptxprobe.gpu.sustained import sustained_seconds
 from ptxprobe.gpu.timing import effective
 from ptxprobe.gpu.worker import group_rows
 from ptxprobe.stats import paired as stats
-from ptxprobe.stats.regime import SUSTAINED
+from ptxprobe.stats.regime import BURST, SUSTAINED
 
 
 def _run_one(
@@ -122,7 +122,9 @@ def runtime_sweep(
     out.mkdir(parents=True, exist_ok=True)
     log = out / RUNTIME_LOG
     drop_torn_tail(log)
-    done = {r["group_id"] for r in read_log(log)}
+    logged = read_log(log)
+    refuse_other_regime(logged, cfg.timing.regime, out)
+    done = {r["group_id"] for r in logged}
     templates = list(exp.names)
     if executor == "ray":
         info = _ray_groups(exp, cfg, templates, str(log), done, notify)
@@ -150,6 +152,15 @@ def runtime_sweep(
             _finish(out, log, gpu_info(0))
             raise
     return _finish(out, log, gpu_info(0))
+
+
+def refuse_other_regime(logged: list[dict], regime: str, out: Path) -> None:
+    """A run directory holds one regime: resuming its GPU runs in another would hand back the old groups as the
+    answer and mix both in its q-values and calibration (rows from before regimes were recorded are bursts)."""
+    recorded = sorted({r.get("regime") or BURST for r in logged if r.get("ratio_vs_baseline") is not None})
+    if recorded and recorded != [regime]:
+        raise SpecError(f"{out}: its GPU groups were timed in the {' and '.join(recorded)} regime; --regime {regime} "
+                        "would mix the two in one run: give another --out (or --fresh to start over)")
 
 
 def sustained_cost_note(cfg: RunConfig, names: int, groups: list[Group]) -> str:

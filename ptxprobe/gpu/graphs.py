@@ -62,9 +62,14 @@ class GraphSample:
 
     def replay_ms(self) -> float:
         """Wall time of one replay (all k launches), milliseconds."""
+        return self.replay_many(1)
+
+    def replay_many(self, n: int) -> float:
+        """Wall time of ``n`` replays queued back to back (one sync: the card is not left idle between them)."""
         torch = require_gpu()
         self._start.record()
-        self.graph.replay()
+        for _ in range(n):
+            self.graph.replay()
         self._end.record()
         torch.cuda.synchronize()
         return self._start.elapsed_time(self._end)

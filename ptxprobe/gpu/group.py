@@ -33,6 +33,7 @@ from ptxprobe.gpu.timing import (
     Nvml,
     Sampled,
     comparison_regime,
+    effective,
     paired_estimate,
     reference_plan,
     time_block,
@@ -230,7 +231,7 @@ def run_group(w: Workload, templates: list[str], cfg: RunConfig, info: dict, too
     """
     order_seed = seed if order_seed is None else order_seed
     torch = require_gpu()
-    plan = cfg.timing
+    plan = effective(cfg.timing)  # a sustained plan: the pairs design, its fixed rounds (units sized for it)
     gen = torch.Generator(device="cuda")
     gen.manual_seed(seed)
     timed = w.timed(gen)

@@ -21,6 +21,7 @@ import numpy as np
 SETTLE_WINDOW_MS = 200.0
 CLOCK_STEP_MHZ = 15.0  # the SM clock's step as NVML reports it on Hopper
 SETTLE_TOLERANCE = 0.005  # or this share of the clock, when larger than one step
+BATCH_MS = 50.0  # replays queued between two syncs (and two NVML readings) while an arm is held
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class Held:
     ms_per_launch: float
     sm_clock_mhz: int | None  # median over the timed window's readings
     power_w: float | None
-    throttled: bool  # a power or thermal limit held the clock in most of the window's readings
+    throttled: bool  # a power or thermal limit held the clock in most of the window's readings (one a batch)
     settle_s: float  # GPU seconds replayed before the window (the clock settling)
     replays: int
 
@@ -48,12 +49,18 @@ def _median(values) -> float | None:
     return float(np.median(vals)) if vals else None
 
 
-def hold(replay_ms: Callable[[], float], k: int, read: Callable[[], tuple], plan) -> Held:
-    """Replay one arm's graph (``k`` launches a replay) until its clock settles, then for ``plan.hold_s`` of GPU
-    time; ``read()`` gives NVML's (clock, power, throttled) after each replay."""
-    spent, windows, window, window_ms = 0.0, [], [], 0.0
+def hold(replay: Callable[[int], float], k: int, read: Callable[[], tuple], plan) -> Held:
+    """Replay one arm's graph (``k`` launches a replay; ``replay(n)`` queues n replays and returns their GPU
+    milliseconds) until its clock settles, then for ``plan.hold_s`` of GPU time. Replays go in batches of about
+    ``BATCH_MS`` with one sync and one NVML reading (``read()``: clock, power, throttled) per batch, so the card is
+    held busy rather than left idle between short replays."""
+    first = replay(1)
+    if not first > 0:
+        raise RuntimeError(f"sustained: a replay of {k} launches took {first} ms; nothing to hold")
+    n = max(1, math.ceil(BATCH_MS / first))
+    spent, windows, window, window_ms = first, [], [], first
     while spent < plan.settle_max_s * 1e3:
-        ms = replay_ms()
+        ms = replay(n)
         spent += ms
         window_ms += ms
         clock = read()[0]
@@ -67,8 +74,8 @@ def hold(replay_ms: Callable[[], float], k: int, read: Callable[[], tuple], plan
                 break
     total, replays, readings = 0.0, 0, []
     while total < plan.hold_s * 1e3 or replays == 0:
-        total += replay_ms()
-        replays += 1
+        total += replay(n)
+        replays += n
         readings.append(read())
     clock = _median(r[0] for r in readings)
     return Held(total / (replays * k), None if clock is None else int(round(clock)), _median(r[1] for r in readings),

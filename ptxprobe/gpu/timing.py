@@ -33,6 +33,7 @@ penalty, three pairs per block and the overflow rounds (its committed result: FI
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass, field, replace
 
@@ -92,6 +93,9 @@ class TimingPlan:
             raise ValueError(f"design {self.design!r}: choose one of {', '.join(DESIGNS)}")
         if self.regime not in REGIMES:
             raise ValueError(f"regime {self.regime!r}: choose one of {', '.join(REGIMES)}")
+        if self.sustained_rounds < 3 or self.hold_s <= 0 or self.settle_s < 0 or self.settle_max_s < self.settle_s:
+            raise ValueError("sustained: sustained_rounds >= 3, hold_s > 0, 0 <= settle_s <= settle_max_s (got "
+                             f"{self.sustained_rounds}, {self.hold_s}, {self.settle_s}, {self.settle_max_s})")
         if self.interval not in stats.INTERVAL_METHODS:
             raise ValueError(f"interval {self.interval!r}: choose one of {', '.join(stats.INTERVAL_METHODS)}")
 
@@ -185,15 +189,16 @@ class Sampled:
                 **({"settle_s": self.settle_s} if self.settle_s else {})}
 
 
-def paired_readings(base: Sampled, other: Sampled) -> tuple[list[Reading], list[Reading]] | None:
+def paired_readings(base: Sampled, other: Sampled,
+                    shared: bool = True) -> tuple[list[Reading], list[Reading]] | None:
     """Each arm's reading in every round the comparison pairs (``Sampled.paired_with``'s rounds): through
     ``partner_index`` where recorded; in records before it, the other label's own readings where it was paired
-    with the baseline alone (in one graph both shared that reading), each label's own where every label ran once
-    a round; None where the rounds cannot be matched."""
+    with the baseline alone and ``shared`` (the interleaved design: in one graph both shared that reading), each
+    label's own where every label ran once a round; None where the rounds cannot be matched."""
     a, b = base.paired_with(other)
     if other.label in base.partner_index and base.label in other.partner_index:
         ia, ib = base.partner_index[other.label], other.partner_index[base.label]
-    elif set(other.partners) == {base.label} and len(other.times_ms) == len(b):
+    elif shared and set(other.partners) == {base.label} and len(other.times_ms) == len(b):
         shared = [other.reading(i) for i in range(len(b))]
         return shared, shared
     elif not other.partners and len(base.times_ms) == len(a) == len(b):
@@ -201,6 +206,15 @@ def paired_readings(base: Sampled, other: Sampled) -> tuple[list[Reading], list[
     else:
         return None
     return [base.reading(i) for i in ia], [other.reading(i) for i in ib]
+
+
+def _visible_handle(nv):
+    """NVML's handle of the device CUDA calls 0 here: ``CUDA_VISIBLE_DEVICES``' first entry (an index or a UUID,
+    as a multi-GPU sweep sets it per worker), else NVML's device 0."""
+    first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+    if first.startswith(("GPU-", "MIG-")):
+        return nv.nvmlDeviceGetHandleByUUID(first)
+    return nv.nvmlDeviceGetHandleByIndex(int(first) if first.isdigit() else 0)
 
 
 class Nvml:
@@ -211,7 +225,7 @@ class Nvml:
             import pynvml
 
             pynvml.nvmlInit()
-            self._nv, self._h = pynvml, pynvml.nvmlDeviceGetHandleByIndex(0)
+            self._nv, self._h = pynvml, _visible_handle(pynvml)
         except Exception:  # no nvidia-ml-py, no driver access: readings are simply missing
             self._nv = self._h = None
 
@@ -358,7 +372,7 @@ def time_block(units: dict[str, Unit], plan: TimingPlan, compare: list[tuple[str
                 else:
                     for label in unit:
                         if sustained:
-                            held = hold(samplers[label].replay_ms, units[label].k, nvml.read, plan)
+                            held = hold(samplers[label].replay_many, units[label].k, nvml.read, plan)
                             _record(out[label], held.ms_per_launch, pos, prev,
                                     (held.sm_clock_mhz, held.power_w, held.throttled))
                             out[label].settle_s.append(held.settle_s)
@@ -431,7 +445,7 @@ def sdpa_fn(backend: str, inputs: dict, causal: bool):
 def comparison_regime(base: Sampled, other: Sampled, logs, plan: TimingPlan, power_limit_w: float | None) -> Regime:
     """The regime of one comparison's paired rounds (``stats.regime.regime_of`` on ``paired_readings``); a
     comparison whose rounds cannot be matched to readings keeps the regime's name and no readings."""
-    readings = paired_readings(base, other)
+    readings = paired_readings(base, other, shared=plan.design == "interleaved")
     if readings is None or len(readings[0]) != len(logs):
         none = [Reading(None, None, False)] * len(logs)
         readings = (none, none)

@@ -100,11 +100,15 @@ def plan_sweep(req: SweepRequest) -> SweepPlan:
         raise SpecError(f"names: {exp.names[0] if exp.names else 'none'} alone is only the baseline, with nothing "
                         "to compare it with; give two or more, e.g. -s names={base},cutlass_{base}")
     refuse_one_name(exp, req.use_cache)
+    out = Path(req.out) if req.out else default_out_dir(exp)
     if req.run is not False:  # a bad [run] table is bad input on any machine, before the static sweep
+        from ptxprobe.core.store import RUNTIME_LOG, read_log
+        from ptxprobe.gpu.dispatch import refuse_other_regime
         from ptxprobe.gpu.plan import run_config
 
-        run_config(getattr(exp, "run", None))
-    out = Path(req.out) if req.out else default_out_dir(exp)
+        cfg = run_config(getattr(exp, "run", None))
+        if not req.fresh:  # nor is resuming GPU runs in another regime than they were timed in
+            refuse_other_regime(read_log(out / RUNTIME_LOG), cfg.timing.regime, out)
     return SweepPlan(exp, out, req, nvcc_assembles)
 
 

@@ -20,7 +20,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from ptxprobe.capture.ab import MIN_ROUNDS, Run, run_rounds
+from ptxprobe.capture.ab import MIN_ROUNDS, Run, resolution_floor, run_rounds, to_resolution
 from ptxprobe.capture.program import CUTE_FRONTEND, CapturedKernel
 from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import NoGpu, SpecError, ToolFailed
@@ -198,8 +198,15 @@ def _race_kernel(pruned: Pruned, contenders: list[Candidate], k, doc: dict, race
     racing = [c.label for c in contenders if c.label not in gate]
     log(f"{k.entry}: {len(pruned.distinct)} distinct codes, {len(racing)} pass the program's own run")
 
+    floors = [0.0]  # the proof's runs' rounding (resolution_floor): what its printed digits cannot resolve
+
     def measure(labels, n, into=calls):
         runs = rounds_of(labels, n, into)
+        if into is proof_calls:
+            by = {(r.arm, r.round): r for r in runs}
+            floors[0] = max(floors[0], resolution_floor([(by[(user_id, rnd)], r) for (a, rnd), r in by.items()
+                                                         if a != user_id and (user_id, rnd) in by
+                                                         and r.value and by[(user_id, rnd)].value]))
         bad = next((r for r in runs if r.value is None), None)
         if bad is not None:
             raise ToolFailed(f"the program failed in the {'race' if into is calls else 'proof'} (arm {bad.arm}, "
@@ -214,6 +221,11 @@ def _race_kernel(pruned: Pruned, contenders: list[Candidate], k, doc: dict, race
               "frontend": k.frontend, "command": list(race_.argv), "metric": race_.metric or "wall seconds",
               "program_runs": {"arms": {i: label for label, i in ids.items()}, "user_arm": user_id,
                                "calls": calls, "proof_calls": proof_calls}}
+    if proof is not None:  # an interval narrower than the metric's printed digits, widened to their rounding
+        iv, p = to_resolution(stats.Interval(proof.ratio, proof.low, proof.high, proof.level), proof.p_value,
+                              floors[0])
+        if (iv.low, iv.high) != (proof.low, proof.high):
+            proof = replace(proof, low=iv.low, high=iv.high, p_value=p, verdict=stats.decide(iv, race_.plan.margin))
     regime = (proof_regime(proof_calls, user_id, ids[proof.label], Nvml().power_limit_w())
               if proof is not None else None)
     return kernel_answer(pruned, result, nums={}, gate=gate, numerics=PROGRAM_GATE, gpu_seconds=seconds[0],
