@@ -226,3 +226,31 @@ def test_compare_finds_a_wider_matmul_slower_and_a_matmul_equivalent_to_itself()
     assert one.median_ms == pytest.approx(t.median_ms, rel=0.1)
     tflops = one.per_second(2.0 * 4096**3) / 1e12
     assert 100 < tflops < 1500, tflops
+
+
+@pytest.mark.gpu
+def test_a_sustained_compare_holds_each_callable_and_reports_its_regime():
+    """Each arm held alone (replays queued in batches) after its clock settles: the wider matmul still slower, the
+    rounds as asked, every comparison with its regime, the clock and power read from the card CUDA sees."""
+    torch = _cuda()
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16, generator=gen)
+    b = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16, generator=gen)
+    wide = torch.randn(4096, 4608, device="cuda", dtype=torch.bfloat16, generator=gen)
+    c, c_wide = a @ b, a @ wide
+
+    def mm():
+        torch.matmul(a, b, out=c)
+
+    def mm_wide():
+        torch.matmul(a, wide, out=c_wide)
+
+    block = api.compare({"mm": mm, "mm_wide": mm_wide}, rounds=4, regime="sustained", hold_s=0.3, settle_s=0.2,
+                        settle_max_s=1.0)
+    slower = block.comparison("mm_wide")
+    print(json.dumps(slower.to_json(), indent=1))
+    assert slower.rounds == 4 and slower.ratio < 0.97 and slower.regime.regime == "sustained"
+    reg = slower.regime
+    assert reg.sm_clock_mhz is None or 500 < reg.sm_clock_mhz < 3000
+    assert reg.power_limit_w is None or reg.power_w is None or 0 < reg.power_w <= 1.2 * reg.power_limit_w
+    assert block.gpu_seconds >= 4 * 2 * (0.3 + 0.2)
