@@ -95,7 +95,7 @@ def test_the_committed_validation_meets_the_goal_where_the_interval_before_did_n
     before = [c for c in cells if c["method"] == "signed-rank" and c["pool"] == "correlated"]
     assert all(c["coverage"] >= validation.GOAL for c in tool), tool
     assert all(c["coverage_ci"][1] < 0.95 for c in before), before  # the audit's finding, reproduced
-    assert doc["lag1"]["correlated"] == len([s for s in validation.name_series() if
+    assert doc["lag1"]["correlated"] == len([s for s in validation.name_series(validation.RUNS) if
                                              validation.positively_correlated(s["logs"])])
 
 
@@ -104,7 +104,7 @@ def test_a_cell_of_the_committed_validation_is_reproduced():
     doc = _doc()
     cell = next(c for c in doc["cells"] if c["pool"] == "correlated" and c["resampling"] == "blocks-5"
                 and c["method"] == stats.SERIAL_SIGNED_RANK)
-    series = [s["logs"] for s in validation.name_series()]
+    series = [s["logs"] for s in validation.name_series(validation.RUNS)]
     pool = [x for x in series if validation.positively_correlated(x)]
     again = validation.run_cell(pool, "blocks-5", cell["method"], validation.sim.study_plan(), 200, cell["seed"])
     assert abs(again["coverage"] - cell["coverage"]) <= 0.04

@@ -14,6 +14,7 @@ import pandas as pd
 from ptxprobe.core.schema import problem_label
 from ptxprobe.runs.rundir import RunDir
 from ptxprobe.stats import paired as stats
+from ptxprobe.stats import serial
 
 NAME_COLUMNS = ["group_id", "kernel", "problem", "run_ptxas_version", "name_template", "ratio_vs_baseline",
                 "ratio_ci_low", "ratio_ci_high", "runtime_verdict", "q_value", "rounds", "registers",
@@ -424,3 +425,19 @@ def burst_gains(path: Path, seed: int = 0) -> pd.DataFrame:
             row[f"{role}_capped"] = float(capped.mean()) if len(capped) else float("nan")
         out.append(row)
     return pd.DataFrame(out)
+
+
+def name_series(runs: tuple[str, ...]) -> list[dict]:
+    """Every timed name comparison's per-round log ratios (baseline over the renamed name) in these committed runs,
+    with its place and lag-1 autocorrelation (what the serial-correlation and stopping analyses resample)."""
+    results = Path(__file__).resolve().parents[1] / "results"
+    out = []
+    for run in runs:
+        for group, rows in _names_blocks(results / run).items():
+            base = next((r for r in rows.values() if r.get("is_baseline")), None)
+            for label, r in rows.items():
+                if base is None or r is base or not r.get("name_template") or not r.get("samples", {}).get("times_ms"):
+                    continue
+                x = stats.log_ratios(*compared_series(base, r))
+                out.append({"run": run, "group": group, "label": label, "logs": x, "lag1": serial.lag1(x)})
+    return out

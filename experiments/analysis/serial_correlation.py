@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from experiments.analysis import stopping_simulation as sim
+from experiments.analysis.gpu_runs import name_series
 from ptxprobe.gpu.timing import look_rounds, stop_reason
 from ptxprobe.stats import paired as stats
 from ptxprobe.stats import serial
@@ -48,22 +49,6 @@ SEED = 53
 GOAL = 0.94  # the issue's coverage goal on the autocorrelated name series
 CODE = ["experiments/analysis/serial_correlation.py", "experiments/analysis/stopping_simulation.py",
         "ptxprobe/stats/paired.py", "ptxprobe/stats/serial.py", "ptxprobe/gpu/timing.py"]
-
-
-def name_series(runs: tuple[str, ...] = RUNS) -> list[dict]:
-    """Every timed name comparison's per-round log ratios (baseline over the renamed name), with its place."""
-    from experiments.analysis.gpu_runs import _names_blocks, compared_series
-
-    out = []
-    for run in runs:
-        for group, rows in _names_blocks(sim.ROOT / "experiments" / "results" / run).items():
-            base = next((r for r in rows.values() if r.get("is_baseline")), None)
-            for label, r in rows.items():
-                if base is None or r is base or not r.get("name_template") or not r.get("samples", {}).get("times_ms"):
-                    continue
-                x = stats.log_ratios(*compared_series(base, r))
-                out.append({"run": run, "group": group, "label": label, "logs": x, "lag1": serial.lag1(x)})
-    return out
 
 
 def positively_correlated(x: np.ndarray) -> bool:
@@ -146,7 +131,7 @@ def _reference(rows: dict, base: dict, row: dict) -> dict:
 
 def analyse(sims: int = SIMS, seed: int = SEED) -> dict:
     plan = sim.study_plan()
-    series = name_series()
+    series = name_series(RUNS)
     logs = [s["logs"] for s in series]
     pools = {"all": logs, "correlated": [x for x in logs if positively_correlated(x)]}
     lags = np.array([s["lag1"] for s in series])

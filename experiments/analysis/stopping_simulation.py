@@ -146,8 +146,7 @@ def pseudo_median(x: np.ndarray) -> float:
 def measure(runs: tuple[str, ...] = DEFAULT_RUNS) -> Measured:
     """The noise the scenarios use, from the committed runs' A/A comparisons: the median per-round SD, the mean
     lag-1 autocorrelation, the largest first-in-replay penalty, the 90th percentile of |slope| per round."""
-    from experiments.analysis.gpu_runs import first_in_replay
-    from experiments.analysis.serial_correlation import name_series
+    from experiments.analysis.gpu_runs import first_in_replay, name_series
 
     series = _aa_series(runs)
     names = [s["lag1"] for s in name_series(runs)]
