@@ -382,3 +382,21 @@ def test_the_gpu_s_identity_is_recorded_and_a_repro_on_another_card_says_so(tmp_
     assert repro.gpu_differences(recorded, here) == ["gpu NVIDIA H100 80GB HBM3 here, NVIDIA H200 recorded",
                                                      "power_limit_w 700.00 here, 600.00 recorded"]
     assert repro.gpu_differences({"gpu": "NVIDIA H200"}, {**got, "gpu": "NVIDIA H200"}) == []  # older runs: gpu only
+
+
+def test_a_run_recorded_under_the_first_definition_of_same_code_reproduces_on_the_new_rows_first_definition():
+    """Rows recorded before the shared alignment was hashed (no machine_code_version) meet the new rows'
+    machine_code_v1_sha256: the same code reproduces although the new hash differs; a changed code still diverges."""
+    verdicts = {"attn": "baseline", "cutlass_attn": "differs"}
+    recorded = _static_rows({"attn": ["a", "a"], "cutlass_attn": ["c", "c"]}, verdicts)
+
+    def upgraded(codes):
+        rows = _static_rows({n: [x.upper() for x in c] for n, c in codes.items()}, verdicts)
+        return [{**r, "machine_code_version": 2, "machine_code_v1_sha256": r["machine_code_sha256"].lower()}
+                for r in rows]
+
+    again = upgraded({"attn": ["a", "a"], "cutlass_attn": ["c", "c"]})
+    same = {r.name: r.status for r in repro.compare(recorded, again)}
+    assert repro.DIVERGED not in same.values(), same
+    moved = {r.name: r for r in repro.compare(recorded, upgraded({"attn": ["a", "a"], "cutlass_attn": ["d", "d"]}))}
+    assert moved["cutlass_attn"].status == repro.DIVERGED

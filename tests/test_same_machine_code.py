@@ -194,3 +194,27 @@ def test_diff_of_a_renamed_kernel_whose_callee_is_kept_in_its_code_is_identical(
             for t in (calling_ptx(), rename_entry(calling_ptx(), "axpy", "xutlass_axpy").ptx)]
     assert all(a.ok for a in arts)
     assert diff_cubins(arts[0].cubin(), arts[1].cubin(), "axpy", "xutlass_axpy").verdict == IDENTICAL
+
+
+def test_the_shared_alignment_is_hashed_and_runs_recorded_before_it_are_met_on_their_own_definition():
+    """Version 2 of "the same machine code" hashes the static shared section's alignment; a kernel that differs in
+    it alone differs (``differing_parts`` names it), and rows recorded under version 1 (no machine_code_version)
+    are compared with new rows' version-1 hash (repro), and a sweep resumed across the change derives on version 1."""
+    from dataclasses import replace
+
+    from ptxprobe.binary.cubin import MACHINE_CODE_VERSION, KernelFacts
+    from ptxprobe.runs.rundir import same_code_columns, with_machine_code
+    from ptxprobe.static.verdicts import CODE_VERSION, SAME_CODE, SAME_CODE_V1
+
+    k = KernelFacts("k", 16, "t", 1, 0, 0, (), 1024, 0, code_sha256="c", shared_align=16)
+    wider = replace(k, shared_align=128)
+    assert k.machine_code_sha256 != wider.machine_code_sha256 and MACHINE_CODE_VERSION == 2
+    assert k.machine_code_v1_sha256 == wider.machine_code_v1_sha256 and k.differing_parts(wider) == (
+        "shared alignment",)
+    old = [{"status": "ok", SAME_CODE: "v1-a"}]
+    new = [{"status": "ok", SAME_CODE: "v2-a", CODE_VERSION: 2, SAME_CODE_V1: "v1-a"}]
+    assert same_code_columns(old, new) == (SAME_CODE, SAME_CODE_V1)
+    assert same_code_columns(new, new) == (SAME_CODE, SAME_CODE)
+    resumed = with_machine_code(old + new)
+    assert {r[SAME_CODE] for r in resumed} == {"v1-a"}  # one definition across the resumed log
+    assert with_machine_code(new) == new

@@ -24,6 +24,10 @@ __all__ = ["EIATTR_NAMES", "CubinFacts", "EiAttr", "KernelFacts", "kernel_column
 INSTRUCTION_BYTES = 16  # Volta and later: one 128-bit word per instruction
 
 
+# what "the same machine code" hashes: 2 adds the shared section's alignment (1: runs recorded 2026-12-02..05)
+MACHINE_CODE_VERSION = 2
+
+
 @dataclass(frozen=True)
 class KernelFacts:
     name: str
@@ -38,6 +42,7 @@ class KernelFacts:
     function_attrs: dict = field(default_factory=dict)  # .nv.info records for this symbol: name -> value
     code_sha256: str = ""  # .text plus .nv.capmerc.text: the instructions (see machine_code_sha256 for "same code")
     local_bytes: int = 0  # .nv.local.<k>
+    shared_align: int = 0  # .nv.shared.<k>'s alignment (0: no shared section)
     reach: str = ""  # binary.reach.reach_facts: callees, records, constant banks, relocations, module data; no names
 
     def attr(self, name: str) -> EiAttr | None:
@@ -68,6 +73,7 @@ class KernelFacts:
                  "records": self._global_records() != other._global_records() or own("records")
                  or own("function_records"),
                  "shared size": self.shared_bytes != other.shared_bytes,
+                 "shared alignment": self.shared_align != other.shared_align,
                  "local size": self.local_bytes != other.local_bytes,
                  "constant bank 0": self.constant0_bytes != other.constant0_bytes or own("sections"),
                  "relocations": own("relocations"), "callees": fa[1:] != fb[1:],
@@ -82,10 +88,21 @@ class KernelFacts:
         bounds, register cap, parameter bank, exit offsets...), its shared, local and constant-bank sizes and the
         banks' contents, its relocations by target, every function it calls with the same facts of its own, and
         the module's constant banks and initialised globals. The static verdict, the GPU runs' skip of identical
-        code, ``diff`` and ``repro`` all decide with it."""
-        facts = json.dumps([self.code_sha256, self.shared_bytes, self.constant0_bytes, self.local_bytes,
-                            self._global_records(), self.reach])
-        return sha256_bytes(facts.encode())
+        code, ``diff`` and ``repro`` all decide with it. Version ``MACHINE_CODE_VERSION`` (2) also hashes the shared
+        section's alignment; rows carry their version, and ``machine_code_v1_sha256`` is the definition runs recorded
+        before it used (what a run recorded then is compared on)."""
+        return self._machine_code(with_alignment=True)
+
+    @property
+    def machine_code_v1_sha256(self) -> str:
+        """``machine_code_sha256`` as version 1 defined it (no shared alignment): to compare with runs recorded
+        under it (``static.verdicts.comparable_code``, ``repro``)."""
+        return self._machine_code(with_alignment=False)
+
+    def _machine_code(self, with_alignment: bool) -> str:
+        facts = [self.code_sha256, self.shared_bytes, self.constant0_bytes, self.local_bytes, self._global_records(),
+                 self.reach] + ([self.shared_align] if with_alignment else [])
+        return sha256_bytes(json.dumps(facts).encode())
 
     def _global_records(self) -> list[tuple[str, str]]:
         """The entry's records in the global ``.nv.info``, in one canonical order."""
@@ -169,6 +186,7 @@ def read_cubin(data: bytes) -> CubinFacts:
                 code_sha256=code_sha256(layout, k),
                 function_attrs=layout.function_records.get(sym, {}) if sym is not None else {},
                 local_bytes=local_bytes(layout, k),
+                shared_align=int(sections[f".nv.shared.{k}"]["sh_addralign"]) if f".nv.shared.{k}" in sections else 0,
                 reach=reach_facts(layout, k),
             )
         tk = sections.get(".note.nv.tkinfo")
@@ -203,10 +221,13 @@ def _columns(k: KernelFacts) -> dict:
         "text_sha256": k.text_sha256,
         "code_sha256": k.code_sha256,
         "machine_code_sha256": k.machine_code_sha256,
+        "machine_code_version": MACHINE_CODE_VERSION,
+        "machine_code_v1_sha256": k.machine_code_v1_sha256,
         "text_bytes": k.text_bytes,
         "capmerc_bytes": k.capmerc_bytes,
         "merc_bytes": k.merc_bytes,
         "n_instructions": k.n_instructions,
         "shared_bytes": k.shared_bytes,
+        "shared_align": k.shared_align,
         "eiattr_registers": k.regcount,
     }

@@ -71,12 +71,15 @@ stack_bytes | int | ptxas -v stack frame
 barriers | int | ptxas -v named barriers
 text_sha256 | str | sha256 of the entry's .text
 code_sha256 | str | sha256 of .text and .nv.capmerc: the instructions
-machine_code_sha256 | str | "the same machine code", name left out: code, records, sizes, const banks, relocs, callees
+machine_code_sha256 | str | "the same machine code", name left out: code, records, sizes, shared alignment, callees
+machine_code_version | int | its definition (2: with the shared alignment; absent in runs recorded under 1)
+machine_code_v1_sha256 | str | the same under definition 1 (no shared alignment): what older runs are compared on
 text_bytes | int | size of .text
 capmerc_bytes | int | size of .nv.capmerc.text.<entry> (sm_100+)
 merc_bytes | int | size of the .nv.merc.* family
 n_instructions | int | instructions in .text
 shared_bytes | int | static shared memory
+shared_align | int | the static shared section's alignment (0: none)
 eiattr_registers | int | REGCOUNT from .nv.info
 run_at | str! | when the row was logged (UTC)
 is_baseline | bool! | the baseline template's row
@@ -113,7 +116,7 @@ regime | str | burst (short interleaved units, one clock for both codes) or sust
 clock_mhz | float | median SM clock over the compared rounds (both arms)
 clock_iqr_mhz | float | interquartile range of that clock
 clock_delta_mhz | float | median per-round clock of this arm minus the baseline's (0 when they shared it)
-throttled_share | float | share of samples a power or thermal limit held the clock in (held windows and program runs: in most of their readings)
+throttled_share | float | share of samples a power or thermal limit held the clock in (a held window: in most of it)
 power_w | float | median board power over the compared rounds
 power_limit_w | float | the power limit the card enforced (null: not recorded)
 clock_slope_per_100mhz | float | the per-round log ratio's change per 100 MHz of SM clock

@@ -23,7 +23,7 @@ from ptxprobe.core.schema import problem_label
 from ptxprobe.core.store import MANIFEST
 from ptxprobe.gpu.plan import RunConfig
 from ptxprobe.reports.gpu_section import regime_text
-from ptxprobe.runs.rundir import DamagedRun, RunDir, same_code_column
+from ptxprobe.runs.rundir import DamagedRun, RunDir, same_code_columns
 from ptxprobe.sources.registry import kernel_source_hashes
 from ptxprobe.static.experiment import experiment_from_dict, recorded_axes
 from ptxprobe.static.sweep import run_sweep
@@ -165,8 +165,8 @@ def compare(recorded: list[dict], new: list[dict], interrupted: bool = False) ->
         return g
 
     rec, cur = group(recorded), group(new)
-    column = same_code_column(recorded)  # a run recorded before machine_code_sha256 is compared on its own column
-    spread = _spread(rec, column) | _spread(cur, column)
+    column, new_column = same_code_columns(recorded, new)  # a run recorded under an older definition: on its own terms
+    spread = _spread(rec, column) | _spread(cur, new_column)
     out = []
     for key, rs in sorted(rec.items()):
         kernel, arch, name = key[0], key[1], variant_label(rs[0])
@@ -178,7 +178,7 @@ def compare(recorded: list[dict], new: list[dict], interrupted: bool = False) ->
             continue
         statuses_rec = Counter(r["status"] for r in rs)
         statuses_new = Counter(r["status"] for r in ns)
-        ok_new = Counter(r[column] for r in ns if r["status"] == "ok")
+        ok_new = Counter(r[new_column] for r in ns if r["status"] == "ok")
         if interrupted and len(ns) < len(rs) and set(ok_new) <= set(ok_rec):
             out.append(ReproRow(kernel, arch, ver, name, NOT_RUN, len(ok_rec), len(ok_new),
                                 f"interrupted after {len(ns)} of {len(rs)} runs"))

@@ -45,6 +45,7 @@ from ptxprobe.core.store import (
     read_log,
     write_parquet,
 )
+from ptxprobe.static.verdicts import CODE_VERSION, SAME_CODE_V1, comparable_code
 
 OLD_LAYOUT = 1  # a manifest without schema_version
 # ``ptxprobe capture`` writes what it captured, the rename sweep of it in ``sweep/`` and its program A/B in ``ab/``
@@ -315,17 +316,25 @@ def upgraded_manifest(manifest: dict) -> dict:
     return {**manifest, "experiment": {**manifest["experiment"], "run": run}}
 
 
-def same_code_column(rows: list[dict]) -> str:
-    """The column that meant "the same machine code" when these rows were recorded: runs from before
-    ``machine_code_sha256`` existed judged by ``code_sha256`` (the instructions)."""
+def same_code_columns(rows: list[dict], new: list[dict]) -> tuple[str, str]:
+    """(the column that meant "the same machine code" when ``rows`` were recorded, the column of the ``new`` rows
+    that means the same): runs from before ``machine_code_sha256`` existed judged by ``code_sha256`` (the
+    instructions); runs of its version 1 (no ``machine_code_version``) meet newer rows' ``machine_code_v1_sha256``."""
     ok = [r for r in rows if r.get("status") == "ok"]
-    return MACHINE_CODE if all(MACHINE_CODE in r for r in ok) else RECORDED_CODE
+    if not all(MACHINE_CODE in r for r in ok):
+        return RECORDED_CODE, RECORDED_CODE
+    newer = [r for r in new if r.get("status") == "ok" and r.get(CODE_VERSION)]
+    if all(CODE_VERSION in r for r in ok) or not newer:
+        return MACHINE_CODE, MACHINE_CODE
+    return MACHINE_CODE, SAME_CODE_V1
 
 
 def with_machine_code(rows: list[dict]) -> list[dict]:
     """Rows recorded before ``machine_code_sha256`` existed keep their own "same machine code" (``code_sha256``),
-    so their verdicts derive as they were recorded."""
-    return [r if MACHINE_CODE in r or RECORDED_CODE not in r else {**r, MACHINE_CODE: r[RECORDED_CODE]} for r in rows]
+    and rows of several versions of it are compared on the oldest (``static.verdicts.comparable_code``), so their
+    verdicts derive as they were recorded."""
+    return comparable_code([r if MACHINE_CODE in r or RECORDED_CODE not in r else {**r, MACHINE_CODE: r[RECORDED_CODE]}
+                            for r in rows])
 
 
 def run_dirs(root: str | os.PathLike) -> list[RunDir]:

@@ -98,9 +98,9 @@ def _cubin_columns(art: Artifact, names: list[str], cache: Cache) -> dict[str, d
     return out
 
 
-_FACT_COLUMNS = ("text_sha256", "code_sha256", "machine_code_sha256", "text_bytes", "capmerc_bytes", "merc_bytes",
-                 "n_instructions",
-                 "shared_bytes", "eiattr_registers")
+_FACT_COLUMNS = ("text_sha256", "code_sha256", "machine_code_sha256", "machine_code_version", "machine_code_v1_sha256",
+                 "text_bytes", "capmerc_bytes", "merc_bytes", "n_instructions", "shared_bytes", "shared_align",
+                 "eiattr_registers")
 
 
 def variant_row(p: Planned, art: Artifact, cache: Cache | None = None) -> dict:

@@ -48,7 +48,7 @@ from ptxprobe.static.adaptive import more_runs
 from ptxprobe.static.executors import Executor, LocalExecutor, by_assembly, variant_rows
 from ptxprobe.static.experiment import Experiment
 from ptxprobe.static.plan import Planned, plan_emitted
-from ptxprobe.static.verdicts import SAME_CODE, derive
+from ptxprobe.static.verdicts import SAME_CODE, comparable_code, derive
 from ptxprobe.toolchain.assemble import cached_artifact, flag_file_digests
 from ptxprobe.toolchain.tools import Tool, discover
 
@@ -192,7 +192,7 @@ def _write_outputs(out: Path, exp, identity: dict, tools, argv, started: float, 
     """results.jsonl/.parquet and the manifest, for the rows of this plan that are in the log."""
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C cannot cut the write-out
     try:
-        derived = derive([logged[i] for i in state.planned_ids if i in logged])
+        derived = derive(comparable_code([logged[i] for i in state.planned_ids if i in logged]))
         write_jsonl(out / RESULTS_JSONL, derived)
         write_parquet(out / RESULTS_PARQUET, derived)
         counts = {

@@ -16,6 +16,17 @@ from ptxprobe.toolchain.tools import arch_order
 DIFFERS = ("differs", "differs_deterministic", "differs_beyond_noise", "differs_unrepeated")
 NOT_APPLICABLE = "option_unsupported"
 SAME_CODE = "machine_code_sha256"  # the row column every "same machine code" decision reads (binary.cubin defines it)
+SAME_CODE_V1 = "machine_code_v1_sha256"  # rows of version 2 on keep the version-1 hash, to meet rows recorded under it
+CODE_VERSION = "machine_code_version"  # absent: version 1 (runs recorded before the shared alignment was hashed)
+
+
+def comparable_code(rows: list[dict]) -> list[dict]:
+    """Rows under one definition of "the same machine code": where rows recorded under version 1 sit beside newer
+    ones (a sweep resumed across an upgrade), the newer rows are compared on their version-1 hash; else as given."""
+    old = any(SAME_CODE in r and CODE_VERSION not in r for r in rows if r.get("status") == "ok")
+    if not old:
+        return rows
+    return [{**r, SAME_CODE: r[SAME_CODE_V1]} if r.get(CODE_VERSION) and r.get(SAME_CODE_V1) else r for r in rows]
 FAILED_STATUSES = ("failed", "crashed", "timeout", "unsupported_ptx", "bad_cubin", "tool_mismatch", "worker_lost")
 
 
