@@ -29,6 +29,7 @@ RUNS = ("2026-12-03-h200-defaults", "2026-12-03-h200-defaults-repro", "2026-12-0
         "2026-12-04-h200-defaults-repro", "2026-12-04-h200-defaults-sized-plants", "2026-12-05-h100-defaults",
         "2026-12-05-h100-defaults-signed-rank")
 PLANTED = (0.0025, 0.005, 0.01)  # log-ratio change per 100 MHz
+CLOCK_RELATED_R = 0.7  # a comparison whose runs' ratios follow their median clocks at least this closely
 OUT = Path(__file__).resolve().parents[1] / "results" / "2026-12-05-cpu-clock-slope"
 CODE = ["experiments/analysis/clock_slope.py", "ptxprobe/stats/regime.py", "ptxprobe/stats/serial.py",
         "ptxprobe/gpu/timing.py"]
@@ -43,12 +44,18 @@ def _sampled(row: dict) -> Sampled:
 
 def series(run: str) -> tuple[list, list]:
     """(A/A series, name series) of one run: each (log ratios, per-round clock) of the rounds it paired."""
+    aa, names, _ = _series(run)
+    return aa, names
+
+
+def _series(run: str) -> tuple[list, list, dict]:
+    """``series`` and, per name comparison (group, label), its run's log ratio (the row's) and median clock."""
     by_group: dict[str, dict[str, dict]] = {}
     for row in RunDir(results_dir(run)).runtime_log:
         if row.get("block") == "names" and row.get("samples"):
             by_group.setdefault(row["group_id"], {})[row["label"]] = row
-    aa, names = [], []
-    for rows in by_group.values():
+    aa, names, per = [], [], {}
+    for group, rows in by_group.items():
         pairs = [(AA_LABELS[0], AA_LABELS[1], aa)]
         base = next((label for label, r in rows.items() if r.get("is_baseline")), None)
         pairs += [(base, label, names) for label, r in rows.items()
@@ -64,7 +71,11 @@ def series(run: str) -> tuple[list, list]:
             clocks = [None if x.sm_clock_mhz is None or y.sm_clock_mhz is None
                       else (x.sm_clock_mhz + y.sm_clock_mhz) / 2 for x, y in zip(*readings, strict=True)]
             into.append((np.asarray(logs, dtype=float), clocks))
-    return aa, names
+            seen = [c for c in clocks if c is not None]
+            if into is names and seen:
+                per[(group, b)] = (float(np.log(rows[b]["ratio_vs_baseline"])), float(np.median(seen)),
+                                   clock_slope(list(logs), clocks))
+    return aa, names, per
 
 
 def _rate(hits: int, n: int) -> dict:
@@ -86,6 +97,31 @@ def flagged(items, slope: float = 0.0) -> dict:
     return {**_rate(hits, n), "no_regression": len(items) - n}
 
 
+def across_runs(runs=RUNS[:5]) -> dict:
+    """Does a comparison's within-run clock slope predict how its ratio moves between runs? Per name comparison
+    timed in four or more of these runs, its runs' log ratios against their median clocks (the across-run slope and
+    correlation) beside the mean of its within-run slopes; counted where the runs' clocks explain the ratio
+    (|r| >= 0.7): how often the two slopes agree in sign. (The five H200 defaults runs: one card, one design.)"""
+    by: dict[tuple, list] = {}
+    for run in runs:
+        for key, v in _series(run)[2].items():
+            by.setdefault(key, []).append(v)
+    rows = []
+    for key, v in by.items():
+        y, c = np.array([x[0] for x in v]), np.array([x[1] for x in v])
+        within = [x[2].per_100mhz for x in v if x[2] is not None]
+        if len(v) < 4 or np.ptp(c) == 0 or np.ptp(y) == 0 or not within:
+            continue
+        rows.append({"group": key[0], "label": key[1], "runs": len(v), "r": float(np.corrcoef(y, c)[0, 1]),
+                     "across_per_100mhz": float(np.polyfit(c / 100.0, y, 1)[0]),
+                     "within_per_100mhz": float(np.mean(within))})
+    strong = [r for r in rows if abs(r["r"]) >= CLOCK_RELATED_R]
+    agree = [r for r in strong if np.sign(r["across_per_100mhz"]) == np.sign(r["within_per_100mhz"])]
+    top = max(strong, key=lambda r: abs(r["r"]), default=None)
+    return {"runs": list(runs), "comparisons": len(rows), "clock_related": len(strong), "sign_agrees": len(agree),
+            "clock_related_r": CLOCK_RELATED_R, "strongest": top}
+
+
 def analyse(runs=RUNS) -> dict:
     per_run, all_aa, all_names = {}, [], []
     for run in runs:
@@ -102,7 +138,7 @@ def analyse(runs=RUNS) -> dict:
             "aa": flagged(all_aa), "names": flagged(all_names),
             "planted": {f"{s:g}": flagged(all_aa, s) for s in PLANTED},
             "aa_clock_range_mhz_median": float(np.median(spread)) if spread else None,
-            "per_run": per_run}
+            "per_run": per_run, "across_runs": across_runs()}
 
 
 def main() -> int:
