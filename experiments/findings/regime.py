@@ -105,7 +105,8 @@ def _across(a: dict) -> str:
     """Whether within-run slopes predict the between-run movement (why repro adds no clock term)."""
     top = a["strongest"]
     return (f"Across the {len(a['runs'])} H200 defaults runs, {a['clock_related']} of {a['comparisons']} name "
-            f"comparisons moved with the run's median clock (|r| ≥ {a['clock_related_r']:g}), but their within-run slopes agreed in sign "
+            f"comparisons moved with the run's median clock (|r| ≥ {a['clock_related_r']:g}), but their within-run "
+            "slopes agreed in sign "
             f"with that movement in only {a['sign_agrees']} of them. The strongest (`{top['group']}`, "
             f"r = {top['r']:.2f}) moved {top['across_per_100mhz'] * 100:+.2f} % per 100 MHz between runs and "
             f"{top['within_per_100mhz'] * 100:+.2f} % within them. A comparison's own slope does not predict how "
