@@ -65,14 +65,27 @@ def _local(host) -> bool:
 
 
 TIERS = ("unit", "integration", "e2e", "gpu", "study")  # registered in pyproject.toml
+# each tier's per-test limit (seconds): a hung unit test fails in two minutes, not in the suite's fifteen
+TIER_TIMEOUT_S = {"unit": 120, "integration": 600, "e2e": 900, "gpu": 900, "study": 600}
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m selects: a module's TIER is a mark by then
 def pytest_collection_modifyitems(config, items):
-    """Every test carries a tier (a module-level ``pytestmark`` is enough): a module without one stops the run."""
-    untiered = sorted({item.nodeid.split("::")[0] for item in items
-                       if not any(item.get_closest_marker(t) for t in TIERS)})
-    if untiered:
-        raise pytest.UsageError(f"test modules without a tier marker ({', '.join(TIERS)}): {', '.join(untiered)}")
+    """Every test has exactly one tier: its own mark, its module's ``pytestmark``, or (for a module whose tests
+    differ) its module's ``TIER`` where the test has no mark of its own. None or several stop the run (a unit
+    module's GPU test must not run under ``-m unit``). Each tier's timeout applies where a test sets none."""
+    problems = []
+    for item in items:
+        tiers = {m.name for m in item.iter_markers() if m.name in TIERS}
+        if not tiers and getattr(item.module, "TIER", None) in TIERS:
+            tiers = {item.module.TIER}
+            item.add_marker(getattr(pytest.mark, item.module.TIER))
+        if len(tiers) != 1:
+            problems.append(f"{item.nodeid}: {', '.join(sorted(tiers)) or 'no tier'}")
+        elif item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(TIER_TIMEOUT_S[next(iter(tiers))]))
+    if problems:
+        raise pytest.UsageError(f"every test has exactly one tier ({', '.join(TIERS)}): " + "; ".join(problems[:10]))
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -20,7 +20,7 @@ from ptxprobe.gpu.timing import Sampled, TimingPlan
 from ptxprobe.stats import paired as stats
 from tests.ptx_text import AXPY_PTX
 
-pytestmark = pytest.mark.integration  # the sweep runs ptxas; the GPU comparison is marked gpu as well
+TIER = "integration"  # each test without its own tier (conftest): the sweep runs ptxas; the GPU tests are gpu
 SIZED = 0.75  # a sample lasts at least this share of min_sample_ms (sized from a one-launch probe)
 
 

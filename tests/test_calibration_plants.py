@@ -27,7 +27,7 @@ from ptxprobe.stats import bounds
 from ptxprobe.stats import paired as stats
 from tests.ptx_text import AXPY_PTX
 
-pytestmark = pytest.mark.unit
+TIER = "unit"  # the tier of each test here without its own (conftest)
 
 # --- which plants a group times, and where -------------------------------------------------------------------------
 

@@ -85,3 +85,24 @@ def test_every_command_the_parser_offers_runs_a_function_that_exists():
         else:
             assert callable(func), name
     assert {"rename-sweep", "capture", "report", "cache"} <= seen
+
+
+def test_every_test_has_exactly_one_tier_and_a_unit_run_leaves_out_the_tools(tmp_path):
+    """A module-level tier plus a test's own (a unit module's GPU test) made ``-m unit`` run ptxas and a GPU test:
+    such a test is now refused at collection, and a module whose tests differ names its default ``TIER``."""
+    import subprocess
+    import sys
+
+    (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
+    (tmp_path / "test_two.py").write_text("import pytest\npytestmark = pytest.mark.unit\n\n\n"
+                                          "@pytest.mark.gpu\ndef test_x():\n    pass\n")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+                          "--collect-only", str(tmp_path / "test_two.py")], capture_output=True, text=True,
+                         cwd=tmp_path, timeout=120)
+    assert run.returncode != 0 and "every test has exactly one tier" in run.stdout + run.stderr
+    (tmp_path / "test_two.py").write_text("import pytest\nTIER = 'unit'\n\n\n@pytest.mark.gpu\ndef test_x():\n"
+                                          "    pass\n\n\ndef test_y():\n    pass\n")
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+                          "--collect-only", "-m", "unit", str(tmp_path / "test_two.py")], capture_output=True,
+                         text=True, cwd=tmp_path, timeout=120)
+    assert run.returncode == 0 and "test_y" in run.stdout and "test_x" not in run.stdout

@@ -18,7 +18,7 @@ from experiments.findings import reduction
 from ptxprobe.ptx.text import entry_of
 from ptxprobe.reduce import ptxbody
 
-pytestmark = pytest.mark.study
+TIER = "study"  # the tier of each test here without its own (conftest)
 
 
 def _reduced() -> list[dict]:

@@ -24,7 +24,7 @@ from ptxprobe.tune.prune import SAME_CODE_AS, Candidate, arranged, candidates_fr
 from ptxprobe.tune.space import DEFAULT_NAMES, build_space, parse_option_sets
 from tests.ptx_text import SCALE_KERNEL_PROGRAM
 
-pytestmark = pytest.mark.unit
+TIER = "unit"  # the tier of each test here without its own (conftest)
 ROOT = Path(__file__).resolve().parent.parent
 
 
