@@ -193,12 +193,31 @@ def cache_stages() -> str:
     return "\n".join(rows)
 
 
+def package_layout() -> str:
+    """The package's feature folders: each one's own docstring (first sentence) and its modules, read from the tree,
+    so a folder added or renamed shows here without anyone editing this page."""
+    import ast
+
+    rows = ["| folder | holds | modules |", "|---|---|---|"]
+    for folder in sorted(p for p in (ROOT / "ptxprobe").iterdir() if p.is_dir() and not p.name.startswith("_")):
+        init = folder / "__init__.py"
+        if init.exists():
+            doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+            modules = sorted(m.stem for m in folder.glob("*.py") if m.stem != "__init__")
+        else:  # a data folder (the experiments shipped with the package)
+            doc = "Data, not code: " + ", ".join(sorted(f.name for f in folder.iterdir() if f.is_file()))
+            modules = []
+        first = " ".join(doc.split("\n\n")[0].split())
+        rows.append(f"| `ptxprobe/{folder.name}` | {_cell(first)} | {', '.join(f'`{m}`' for m in modules)} |")
+    return "\n".join(rows)
+
+
 BLOCKS = {
     "schema.md": {"columns": columns},
     "spec.md": {"sweep-defaults": sweep_defaults, "run-defaults": run_defaults,
                 "timing-defaults": timing_defaults, "launch-keys": launch_keys},
     "gpu-method.md": {"method-constants": method_constants},
-    "development.md": {"cache-stages": cache_stages},
+    "development.md": {"cache-stages": cache_stages, "package-layout": package_layout},
 }
 
 

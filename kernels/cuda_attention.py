@@ -2,7 +2,7 @@
 
 nvcc builds one kernel per (dtype, head dim, causal) from the same source with -D
 switches, so each PTX has exactly one entry, named ``flash_attention_<dtype>_d<D>[_causal]``.
-Launch: plain pointers through the CUDA driver API (see ptxprobe.run.CudaKernel).
+Launch: plain pointers through the CUDA driver API (see ptxprobe.gpu.launchers.CudaKernel).
 """
 
 from __future__ import annotations

@@ -106,3 +106,31 @@ def test_every_test_has_exactly_one_tier_and_a_unit_run_leaves_out_the_tools(tmp
                           "--collect-only", "-m", "unit", str(tmp_path / "test_two.py")], capture_output=True,
                          text=True, cwd=tmp_path, timeout=120)
     assert run.returncode == 0 and "test_y" in run.stdout and "test_x" not in run.stdout
+
+
+def test_every_package_path_the_docs_name_resolves():
+    """A dotted ``ptxprobe.…`` path in the README, docs, notebook or kernels names something that exists (the
+    notebook named ``ptxprobe.analysis``, a kernel ``ptxprobe.run.CudaKernel``, the method ``ptxprobe.compare``)."""
+    import importlib
+
+    def resolves(dotted: str) -> bool:
+        parts = dotted.split(".")
+        for i in range(len(parts), 0, -1):
+            try:
+                obj = importlib.import_module(".".join(parts[:i]))
+            except ImportError:
+                continue
+            for part in parts[i:]:
+                if not hasattr(obj, part):
+                    return False
+                obj = getattr(obj, part)
+            return True
+        return False
+
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "notebooks").glob("*.ipynb")),
+             *sorted((ROOT / "kernels").rglob("*.py"))]
+    named = {(f.relative_to(ROOT).as_posix(), m.rstrip(".")) for f in files
+             for m in re.findall(r"\bptxprobe(?:\.[A-Za-z_]\w*)+", f.read_text())}
+    named = {(f, m) for f, m in named if not m.endswith((".py", ".md", ".toml", ".json"))}
+    assert len(named) > 20
+    assert sorted((f, m) for f, m in named if not resolves(m)) == []
