@@ -21,8 +21,8 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv 
 python3 -m ptxprobe.cli toolchain list 2>&1 | tail -12 | tee -a "$OUT/status.txt"
 case "${1:-smoke}" in
   smoke) timeout 300 python3 -m pytest -q -p no:cacheprovider tests/test_gpu.py -x 2>&1 | tee "$OUT/gpu-tests.log" | tail -15 ;;
-  design) run h200-design h200_design "${2:-540}" ;;
-  pairs) run h200-design-pairs h200_design "${2:-540}" ;;  # the same experiment, timed with the paired design
+  design) run h200-design experiments/h200_design.toml "${2:-540}" ;;
+  pairs) run h200-design-pairs experiments/h200_design.toml "${2:-540}" ;;  # the same experiment, timed with the paired design
   sweep-explain)  # rename-sweep --run --explain end to end on sgemm.cu, as a user would run it
     timeout -s INT "${2:-280}" python3 -m ptxprobe.cli rename-sweep --cu experiments/user/sgemm.cu --entry sgemm \
       --spec experiments/user/sgemm.toml -s ptxas=triton --run --explain -j 16 -q -o /tmp/runs/h200-sweep-explain \
@@ -31,9 +31,9 @@ case "${1:-smoke}" in
     tar -C /tmp/runs --exclude='*.ncu-rep' -czf "$OUT/h200-sweep-explain.tar.gz" h200-sweep-explain ;;
   pairs-resume)  # finish the committed paired run: the groups already in its runtime.jsonl are skipped
     mkdir -p /tmp/runs && cp -r experiments/results/2026-12-02-h200-design-pairs /tmp/runs/h200-design-pairs
-    run h200-design-pairs h200_design "${2:-420}" ;;
+    run h200-design-pairs experiments/h200_design.toml "${2:-420}" ;;
   user) run h200-design-user experiments/h200_design_user.toml "${2:-540}" ;;
-  long) run h200-design-long h200_design_long "${2:-540}" ;;
+  long) run h200-design-long experiments/h200_design_long.toml "${2:-540}" ;;
   explain)  # ncu stall samples for the committed sgemm and ptxas-12.4 attention groups (why a name changes speed)
     mkdir -p /tmp/runs
     for r in design-user design; do
