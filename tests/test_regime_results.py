@@ -73,3 +73,14 @@ def test_repro_says_both_runs_regimes_beside_a_timed_comparison():
     out = {r.name: r.reason for r in repro.compare_runtime(rows, held) if r.gap is not None}
     named = next(why for name, why in out.items() if "untriggered" in name or name.startswith("xutlass"))
     assert "regime now sustained, 1905" in named and "recorded burst, 1912" in named, out
+
+
+def test_the_findings_judge_the_clock_prediction_from_the_numbers():
+    text = "\n".join(findings.section())
+    for run in findings.RUNS:
+        g = findings.gains(run)
+        sus = g["sustained"]["tune"]
+        predicted = findings.predicted_sustained(g["burst"]["tune"]["gain"]["ratio"], sus["regime"])
+        inside = sus["gain"]["low"] <= predicted <= sus["gain"]["high"]
+        said = text.split(f"= {predicted:.4f} against", 1)[1].split(";")[0]
+        assert ("inside: the clock accounts for the drop" in said) == inside, said

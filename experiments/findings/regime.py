@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from experiments.analysis import static_runs as analysis
+from ptxprobe.gpu.sustained import CLOCK_STEP_MHZ
 from ptxprobe.runs.rundir import RunDir
 
 RUNS = ("2026-12-05-h200-regime", "2026-12-05-h100-regime")
@@ -57,9 +58,14 @@ def section() -> list[str]:
             limits.add(reg["power_limit_w"])
         b, sus = g["burst"]["tune"], g["sustained"]["tune"]
         delta, predicted = sus["regime"]["clock_delta_mhz"], predicted_sustained(b["gain"]["ratio"], sus["regime"])
+        inside = sus["gain"]["low"] <= predicted <= sus["gain"]["high"]
         checks.append(f"{g['burst']['gpu']}: {b['gain']['ratio']:.4f} × (1 − {abs(delta):.1f}/"
                       f"{sus['regime']['clock_mhz']:.0f}) = {predicted:.4f} against {sus['gain']['ratio']:.4f} "
-                      f"measured [{sus['gain']['low']:.4f}, {sus['gain']['high']:.4f}]")
+                      f"measured [{sus['gain']['low']:.4f}, {sus['gain']['high']:.4f}], "
+                      + ("inside: the clock accounts for the drop" if inside else
+                         "below the interval: the clock difference predicts a larger drop than measured (the time "
+                         "per launch does not follow the clock one for one)" if predicted < sus["gain"]["low"] else
+                         "above the interval: the clock accounts for part of the drop, not all of it"))
     cal = _plants(RUNS[0])
     sized = {f: cal["planted_measured_fraction_median"][f] for f in ("0.01", "0.02")}
     cs = json.loads((analysis.results_dir(CLOCK_SLOPE) / "clock_slope.json").read_text())
@@ -74,10 +80,9 @@ def section() -> list[str]:
         f"does per cycle. Held alone for seconds at the {' / '.join(f'{x:.0f}' for x in sorted(limits))} W limit, the "
         "faster code draws more power and the card gives it a lower clock, and the gain shrinks. If the time per "
         "launch went with the clock alone, the burst gain times "
-        "the clock given back would predict the sustained one: " + "; ".join(checks) + ". On the H200 that accounts "
-        "for the drop; on the H100 the prediction falls below the measured interval: the clock accounts for most of "
-        "the drop there, not all of it (read in 15 MHz steps). Every tuned gain, verdict row and `api.compare` "
-        "comparison now carries its regime, and the terminal tables show it.",
+        "the clock given back would predict the sustained one: " + "; ".join(checks) + " (the clock is read in "
+        f"{CLOCK_STEP_MHZ:g} MHz steps). Every tuned gain, verdict row and `api.compare` comparison now carries its "
+        "regime, and the terminal tables show it.",
         "",
         "Held alone, a sleep plant is not of its sized size: a sleep idles the SMs, the power drops and the clock "
         f"rises for the compute around it. On the H200 the 1 % and 2 % plants read {sized['0.01'] * 100:.2f} % and "
@@ -88,7 +93,7 @@ def section() -> list[str]:
         f"**Is a gain clock-dependent?** (`{CLOCK_SLOPE}`, `experiments/analysis/clock_slope.py`.) Each comparison's "
         "per-round log ratio is regressed on the per-round SM clock, its interval from the long-run variance at b = 1 "
         "with fixed-b critical values, never below the heteroscedasticity-robust variance (a conservative interval: "
-        "the flag is a diagnostic). On the {aa['of'] + aa['no_regression']} committed A/A pairs of "
+        f"the flag is a diagnostic). On the {aa['of'] + aa['no_regression']} committed A/A pairs of "
         f"{len(cs['runs'])} defaults runs (truth: no dependence) it flagged {aa['hits']} of the {aa['of']} whose clock "
         f"moved ({aa['no_regression']} ran at one clock: nothing to regress on); with a slope planted on those same "
         "series' own clocks it found " + ", ".join(f"{float(k) * 100:g} % per 100 MHz in {v['rate'] * 100:.0f} %"
