@@ -87,25 +87,33 @@ def test_every_command_the_parser_offers_runs_a_function_that_exists():
     assert {"rename-sweep", "capture", "report", "cache"} <= seen
 
 
-def test_every_test_has_exactly_one_tier_and_a_unit_run_leaves_out_the_tools(tmp_path):
+def test_every_test_has_exactly_one_tier_and_a_unit_run_leaves_out_the_tools():
     """A module-level tier plus a test's own (a unit module's GPU test) made ``-m unit`` run ptxas and a GPU test:
-    such a test is now refused at collection, and a module whose tests differ names its default ``TIER``."""
-    import subprocess
-    import sys
+    such a test is refused at collection, and a module whose tests differ names its default ``TIER``."""
+    from types import SimpleNamespace
 
-    (tmp_path / "conftest.py").write_text((ROOT / "tests" / "conftest.py").read_text())
-    (tmp_path / "test_two.py").write_text("import pytest\npytestmark = pytest.mark.unit\n\n\n"
-                                          "@pytest.mark.gpu\ndef test_x():\n    pass\n")
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-                          "--collect-only", str(tmp_path / "test_two.py")], capture_output=True, text=True,
-                         cwd=tmp_path, timeout=120)
-    assert run.returncode != 0 and "every test has exactly one tier" in run.stdout + run.stderr
-    (tmp_path / "test_two.py").write_text("import pytest\nTIER = 'unit'\n\n\n@pytest.mark.gpu\ndef test_x():\n"
-                                          "    pass\n\n\ndef test_y():\n    pass\n")
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-                          "--collect-only", "-m", "unit", str(tmp_path / "test_two.py")], capture_output=True,
-                         text=True, cwd=tmp_path, timeout=120)
-    assert run.returncode == 0 and "test_y" in run.stdout and "test_x" not in run.stdout
+    from tests import conftest
+
+    def item(own: list[str], module_marks: list[str], tier: str | None = None):
+        marks = [SimpleNamespace(name=n) for n in own + module_marks]
+
+        def add_marker(mark):
+            marks.insert(0, SimpleNamespace(name=mark.name, args=getattr(mark, "args", ())))
+
+        return SimpleNamespace(nodeid="t.py::x", module=SimpleNamespace(**({"TIER": tier} if tier else {})),
+                               iter_markers=lambda: iter(marks), add_marker=add_marker,
+                               get_closest_marker=lambda name: next((m for m in marks if m.name == name), None),
+                               marks=marks)
+
+    with pytest.raises(pytest.UsageError, match="exactly one tier.*gpu, unit"):
+        conftest.pytest_collection_modifyitems(None, [item(["gpu"], ["unit"])])
+    with pytest.raises(pytest.UsageError, match="no tier"):
+        conftest.pytest_collection_modifyitems(None, [item([], [])])
+    gpu, plain = item(["gpu"], [], tier="unit"), item([], [], tier="unit")
+    conftest.pytest_collection_modifyitems(None, [gpu, plain])
+    tiers = [[m.name for m in x.marks if m.name in conftest.TIERS] for x in (gpu, plain)]
+    assert tiers == [["gpu"], ["unit"]]
+    assert [m.args for m in plain.marks if m.name == "timeout"] == [(conftest.TIER_TIMEOUT_S["unit"],)]
 
 
 def test_every_package_path_the_docs_name_resolves():

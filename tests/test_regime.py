@@ -334,3 +334,24 @@ def test_a_program_tuned_alone_refuses_a_regime_it_cannot_hold(tmp_path, capsys)
     code = main(["tune", "-o", str(tmp_path / "t"), "--regime", "sustained", "--", "python3", "-c", "pass"])
     assert code == 2 and "a program tuned alone is measured by its own runs" in capsys.readouterr().err
     assert not (tmp_path / "t").exists()
+
+
+def test_a_program_tunes_proof_is_not_proven_faster_below_its_metrics_printed_digits():
+    """ms=1.23 for yours and ms=1.22 for the other code, every run: identical rounds, a zero-width interval at
+    1.0082 that once proved it faster; widened to what two decimals can resolve (from the proof's kept runs), it is
+    not; with enough digits the proof stands as it was."""
+    from dataclasses import asdict
+
+    from ptxprobe.capture.ab import Run
+    from ptxprobe.tune.program import proof_pairs, to_printed_digits
+    from ptxprobe.tune.proof import Proof
+
+    def calls(resolution):
+        return [[asdict(Run(arm, r, 0, True, 1.0, v, 1, "", resolution=resolution)) for r in range(6)
+                 for arm, v in (("c0", 1.23), ("c1", 1.22))]]
+
+    zero = Proof("c1", 6, 1, 1.23 / 1.22, 1.23 / 1.22, 1.23 / 1.22, 0.95, stats.FASTER, 0.03, "settled")
+    rounded = to_printed_digits(zero, proof_pairs(calls(0.01), "c0", "c1"), 0.005)
+    assert rounded.low <= 1.0 + 1e-9 <= rounded.high and rounded.verdict not in stats.SIGNIFICANT
+    assert rounded.outcome != "confirmed" and rounded.p_value >= 0.05
+    assert to_printed_digits(zero, proof_pairs(calls(None), "c0", "c1"), 0.005) == zero  # wall time: no floor

@@ -38,7 +38,7 @@ from ptxprobe.tune.answer import (
     write_tuned,
 )
 from ptxprobe.tune.apply import build_swap, program_env, write_arm
-from ptxprobe.tune.proof import proved
+from ptxprobe.tune.proof import Proof, proved
 from ptxprobe.tune.prune import Candidate, Pruned, arranged, prune
 from ptxprobe.tune.race import RacePlan, race
 from ptxprobe.tune.run import (
@@ -198,15 +198,8 @@ def _race_kernel(pruned: Pruned, contenders: list[Candidate], k, doc: dict, race
     racing = [c.label for c in contenders if c.label not in gate]
     log(f"{k.entry}: {len(pruned.distinct)} distinct codes, {len(racing)} pass the program's own run")
 
-    floors = [0.0]  # the proof's runs' rounding (resolution_floor): what its printed digits cannot resolve
-
     def measure(labels, n, into=calls):
         runs = rounds_of(labels, n, into)
-        if into is proof_calls:
-            by = {(r.arm, r.round): r for r in runs}
-            floors[0] = max(floors[0], resolution_floor([(by[(user_id, rnd)], r) for (a, rnd), r in by.items()
-                                                         if a != user_id and (user_id, rnd) in by
-                                                         and r.value and by[(user_id, rnd)].value]))
         bad = next((r for r in runs if r.value is None), None)
         if bad is not None:
             raise ToolFailed(f"the program failed in the {'race' if into is calls else 'proof'} (arm {bad.arm}, "
@@ -222,10 +215,7 @@ def _race_kernel(pruned: Pruned, contenders: list[Candidate], k, doc: dict, race
               "program_runs": {"arms": {i: label for label, i in ids.items()}, "user_arm": user_id,
                                "calls": calls, "proof_calls": proof_calls}}
     if proof is not None:  # an interval narrower than the metric's printed digits, widened to their rounding
-        iv, p = to_resolution(stats.Interval(proof.ratio, proof.low, proof.high, proof.level), proof.p_value,
-                              floors[0])
-        if (iv.low, iv.high) != (proof.low, proof.high):
-            proof = replace(proof, low=iv.low, high=iv.high, p_value=p, verdict=stats.decide(iv, race_.plan.margin))
+        proof = to_printed_digits(proof, proof_pairs(proof_calls, user_id, ids[proof.label]), race_.plan.margin)
     regime = (proof_regime(proof_calls, user_id, ids[proof.label], Nvml().power_limit_w())
               if proof is not None else None)
     return kernel_answer(pruned, result, nums={}, gate=gate, numerics=PROGRAM_GATE, gpu_seconds=seconds[0],
@@ -233,19 +223,35 @@ def _race_kernel(pruned: Pruned, contenders: list[Candidate], k, doc: dict, race
                          proof=proof, proof_interrupted=cut, regime=regime)
 
 
-def proof_regime(proof_calls: list[list[dict]], user_arm: str, arm: str, power_limit_w: float | None) -> Regime | None:
-    """The regime of a program tune's proof: its runs of ``arm`` paired round by round with yours, each with what the
-    card said while it ran (``capture.ab.Run``'s readings; runs recorded before them read as none)."""
-    logs, yours, its = [], [], []
+def proof_pairs(proof_calls: list[list[dict]], user_arm: str, arm: str) -> list[tuple[Run, Run]]:
+    """A program tune's proof as its kept runs give it: (yours, ``arm``'s) run of every round both measured."""
+    pairs = []
     for call in proof_calls:
         by = {(r["arm"], r["round"]): Run(**r) for r in call}
         for (a, rnd), run in sorted(by.items()):
             mine = by.get((user_arm, rnd))
             if a == arm and mine and run.value and mine.value:
-                logs.append(math.log(mine.value / run.value))
-                yours.append(mine.reading())
-                its.append(run.reading())
-    return regime_of(PROGRAM, logs, yours, its, power_limit_w) if logs else None
+                pairs.append((mine, run))
+    return pairs
+
+
+def to_printed_digits(proof: Proof, pairs: list[tuple[Run, Run]], margin: float) -> Proof:
+    """The proof with its interval widened to what the metric's printed digits can resolve
+    (``capture.ab.to_resolution``), its p raised and its verdict taken again; unchanged where the digits suffice."""
+    iv, p = to_resolution(stats.Interval(proof.ratio, proof.low, proof.high, proof.level), proof.p_value,
+                          resolution_floor(pairs))
+    if (iv.low, iv.high) == (proof.low, proof.high):
+        return proof
+    return replace(proof, low=iv.low, high=iv.high, p_value=p, verdict=stats.decide(iv, margin))
+
+
+def proof_regime(proof_calls: list[list[dict]], user_arm: str, arm: str, power_limit_w: float | None) -> Regime | None:
+    """The regime of a program tune's proof: its runs of ``arm`` paired round by round with yours, each with what the
+    card said while it ran (``capture.ab.Run``'s readings; runs recorded before them read as none)."""
+    pairs = proof_pairs(proof_calls, user_arm, arm)
+    logs = [math.log(mine.value / run.value) for mine, run in pairs]
+    return (regime_of(PROGRAM, logs, [m.reading() for m, _ in pairs], [r.reading() for _, r in pairs], power_limit_w)
+            if logs else None)
 
 
 def run_program_tune(req: TuneRequest, race_: ProgramRace, progress: bool = False,
