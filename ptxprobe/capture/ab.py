@@ -33,7 +33,7 @@ from ptxprobe.capture.swap import ENV, SITECUSTOMIZE
 from ptxprobe.core.cache import Cache, atomic_write, sha256_text
 from ptxprobe.core.errors import SpecError, ToolFailed
 from ptxprobe.core.proc import run_tool
-from ptxprobe.gpu.monitor import Monitor
+from ptxprobe.gpu.monitor import Monitor, mostly_throttled
 from ptxprobe.gpu.timing import Nvml
 from ptxprobe.ptx.rename import TRIGGER, TRIGGER_FREE_NAMES, apply_template, renamed_ptx
 from ptxprobe.stats import meta, serial
@@ -73,7 +73,7 @@ class Run:
     resolution: float | None = None  # the unit of the --metric number's last printed digit
 
     def reading(self) -> Reading:
-        return Reading(self.sm_clock_mhz, self.power_w, bool(self.throttled_share and self.throttled_share > 0.5))
+        return Reading(self.sm_clock_mhz, self.power_w, mostly_throttled(self.throttled_share))
 
 
 def templates_for(entry: str, templates: tuple[str, ...] | None) -> tuple[str, ...]:

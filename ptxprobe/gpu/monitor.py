@@ -1,4 +1,5 @@
-"""NVML read in the background while a program runs: the regime of a program A/B's runs.
+"""NVML read in the background while a program runs (the regime of a program A/B's runs), and the summary of a
+stretch of readings that a program run and a held arm (``gpu.sustained``) both keep.
 
 A program arm is a whole process that launches its own kernels, so there is no sample to read the card beside; a
 thread reads NVML's SM clock, power and throttle reasons every ``PERIOD_S`` while the run lasts, and the run keeps
@@ -11,7 +12,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 
-import numpy as np
+from ptxprobe.stats.regime import median_of
 
 PERIOD_S = 0.05
 
@@ -25,18 +26,26 @@ class RunReadings:
     throttled_share: float | None
     readings: int
 
+    @property
+    def mostly_throttled(self) -> bool:
+        return mostly_throttled(self.throttled_share)
+
 
 NONE = RunReadings(None, None, None, 0)
 
 
+def mostly_throttled(share: float | None) -> bool:
+    """A power or thermal limit held the clock in most of a stretch's readings: its one throttled flag."""
+    return bool(share and share > 0.5)
+
+
 def summarize(readings: list[tuple]) -> RunReadings:
-    """NVML's (clock, power, throttled) readings of one run as medians and a share (pure)."""
-    clocks = [r[0] for r in readings if r[0] is not None]
-    powers = [r[1] for r in readings if r[1] is not None]
+    """NVML's (clock, power, throttled) readings over one stretch (a program run, an arm's held window) as medians
+    and a share (pure)."""
     read = [r for r in readings if r[0] is not None or r[1] is not None]
     if not read:
         return NONE
-    return RunReadings(float(np.median(clocks)) if clocks else None, float(np.median(powers)) if powers else None,
+    return RunReadings(median_of(r[0] for r in read), median_of(r[1] for r in read),
                        sum(bool(r[2]) for r in read) / len(read), len(read))
 
 

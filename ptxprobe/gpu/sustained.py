@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ptxprobe.gpu.monitor import summarize
+
 SETTLE_WINDOW_MS = 200.0
 CLOCK_STEP_MHZ = 15.0  # the SM clock's step as NVML reports it on Hopper
 SETTLE_TOLERANCE = 0.005  # or this share of the clock, when larger than one step
@@ -42,11 +44,6 @@ def settled(window_clocks: list[float]) -> bool:
         return False
     a, b = window_clocks[-2], window_clocks[-1]
     return abs(a - b) <= max(CLOCK_STEP_MHZ, SETTLE_TOLERANCE * max(a, b))
-
-
-def _median(values) -> float | None:
-    vals = [v for v in values if v is not None]
-    return float(np.median(vals)) if vals else None
 
 
 def hold(replay: Callable[[int], float], k: int, read: Callable[[], tuple], plan) -> Held:
@@ -77,9 +74,10 @@ def hold(replay: Callable[[int], float], k: int, read: Callable[[], tuple], plan
         total += replay(n)
         replays += n
         readings.append(read())
-    clock = _median(r[0] for r in readings)
-    return Held(total / (replays * k), None if clock is None else int(round(clock)), _median(r[1] for r in readings),
-                sum(bool(r[2]) for r in readings) * 2 > len(readings), spent / 1e3, replays)
+    seen = summarize(readings)
+    clock = seen.sm_clock_mhz
+    return Held(total / (replays * k), None if clock is None else int(round(clock)), seen.power_w,
+                seen.mostly_throttled, spent / 1e3, replays)
 
 
 def sustained_seconds(plan, pairs: int, rounds: int) -> tuple[float, float]:

@@ -199,8 +199,8 @@ def paired_readings(base: Sampled, other: Sampled,
     if other.label in base.partner_index and base.label in other.partner_index:
         ia, ib = base.partner_index[other.label], other.partner_index[base.label]
     elif shared and set(other.partners) == {base.label} and len(other.times_ms) == len(b):
-        shared = [other.reading(i) for i in range(len(b))]
-        return shared, shared
+        one = [other.reading(i) for i in range(len(b))]
+        return one, one
     elif not other.partners and len(base.times_ms) == len(a) == len(b):
         ia = ib = list(range(len(a)))
     else:
@@ -442,11 +442,17 @@ def sdpa_fn(backend: str, inputs: dict, causal: bool):
     return fn
 
 
-def comparison_regime(base: Sampled, other: Sampled, logs, plan: TimingPlan, power_limit_w: float | None) -> Regime:
-    """The regime of one comparison's paired rounds (``stats.regime.regime_of`` on ``paired_readings``); a
-    comparison whose rounds cannot be matched to readings keeps the regime's name and no readings."""
+def round_readings(base: Sampled, other: Sampled, logs, plan: TimingPlan) -> tuple[list[Reading], list[Reading]]:
+    """Each arm's reading in every one of the comparison's ``logs`` rounds (``paired_readings``); rounds that cannot
+    be matched to readings read as none."""
     readings = paired_readings(base, other, shared=plan.design == "interleaved")
     if readings is None or len(readings[0]) != len(logs):
         none = [Reading(None, None, False)] * len(logs)
-        readings = (none, none)
-    return regime_of(plan.regime, logs, *readings, power_limit_w)
+        return none, none
+    return readings
+
+
+def comparison_regime(base: Sampled, other: Sampled, logs, plan: TimingPlan, power_limit_w: float | None) -> Regime:
+    """The regime of one comparison's paired rounds (``stats.regime.regime_of`` on ``round_readings``); a
+    comparison whose rounds cannot be matched to readings keeps the regime's name and no readings."""
+    return regime_of(plan.regime, logs, *round_readings(base, other, logs, plan), power_limit_w)

@@ -93,7 +93,8 @@ def clock_slope(logs: Sequence[float], clocks: Sequence[float | None], level: fl
     return ClockSlope(b, b - crit * se, b + crit * se, level, int(score.size), float(p90 - p10))
 
 
-def _median(values) -> float | None:
+def median_of(values) -> float | None:
+    """The median of the values that were read (None where none was): a clock or a power over readings."""
     vals = [float(v) for v in values if v is not None]
     return float(np.median(vals)) if vals else None
 
@@ -160,6 +161,6 @@ def regime_of(regime: str, logs: Sequence[float], base: Sequence[Reading], other
     per_round = [None if b.sm_clock_mhz is None or o.sm_clock_mhz is None else (b.sm_clock_mhz + o.sm_clock_mhz) / 2
                  for b, o in zip(base, other, strict=True)]
     read = [r for r in both if r.sm_clock_mhz is not None or r.power_w is not None]
-    return Regime(regime, len(logs), _median(clocks), iqr, _median(deltas),
-                  sum(r.throttled for r in read) / len(read) if read else None, _median(r.power_w for r in both),
+    return Regime(regime, len(logs), median_of(clocks), iqr, median_of(deltas),
+                  sum(r.throttled for r in read) / len(read) if read else None, median_of(r.power_w for r in both),
                   power_limit_w, clock_slope(logs, per_round) if len(per_round) == len(logs) else None)

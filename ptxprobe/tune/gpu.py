@@ -21,12 +21,12 @@ from ptxprobe.core.errors import ToolFailed
 from ptxprobe.gpu.device import require_gpu
 from ptxprobe.gpu.group import draw_numerics
 from ptxprobe.gpu.plan import Group, RunConfig
-from ptxprobe.gpu.timing import Nvml, TimingPlan, paired_readings, time_block, unit_for
+from ptxprobe.gpu.timing import Nvml, TimingPlan, round_readings, time_block, unit_for
 from ptxprobe.gpu.worker import group_workload
 from ptxprobe.ptx.rename import template_ptx
 from ptxprobe.sources import Emitted
 from ptxprobe.stats import paired as stats
-from ptxprobe.stats.regime import BURST, Reading, regime_of
+from ptxprobe.stats.regime import BURST, regime_of
 from ptxprobe.toolchain.assemble import assemble
 from ptxprobe.toolchain.tools import Tool, select_ptxas
 from ptxprobe.tune.answer import chosen, kernel_answer, passes_numerics
@@ -111,8 +111,7 @@ def tune_group(group: Group, space: TuneSpace, cfg: RunConfig, plan: RacePlan, n
             logs = {c: list(stats.log_ratios(*base_s.paired_with(samples[c]))) for c in cands}
             if keep is not None:
                 for c in cands:
-                    readings = paired_readings(base_s, samples[c]) or ([Reading(None, None, False)] * len(logs[c]),) * 2
-                    keep.extend(zip(logs[c], *readings, strict=True))
+                    keep.extend(zip(logs[c], *round_readings(base_s, samples[c], logs[c], fixed), strict=True))
             return logs
         return measure
 
