@@ -234,3 +234,32 @@ def test_an_interrupt_after_a_completed_rung_keeps_that_rung_as_the_kernels_answ
     assert k["race_choice"]["verdict"] == "faster" and "not proven" in k["change"]
     assert not (tmp_path / "t" / "apply").exists()
 
+
+
+def test_an_interrupt_inside_the_first_rung_keeps_the_program_runs_that_finished(tmp_path, monkeypatch):
+    """Ctrl-C while the race's first rung runs the program (on the GPU each run of the CuTe FA2 program took about
+    20 s, and a cut call lost ten of them): no standings exist, yours stays, exit 130, and tuned.json keeps every
+    program run that finished (the gate's and the rung's), with the GPU seconds they took. (Planted: the runs kept
+    only once a call returns leaves the interrupted call's runs out and fails the count.)"""
+    from ptxprobe.capture import ab
+    from ptxprobe.tune import program as tune_program
+
+    prog = tmp_path / "prog.py"
+    prog.write_text(_program("1000.0 / size"))
+    real = ab.run_rounds
+
+    def interrupted_after_three_runs(argv, arms, out, rounds, *args, runs=None, **kw):
+        if rounds == 1:  # the gate: as it is
+            return real(argv, arms, out, rounds, *args, runs=runs, **kw)
+        real(argv, arms, out, 1, *args, runs=runs, **kw)  # one round of both arms, then half of the next
+        real(argv, arms[:1], out, 1, *args, runs=runs, **kw)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tune_program, "run_rounds", interrupted_after_three_runs)
+    rc = main(["tune", "-q", "-o", str(tmp_path / "t"), "--names", "{base}", "--ptxas", "", "--options",
+               "default;-O0", "--rounds", "6", "--metric", r"ms=(\S+)", "--", sys.executable, str(prog)])
+    (k,) = json.loads((tmp_path / "t" / "tuned.json").read_text())["kernels"]
+    assert rc == 130 and k["status"] == "static-only" and k["note"] == "not raced: interrupted"
+    gate, rung = k["program_runs"]["calls"]
+    assert len(gate) == 2 and len(rung) == 3 and all(r["value"] is not None for r in rung)
+    assert k["gpu_seconds"] == pytest.approx(sum(r["seconds"] for r in gate + rung))

@@ -105,6 +105,25 @@ def test_the_races_verdicts_are_adjusted_over_every_candidate_raced():
 
 
 @pytest.mark.unit
+def test_a_race_runs_the_rounds_its_verdict_over_every_candidate_needs():
+    """The H200 program race of the FFMA matmul: five codes, three 4.8 % faster than yours in every round, two
+    equal; a program race plans 6 rounds. At 6 rounds the best p is 2/64 and BH over five gives q 0.052: every
+    verdict inconclusive and yours stays, whatever the data. The race now runs the 8 rounds five codes need, and
+    the leader is faster. (Planted: without the floor the first assertion fails with 6 rounds and no winner.)"""
+    from ptxprobe.tune.program import program_race_plan
+
+    truths = {"x124": 1.048, "x128": 1.048, "x130": 1.048, "c124": 1.0, "c130": 1.0}
+    measure, calls = _measure(truths, 0.0015, 8)
+    res = racing.race(list(truths), measure, program_race_plan(6, "simplest"))
+    assert calls[0][1] == stats.decisive_rounds(5) == 8 and res.winner is not None
+    assert res.winner.label.startswith("x") and res.winner.p_value == pytest.approx(2 / 2 ** 8)
+    assert [stats.decisive_rounds(m) for m in (1, 2, 5, 25, 26)] == [6, 7, 8, 10, 11]
+    for m in (1, 2, 5, 12, 40):  # the floor is the least that can reach q <= 0.05, never more
+        n = stats.decisive_rounds(m)
+        assert 2 / 2 ** n * m <= 0.05 < 2 / 2 ** (n - 1) * m
+
+
+@pytest.mark.unit
 def test_the_exit_code_tells_confirmed_unconfirmed_and_slower_apart():
     """tune: 1 when any kernel's choice was confirmed, else 6 when a proof found it slower, else 5 when one was not
     confirmed, else 0; a tuned.json from before the proof counts a recommendation as it made it. apply's A/B: 1

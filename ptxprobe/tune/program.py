@@ -69,8 +69,9 @@ class ProgramRace:
 
 
 def program_race_plan(rounds: int, prefer: str) -> RacePlan:
-    """The race of a program: ``MIN_ROUNDS`` rounds first (fewer give no usable interval), then successive halving
-    up to ``rounds`` per contender, aiming at the ±0.5 % the proof needs."""
+    """The race of a program: ``MIN_ROUNDS`` rounds first (fewer give no usable interval; the race raises it to
+    what its number of codes needs, ``stats.decisive_rounds``), then successive halving up to ``rounds`` per
+    contender, aiming at the ±0.5 % the proof needs."""
     first = MIN_ROUNDS
     return RacePlan(first_rounds=first, eta=2, growth=1, max_rounds=max(first, rounds),
                     target_halfwidth=stats.EQUIVALENCE_MARGIN, prefer=prefer)
@@ -113,10 +114,10 @@ def race_program(static: dict[tuple, Pruned], kernels: list, doc: dict, race_: P
             continue
         try:
             rec = _race_kernel(pruned, contenders, k, doc, race_, out, cache, log)
-        except KeyboardInterrupt:  # before its first rung: this kernel and the rest keep their static answers
+        except KeyboardInterrupt:  # before its arms were built: this kernel and the rest keep their static answers
             return records + _static_records([p for _, p in items[i:]], NOT_RACED_INTERRUPTED), True
         records.append(rec)
-        if interrupted(rec):
+        if interrupted(rec) or rec.get("note") == NOT_RACED_INTERRUPTED:
             return records + _static_records([p for _, p in items[i + 1:]], NOT_RACED_INTERRUPTED), True
     return records, False
 
@@ -182,11 +183,19 @@ def _race_kernel(pruned: Pruned, contenders: list[Candidate], k, doc: dict, race
     def rounds_of(labels, n, into=calls):
         chosen = [arms[pruned.user.label], *(arms[x] for x in labels)]
         key = f"{k.entry}#{len(calls)}" if into is calls else f"{k.entry}#proof{len(into)}"
-        runs = run_rounds(list(race_.argv), chosen, arms_dir, n, race_.timeout, race_.metric,
-                          seed=stats.stable_seed(race_.seed, key), env_extra=env, log=log)
-        into.append([asdict(r) for r in runs])
-        seconds[0] += sum(r.seconds for r in runs)
+        runs: list[Run] = []
+        into.append(runs)  # each run kept as it finishes: an interrupt loses none of them
+        try:
+            run_rounds(list(race_.argv), chosen, arms_dir, n, race_.timeout, race_.metric,
+                       seed=stats.stable_seed(race_.seed, key), env_extra=env, log=log, runs=runs)
+        finally:
+            seconds[0] += sum(r.seconds for r in runs)
         return runs
+
+    def program_runs() -> dict:
+        return {"arms": {i: label for label, i in ids.items()}, "user_arm": user_id,
+                "calls": [[asdict(r) for r in c] for c in calls],
+                "proof_calls": [[asdict(r) for r in c] for c in proof_calls]}
 
     gate_runs = rounds_of([c.label for c in contenders], 1)
     failed = {r.arm: r.note or "no measure" for r in gate_runs if r.value is None}
@@ -207,16 +216,20 @@ def _race_kernel(pruned: Pruned, contenders: list[Candidate], k, doc: dict, race
         logs = paired_logs({(r.arm, r.round): r.value for r in runs}, user_id)
         return {x: logs[ids[x]] for x in labels}
 
-    result = race(racing, measure, race_.plan)
+    target = {"group_id": k.entry, "source_kind": "program", "entry": k.entry, "ptx_sha256": k.ptx_sha256,
+              "frontend": k.frontend, "command": list(race_.argv), "metric": race_.metric or "wall seconds"}
+    try:
+        result = race(racing, measure, race_.plan)
+    except KeyboardInterrupt:  # before the first rung ended: no standings, but the runs that finished are kept
+        return {**static_answer(pruned, {**target, "note": NOT_RACED_INTERRUPTED, "program_runs": program_runs()}),
+                "gpu_seconds": seconds[0]}
     choice = chosen(result, {c.label: c for c in pruned.distinct}, pruned.user, race_.plan.prefer)
     proof, cut = proved(choice, result, race_.plan, lambda labels, n: measure(labels, n, proof_calls), log)
-    target = {"group_id": k.entry, "source_kind": "program", "entry": k.entry, "ptx_sha256": k.ptx_sha256,
-              "frontend": k.frontend, "command": list(race_.argv), "metric": race_.metric or "wall seconds",
-              "program_runs": {"arms": {i: label for label, i in ids.items()}, "user_arm": user_id,
-                               "calls": calls, "proof_calls": proof_calls}}
+    target["program_runs"] = runs_kept = program_runs()
     if proof is not None:  # an interval narrower than the metric's printed digits, widened to their rounding
-        proof = to_printed_digits(proof, proof_pairs(proof_calls, user_id, ids[proof.label]), race_.plan.margin)
-    regime = (proof_regime(proof_calls, user_id, ids[proof.label], Nvml().power_limit_w())
+        proof = to_printed_digits(proof, proof_pairs(runs_kept["proof_calls"], user_id, ids[proof.label]),
+                                  race_.plan.margin)
+    regime = (proof_regime(runs_kept["proof_calls"], user_id, ids[proof.label], Nvml().power_limit_w())
               if proof is not None else None)
     return kernel_answer(pruned, result, nums={}, gate=gate, numerics=PROGRAM_GATE, gpu_seconds=seconds[0],
                          wall_seconds=time.perf_counter() - started, prefer=race_.plan.prefer, target=target,

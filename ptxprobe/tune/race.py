@@ -10,8 +10,11 @@ ratio and its exact signed-rank interval at a level Bonferroni-adjusted over the
 is the same rule for the sweep's looks), then keeps the better ``1/eta`` by estimate **and** every candidate whose
 interval still reaches the leader's lower bound: a candidate is dropped only when it is behind on the estimate and
 clearly worse than the leader, so noise cannot drop the true best unless its interval misses by chance. Rounds grow
-by ``growth`` per rung. The race stops when the leader's half-width is at the target and no other contender's
-interval reaches its lower bound (``target``), when every contender still in contention is at the target
+by ``growth`` per rung; the first rung has at least the rounds at which the best candidate could come out
+significant after the final adjustment over every candidate raced (``stats.decisive_rounds``: 8 for five codes,
+whatever the plan asked; fewer make every verdict inconclusive). The race stops when the leader's half-width is
+at the target and no other contender's interval reaches its lower bound (``target``), when every contender still in
+contention is at the target
 (``tied``: they cannot be told apart at that precision), or at the round cap (``cap``). Interrupted (Ctrl-C) after
 a rung, it ends there (``interrupted``): the standings of the rungs it completed, judged as at any end. The final
 verdicts are adjusted (Benjamini-Hochberg) over every candidate raced, not only the survivors.
@@ -154,6 +157,9 @@ def race(candidates: Sequence[str], measure: Measure, plan: RacePlan = RacePlan(
         return RaceResult((), (), 0, 0, ALONE)
     logs: dict[str, list[float]] = {c: [] for c in alive}
     dropped: list[Dropped] = []
+    # never fewer rounds than a verdict over every candidate raced can need (the final BH family)
+    plan = replace(plan, first_rounds=max(plan.first_rounds, stats.decisive_rounds(len(alive), plan.level)),
+                   max_rounds=max(plan.max_rounds, stats.decisive_rounds(len(alive), plan.level)))
     rounds, rung, measured = plan.first_rounds, 0, 0
     kept: list[Standing] = []
     while True:
