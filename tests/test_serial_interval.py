@@ -112,7 +112,8 @@ def test_a_cell_of_the_committed_validation_is_reproduced():
 
 @pytest.mark.study
 @pytest.mark.parametrize("result", ["2026-12-05-cpu-serial-correlation", "2026-12-05-cpu-margin-rule",
-                                    "2026-12-05-cpu-tune-proof", "2026-12-05-cpu-clock-slope"])
+                                    "2026-12-05-cpu-tune-proof", "2026-12-05-cpu-clock-slope",
+                                    "2026-12-05-cpu-recomputed-intervals"])
 def test_a_committed_analysis_was_made_by_the_code_there_is_now(result):
     """Each CPU analysis's manifest names the sha256 of the code that made it: a change to that code without a
     rerun leaves a result nobody can reproduce, and fails here."""
@@ -140,3 +141,24 @@ def test_the_gpu_cost_of_the_widening_is_read_from_two_runs_on_one_card(monkeypa
     monkeypatch.setattr(stopping, "GPU_COST", swapped)
     with pytest.raises(ValueError, match="another interval"):
         stopping.gpu_cost_section()
+
+
+@pytest.mark.study
+def test_the_committed_recomputed_intervals_are_what_the_raw_rounds_give():
+    """FINDINGS reads the superseded runs' recomputed intervals from a committed table: one run's A/A half-widths
+    under every interval method recomputed from its raw rounds equal the committed rows (planted: a committed value
+    nudged by 1e-12 fails), and a table FINDINGS asks for that was never computed is named, not drawn."""
+    import pandas as pd
+
+    from experiments.analysis import recomputed_intervals as recomputed
+
+    run = "2026-12-03-h200-defaults"
+    again, stored = recomputed.recompute("aa_halfwidth_by_interval", run), recomputed.committed(
+        "aa_halfwidth_by_interval", run)
+    pd.testing.assert_frame_equal(again, stored, check_exact=True)
+    nudged = stored.copy()
+    nudged.loc[0, "half_width_bca"] += 1e-12
+    with pytest.raises(AssertionError):
+        pd.testing.assert_frame_equal(again, nudged, check_exact=True)
+    with pytest.raises(KeyError, match="rerun python -m experiments.analysis.recomputed_intervals"):
+        recomputed.committed("resequenced", run)

@@ -10,6 +10,7 @@ import pandas as pd
 
 from experiments.analysis import external_runs as analysis_external
 from experiments.analysis import gpu_runs as analysis_gpu
+from experiments.analysis import recomputed_intervals as recomputed
 from experiments.analysis import static_runs as analysis
 from experiments.findings.common import calibration_line
 from ptxprobe.runs.rundir import RunDir
@@ -146,7 +147,7 @@ def defaults_section() -> list[str]:
     from ptxprobe.reports import repro
 
     goals = {run: analysis_gpu.goal_figures(_d(run))["goals_met"] for run in (DEFAULTS, DEFAULTS_REPRO)}
-    worst = {run: analysis_gpu.aa_halfwidth_by_interval(_d(run)).sort_values("half_width_signed-rank").iloc[-1]
+    worst = {run: recomputed.committed("aa_halfwidth_by_interval", run).sort_values("half_width_signed-rank").iloc[-1]
              for run in (FAST, DEFAULTS, DEFAULTS_REPRO)}
     rounds_max = max(int(analysis_gpu.groups(_d(run)).rounds.max()) for run in (DEFAULTS, DEFAULTS_REPRO))
     cap = int(json.loads((_d(DEFAULTS) / "manifest.json").read_text())["experiment"]["run"]["timing"]["max_rounds"])

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from experiments.analysis import gpu_runs as analysis_gpu  # noqa: E402
+from experiments.analysis import recomputed_intervals as recomputed  # noqa: E402
 from experiments.analysis import static_runs as analysis  # noqa: E402
 from experiments.findings import (  # noqa: E402
     cost,
@@ -162,7 +163,7 @@ def runtime_section() -> list[str]:
         out += [f"| {r.family} | {'yes' if r.causal else 'no'} | {r.run_ptxas_version} | {r.groups} | "
                 f"{r.significant} | {r.faster} | {r.slower} | {pct(r.ratio_min, 2)} … {pct(r.ratio_max, 2)} |"
                 for r in ranges.itertuples()]
-        rs = analysis_gpu.resequenced(d)
+        rs = recomputed.committed("resequenced", run)
         changed = rs[rs.verdict_plain != rs.verdict_sequential]
         pairs = changed.groupby(["verdict_plain", "verdict_sequential"])
         moves = ", ".join(f"{a} → {b}: {len(g)}" for (a, b), g in pairs)
@@ -231,7 +232,7 @@ def design_comparison() -> list[str]:
 
     spread = analysis_gpu.aa_spread_by_distance(analysis.results_dir(DESIGN))
     by_d = ", ".join(f"{r.distance}: {r.mad * 100:.2f} %" for r in spread.itertuples())
-    clock = analysis_gpu.aa_clock_normalised(analysis.results_dir(DESIGN))
+    clock = recomputed.committed("aa_clock_normalised", DESIGN)
     return [f"**The paired design.** In `{DESIGN}` the spread of the fp16 groups' A/A log ratios "
             f"(median absolute deviation) grew with how many samples apart the two copies ran in a round ({by_d}). "
             "Dividing out the SM clock NVML read with each sample does not help: the A/A half-width median goes "
