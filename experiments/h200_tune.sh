@@ -25,6 +25,11 @@
 #          own ptxas, raced inside the program, then the proof A/B; the DSL's wheels (cp312) must be in .whl/;
 #          $OUT/h200-tune-cute.{txt,json,tar.gz}, $OUT/h200-tune-cute-apply.json, $OUT/gpu-test-cute.log;
 #          CUTE_ARGS=--static-layout CUTE_TAG=-static SKIP_GPU_TEST=1: the static-layout variant of the program
+#   cute-regime  the static-layout CuTe FA2 program (as cute with CUTE_ARGS=--static-layout) tuned in two regimes of
+#          its own: runs of CUTE_BURST_ITERATIONS=20 timed launches (about 75 ms on an H200: a burst), then runs that
+#          launch untimed for CUTE_SETTLE_S=1.5 s before timing CUTE_SUSTAINED_ITERATIONS=500 (held at the power
+#          limit); a program's regime is the program's own, so tune records each run's clock and power beside it;
+#          $OUT/h200-tune-cute-{burst,sustained}.{txt,json,tar.gz} and -apply.json
 #   inductor  a torch.compile'd transformer block (experiments/external/inductor_model.py: Inductor writes its Triton
 #          kernels) tuned by its step_ms= line: names {base}/cutlass_{base}, your ptxas, default and -O2, each
 #          captured kernel raced inside the program, then the proof; stopped by SIGINT at SECONDS_INDUCTOR (tuned.json
@@ -37,7 +42,9 @@
 # 6: slower) and a short table.
 set -uo pipefail
 if [ -z "${DRY_RUN:-}" ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 2
+  # SITE_READY=1: /tmp/site was filled by the caller (a wheel over a call's 64 MiB travels unpacked in parts)
+  [ -n "${SITE_READY:-}" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+    --target /tmp/site .whl/*.whl || exit 2
   ln -sfn "$PWD/kernels" /tmp/site/ptxprobe_kernels
   [ -f .whl/toolchains.tar.xz ] && tar -C /tmp -xJf .whl/toolchains.tar.xz  # ptxas releases the image lacks
   # the CuTe DSL's .pth (which puts its dsl_packages on sys.path) is not read from a PYTHONPATH entry: named here
@@ -121,6 +128,14 @@ for what in "$@"; do case "$what" in
            -- python3 experiments/external/cute_fa2_program.py ${CUTE_ARGS:-}
          cp "$RUNS/h200-tune-cute${CUTE_TAG:-}/apply/apply.json" "$OUT/h200-tune-cute${CUTE_TAG:-}-apply.json" \
            2>/dev/null ;;
+  cute-regime) for r in burst sustained; do  # the static-layout CuTe FA2 program tuned twice: short runs, held runs
+           if [ $r = burst ]; then args="--iterations ${CUTE_BURST_ITERATIONS:-20}"
+           else args="--settle-s ${CUTE_SETTLE_S:-1.5} --iterations ${CUTE_SUSTAINED_ITERATIONS:-500}"; fi
+           step "h200-tune-cute-$r" "${SECONDS_CUTE_REGIME:-270}" --names '{base},{base_untriggered}' --ptxas '' \
+             --options default --rounds "${APPLY_ROUNDS:-6}" --metric 'us=(\S+)' \
+             -- python3 experiments/external/cute_fa2_program.py --static-layout $args
+           cp "$RUNS/h200-tune-cute-$r/apply/apply.json" "$OUT/h200-tune-cute-$r-apply.json" 2>/dev/null
+         done ;;
   inductor) step h200-tune-inductor "${SECONDS_INDUCTOR:-540}" --names '{base},{base_triggered}' --ptxas '' \
            --options 'default;-O2' --rounds "${APPLY_ROUNDS:-6}" --metric 'step_ms=(\S+)' \
            -- python3 experiments/external/inductor_model.py --seconds "${PROGRAM_SECONDS:-0.3}"
@@ -139,5 +154,5 @@ for what in "$@"; do case "$what" in
            python3 -m ptxprobe.runs.rundir compact "$RUNS/h200-sweep-ffma-$r" > /dev/null 2>&1
            tar -C "$RUNS" --exclude='triton-cache' -czf "$OUT/h200-sweep-ffma-$r.tar.gz" "h200-sweep-ffma-$r"
          done ;;
-  *) echo "unknown step $what (tune, cuda, sgemm, ffma, proof, program, cute, inductor, regime, regime-sweep)"; exit 2 ;;
+  *) echo "unknown step $what (tune, cuda, sgemm, ffma, proof, program, cute, cute-regime, inductor, regime, regime-sweep)"; exit 2 ;;
 esac; done

@@ -168,3 +168,28 @@ def test_the_torch_compiled_block_had_nothing_to_race_and_a_contradicting_record
     k["distinct"].append({**k["distinct"][0], "label": "another code", "machine_code_sha256": "0" * 64})
     path.write_text(json.dumps(bad))
     assert any("2 distinct codes, its race alone" in m for m in tuning.problems(copy))
+
+
+def test_the_h200_program_race_could_not_decide_at_its_rounds_and_its_standings_recompute():
+    """The committed H200 program race: its standings recompute from the program runs it kept (race.judged over
+    every code raced), every verdict is inconclusive although the leader was faster in every round, and the rounds
+    it ran are fewer than ``stats.decisive_rounds`` of its family: the defect the floor fixes. (Planted: judged over
+    the standings alone, BH over three, gives the leader ``faster`` and fails the verdict assertion.)"""
+    import numpy as np
+
+    from experiments.findings import proof
+    from ptxprobe.stats import paired as stats
+    from ptxprobe.tune.program import race_logs
+    from ptxprobe.tune.race import judged, rung_level, standing
+
+    k = json.loads((tuning.analysis.results_dir(proof.PROGRAM_RACE) / "program" / "tuned.json").read_text())[
+        "kernels"][0]
+    logs = race_logs(k)
+    level = rung_level(k["race"]["rungs"], 0.95)
+    kept = [standing(s["label"], logs[s["label"]], level) for s in k["race"]["standings"]]
+    again = judged(kept, logs, EQUIVALENCE_MARGIN, family=list(logs))
+    assert [(s.label, s.verdict) for s in again] == [(s["label"], s["verdict"]) for s in k["race"]["standings"]]
+    assert {s.verdict for s in again} == {"inconclusive"} and all(x > 0 for x in logs[again[0].label])
+    assert len(logs[again[0].label]) < stats.decisive_rounds(len(logs)) == 8
+    alone = judged(kept, {s.label: logs[s.label] for s in kept}, EQUIVALENCE_MARGIN)
+    assert alone[0].verdict == "faster" and np.isclose(alone[0].p_value, 2 / 2 ** 6)

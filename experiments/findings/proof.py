@@ -69,6 +69,7 @@ def section() -> list[str]:
 
 
 GPU_RUN = "2026-12-05-h100-tune"
+PROGRAM_RACE = "2026-12-05-h200-program-race"  # the race whose rounds could not reach significance
 
 
 def gpu_section() -> list[str]:
@@ -89,3 +90,31 @@ def gpu_section() -> list[str]:
             f"{tuned['high']:.4f}]. The same program tuned alone (raced inside the program) ran out of the call's "
             f"time during its proof: `outcome` {prog['outcome']}, and the record says "
             f"\"{prog['change']}\".", ""]
+
+
+def program_race_section() -> list[str]:
+    """The H200 program race that ran too few rounds for any verdict: recomputed from the program runs it kept."""
+    import numpy as np
+
+    from ptxprobe.stats import paired as stats
+    from ptxprobe.tune.program import race_logs
+
+    d = analysis.results_dir(PROGRAM_RACE)
+    doc = json.loads((d / "program" / "tuned.json").read_text())
+    k = doc["kernels"][0]
+    logs = race_logs(k)
+    p = {label: stats.paired_pvalue(np.asarray(x)) for label, x in logs.items()}
+    q = dict(zip(p, stats.bh_qvalues(list(p.values())), strict=True))
+    lead = k["race"]["standings"][0]
+    rounds = len(logs[lead["label"]])
+    same_sign = sum(all(v > 0 for v in x) for x in logs.values())
+    need = stats.decisive_rounds(len(logs))
+    return [f"**A race too short to decide** (`{PROGRAM_RACE}`, {doc['gpu']['gpu']}, `bash "
+            "experiments/h200_tune.sh program`): the FFMA matmul's program tuned alone raced "
+            f"{len(logs)} codes {rounds} rounds each inside the program. The leader `{lead['label']}` ran "
+            f"{lead['ratio']:.4f} [{lead['low']:.4f}, {lead['high']:.4f}] against yours, {same_sign} of the "
+            f"{len(logs)} faster in every round, yet every verdict was {lead['verdict']}: {rounds} rounds give the "
+            f"exact signed-rank test no p below {2 / 2 ** rounds:.4f}, and Benjamini-Hochberg over the {len(logs)} "
+            f"codes raced lifts the leader's to q {q[lead['label']]:.3f}, above 0.05 whatever the data; the race "
+            f"stopped ({k['race']['stopped_by']}) and yours stayed. A race now runs at least the rounds its family "
+            f"can need (`stats.decisive_rounds`: {need} for {len(logs)} codes) before it stops.", ""]

@@ -419,7 +419,8 @@ def findings() -> str:
         [*measurement.cutlass_two_runs(), "", *measurement.interleaved_effects(), *sgemm_repeat_line(),
          *explain_section()], "speed")
     out += section("Which name, ptxas and options are fastest? (tune on the H200)", tuning.INTRO,
-                   [*proof.section(), *proof.gpu_section(), *regime.section(), *tuning.section()])
+                   [*proof.section(), *proof.gpu_section(), *proof.program_race_section(), *regime.section(),
+                    *regime.cute_section(), *tuning.section()])
     out += section(
         "Other people's kernels",
         "Kernels nobody here wrote (CuTe DSL, Triton's fused-attention tutorial and Gluon example, Inductor's "
