@@ -9,6 +9,9 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 
 
+DEFINITIONS = HERE / "definitions"
+
+
 def definition(name: str) -> Path:
-    """The study's experiment file ``experiments/<name>.toml``."""
-    return HERE / f"{name}.toml"
+    """The study's experiment file ``experiments/definitions/<name>.toml``."""
+    return DEFINITIONS / f"{name}.toml"

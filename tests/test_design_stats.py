@@ -335,7 +335,7 @@ def test_every_bundled_and_committed_gpu_experiment_reads_its_run_table():
     from ptxprobe.static.experiment import load_experiment
 
     root = Path(__file__).resolve().parent.parent
-    paths = sorted([*root.glob("ptxprobe/experiments/*.toml"), *root.glob("experiments/*.toml")])
+    paths = sorted([*root.glob("ptxprobe/experiments/*.toml"), *root.glob("experiments/definitions/*.toml")])
     ran = 0
     for p in paths:
         exp = load_experiment(p)

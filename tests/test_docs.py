@@ -156,7 +156,7 @@ def test_every_command_an_experiment_file_writes_plans_as_written(tmp_path):
     from ptxprobe.runs.request import plan_sweep
 
     commands = []
-    for toml in sorted((ROOT / "experiments").glob("*.toml")):
+    for toml in sorted((ROOT / "experiments" / "definitions").glob("*.toml")):
         for line in toml.read_text().splitlines():
             if line.startswith("#") and "ptxprobe rename-sweep" in line:
                 cmd = line.split("ptxprobe rename-sweep", 1)[1].split("(")[0].split("#")[0].strip()

@@ -1,7 +1,7 @@
 """``ptxprobe explain`` on CPU, from the ncu profiles committed with the H200 runs, and with planted faults.
 
 The committed profiles (``experiments/results/2026-12-02-h200-design*/explain/``) were taken on
-the H200 by ``experiments/h200_sweeps.sh explain``; every check here recomputes from them.
+the H200 by ``experiments/gpu/h200_sweeps.sh explain``; every check here recomputes from them.
 """
 
 from __future__ import annotations

@@ -46,6 +46,10 @@ def test_findings_are_what_the_committed_data_say(monkeypatch, tmp_path):
     text = (ROOT / "FINDINGS.md").read_text()
     new = mod.render()
     assert new == text, "FINDINGS.md is stale: run python experiments/findings/render.py"
+    from experiments.findings import index
+
+    assert index.render(new, mod.RUN) == index.README.read_text(), \
+        "experiments/README.md is stale: run python experiments/findings/render.py"
     tampered = text.replace("| sm_90a | 12.4.131 | 100% |", "| sm_90a | 12.4.131 | 90% |")
     assert tampered != text
     (tmp_path / "FINDINGS.md").write_text(tampered)
@@ -53,6 +57,41 @@ def test_findings_are_what_the_committed_data_say(monkeypatch, tmp_path):
     monkeypatch.setattr(mod, "render", lambda: new)
     monkeypatch.setattr("sys.argv", ["render.py", "--check"])
     assert mod.main() == 1
+
+
+@pytest.mark.study
+def test_the_study_index_sends_every_finding_to_runs_that_exist_and_commands_that_run_now():
+    """experiments/README.md: every run FINDINGS names is indexed under its section and exists; the folders it
+    describes are the study's folders, no more, no less; every command it gives for now names files of the tree, save
+    the one run whose definition left it (planted: a script moved without its MOVED entry is named as gone, and a
+    folder added without a description fails the folder check)."""
+    import importlib.util
+    import json
+
+    from experiments.findings import index
+
+    spec = importlib.util.spec_from_file_location("findings_render", ROOT / "experiments" / "findings" / "render.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    text = (ROOT / "FINDINGS.md").read_text()
+    secs = index.sections(text, mod.RUN)
+    assert len(secs) >= 6 and sum(len(r) for _, r in secs) >= 40
+    readme = index.README.read_text()
+    for title, runs in secs:
+        part = readme.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+        assert all(f"`{r}`" in part and (ROOT / "experiments" / "results" / r).is_dir() for r in runs), title
+    folders = {p.name for p in (ROOT / "experiments").iterdir() if p.is_dir() and not p.name.startswith(("_", "."))}
+    assert folders == set(index.FOLDERS)
+    gone = set()
+    for _, runs in secs:
+        for r in runs:
+            m = ROOT / "experiments" / "results" / r / "manifest.json"
+            for c in index.recorded_commands(json.loads(m.read_text()) if m.exists() else {}):
+                gone.update(index.gone(index.now(c)))
+    assert gone == {"experiments/ptxas_matrix.toml"}
+    assert index.gone("bash experiments/gpu/h200_tune.sh program") == []
+    assert index.gone(index.now("bash experiments/h200_tune.sh program")) == []
+    assert index.gone("bash experiments/h200_tune.sh program") == ["experiments/h200_tune.sh"]
 
 
 @pytest.mark.study

@@ -404,7 +404,7 @@ SW_POWER_CAP = 0x4  # nvidia-smi's clocks_event_reasons bit: the clocks lowered 
 
 
 def burst_gains(path: Path, seed: int = 0) -> pd.DataFrame:
-    """experiments/burst_length.py's run: per burst length, the trigger-free name against the ``cutlass_`` one
+    """experiments/gpu/burst_length.py's run: per burst length, the trigger-free name against the ``cutlass_`` one
     (paired per round: log(cutlass ms / trigger-free ms), Hodges-Lehmann with its signed-rank interval; ratio > 1:
     the trigger-free name is faster), and per name the median SM clock, power and the share of bursts during
     which the power cap held the clocks down."""

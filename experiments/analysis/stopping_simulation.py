@@ -11,10 +11,10 @@ symmetric sample the signed-rank interval assumes.
 
 Each simulated block is what the rule sees: per-round paired log ratios of each compared pair, judged at the
 rounds ``timing.look_rounds`` gives, by the tool's own ``paired_interval`` at the tool's own level, stopped by
-the tool's own ``stop_reason``, with the every-default study's plan (``experiments/h200_defaults.toml``); who runs
-first in a replay comes from the tool's own ``order_batches``. The per-round SD, the lag-1 autocorrelation, the
-first-in-replay penalty, the drift of one arm and the pool of resampled rounds are read from the committed
-every-default runs. Scenarios:
+the tool's own ``stop_reason``, with the every-default study's plan
+(``experiments/definitions/h200_defaults.toml``); who runs first in a replay comes from the tool's own
+``order_batches``. The per-round SD, the lag-1 autocorrelation, the first-in-replay penalty, the drift of one arm
+and the pool of resampled rounds are read from the committed every-default runs. Scenarios:
 
 * ``normal``: independent normal rounds (most blocks stop at the first look);
 * ``several-looks``: the same, 2.5 times as noisy, so blocks stop anywhere from the first look to ``max_rounds``:
@@ -123,7 +123,7 @@ def study_plan() -> TimingPlan:
     from ptxprobe.gpu.plan import run_config
     from ptxprobe.static.experiment import load_experiment
 
-    return run_config(load_experiment(str(ROOT / "experiments" / "h200_defaults.toml")).run).timing
+    return run_config(load_experiment(str(ROOT / "experiments" / "definitions" / "h200_defaults.toml")).run).timing
 
 
 def _aa_series(runs: tuple[str, ...]) -> list[np.ndarray]:

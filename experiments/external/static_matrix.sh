@@ -3,7 +3,7 @@
 # `ptxprobe toolchain install all` and `python experiments/external/fetch.py`):
 #   bash experiments/external/static_matrix.sh OUT_DIR [CAPTURED_TUTORIAL_DIR [CAPTURED_INDUCTOR_DIR]]
 # CAPTURED_TUTORIAL_DIR: a `ptxprobe capture` of experiments/external/triton_tutorial_attention.py made on a GPU
-# machine (experiments/h200_study.sh capture-tutorial); its PTX is swept over every release here.
+# machine (experiments/gpu/h200_study.sh capture-tutorial); its PTX is swept over every release here.
 set -uo pipefail
 OUT=${1:?out dir}; CAP=${2:-}; IND=${3:-}
 pp() { python3 -m ptxprobe.cli "$@"; }
@@ -25,7 +25,7 @@ if [ -n "$CAP" ]; then
   sweep tutorial-sm90a $(for f in "$CAP"/ptx/*.ptx; do echo --ptx "$f"; done) -s archs=sm_90a -s ptxas=all \
     -s repeat=2 -s max_repeat=4
 fi
-# the torch.compile'd block's Inductor kernels as captured on the H200 (experiments/h200_study.sh capture-inductor)
+# the torch.compile'd block's Inductor kernels as captured on the H200 (experiments/gpu/h200_study.sh capture-inductor)
 if [ -n "$IND" ]; then
   sweep inductor-sm90a $(for f in "$IND"/ptx/*.ptx; do echo --ptx "$f"; done) -s archs=sm_90a -s ptxas=all \
     -s repeat=2 -s max_repeat=4
@@ -36,4 +36,4 @@ sweep triggers-external $(for f in "$OUT"/cute-sm90a/ptx/*.ptx; do echo --ptx "$
   $( [ -n "$CAP" ] && for f in "$CAP"/ptx/*.ptx; do echo --ptx "$f"; done) -s archs=sm_90a \
   -s ptxas=12.8,12.9,13.0,13.1,13.2,13.3,13.4,13.5 -s "names=$TRIG" -s repeat=2 -s max_repeat=4
 # the Gluon Hopper attention over 12.4-13.5
-sweep gluon-hopper-static -e experiments/gluon_hopper_static.toml
+sweep gluon-hopper-static -e experiments/definitions/gluon_hopper_static.toml

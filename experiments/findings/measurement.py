@@ -67,7 +67,7 @@ def interleaved_runs() -> list[tuple[str, str]]:
         rows.append(("interleaved, CUDA C++ attention and sgemm, the defaults with the signed-rank interval",
                      USER_DEFAULTS))
     if (analysis.RESULTS / DEFAULTS).is_dir():
-        rows += [("every default (`experiments/h200_defaults.toml`)", DEFAULTS),
+        rows += [("every default (`experiments/definitions/h200_defaults.toml`)", DEFAULTS),
                  ("the same, re-measured by `ptxprobe repro` on the H200", DEFAULTS_REPRO)]
     return rows
 
@@ -201,8 +201,8 @@ def overflow_sentences() -> list[str]:
     total = sum(len(t) for t in replays.values())
     timing = json.loads((_d(OVERFLOW) / "manifest.json").read_text())["experiment"]["run"]["timing"]
     ov = replays[OVERFLOW]
-    return ["", f"To see the rule act on the card, `{OVERFLOW}` (`experiments/h200_overflow_check.toml`) timed the "
-            f"noisiest groups with max_rounds {timing['max_rounds']}, a ceiling of "
+    return ["", f"To see the rule act on the card, `{OVERFLOW}` (`experiments/definitions/h200_overflow_check.toml`) "
+            "timed the noisiest groups with max_rounds {timing['max_rounds']}, a ceiling of "
             f"{timing['ceiling_halfwidth'] * 100:.2f} % and {timing['overflow_rounds']} overflow rounds: "
             + "; ".join(f"{r.group_id}: widest half-width {r.first_look_max_half_width * 100:.3f} % after "
                         f"{timing['max_rounds']} rounds, {r.overflow_rounds_used} overflow rounds taken "

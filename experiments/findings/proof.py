@@ -110,7 +110,7 @@ def program_race_section() -> list[str]:
     same_sign = sum(all(v > 0 for v in x) for x in logs.values())
     need = stats.decisive_rounds(len(logs))
     return [f"**A race too short to decide** (`{PROGRAM_RACE}`, {doc['gpu']['gpu']}, `bash "
-            "experiments/h200_tune.sh program`): the FFMA matmul's program tuned alone raced "
+            "experiments/gpu/h200_tune.sh program`): the FFMA matmul's program tuned alone raced "
             f"{len(logs)} codes {rounds} rounds each inside the program. The leader `{lead['label']}` ran "
             f"{lead['ratio']:.4f} [{lead['low']:.4f}, {lead['high']:.4f}] against yours, {same_sign} of the "
             f"{len(logs)} faster in every round, yet every verdict was {lead['verdict']}: {rounds} rounds give the "

@@ -73,7 +73,7 @@ def section() -> list[str]:
     cs = json.loads((analysis.results_dir(CLOCK_SLOPE) / "clock_slope.json").read_text())
     aa, names, planted = cs["aa"], cs["names"], cs["planted"]
     return [
-        "**The regime is part of the answer** (`" + "`, `".join(RUNS) + "`; `bash experiments/h200_tune.sh regime "
+        "**The regime is part of the answer** (`" + "`, `".join(RUNS) + "`; `bash experiments/gpu/h200_tune.sh regime "
         "regime-sweep`). The FFMA matmul named `cutlass_matmul_fp32`, tuned with `--regime burst` and `--regime "
         "sustained` (the race in bursts, the proof in the regime asked for) and rename-swept with `--run --regime` "
         "against its trigger-free spelling, on the H200 and then on an H100:",
@@ -150,7 +150,7 @@ def cute_section() -> list[str]:
                      f"{np.median([b for _, b in pairs]):.0f} µs, the trigger-free name {gains.min():.4f}–"
                      f"{gains.max():.4f} × as fast in every round (exact signed-rank p "
                      f"{stats.signed_rank_pvalue(logs):.4f}), `{k['note']}`")
-    return [f"**The CuTe DSL FA2 program in both regimes** (`{CUTE}`, one H100; `bash experiments/h200_tune.sh "
+    return [f"**The CuTe DSL FA2 program in both regimes** (`{CUTE}`, one H100; `bash experiments/gpu/h200_tune.sh "
             "cute-regime`): the static-layout program, whose kernel the DSL names `kernel_cutlass_…`, tuned against "
             "the trigger-free spelling in runs of 20 timed launches (a burst) and in runs that launch for 1.5 s "
             "before timing 500 (meant to hold the card at its power limit; the runs' clock and power readings were "

@@ -26,6 +26,7 @@ from experiments.findings import (  # noqa: E402
     cost,
     external_kernels,
     figures,
+    index,
     measurement,
     proof,
     reduction,
@@ -451,9 +452,11 @@ def render() -> str:
 
 def main() -> int:
     new = render()
+    readme = index.render(new, RUN)
     figs = render_figures()
     if "--check" in sys.argv:
         stale = [] if FINDINGS.exists() and FINDINGS.read_text() == new else [FINDINGS.name]
+        stale += [] if index.README.exists() and index.README.read_text() == readme else ["experiments/README.md"]
         stale += [f"docs/figures/{n}" for n, svg in figs.items()
                   if not (FIGURES / n).exists() or (FIGURES / n).read_bytes() != svg.encode()]
         stale += [f"docs/figures/{p.name} (drawn by nothing)" for p in sorted(FIGURES.glob("*.svg"))
@@ -466,6 +469,7 @@ def main() -> int:
             return 1
         return 0
     FINDINGS.write_text(new)
+    index.README.write_text(readme)
     FIGURES.mkdir(parents=True, exist_ok=True)
     for p in FIGURES.glob("*.svg"):
         if p.name not in figs:

@@ -321,7 +321,7 @@ def goals(where: Path | None = None) -> list[str]:
 
 
 def regime() -> list[str]:
-    """How long the GPU runs the kernel back to back, against the name's gain (experiments/burst_length.py)."""
+    """How long the GPU runs the kernel back to back, against the name's gain (experiments/gpu/burst_length.py)."""
     t = gpu_runs.burst_gains(analysis.results_dir(BURSTS) / "burst_length.json")
     short, long_ = t.loc[t.ratio.idxmax()], t.iloc[-1]
     out = [f"**How long the GPU runs it changes the gain** (`{BURSTS}`: the FFMA matmul, Triton's own compile under "

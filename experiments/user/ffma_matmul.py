@@ -2,7 +2,7 @@
 the Triton counterpart of sgemm.cu; run as a program it times itself and prints ``ms=<per matmul>``.
 
 Its machine code changes with the ``cutlass`` name under every ptxas release from 12.4 to 13.0 on sm_90a, which
-makes it the program of the ``tune``/``apply`` study (experiments/h200_tune.sh ffma):
+makes it the program of the ``tune``/``apply`` study (experiments/gpu/h200_tune.sh ffma):
 
     ptxprobe tune --triton experiments/user/ffma_matmul.py:cutlass_matmul_fp32 \\
         --spec experiments/user/ffma_matmul.toml -o T

@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
-# ptxprobe tune on one H200 (device tool): the preamble of h200_study.sh (wheels from .whl/ into /tmp/site, ptxas
-# 12.4.131 from .whl/toolchains.tar.xz into PTXPROBE_TOOLCHAINS=/tmp/toolchains; Triton 3.6's ptxas 12.8.93; nvcc
-# 13.0's ptxas on PATH), results under $OUT.
-#   bash experiments/h200_tune.sh tune [sgemm]     # on the H200
-#   DRY_RUN=1 bash experiments/h200_tune.sh tune sgemm   # any machine: the static pruning alone (--no-run)
-#   tune   the fp8 persistent attention (experiments/h200_tune.toml): names {base}/cutlass_{base}, ptxas
+# ptxprobe tune on one H200 (device tool), after experiments/gpu/preamble.sh (wheels from .whl/ into /tmp/site, ptxas
+# 12.4.131 from .whl/toolchains.tar.xz; Triton 3.6's ptxas 12.8.93; nvcc 13.0's ptxas on PATH), results under $OUT.
+#   bash experiments/gpu/h200_tune.sh tune [sgemm]     # on the H200
+#   DRY_RUN=1 bash experiments/gpu/h200_tune.sh tune sgemm   # any machine: the static pruning alone (--no-run)
+#   tune   the fp8 persistent attention (experiments/definitions/h200_tune.toml): names {base}/cutlass_{base}, ptxas
 #          triton/12.4/13.0, options default and -O2; <= 3 GPU minutes; $OUT/h200-tune.{txt,json,tar.gz}
-#   cuda   the registered CUDA C++ FA2 attention (experiments/h200_tune_cuda.toml: fp16, D128, N 16k), the same space
+#   cuda   the registered CUDA C++ FA2 attention (experiments/definitions/h200_tune_cuda.toml: fp16, D128, N 16k), the same space
 #          as tune; $OUT/h200-tune-cuda.{txt,json,tar.gz}
 #   sgemm  the CUDA C++ FFMA sgemm (experiments/user/sgemm.cu + sgemm.toml, both sizes): nvcc 13.0's ptxas is yours,
 #          Triton's and 12.4 besides; $OUT/h200-tune-sgemm.{txt,json,tar.gz}
@@ -40,27 +39,9 @@
 #          $OUT/h200-sweep-ffma-{burst,sustained}.{txt,json,tar.gz}
 # Each step prints its exit code (0: nothing raced faster, 1: confirmed on fresh rounds, 5: not confirmed,
 # 6: slower) and a short table.
-set -uo pipefail
-if [ -z "${DRY_RUN:-}" ]; then
-  # SITE_READY=1: /tmp/site was filled by the caller (a wheel over a call's 64 MiB travels unpacked in parts)
-  [ -n "${SITE_READY:-}" ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-    --target /tmp/site .whl/*.whl || exit 2
-  ln -sfn "$PWD/kernels" /tmp/site/ptxprobe_kernels
-  [ -f .whl/toolchains.tar.xz ] && tar -C /tmp -xJf .whl/toolchains.tar.xz  # ptxas releases the image lacks
-  # the CuTe DSL's .pth (which puts its dsl_packages on sys.path) is not read from a PYTHONPATH entry: named here
-  export PYTHONPATH="/tmp/site/nvidia_cutlass_dsl/dsl_packages:/tmp/site:$PWD" PTXPROBE_CACHE=/tmp/ptxprobe-cache \
-    PTXPROBE_TOOLCHAINS=/tmp/toolchains
-  RUN=()
-else
-  export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-  RUN=(--no-run)
-fi
-export PYTHONUNBUFFERED=1
-OUT=${OUT:-/tmp/out}
-RUNS=${RUNS:-/tmp/runs}
-mkdir -p "$RUNS" "$OUT"
-[ -z "${DRY_RUN:-}" ] && nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit \
-  --format=csv,noheader >> "$OUT/status.txt"
+. "$(dirname "$0")/preamble.sh"  # wheels, toolchains, PYTHONPATH, $OUT and $RUNS, the card in $OUT/status.txt
+RUN=()
+[ -n "${DRY_RUN:-}" ] && RUN=(--no-run)
 SPACE=(--names '{base},cutlass_{base}' --ptxas "${PTXAS:-12.4,13.0}" --options 'default;-O2' --first-rounds 10
        --max-rounds 60 --target 0.002 -j 16)
 summary() {  # the answer in a few lines, read back from tuned.json
@@ -98,8 +79,8 @@ step() {  # name, seconds, ptxprobe tune arguments...
   tar -C "$RUNS" --exclude='triton-cache' -czf "$OUT/$name.tar.gz" "$name"
 }
 for what in "$@"; do case "$what" in
-  tune)  step h200-tune "${SECONDS_TUNE:-300}" -e experiments/h200_tune.toml ;;
-  cuda)  step h200-tune-cuda "${SECONDS_CUDA:-300}" -e experiments/h200_tune_cuda.toml ;;
+  tune)  step h200-tune "${SECONDS_TUNE:-300}" -e experiments/definitions/h200_tune.toml ;;
+  cuda)  step h200-tune-cuda "${SECONDS_CUDA:-300}" -e experiments/definitions/h200_tune_cuda.toml ;;
   sgemm) step h200-tune-sgemm "${SECONDS_SGEMM:-240}" --cu experiments/user/sgemm.cu --entry sgemm \
            --spec experiments/user/sgemm.toml -s archs=sm_90a --ptxas "${PTXAS_SGEMM:-triton,12.4}" ;;
   ffma)  step h200-tune-ffma "${SECONDS_FFMA:-150}" --triton experiments/user/ffma_matmul.py:cutlass_matmul_fp32 \

@@ -1,6 +1,6 @@
 """Does a name's measured gain depend on how long the GPU runs the kernel back to back?
 
-    python experiments/burst_length.py --out DIR [--rounds 12] [--bursts 1,3,10,40,160]
+    python experiments/gpu/burst_length.py --out DIR [--rounds 12] [--bursts 1,3,10,40,160]
 
 ``tune`` races candidates in CUDA-graph samples of about 10 ms (a few launches of a 4 ms matmul); the
 program of the tune study (experiments/user/ffma_matmul.py) times 40 launches back to back, about 160 ms
@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # experiments/
 
 
 FIELDS = ("timestamp", "clocks.sm", "power.draw", "temperature.gpu", "clocks_event_reasons.active")

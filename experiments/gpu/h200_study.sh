@@ -3,15 +3,8 @@
 # (device tool, one H200): ptxprobe from this checkout, the wheels the image lacks (pyelftools, capstone) carried in
 # .whl/, the third-party sources in external/ (fetched by experiments/external/fetch.py, never committed); results
 # tarred into $OUT.
-#   bash experiments/h200_study.sh sota|capture-tutorial|capture-inductor|names|cute-aot|smoke|probe|interleaved|fast|user-defaults|defaults|defaults-signed-rank|repro-defaults|overflow ...
-set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 2
-ln -sfn "$PWD/kernels" /tmp/site/ptxprobe_kernels
-[ -f .whl/toolchains.tar.xz ] && tar -C /tmp -xJf .whl/toolchains.tar.xz  # ptxas releases the image lacks
-export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1 PTXPROBE_CACHE=/tmp/ptxprobe-cache PTXPROBE_TOOLCHAINS=/tmp/toolchains
-OUT=${OUT:-/tmp/out}
-mkdir -p /tmp/runs "$OUT"
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.limit --format=csv,noheader >> "$OUT/status.txt"
+#   bash experiments/gpu/h200_study.sh sota|capture-tutorial|capture-inductor|names|cute-aot|smoke|probe|interleaved|fast|user-defaults|defaults|defaults-signed-rank|repro-defaults|overflow ...
+. "$(dirname "$0")/preamble.sh"  # wheels, toolchains, PYTHONPATH, $OUT and $RUNS, the card in $OUT/status.txt
 pp() { python3 -m ptxprobe.cli "$@"; }
 keep() {  # name: tar the run directory into $OUT (no ncu reports, no Triton caches)
   tar -C /tmp/runs --exclude='*.ncu-rep' --exclude='triton-cache' --exclude='triton-dump' -czf "$OUT/$1.tar.gz" "$1"
@@ -43,7 +36,7 @@ for what in "$@"; do case "$what" in
     echo "capture-inductor: exit $?" | tee -a "$OUT/status.txt"; tail -20 "$OUT/capture-inductor.txt"
     keep capture-inductor ;;
   names)  # the name study on the Gluon Hopper attention, calibrated timing
-    timeout -s INT "${SECONDS_NAMES:-400}" python3 -m ptxprobe.cli rename-sweep -e experiments/h200_gluon_hopper.toml --run -j 16 -q \
+    timeout -s INT "${SECONDS_NAMES:-400}" python3 -m ptxprobe.cli rename-sweep -e experiments/definitions/h200_gluon_hopper.toml --run -j 16 -q \
       -o /tmp/runs/h200-gluon-hopper > "$OUT/h200-gluon-hopper.txt" 2>&1
     echo "h200-gluon-hopper: exit $?" | tee -a "$OUT/status.txt"; tail -30 "$OUT/h200-gluon-hopper.txt"
     keep h200-gluon-hopper ;;
@@ -53,38 +46,38 @@ for what in "$@"; do case "$what" in
   probe)  # how fast the power-capped clock wanders, and which sample design cancels it
     timeout 200 python3 experiments/benchmarks/interleave_probe.py "$OUT/interleave-probe" 2>&1 | tail -14 ;;
   interleaved)  # the 48-group name study timed with the interleaved design, calibrated
-    timeout -s INT "${SECONDS_SWEEP:-420}" python3 -m ptxprobe.cli rename-sweep -e experiments/h200_interleaved.toml --run -j 16 -q \
+    timeout -s INT "${SECONDS_SWEEP:-420}" python3 -m ptxprobe.cli rename-sweep -e experiments/definitions/h200_interleaved.toml --run -j 16 -q \
       -o /tmp/runs/h200-interleaved > "$OUT/h200-interleaved.txt" 2>&1
     echo "h200-interleaved: exit $?" | tee -a "$OUT/status.txt"; tail -12 "$OUT/h200-interleaved.txt"
     python3 experiments/benchmarks/gpu_noise.py /tmp/runs/h200-interleaved 2>&1 | tail -30
     keep h200-interleaved ;;
   interleaved-user)  # sgemm.cu and the CUDA C++ attention, the interleaved design (nvcc on the device)
-    timeout -s INT "${SECONDS_USER:-200}" python3 -m ptxprobe.cli rename-sweep -e experiments/h200_interleaved_user.toml \
+    timeout -s INT "${SECONDS_USER:-200}" python3 -m ptxprobe.cli rename-sweep -e experiments/definitions/h200_interleaved_user.toml \
       --run -j 16 -q -o /tmp/runs/h200-interleaved-user > "$OUT/h200-interleaved-user.txt" 2>&1
     echo "h200-interleaved-user: exit $?" | tee -a "$OUT/status.txt"; tail -8 "$OUT/h200-interleaved-user.txt"
     python3 experiments/benchmarks/gpu_noise.py /tmp/runs/h200-interleaved-user 2>&1 | tail -30
     keep h200-interleaved-user ;;
   fast)  # the 48-group study with the defaults that skip identical code and rotate plants (3-minute goal)
-    timeout -s INT "${SECONDS_FAST:-420}" python3 -m ptxprobe.cli rename-sweep -e experiments/h200_interleaved_fast.toml --run -j 16 -q \
+    timeout -s INT "${SECONDS_FAST:-420}" python3 -m ptxprobe.cli rename-sweep -e experiments/definitions/h200_interleaved_fast.toml --run -j 16 -q \
       -o /tmp/runs/h200-interleaved-fast > "$OUT/h200-interleaved-fast.txt" 2>&1
     echo "h200-interleaved-fast: exit $?" | tee -a "$OUT/status.txt"; tail -12 "$OUT/h200-interleaved-fast.txt"
     python3 experiments/benchmarks/gpu_noise.py /tmp/runs/h200-interleaved-fast 2>&1 | tail -30
     keep h200-interleaved-fast ;;
   user-defaults)  # sgemm.cu and the CUDA C++ attention with the defaults (identical code skipped, signed-rank interval)
     timeout -s INT "${SECONDS_USER:-200}" python3 -m ptxprobe.cli rename-sweep \
-      -e experiments/h200_interleaved_user_defaults.toml --run -j 16 -q -o /tmp/runs/h200-user-defaults \
+      -e experiments/definitions/h200_interleaved_user_defaults.toml --run -j 16 -q -o /tmp/runs/h200-user-defaults \
       > "$OUT/h200-user-defaults.txt" 2>&1
     echo "h200-user-defaults: exit $?" | tee -a "$OUT/status.txt"; tail -8 "$OUT/h200-user-defaults.txt"
     python3 experiments/benchmarks/gpu_noise.py /tmp/runs/h200-user-defaults 2>&1 | tail -30
     keep h200-user-defaults ;;
   defaults)  # the 48-group study with every default (signed-rank-hac, ceiling/overflow stopping)
-    timeout -s INT "${SECONDS_FAST:-420}" python3 -m ptxprobe.cli rename-sweep -e experiments/h200_defaults.toml --run -j 16 -q \
+    timeout -s INT "${SECONDS_FAST:-420}" python3 -m ptxprobe.cli rename-sweep -e experiments/definitions/h200_defaults.toml --run -j 16 -q \
       -o /tmp/runs/h200-defaults > "$OUT/h200-defaults.txt" 2>&1
     echo "h200-defaults: exit $?" | tee -a "$OUT/status.txt"; tail -12 "$OUT/h200-defaults.txt"
     python3 experiments/benchmarks/gpu_noise.py /tmp/runs/h200-defaults 2>&1 | tail -30
     keep h200-defaults ;;
   defaults-signed-rank)  # the same study under the exact signed-rank interval: what the default's widening costs
-    timeout -s INT "${SECONDS_FAST:-420}" python3 -m ptxprobe.cli rename-sweep -e experiments/h200_defaults_signed_rank.toml \
+    timeout -s INT "${SECONDS_FAST:-420}" python3 -m ptxprobe.cli rename-sweep -e experiments/definitions/h200_defaults_signed_rank.toml \
       --run -j 16 -q -o /tmp/runs/h200-defaults-signed-rank > "$OUT/h200-defaults-signed-rank.txt" 2>&1
     echo "h200-defaults-signed-rank: exit $?" | tee -a "$OUT/status.txt"; tail -12 "$OUT/h200-defaults-signed-rank.txt"
     keep h200-defaults-signed-rank ;;
@@ -99,7 +92,7 @@ print("runtime", collections.Counter(r["status"] for r in d["runtime_rows"]))' "
     keep h200-defaults-repro ;;
   overflow)  # the ceiling/overflow stopping rule made to act on the H200's noisiest groups
     timeout -s INT "${SECONDS_OVERFLOW:-200}" python3 -m ptxprobe.cli rename-sweep \
-      -e experiments/h200_overflow_check.toml --run -j 16 -q -o /tmp/runs/h200-overflow-check \
+      -e experiments/definitions/h200_overflow_check.toml --run -j 16 -q -o /tmp/runs/h200-overflow-check \
       > "$OUT/h200-overflow-check.txt" 2>&1
     echo "h200-overflow-check: exit $?" | tee -a "$OUT/status.txt"; tail -12 "$OUT/h200-overflow-check.txt"
     keep h200-overflow-check ;;
