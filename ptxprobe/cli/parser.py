@@ -138,15 +138,8 @@ def _sub(sub, name: str, help_text: str, func_name: str, epilog: str = EPILOG) -
     return s
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from ptxprobe.cli.tune_cmd import add_parsers as add_tune_parsers
-    from ptxprobe.cli.tune_cmd import metric_regex, program_arch  # capture, tune and apply: one definition
-
-    p = _Parser(prog="ptxprobe", formatter_class=_Formatter, epilog=EPILOG,
-                                description="What does ptxas do differently depending on a kernel's entry name?")
-    p.add_argument("--version", action="version", version=f"ptxprobe {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
+def _sweep_parser(sub) -> None:
+    """``rename-sweep``: the main job, static and (with --run) on the GPU."""
     s = _sub(sub, "rename-sweep", "compile, rename, assemble and compare (no GPU needed)", "cmd_rename_sweep",
              epilog=SWEEP_EPILOG)
     s.add_argument("--experiment", "-e", default="default",
@@ -190,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     regime_arg(s, "with --run: how the names are timed")
     _common(s, "print the summary (and GPU rows) as one JSON document")
 
+
+def _setup_parsers(sub) -> None:
+    """The tools, the cache, a kernel's spec, the registered kernels."""
     s = _sub(sub, "toolchain", "list ptxas/nvdisasm/cuobjdump/nvcc found, or install more from pip wheels",
              "cmd_toolchain")
     s.add_argument("action", nargs="?", choices=["list", "install"], default="list", help="what to do")
@@ -221,6 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
     s = _sub(sub, "kernels", "list the registered kernel families", "cmd_kernels")
     _common(s)
 
+
+def _ptx_parsers(sub) -> None:
+    """One kernel's steps one at a time: emit, rename, check, assemble, disassemble, diff."""
     s = _sub(sub, "emit", "compile one registered kernel to PTX for a target (no GPU)", "cmd_emit")
     _kernel_args(s, "fp16")
     s.add_argument("--config", default="default", help="block config label (e.g. m128n64w8s3) or default")
@@ -279,6 +278,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--rows", action="store_true", help="with --json: include the per-instruction alignment")
     _common(s)
 
+
+def _run_dir_parsers(sub) -> None:
+    """What is done with sweeps and ptxas releases: report, scan, repro, bisect."""
     s = _sub(sub, "report", "HTML + JSON report of a sweep's run directory", "cmd_report")
     s.add_argument("run_dir", help="a rename-sweep output directory")
     s.add_argument("--out", "-o", help="where the report goes (default: RUN_DIR/report)")
@@ -310,6 +312,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--repeat", type=_at_least(1), default=3, help="assemblies per name and version")
     _executor_args(s)
     _common(s)
+
+
+def _program_parsers(sub) -> None:
+    """A user's program captured and A/B'd, and the why of a speed difference."""
+    from ptxprobe.cli.tune_cmd import metric_regex, program_arch  # capture, tune and apply: one definition
 
     s = _sub(sub, "capture", "run a Python program, keep every Triton kernel it compiles, rename-sweep them",
              "cmd_capture")
@@ -352,6 +359,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--timeout", type=_seconds, default=600.0, help="seconds for each ncu run")
     _common(s, "print explain.json on stdout")
 
+
+def _reduce_parser(sub) -> None:
+    """``reduce`` (the smallest kernel the name still changes) and a cubin's facts."""
     from ptxprobe.cli.reduce_cmd import REDUCE_EPILOG
 
     s = _sub(sub, "reduce", "the smallest kernel whose machine code the name still changes (delta debugging over PTX)",
@@ -398,5 +408,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("cubin", help="cubin file")
     _common(s, "accepted: the output is one JSON document already")
 
+
+def build_parser() -> argparse.ArgumentParser:
+    from ptxprobe.cli.tune_cmd import add_parsers as add_tune_parsers
+
+    p = _Parser(prog="ptxprobe", formatter_class=_Formatter, epilog=EPILOG,
+                                description="What does ptxas do differently depending on a kernel's entry name?")
+    p.add_argument("--version", action="version", version=f"ptxprobe {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _sweep_parser(sub)
+    _setup_parsers(sub)
+    _ptx_parsers(sub)
+    _run_dir_parsers(sub)
+    _program_parsers(sub)
+    _reduce_parser(sub)
     add_tune_parsers(sub, _Formatter, _common, _seconds, _at_least, regime_arg)
     return p
