@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# a study experiment the tool's tests sweep, named by its path: the tool's tests never import the study package
+REPRO_SMALL = ROOT / "experiments" / "definitions" / "repro_small.toml"
 TEST_TOOLCHAINS = Path(os.environ.get("PTXPROBE_TEST_TOOLCHAINS")
                        or Path.home() / ".cache" / "ptxprobe-test-toolchains")
 NO_INDEX = "http://ptxprobe-tests-have-no-network.invalid/simple"

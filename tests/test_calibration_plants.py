@@ -1,6 +1,7 @@
 """Calibration near the detection limit, on CPU: which plants each group times in its names block, how a plant is
 judged (its own interval against its stated size), the exact bounds a calibration certifies per run and pooled over
-runs, and the code plant's PTX edit (a dependent chain before the hot loop's backward branch)."""
+runs, and the code plant's PTX edit (a dependent chain before the hot loop's backward branch). The committed runs'
+calibrations, read back through the study's analysis: tests/study/test_calibration_plants.py."""
 
 from __future__ import annotations
 
@@ -199,22 +200,6 @@ def test_a_run_and_several_runs_pooled_state_what_their_counts_certify():
                                                                        summarize(other)["aa_false_positive_upper_95"]]
 
 
-def test_a_committed_calibration_block_run_still_summarizes_as_it_was_stored():
-    """Group records from before the plants moved into the names block (a block of their own, sizes within a
-    quarter) summarize to their stored calibration.json, with the new bounds beside it."""
-    import json
-
-    from experiments.analysis.static_runs import results_dir
-    from ptxprobe.runs.rundir import RunDir
-
-    d = results_dir("2026-12-03-h200-defaults")
-    c = summarize(RunDir(d).groups)
-    stored = json.loads((d / "calibration.json").read_text())
-    assert {k: c[k] for k in stored if k != "note"} == {k: v for k, v in stored.items() if k != "note"}
-    assert c["aa_false_positive_upper_95"] == pytest.approx(bounds.cp_upper(c["aa_false_positives"], 48))
-    assert "planted_size_covered_in_groups" not in c and "plant_size_miss_rate_max" not in c["criteria"]
-
-
 # --- the code plant's PTX edit -------------------------------------------------------------------------------------
 
 # an outer loop around a hot inner loop (a load, two FMAs) that holds a nested spin-wait loop in an inline scope,
@@ -345,33 +330,6 @@ def test_the_dynamic_shared_buffer_stays_aligned_to_a_kibibyte_after_the_plant()
         stores[label] = [i.operands[0] for i in listing.instructions if i.opcode == "STS"]
     assert len(stores["base"]) == 1 and "+" not in stores["base"][0], stores  # the buffer at offset 0
     assert stores["planted"][-1].endswith("+0x400]"), stores  # after the plant's KiB, still KiB-aligned
-
-
-def test_committed_runs_pool_into_one_certified_false_positive_rate():
-    from experiments.analysis import gpu_runs
-    from experiments.analysis.static_runs import results_dir
-
-    runs = [results_dir(r) for r in ("2026-12-03-h200-defaults", "2026-12-03-h200-defaults-repro")]
-    p = gpu_runs.pooled_calibration(runs)
-    each = [summarize(gpu_runs.RunDir(r).groups) for r in runs]
-    assert p["groups"] == 96 and p["aa_false_positives"] == sum(s["aa_false_positives"] for s in each)
-    assert p["aa_false_positive_upper_95"] == pytest.approx(bounds.cp_upper(p["aa_false_positives"], 96))
-    assert p["aa_false_positive_upper_95"] < min(s["aa_false_positive_upper_95"] for s in each)  # pooling narrows
-
-
-def test_a_replay_reads_the_pairs_a_group_recorded_and_its_planted_samples():
-    from experiments.analysis.gpu_runs import block_pairs, compared_series, planted_rows
-
-    templates = ["{base}", "cutlass_{base}"]
-    label = "{base}#planted0.2%"
-    rec = {"compared": [["{base}", "cutlass_{base}"], list(AA_LABELS), ["{base}", label]],
-           "calibration": {"in_names_block": True},
-           "calibration_samples": {label: {"times_ms": [1.002, 1.003], "partners": {"{base}": [1.002, 1.003]}}}}
-    assert block_pairs(rec, templates)[-1] == ("{base}", label)
-    assert block_pairs({"identical_code": []}, templates) == names_compared(templates, [])  # an earlier record
-    base = {"label": "{base}", "samples": {"times_ms": [9.0], "partners": {label: [1.0, 1.0]}}}
-    assert compared_series(base, planted_rows(rec)[label]) == ([1.0, 1.0], [1.002, 1.003])
-    assert planted_rows({"calibration": {"planted": {}}, "calibration_samples": {label: {}}}) == {}
 
 
 def test_the_calibration_line_says_what_its_plants_certify_not_their_point_rate(capsys):

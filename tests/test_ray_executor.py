@@ -23,11 +23,10 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from experiments import definition  # noqa: E402
 from ptxprobe.core.cache import Cache  # noqa: E402
 from ptxprobe.static.experiment import load_experiment, override  # noqa: E402
 from ptxprobe.static.sweep import run_sweep  # noqa: E402
-from tests.conftest import alive, descendants, proc_argv  # noqa: E402
+from tests.conftest import REPRO_SMALL, alive, descendants, proc_argv  # noqa: E402
 from tests.ray_cluster import local_cluster  # noqa: E402
 from tests.recorded_env import needs_recorded_triton  # noqa: E402
 
@@ -45,7 +44,7 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def exp():
-    return override(load_experiment(definition("repro_small")), SETS)
+    return override(load_experiment(REPRO_SMALL), SETS)
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +116,7 @@ def _kill_first(prefix: str, roots: set[int], deadline_s: float, stop: threading
 
 def test_a_worker_killed_mid_task_loses_and_duplicates_nothing(cluster, local_rows, tmp_path):
     out = tmp_path / "out"
-    argv = [sys.executable, "-m", "ptxprobe", "rename-sweep", "-e", str(definition("repro_small")), "--set", "repeat=2",
+    argv = [sys.executable, "-m", "ptxprobe", "rename-sweep", "-e", str(REPRO_SMALL), "--set", "repeat=2",
             "--set", "causal=false,true", "--executor", "ray", "--ray-address", cluster, "-o", str(out),
             "--no-cache", "--no-run", "-q"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -161,7 +160,7 @@ def test_a_task_whose_every_worker_dies_is_a_retriable_row_and_resume_redoes_it(
 def test_ctrl_c_stops_a_local_ray_sweep_keeps_its_rows_and_leaves_no_ray_behind(cluster, tmp_path):
     """Without --ray-address a Ray instance of its own is started (not the cluster above) and stopped."""
     out = tmp_path / "out"
-    argv = [sys.executable, "-m", "ptxprobe", "rename-sweep", "-e", str(definition("repro_small")), "--set", "repeat=2",
+    argv = [sys.executable, "-m", "ptxprobe", "rename-sweep", "-e", str(REPRO_SMALL), "--set", "repeat=2",
             "--set", "causal=false,true", "--executor", "ray", "-j", "2", "-o", str(out), "--no-cache", "--no-run",
             "-q"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -10,7 +10,7 @@ from nbclient import NotebookClient
 
 pytestmark = pytest.mark.study
 
-NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "naming_effect.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "naming_effect.ipynb"
 
 
 def test_notebook_is_small_in_git():

@@ -16,7 +16,7 @@ from ptxprobe.sources import registry
 
 pytestmark = pytest.mark.study
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "experiments/results/2026-12-05-h100-gluon-releases/releases.json"
 
 

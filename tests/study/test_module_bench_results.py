@@ -11,7 +11,7 @@ import pytest
 
 pytestmark = pytest.mark.study
 
-BENCH = Path(__file__).resolve().parents[1] / "experiments" / "results" / "2026-12-05-cpu-module-bench" / "bench.json"
+BENCH = Path(__file__).resolve().parents[2] / "experiments" / "results" / "2026-12-05-cpu-module-bench" / "bench.json"
 
 
 def test_the_module_sweep_meets_its_goal_against_bare_ptxas():

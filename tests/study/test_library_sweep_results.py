@@ -11,7 +11,7 @@ import pytest
 
 pytestmark = pytest.mark.study
 
-SWEEPS = (Path(__file__).resolve().parents[1] / "experiments" / "results" / "2026-12-05-cpu-library-sweeps"
+SWEEPS = (Path(__file__).resolve().parents[2] / "experiments" / "results" / "2026-12-05-cpu-library-sweeps"
           / "sweeps.json")
 
 
