@@ -16,6 +16,8 @@ import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from ptxprobe.static.experiment import Experiment, load_experiment, override
+
 if TYPE_CHECKING:
     from ptxprobe.core.cache import Cache
     from ptxprobe.gpu.compare import Callables, TimedBlock, Timing
@@ -44,8 +46,6 @@ def _assignment(axis: str, value) -> str:
 def make_experiment(experiment: str | os.PathLike | Experiment | None = "default", **overrides) -> Experiment:
     """An experiment (a shipped name, a TOML path, or an Experiment) with axes overridden as ``-s axis=values``
     would (``archs="sm_90a"``, ``names=["{base}", "cutlass_{base}"]``, ``repeat=1``, ``ptx_files=[path]``)."""
-    from ptxprobe.static.experiment import Experiment, load_experiment, override
-
     exp = experiment if isinstance(experiment, Experiment) else load_experiment(experiment)
     return override(exp, [_assignment(k, v) for k, v in overrides.items()]) if overrides else exp
 

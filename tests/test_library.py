@@ -213,12 +213,10 @@ def test_refusals_are_one_line_through_the_cli(built, tmp_path, capsys, monkeypa
     code, doc, _ = _sweep(capsys, "--lib", str(built["notes.txt"]), *names)
     assert code == 2 and "notes.txt: not a library cuobjdump can read: Invalid fatbin header" in doc["error"]
     assert not (tmp_path / "run").exists()
-    from ptxprobe.toolchain import tools
-
     def missing(kind, *a, **kw):
         raise ToolNotFound(f"no {kind} found")
 
-    monkeypatch.setattr(tools, "find_tool", missing)
+    monkeypatch.setattr(library, "find_tool", missing)  # where the extraction looks cuobjdump up
     library._extract.cache_clear()
     code, doc, _ = _sweep(capsys, "--lib", str(built["k.so"]), *names)
     assert (code, doc["kind"]) == (3, "ToolNotFound")

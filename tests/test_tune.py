@@ -480,10 +480,10 @@ def test_install_fetches_only_the_named_releases_that_are_missing(tmp_path, monk
                                                                   installed_ptxas_124):
     """`tune --install --ptxas 12.4,12.2`: 12.4 (installed for the tests) is used as it is, 12.2 is installed first
     (the pip download replaced here: tests have no network), and without --install nothing is fetched."""
-    from ptxprobe.toolchain import tools
+    from ptxprobe.tune import run as tune_run
 
-    asked: list[str] = []
-    monkeypatch.setattr(tools, "install", lambda version, kinds=("ptxas",), dest=None: asked.append(version) or [])
+    asked: list[str] = []  # the install tune's --install calls (the pip download replaced: tests have no network)
+    monkeypatch.setattr(tune_run, "install", lambda version, kinds=("ptxas",), dest=None: asked.append(version) or [])
     ptx = tmp_path / "axpy.ptx"
     ptx.write_text(_AXPY)
     argv = ["tune", "--ptx", str(ptx), "-s", "archs=sm_90a", "--ptxas", "12.4,12.2", "--no-run", "-q"]

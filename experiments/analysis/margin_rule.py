@@ -8,8 +8,8 @@ per-round noise the committed H200 A/A comparisons measured: their median SD ("t
 ("noisy") and the noisiest group's ("noisiest"). At true effects of 0, +0.3, +0.4, +0.45 and +1 % each block's final
 interval is judged by today's rule (``stats.decide``, ``margin+bh``: faster only when the interval's low end is above
 1 + margin) and by the rule before (``stats.decide_significant``, ``interval+bh``: faster whenever significant). The
-rates come with exact 95 % intervals; ``tests/test_margin_rule.py`` checks the committed file against what the issue
-asks (a true +0.3 % or +0.4 % called faster at most 2.5 % of the time, A/A significant at most 5 %, a true +1 %
+rates come with exact 95 % intervals; ``tests/study/test_margin_rule.py`` checks the committed file against what the
+issue asks (a true +0.3 % or +0.4 % called faster at most 2.5 % of the time, A/A significant at most 5 %, a true +1 %
 faster at least 95 % of the time at typical noise) and that the rule before fails the first.
 """
 

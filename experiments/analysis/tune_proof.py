@@ -10,7 +10,7 @@ A/A noise (the median group's per-round SD, "typical", and the noisiest group's,
 Per cell: how often a change is recommended (and the right one), the proof interval's coverage of the chosen
 candidate's truth, and, as the counterfactual the proof replaces, how often the race alone would have recommended
 and how its winner's interval covered and its gain was biased (the winner's curse). Rates with exact 95 %
-intervals; ``tests/test_tune_proof.py`` checks the committed file against the issue's goals.
+intervals; ``tests/study/test_tune_proof.py`` checks the committed file against the issue's goals.
 """
 
 from __future__ import annotations

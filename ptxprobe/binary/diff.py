@@ -16,9 +16,10 @@ import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from difflib import SequenceMatcher
+from pathlib import Path
 
-from ptxprobe.binary.cubin import CubinFacts
-from ptxprobe.binary.sass import Instruction, Listing, basic_blocks, highest_register, loops
+from ptxprobe.binary.cubin import CubinFacts, read_cubin
+from ptxprobe.binary.sass import Instruction, Listing, basic_blocks, disassemble, highest_register, loops
 from ptxprobe.core.text import one_spelling
 
 SAME, CHANGED, MOVED, ADDED, REMOVED = "same", "changed", "moved", "added", "removed"
@@ -272,9 +273,6 @@ def diff_listings(a: Listing, b: Listing, facts_a: CubinFacts | None = None, fac
 
 def diff_cubins(cubin_a: bytes, cubin_b: bytes, kernel_a: str | None = None, kernel_b: str | None = None) -> Diff:
     """Disassemble and compare one kernel of each cubin."""
-    from ptxprobe.binary.cubin import read_cubin
-    from ptxprobe.binary.sass import disassemble
-
     fa, fb = read_cubin(cubin_a), read_cubin(cubin_b)
     ka = fa.kernel(kernel_a).name
     kb = fb.kernel(kernel_b).name
@@ -284,11 +282,6 @@ def diff_cubins(cubin_a: bytes, cubin_b: bytes, kernel_a: str | None = None, ker
 
 def diff_files(path_a, path_b, kernel_a: str | None = None, kernel_b: str | None = None, listings=None) -> Diff:
     """Like diff_cubins for files; ``listings`` (path -> {kernel: Listing}) memoises disassembly."""
-    from pathlib import Path
-
-    from ptxprobe.binary.cubin import read_cubin
-    from ptxprobe.binary.sass import disassemble
-
     listings = listings if listings is not None else {}
     out = []
     for path, name in ((path_a, kernel_a), (path_b, kernel_b)):

@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ptxprobe.core.errors import SassParseError
+from ptxprobe.core.errors import CubinError, SassParseError, ToolNotFound
 from ptxprobe.core.proc import run_tool
 from ptxprobe.core.text import split_top_level
 from ptxprobe.toolchain.tools import Tool, find_tool
@@ -243,8 +243,6 @@ def parse_nvdisasm(text: str) -> dict[str, Listing]:
 
 def disassemble(cubin: bytes | str | Path, tool: Tool | None = None, timeout: float = 300.0) -> dict[str, Listing]:
     """Listings of every kernel in a cubin: nvdisasm -hex, or cuobjdump -sass when nvdisasm is missing or fails."""
-    from ptxprobe.core.errors import ToolNotFound
-
     with tempfile.TemporaryDirectory(prefix="ptxprobe-sass-") as d:
         path = Path(d) / "k.cubin"
         if isinstance(cubin, bytes):
@@ -276,7 +274,6 @@ def disassemble(cubin: bytes | str | Path, tool: Tool | None = None, timeout: fl
 
 def _cubin_arch(path: Path) -> str | None:
     from ptxprobe.binary.cubin import read_cubin
-    from ptxprobe.core.errors import CubinError
 
     try:
         return read_cubin(path.read_bytes()).arch

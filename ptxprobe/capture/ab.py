@@ -29,6 +29,7 @@ from statistics import NormalDist
 
 import numpy as np
 
+import ptxprobe
 from ptxprobe.capture.swap import ENV, SITECUSTOMIZE
 from ptxprobe.core.cache import Cache, atomic_write, sha256_text
 from ptxprobe.core.errors import SpecError, ToolFailed
@@ -119,8 +120,6 @@ def build_arms(kernels: list, capture_dir: Path, out: Path, tools_by_arch: dict[
 
 def swap_env(arm: Arm, site: Path, extra: dict | None = None) -> dict[str, str]:
     """The program's environment for one arm: the swap hook first on PYTHONPATH, ptxprobe importable."""
-    import ptxprobe
-
     root = str(Path(ptxprobe.__file__).resolve().parent.parent)
     path = os.pathsep.join(p for p in (str(site), root, os.environ.get("PYTHONPATH", "")) if p)
     return {**os.environ, **(extra or {}), "PYTHONPATH": path, ENV: arm.plan}

@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import importlib.abc
+import importlib.util
 import json
 import os
 import sys
@@ -126,8 +127,6 @@ class _AfterImport(importlib.abc.MetaPathFinder):
             return None
         sys.meta_path.remove(self)
         try:
-            import importlib.util
-
             spec = importlib.util.find_spec(fullname)
         finally:
             sys.meta_path.insert(0, self)

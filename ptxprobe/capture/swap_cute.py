@@ -22,6 +22,8 @@ import ctypes
 from pathlib import Path
 from typing import Any, Protocol
 
+from ptxprobe.ptx.text import entries_of
+
 
 class SwapState(Protocol):
     """What this half needs of the hook's state (``capture.swap._State``, which imports this module)."""
@@ -36,8 +38,6 @@ class SwapState(Protocol):
 
 def _entries(compiled: Any, ptx: str | None) -> list[str]:
     if ptx:
-        from ptxprobe.ptx.text import entries_of
-
         return entries_of(ptx)
     return list(getattr(compiled, "kernel_info", None) or {})
 

@@ -18,6 +18,10 @@ Exit codes, the same for every command:
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import io
+import json
 import logging
 import os
 import sys
@@ -65,8 +69,6 @@ def _one_line(exc: BaseException) -> str:
 
 def _as_reported(exc: BaseException) -> BaseException:
     """An OSError that names its file (or a full disk) is the environment or the input, not a bug: said as such."""
-    import errno
-
     if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError) and (
             exc.filename or exc.errno in (errno.ENOSPC, errno.EDQUOT)):
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -79,8 +81,6 @@ def _fail(message: str, code: int, kind: str, as_json: bool) -> int:
     """One line on stderr; under --json also the one JSON document on stdout that says the same."""
     print(f"ptxprobe: {message}", file=sys.stderr)
     if as_json:
-        import json
-
         print(json.dumps({"error": message, "exit_code": code, "kind": kind}), flush=True)
     return code
 
@@ -103,9 +103,6 @@ def _flag_values_joined(words: list[str]) -> list[str]:
 
 def _parse(parser, argv: list[str] | None):
     """The parsed arguments, or the exit code of --help (0) or a usage error (2; one JSON document under --json)."""
-    import contextlib
-    import io
-
     words = list(sys.argv[1:] if argv is None else argv)
     program = None
     if "--" in words:  # what follows -- is a program's command line, never ptxprobe's options
@@ -130,7 +127,6 @@ def _parse(parser, argv: list[str] | None):
         sys.stderr.write(err.getvalue())
         if not exc.code:
             return None, 0
-        import json
 
         text = err.getvalue().strip()
         print(json.dumps({"error": text.splitlines()[-1] if text else "bad usage", "exit_code": USAGE,

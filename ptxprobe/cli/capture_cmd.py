@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ptxprobe.capture.program import run_program
 from ptxprobe.cli import FOUND_DIFFERENCES, OK, TOOL_FAILED
 from ptxprobe.cli.render import emit_json, say, show, table
-from ptxprobe.core.errors import SpecError
+from ptxprobe.cli.sweep_cmd import View, run_request
+from ptxprobe.core.cache import Cache
+from ptxprobe.core.errors import SpecError, ToolFailed
+from ptxprobe.runs.request import SweepRequest, UserKernels
+from ptxprobe.toolchain.tools import discover, select_ptxas, triton_ptxas
 
 
 def cmd_capture(args) -> int:
     """Run the program with the frontends' dump knobs, then the rename sweep on what it compiled; with ``--run``
     the A/B of the whole program (exit 1 when a name changes code or speed, 3 when the A/A calibration fails)."""
-    from ptxprobe.capture.program import run_program
-
     argv = list(args.program)
     out = Path(args.out)
     names = tuple(args.names.split(",")) if args.names else None
@@ -26,8 +29,6 @@ def cmd_capture(args) -> int:
                    [[k.entry[:60], k.frontend, k.arch or "-", k.metadata.get("num_warps", "-"), k.ptx]
                     for k in kernels]))
     ptx_files = dict.fromkeys(k.ptx for k in kernels)  # a CuTe DSL file may hold several entries
-    from ptxprobe.cli.sweep_cmd import View, run_request
-    from ptxprobe.runs.request import SweepRequest, UserKernels
 
     sweep = SweepRequest(args.experiment, tuple(args.set), UserKernels(ptx=tuple(str(out / p) for p in ptx_files)),
                          out=str(out / "sweep"), jobs=args.jobs or None, use_cache=not args.no_cache,
@@ -41,9 +42,6 @@ def cmd_capture(args) -> int:
 
 def run_ab(args, argv: list[str], out: Path, kernels: list, names: tuple[str, ...] | None) -> int:
     from ptxprobe.capture.ab import build_arms, compare, run_rounds, write_ab
-    from ptxprobe.core.cache import Cache
-    from ptxprobe.core.errors import ToolFailed
-    from ptxprobe.toolchain.tools import discover, select_ptxas, triton_ptxas
 
     default_arch = args.arch or "sm_90a"
     tools = discover(("ptxas",))

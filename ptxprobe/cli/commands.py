@@ -7,9 +7,25 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+import tomllib
+
+from ptxprobe.binary.sass import disassemble
 from ptxprobe.cli import FOUND_DIFFERENCES, OK, TOOL_FAILED, USAGE
 from ptxprobe.cli.render import emit_json, say, show, table
-from ptxprobe.core.errors import CubinError, SpecError
+from ptxprobe.core.cache import Cache
+from ptxprobe.core.errors import CubinError, SpecError, ToolNotFound
+from ptxprobe.core.stages import STAGES
+from ptxprobe.ptx.check import check_files, check_renames
+from ptxprobe.ptx.rename import TRIGGER, module_wide, rename_symbols, template_renames, validate_name
+from ptxprobe.ptx.text import retargeted
+from ptxprobe.sources import RegisteredSource
+from ptxprobe.sources.files import load_ptx
+from ptxprobe.sources.launch import unfilled
+from ptxprobe.sources.registry import families, family
+from ptxprobe.sources.spec_init import spec_for, write_spec
+from ptxprobe.static.experiment import check_arch
+from ptxprobe.toolchain.assemble import TRITON_FLAGS, assemble
+from ptxprobe.toolchain.tools import discover, expand_versions, install, max_ptx_isa, select_ptxas
 
 
 def _read_bytes(path: str, what: str) -> bytes:
@@ -33,16 +49,11 @@ def _write(path: str, data: bytes | str) -> None:
 
 
 def _arch(arch: str | None) -> str | None:
-    from ptxprobe.static.experiment import check_arch
-
     return None if arch is None else check_arch(arch)
 
 
 def cmd_cache(args) -> int:
     """``cache info``: where the cache is and what each stage holds; ``cache clear``: remove it, or some stages."""
-    from ptxprobe.core.cache import Cache
-    from ptxprobe.core.stages import STAGES
-
     cache = Cache()
     if args.action == "clear":
         known = {u.namespace for u in cache.usage()} | set(STAGES) | {"cubin"}
@@ -68,14 +79,9 @@ def cmd_cache(args) -> int:
 
 def cmd_spec(args) -> int:
     """``spec init TARGET``: a commented spec from the kernel's own parameters, on stdout or in ``-o FILE``."""
-    from ptxprobe.sources.spec_init import spec_for, write_spec
-
     spec_dir = Path(args.output).parent if args.output not in (None, "-") else None
     text = spec_for(args.target, _arch(args.arch), tuple(args.include_dir), spec_dir)
     written = write_spec(text, args.output, args.force)
-    import tomllib
-
-    from ptxprobe.sources.launch import unfilled
 
     todo = len(unfilled(tomllib.loads(text)))
     if args.json:
@@ -90,12 +96,7 @@ def cmd_spec(args) -> int:
 
 
 def cmd_toolchain(args) -> int:
-    from ptxprobe.toolchain.tools import discover, install, max_ptx_isa
-
     if args.action == "install":
-        from ptxprobe.core.errors import ToolNotFound
-        from ptxprobe.toolchain.tools import expand_versions
-
         if not args.versions:
             raise SpecError("toolchain install needs one or more CUDA versions, e.g. 12.4.131, 12.6 or all")
         kinds = tuple(k.strip() for k in args.kinds.split(",") if k.strip())
@@ -128,8 +129,6 @@ def cmd_toolchain(args) -> int:
 
 
 def cmd_kernels(args) -> int:
-    from ptxprobe.sources.registry import families
-
     fams = list(families().values())
     recs = [{"name": f.name, "frontend": f.frontend, "dtypes": list(f.dtypes), "head_dims": list(f.head_dims),
              "configs": [c.label for c in f.configs], "archs": list(f.archs), "description": f.description}
@@ -144,17 +143,11 @@ def cmd_kernels(args) -> int:
 
 
 def cmd_emit(args) -> int:
-    from ptxprobe.core.cache import Cache
-    from ptxprobe.sources import RegisteredSource
-    from ptxprobe.sources.registry import family
-
     fam = family(args.kernel)
     arch = _arch(args.arch)
     spec = fam.spec(args.dtype, args.head_dim, args.causal, args.config)
     src = RegisteredSource(fam.name, spec.dtype, spec.head_dim, spec.causal, spec.config.label, args.seq_len)
     if args.name is not None:
-        from ptxprobe.ptx.rename import validate_name
-
         validate_name(args.name)
         if fam.frontend != "triton":
             raise SpecError(f"--name renames through Triton's repr=; {fam.name} is {fam.frontend}: "
@@ -174,10 +167,6 @@ def cmd_emit(args) -> int:
 
 
 def cmd_rename(args) -> int:
-    from ptxprobe.ptx.check import check_renames
-    from ptxprobe.ptx.rename import TRIGGER, module_wide, rename_symbols, template_renames
-    from ptxprobe.sources.files import load_ptx
-
     src = load_ptx(args.ptx)
     entry = args.entry or src.entry
     if entry not in src.swept_entries:
@@ -204,8 +193,6 @@ def cmd_rename(args) -> int:
 
 
 def cmd_check_rename(args) -> int:
-    from ptxprobe.ptx.check import check_files
-
     res = check_files(args.base, args.variant, args.base_name, args.name)
     if args.json:
         emit_json(res.to_json())
@@ -221,10 +208,6 @@ def cmd_check_rename(args) -> int:
 
 def cmd_assemble(args) -> int:
     from ptxprobe.binary.cubin import read_cubin
-    from ptxprobe.ptx.text import retargeted
-    from ptxprobe.sources.files import load_ptx
-    from ptxprobe.toolchain.assemble import TRITON_FLAGS, assemble
-    from ptxprobe.toolchain.tools import select_ptxas
 
     src = load_ptx(args.ptx)
     arch = _arch(args.arch) or src.arch
@@ -266,7 +249,6 @@ def cmd_cubin(args) -> int:
 
 def cmd_disasm(args) -> int:
     from ptxprobe.binary.cubin import read_cubin
-    from ptxprobe.binary.sass import disassemble
 
     data = _read_bytes(args.cubin, "cubin")
     read_cubin(data)  # not a cubin: an input error, said before the disassembler is asked

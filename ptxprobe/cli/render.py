@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ptxprobe.ptx.labels import readable_labels, table_names
-from ptxprobe.static.verdicts import NO, YES
+from ptxprobe.static.verdicts import NO, YES, summarize_targets
 
 log = logging.getLogger("ptxprobe")
 
@@ -202,8 +202,6 @@ def show_summary(title: str, pivot: list[dict], templates: list[str], next_steps
                  console: Console | None = None) -> None:
     """The answer for many kernels: per target how many kernels the name changes and leaves alone, the largest
     changes with their kernels, then the kernels where it changes most (the whole table: --details, the report)."""
-    from ptxprobe.static.verdicts import summarize_targets
-
     con = console or stdout()
     cols = max(con.width, MIN_WIDTH) if console is None else con.width
     names = table_names([p["kernel"] for p in pivot], 40, keep_source=False)

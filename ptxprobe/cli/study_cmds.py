@@ -6,9 +6,13 @@ import sys
 from pathlib import Path
 
 from ptxprobe.cli import FOUND_DIFFERENCES, INTERRUPTED, OK
+from ptxprobe.cli.capture_cmd import show_program_ab
 from ptxprobe.cli.render import emit_json, note, say, show, show_answer, show_speed, table
 from ptxprobe.core.cluster import session_for
 from ptxprobe.core.errors import SpecError
+from ptxprobe.core.store import prepare_dir
+from ptxprobe.static.experiment import check_arch
+from ptxprobe.toolchain.tools import discover, select_ptxas
 
 
 def _run_dir(path: str) -> Path:
@@ -22,7 +26,6 @@ def _run_dir(path: str) -> Path:
 def _report_target(run: Path, out: str | None) -> None:
     """Before anything is written: RUN is a run directory (its manifest readable), and the report's directory
     can be made (not an existing file, not on a read-only file system)."""
-    from ptxprobe.core.store import prepare_dir
     from ptxprobe.reports.html import no_results
     from ptxprobe.runs.rundir import RunDir
 
@@ -57,8 +60,6 @@ def cmd_report(args) -> int:
     show_answer(f"does the name matter? {run}", res["answer"], res["templates"],
                 f"open {index}" + ("" if args.sass else f"; ptxprobe report {run} --sass adds the SASS diffs"))
     if res["program_ab"]:
-        from ptxprobe.cli.capture_cmd import show_program_ab
-
         show_program_ab(res["program_ab"], run / "ab")
     say(f"report: {index}", wrap=True)
     return OK
@@ -66,8 +67,6 @@ def cmd_report(args) -> int:
 
 def _scan_targets(args) -> list[tuple[str, str]]:
     """(label, path) of the ptxas binaries to scan: given paths, --version matches, or every ptxas known."""
-    from ptxprobe.toolchain.tools import discover, select_ptxas
-
     if args.paths:
         missing = [p for p in args.paths if not Path(p).is_file()]
         if missing:
@@ -159,7 +158,6 @@ def cmd_repro(args) -> int:
 
 def cmd_bisect(args) -> int:
     from ptxprobe.static.bisect import WEAK, bisect, transitions, weak_boundaries
-    from ptxprobe.static.experiment import check_arch
 
     with session_for(args.executor, args.ray_address, args.jobs):
         steps = bisect(args.kernel, args.dtype, args.head_dim, args.causal, check_arch(args.arch), args.name,

@@ -9,11 +9,16 @@ from pathlib import Path
 
 from ptxprobe.cli import FOUND_DIFFERENCES, INTERRUPTED, OK, TOOL_FAILED
 from ptxprobe.cli.render import emit_json, fmt_set, note, say, show, show_answer, show_summary, table
+from ptxprobe.core.cache import Cache
 from ptxprobe.core.cluster import session_for
 from ptxprobe.core.errors import NoGpu
+from ptxprobe.core.schema import problem_label
+from ptxprobe.core.store import CALIBRATION, read_run_json
 from ptxprobe.ptx.labels import table_names
 from ptxprobe.runs.request import SweepPlan, SweepRequest, UserKernels, plan_sweep
-from ptxprobe.static.verdicts import MANY_KERNELS, NO, ONLY_ONE_NAME, YES, variant_label, variant_of
+from ptxprobe.sources import left_out, left_out_text
+from ptxprobe.sources.library import library_notes
+from ptxprobe.static.verdicts import MANY_KERNELS, NO, ONLY_ONE_NAME, YES, pivot, summarize, variant_label, variant_of
 
 log = logging.getLogger("ptxprobe")
 
@@ -49,11 +54,7 @@ def run_request(req: SweepRequest, view: View) -> int:
 
 def _sweep_and_time(plan: SweepPlan, view: View) -> int:
     """The static sweep, its answer, and (with a GPU) the timed runs: one Ray session around both."""
-    from ptxprobe.core.cache import Cache
-    from ptxprobe.sources import left_out, left_out_text
-    from ptxprobe.sources.library import library_notes
     from ptxprobe.static.sweep import run_sweep
-    from ptxprobe.static.verdicts import pivot, summarize
 
     exp, out, req = plan.experiment, plan.out, plan.request
     left = left_out(exp)
@@ -181,8 +182,6 @@ def _details_table(summary: list[dict]):
 
 
 def _runtime(plan: SweepPlan, view: View) -> tuple[list[dict], dict] | None:
-    from ptxprobe.core.schema import problem_label
-    from ptxprobe.core.store import CALIBRATION, read_run_json
     from ptxprobe.gpu import runtime_sweep
     from ptxprobe.reports.gpu_section import regime_text
     from ptxprobe.stats.regime import Regime

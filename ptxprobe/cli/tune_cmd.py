@@ -8,7 +8,12 @@ import sys
 from pathlib import Path
 
 from ptxprobe.cli import CHOICE_SLOWER, CHOICE_UNCONFIRMED, FOUND_DIFFERENCES, INTERRUPTED, OK, TOOL_FAILED
+from ptxprobe.cli.capture_cmd import program_regime, say_contaminated
 from ptxprobe.cli.render import emit_json, say, show, table
+from ptxprobe.core.cache import Cache
+from ptxprobe.core.errors import SpecError
+from ptxprobe.runs.request import UserKernels
+from ptxprobe.static.experiment import check_arch
 from ptxprobe.tune.space import PREFERENCES
 
 TUNE_DESCRIPTION = """the fastest entry name x ptxas release x ptxas options per kernel: every candidate assembled
@@ -98,9 +103,6 @@ def _code_of(swap: dict) -> str:
 
 def program_arch(text: str) -> str:
     """``--arch`` of a program (capture, tune, apply): a target ptxprobe knows, refused before the program runs."""
-    from ptxprobe.core.errors import SpecError
-    from ptxprobe.static.experiment import check_arch
-
     try:
         return check_arch(text)
     except SpecError as exc:
@@ -134,8 +136,6 @@ def rounds_for_verdicts(text: str) -> int:
 
 def program_settings(args) -> None:
     """``--rounds``/``--metric`` without a program would be ignored: refused; the default rounds filled in."""
-    from ptxprobe.core.errors import SpecError
-
     if not args.program and (args.rounds is not None or args.metric or args.arch):
         raise SpecError("--rounds, --metric and --arch go with a program: put it after --, e.g. -- python prog.py")
     if args.rounds is None:
@@ -159,7 +159,6 @@ def program_args(s, seconds, at_least, *, rounds: int, what: str) -> None:
 
 def cmd_tune(args) -> int:
     """Plan (bad input refused first), run, render tuned.json; the exit code says whether to change anything."""
-    from ptxprobe.runs.request import UserKernels
     from ptxprobe.tune.race import RacePlan
     from ptxprobe.tune.run import TuneRequest, plan_tune, run_tune
 
@@ -169,8 +168,6 @@ def cmd_tune(args) -> int:
         race = RacePlan(first_rounds=args.first_rounds, max_rounds=max(args.max_rounds, args.first_rounds),
                         target_halfwidth=args.target, prefer=args.prefer)
     except ValueError as exc:
-        from ptxprobe.core.errors import SpecError
-
         raise SpecError(str(exc)) from exc
     req = TuneRequest(args.out, args.experiment, tuple(args.set), kernels,
                       tuple(n.strip() for n in args.names.split(",") if n.strip()) if args.names else None,
@@ -188,8 +185,6 @@ def cmd_tune(args) -> int:
         from ptxprobe.tune.program import ProgramRace, program_race_plan, run_program_tune
 
         if args.regime:
-            from ptxprobe.core.errors import SpecError
-
             raise SpecError("--regime: a program tuned alone is measured by its own runs, each a whole program run "
                             "(the regime it reports is `program`); --regime applies to kernels tuned from sources")
         # the program alone: its own kernels, raced inside it by its own measure
@@ -198,8 +193,6 @@ def cmd_tune(args) -> int:
         outcome = run_program_tune(req, race_, progress=progress, notify=notify)
     else:
         if args.arch:
-            from ptxprobe.core.errors import SpecError
-
             raise SpecError("--arch pins the target of a program tuned alone; with sources or an experiment use "
                             "-s archs=...")
         if args.program:  # sources or axes given beside the program: the program is the proof, not the subject
@@ -289,7 +282,6 @@ def show_tuned(doc: dict, path: Path) -> None:
 def cmd_apply(args) -> int:
     """Without a program: the source changes. With one: the program run with the tuned kernels swapped in, and
     with --rounds its A/B against your configuration."""
-    from ptxprobe.core.errors import SpecError
     from ptxprobe.tune.answer import read_tuned
     from ptxprobe.tune.apply import changes
 
@@ -326,8 +318,6 @@ def run_program_tuned(doc: dict, argv: list[str], out: Path, args, tuned: dict |
     """The program run with the tuned kernels swapped in (``--rounds``: A/B against yours and an A/A copy), its
     record rendered (under --json with ``tuned``, tune's answer, in the same document); the exit code is the
     program's verdict."""
-    from ptxprobe.cli.capture_cmd import program_regime, say_contaminated
-    from ptxprobe.core.cache import Cache
     from ptxprobe.tune.apply import APPLIED, apply_program
 
     quiet = bool(args.quiet_level) or args.json

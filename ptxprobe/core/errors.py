@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 
 class PtxprobeError(Exception):
     """Base of all errors ptxprobe raises for bad input or an unusable environment."""
@@ -74,8 +76,6 @@ class DiskFull(PtxprobeError):
 def output_failure(path, exc: OSError, what: str = "") -> PtxprobeError:
     """An OSError met while writing ``path`` (``what`` names it: "output directory ") as the error a user can act
     on: the path and the reason; a full disk is the environment (exit 3), any other refusal the output asked for."""
-    import errno
-
     where = exc.filename or path
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return DiskFull(f"cannot write {what}{where}: no space left on the device (free some, then run again)")

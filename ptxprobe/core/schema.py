@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 
 STR, INT, FLOAT, BOOL, LIST = "str", "int", "float", "bool", "list"
 _PY = {STR: (str,), INT: (int,), FLOAT: (float, int), BOOL: (bool,), LIST: (list, tuple)}
@@ -204,8 +205,6 @@ def _elided_apart(texts: dict[str, str], keys: list[str], width: int) -> dict[st
     """``keys``' texts, whose middles were elided alike (instantiations differing deep inside template arguments),
     each cut to ``width`` as its start, then the words in which it differs from the texts that start as it does
     (each word once, in order), then its end: ``Kernel<SparseGemm…bfloat16_t…ColumnMajor…>>``."""
-    from difflib import SequenceMatcher
-
     tokens = {key: re.findall(r"\w+|\s+|.", text) for key, text in texts.items()}
     out = {}
     for key in keys:

@@ -14,6 +14,7 @@ import contextlib
 import errno
 import fcntl
 import gzip
+import importlib.metadata as md
 import json
 import os
 import platform
@@ -244,8 +245,6 @@ def _plain(value):
 
 
 def package_version(dist: str) -> str | None:
-    import importlib.metadata as md
-
     try:
         return md.version(dist)
     except md.PackageNotFoundError:

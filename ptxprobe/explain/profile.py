@@ -18,8 +18,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import NoGpu, ToolFailed, ToolNotFound
 from ptxprobe.core.proc import run_tool
+from ptxprobe.static.experiment import experiment_from_dict, recorded_axes
+from ptxprobe.toolchain.tools import select_ptxas
 
 NCU_SECTIONS = ("SourceCounters", "WarpStateStats", "SpeedOfLight")
 WARMUP_LAUNCHES = 3
@@ -98,14 +101,11 @@ def _target(job: dict) -> None:
     """The process ncu profiles: build the group's workload and launch one name's kernel."""
     import torch
 
-    from ptxprobe.core.cache import Cache
     from ptxprobe.gpu.device import gpu_info
     from ptxprobe.gpu.group import named_kernels
     from ptxprobe.gpu.plan import plan_groups, run_config
     from ptxprobe.gpu.worker import group_workload
     from ptxprobe.runs.rundir import RunDir
-    from ptxprobe.static.experiment import experiment_from_dict, recorded_axes
-    from ptxprobe.toolchain.tools import select_ptxas
 
     exp = experiment_from_dict(recorded_axes(RunDir(job["run_dir"]).manifest))
     cfg = run_config(exp.run)

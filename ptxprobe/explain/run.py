@@ -7,14 +7,20 @@ is ``RUN_DIR/explain.json``. ``--analyze-only`` redoes the attribution from what
 from __future__ import annotations
 
 import json
+import sys
+import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from ptxprobe import __version__
 from ptxprobe.binary.sass import disassemble
-from ptxprobe.core.cache import atomic_write
+from ptxprobe.core.cache import atomic_write, sha256_file
 from ptxprobe.core.errors import SpecError
+from ptxprobe.core.proc import run_tool
 from ptxprobe.core.store import MANIFEST, RUNTIME_LOG
 from ptxprobe.explain.attribution import group_record, parse_details_csv, parse_source_csv
+from ptxprobe.explain.profile import NCU_SECTIONS, WARMUP_LAUNCHES, find_ncu, profile_group
+from ptxprobe.gpu.device import gpu_info, require_gpu
 from ptxprobe.runs.rundir import RunDir
 
 EXPLAIN_DIR = "explain"
@@ -46,9 +52,6 @@ def choose_groups(rows: list[dict], filters: list[str], max_groups: int) -> list
 
 def profile_run(run_dir: Path, filters: list[str], max_groups: int = 4, timeout: float = 600.0) -> Path:
     """Profile the chosen groups' names under ncu; returns the explain directory."""
-    from ptxprobe.explain.profile import find_ncu, profile_group
-    from ptxprobe.gpu.device import require_gpu
-
     rows = RunDir(run_dir).runtime_log  # the input first: a directory without GPU results says so anywhere
     if not rows:
         raise SpecError(f"{run_dir} has no {RUNTIME_LOG}: explain needs a timed run (rename-sweep --run)")
@@ -73,15 +76,6 @@ def profile_run(run_dir: Path, filters: list[str], max_groups: int = 4, timeout:
 
 def profile_manifest(ncu: str, groups: list[str], filters: list[str]) -> dict:
     """What one call's profiles were made with: ncu (version, sha256, options), the GPU, ptxprobe, the command."""
-    import sys
-    import time
-
-    from ptxprobe import __version__
-    from ptxprobe.core.cache import sha256_file
-    from ptxprobe.core.proc import run_tool
-    from ptxprobe.explain.profile import NCU_SECTIONS, WARMUP_LAUNCHES
-    from ptxprobe.gpu.device import gpu_info
-
     version = run_tool([ncu, "--version"], timeout=60)
     return {"ptxprobe_version": __version__, "command": sys.argv, "groups": groups, "filters": filters,
             "ncu": {"path": ncu, "sha256": sha256_file(ncu), "version": version.stdout.strip().splitlines()[-1:],

@@ -1,5 +1,6 @@
 """The GPU side: launchers, timing, numerics, planning and dispatch (torch is imported only when a GPU is used)."""
 
+from ptxprobe.core.errors import NoGpu
 from ptxprobe.gpu.plan import Group, RunConfig, plan_groups, run_config
 
 __all__ = ["Group", "RunConfig", "plan_groups", "run_config", "runtime_sweep"]
@@ -8,7 +9,6 @@ __all__ = ["Group", "RunConfig", "plan_groups", "run_config", "runtime_sweep"]
 def runtime_sweep(*args, **kwargs):
     """Time every name of every source on the visible GPUs (see ``ptxprobe.gpu.dispatch.runtime_sweep``); without
     a GPU (and no Ray cluster to time on) it says so before the timing code and its imports load."""
-    from ptxprobe.core.errors import NoGpu
     from ptxprobe.gpu.device import absent_gpu
 
     if kwargs.get("executor", "local") != "ray" and (why := absent_gpu()):

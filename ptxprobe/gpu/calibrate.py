@@ -30,7 +30,7 @@ import numpy as np
 from ptxprobe.gpu.device import require_gpu
 from ptxprobe.gpu.graphs import GraphSample, Unit
 from ptxprobe.gpu.plan import CODE_PLANT, PLANTED
-from ptxprobe.stats import bounds
+from ptxprobe.stats import bounds, meta
 from ptxprobe.stats import paired as stats
 
 AA_LABELS = ("{base}#AA1", "{base}#AA2")
@@ -152,7 +152,6 @@ def judge_plant(iv: stats.Interval, fraction: float, margin: float = stats.EQUIV
     if sized is None:
         stated = 1.0 / (1.0 + fraction)
         return {**out, "verified": iv.low <= stated <= iv.high, "size_rule": "interval"}
-    from ptxprobe.stats import meta  # the interval's standard error at its own level, as repro reads it
 
     z = meta.z_critical(iv.level)
     se_measured = meta.standard_error(iv.low, iv.high, iv.level)

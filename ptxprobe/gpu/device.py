@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import sys
 
-from ptxprobe.core.errors import NoGpu
+from ptxprobe.core.errors import NoGpu, ToolNotFound
+from ptxprobe.core.proc import run_tool
 
 # a CUDA GPU on Linux is reached through these device nodes (WSL: /dev/dxg), in a container too
 DEVICE_NODES = ("/dev/nvidiactl", "/dev/dxg")
@@ -67,9 +68,6 @@ IDENTITY = ("gpu", "uuid", "vbios", "driver", "power_limit_w", "ecc_mode", "app_
 
 def _smi(device: int) -> dict:
     """nvidia-smi's answers for ``SMI_FIELDS`` (a field this card or driver does not report is left out)."""
-    from ptxprobe.core.errors import ToolNotFound
-    from ptxprobe.core.proc import run_tool
-
     try:
         run = run_tool(["nvidia-smi", f"--id={device}", f"--query-gpu={','.join(SMI_FIELDS)}",
                         "--format=csv,noheader,nounits"], timeout=30)

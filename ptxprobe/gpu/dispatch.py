@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 from ptxprobe.core.cache import Cache, atomic_write
@@ -27,6 +28,7 @@ from ptxprobe.core.store import (
 from ptxprobe.gpu.calibrate import summarize as summarize_calibration
 from ptxprobe.gpu.device import device_arch, gpu_info, require_gpu
 from ptxprobe.gpu.plan import Group, RunConfig, plan_groups, run_config
+from ptxprobe.gpu.ray_timing import route_groups, start_actors
 from ptxprobe.gpu.sustained import sustained_seconds
 from ptxprobe.gpu.timing import effective
 from ptxprobe.gpu.worker import group_rows
@@ -176,10 +178,6 @@ def sustained_cost_note(cfg: RunConfig, names: int, groups: list[Group]) -> str:
 
 def _ray_groups(exp, cfg: RunConfig, templates: list[str], log: str, done: set, notify) -> dict:
     """Plan per arch of the cluster's GPUs and time every group on an actor of that arch; the first GPU's facts."""
-    from dataclasses import replace
-
-    from ptxprobe.gpu.ray_timing import route_groups, start_actors
-
     actors = start_actors()
     archs = sorted({a.arch for a in actors})
     by_arch: dict[str, list[Group]] = {}

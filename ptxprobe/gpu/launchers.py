@@ -10,6 +10,7 @@ analysis looked at the code that really runs.
 from __future__ import annotations
 
 import copy
+import json
 import tempfile
 
 from ptxprobe.binary.cubin import read_cubin
@@ -26,8 +27,6 @@ _COMPILED: dict = {}
 def triton_compiled(fn, sp: Specialization, options: dict, name: str | None = None):
     """Triton's own compile for the current GPU, under ``name``, with its cache isolated (memoised per process
     by everything that shapes it, the name included: Triton's own cache ignores ``repr=``)."""
-    import json
-
     key = (fn.cache_key, json.dumps(sp.to_json(), sort_keys=True), str(sp.attrs), json.dumps(options, sort_keys=True),
            name)
     if key not in _COMPILED:

@@ -5,7 +5,7 @@ Pure: no GPU is touched, so the plan and its notes are tested on the CPU.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 from ptxprobe.core.errors import SpecError
 from ptxprobe.gpu.timing import TimingPlan
@@ -60,8 +60,6 @@ class RunConfig:
 
 def run_config(d: dict | None) -> RunConfig:
     """The ``[run]`` table, every key known (a typo is named with the keys there are) and every value checked."""
-    from dataclasses import fields
-
     d = dict(d or {})
     for where, table, cls in (("[run]", d, RunConfig), ("[run.timing]", d.get("timing", {}), TimingPlan)):
         if not isinstance(table, dict):

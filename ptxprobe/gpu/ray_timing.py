@@ -15,8 +15,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ptxprobe.core.cache import Cache
 from ptxprobe.core.cluster import require_ray, worker_identity
 from ptxprobe.core.errors import ClusterError, NoGpu
+from ptxprobe.gpu.device import device_arch, gpu_info
 
 log = logging.getLogger("ptxprobe")
 
@@ -30,7 +32,6 @@ class TimingWorker:
     def arch(self) -> str:
         if self.arch_probe is not None:
             return self.arch_probe()
-        from ptxprobe.gpu.device import device_arch
 
         return device_arch(0)
 
@@ -40,14 +41,12 @@ class TimingWorker:
     def facts(self) -> dict:
         if self.arch_probe is not None:
             return {"arch": self.arch()}
-        from ptxprobe.gpu.device import gpu_info
 
         return gpu_info(0)
 
     def run(self, group, *args):
         if self.work is not None:
             return self.work(group, *args)
-        from ptxprobe.core.cache import Cache
         from ptxprobe.gpu.worker import group_rows
 
         templates, cfg = args

@@ -15,6 +15,7 @@ from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import SpecError
 from ptxprobe.gpu.device import require_gpu
 from ptxprobe.gpu.launchers import CudaKernel, triton_loader
+from ptxprobe.gpu.timing import sdpa_fn
 from ptxprobe.sources import Emitted, KernelSource, RegisteredSource, TritonFunctionSource
 from ptxprobe.sources.launch import LaunchSpec, Resolved, check_against_source, resolve, size_label
 from ptxprobe.sources.registry import Problem
@@ -73,8 +74,6 @@ def registered_workload(source: RegisteredSource, problem: Problem, small: Probl
     def extras(c: Case) -> dict:
         if spec.dtype not in ("fp16", "bf16"):
             return {}
-        from ptxprobe.gpu.timing import sdpa_fn
-
         return {f"sdpa_{be}": sdpa_fn(be, c.tensors, spec.causal) for be in sdpa_backends}
 
     common = {**source.columns(), "kernel": spec.key, "seq_len": problem.seq_len, "batch": problem.batch,

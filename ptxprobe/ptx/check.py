@@ -22,6 +22,8 @@ from pathlib import Path
 from ptxprobe.core.errors import MalformedPtx
 from ptxprobe.core.text import one_spelling, split_last_group
 from ptxprobe.ptx.dwarf import dwarf_info, is_decode_error
+from ptxprobe.ptx.mangling import demangled
+from ptxprobe.ptx.text import read_text_file
 
 _TOKEN_RE = re.compile(
     r'"(?:[^"\\\n]|\\.)*"'  # string literal
@@ -92,7 +94,6 @@ def _function_name(symbol: str) -> str | None:
     parts = _mangled_parts(symbol)
     if parts:
         return parts[0]
-    from ptxprobe.ptx.mangling import demangled
 
     text = demangled(symbol)
     if text is None:
@@ -104,8 +105,6 @@ def _function_name(symbol: str) -> str | None:
 def _meaning_problem(base: str, new: str) -> str | None:
     """A renamed mangled symbol means the same function to the C++ runtime's demangler (not ptxprobe's grammar
     reader), apart from the trigger's spelling and the function's name."""
-    from ptxprobe.ptx.mangling import demangled
-
     read_base, read_new = demangled(base), demangled(new)
     if read_base is None:
         return None
@@ -479,8 +478,6 @@ def _only_entry(ptx: str, given: str | None, path: str) -> str:
 
 def check_files(base: str | Path, variant: str | Path, base_name: str | None = None,
                 new_name: str | None = None) -> RenameCheck:
-    from ptxprobe.ptx.text import read_text_file
-
     a, b = read_text_file(base, "PTX"), read_text_file(variant, "PTX")
     ea, eb = _only_entry(a, base_name, str(base)), _only_entry(b, new_name, str(variant))
     if base_name is None and new_name is None and len(_ENTRY_RE.findall(a)) > 1:

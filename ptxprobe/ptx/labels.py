@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ptxprobe.core.schema import short_names
 from ptxprobe.ptx.mangling import display_names, is_mangled
 
 
@@ -22,8 +23,6 @@ def table_names(labels: list[str], width: int, keep_source: bool = True) -> dict
     """Kernel labels for a table column of ``width``: read (``readable_labels``), then shortened the same way in
     every table (``core.schema.short_names``); a source prefix all labels share goes first when room is short (or
     always, without ``keep_source``)."""
-    from ptxprobe.core.schema import short_names
-
     labels = list(dict.fromkeys(labels))
     read = readable_labels(labels)
     if not keep_source or any(len(r) > width for r in read.values()):

@@ -15,6 +15,8 @@ import re
 import sys
 from dataclasses import dataclass
 
+from ptxprobe.core.errors import ToolNotFound
+from ptxprobe.core.proc import run_tool
 from ptxprobe.core.text import split_last_group, split_top_level
 
 _BUILTIN = set("vwbcahstijlmxynofdegz")
@@ -322,9 +324,6 @@ def _demangled_deep(symbol: str) -> str | None:
     """The demangling of a symbol nested deeper than the runtime demangler's recursion limit allows (CUTLASS's
     ``cutlass::Kernel<SparseGemm<…>>`` in xformers is refused by ``__cxa_demangle``): binutils' ``c++filt`` reads
     it without the limit; None where c++filt is missing or refuses it too."""
-    from ptxprobe.core.errors import ToolNotFound
-    from ptxprobe.core.proc import run_tool
-
     try:
         run = run_tool(["c++filt", "--no-recurse-limit"], stdin=symbol.encode(), timeout=30)
     except ToolNotFound:

@@ -10,10 +10,12 @@ rewritten so the result equals what the frontend would emit for the new name.
 from __future__ import annotations
 
 import re
+import string
 from dataclasses import dataclass
 
 from ptxprobe.core.errors import InvalidName, MalformedPtx
 from ptxprobe.core.text import TRIGGER
+from ptxprobe.ptx.mangling import demangled, symbol_parts
 from ptxprobe.ptx.rename_dwarf import rename_debug_info, rename_debug_str
 from ptxprobe.ptx.text import entries_of, local_prefix, module_symbols
 
@@ -102,10 +104,6 @@ def apply_template(template: str, entry: str) -> str:
     (``xutlass_`` before the identifier of a symbol without it, whose baseline is itself): ``MIXED_TRIGGER_NAMES``.
     A renamed mangled symbol must still demangle.
     """
-    import string
-
-    from ptxprobe.ptx.mangling import demangled, symbol_parts
-
     try:
         fields = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
     except ValueError as exc:

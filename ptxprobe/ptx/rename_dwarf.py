@@ -10,6 +10,7 @@ PTX whose DWARF cannot be decoded is refused with a message, never rewritten bli
 
 from __future__ import annotations
 
+import io
 import re
 from dataclasses import dataclass
 
@@ -239,8 +240,6 @@ def rename_debug_str(lines: list[str], str_span: tuple[int, int], abbrev_span: t
 
 def _uses_strp(lines: list[str], abbrev_span: tuple[int, int]) -> bool:
     """Does any abbreviation declare an attribute of form DW_FORM_strp?"""
-    import io
-
     from elftools.dwarf.abbrevtable import AbbrevTable
     from elftools.dwarf.structs import DWARFStructs
 

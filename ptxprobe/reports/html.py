@@ -9,17 +9,23 @@ from the content-addressed cache by their sha256.
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import time
 from pathlib import Path
+from textwrap import shorten
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup, escape
 
+from ptxprobe.binary.cubin import read_cubin
 from ptxprobe.binary.diff import SAME, Diff, diff_files
-from ptxprobe.binary.sass import Listing
+from ptxprobe.binary.sass import Listing, disassemble
 from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import PtxprobeError
 from ptxprobe.core.schema import problem_label
+from ptxprobe.explain.run import EXPLAIN_JSON
+from ptxprobe.ptx.labels import readable_labels, source_of, without_source
 from ptxprobe.reports.gpu_section import group_order, regime_text, speed_answer
 from ptxprobe.reports.publish import ReportFiles
 from ptxprobe.runs.rundir import RunDir
@@ -60,9 +66,6 @@ def load_rows(run_dir: Path | RunDir) -> list[dict]:
 def no_results(rd: RunDir) -> str:
     """Why a directory has no rows to report, in one line: a run not finished (interrupted before any assembly: how
     to resume it), a benchmark's output (what its manifest says it holds), or no run at all."""
-    import shlex
-    from textwrap import shorten
-
     manifest = rd.manifest
     if isinstance(manifest.get("experiment"), dict):  # a run's own manifest: rename-sweep, capture or repro wrote it
         counts = manifest.get("counts") or {}
@@ -84,11 +87,7 @@ def no_results(rd: RunDir) -> str:
 
 def _disassemble_all(paths) -> dict:
     """path -> (CubinFacts, {kernel: Listing}); nvdisasm runs in parallel threads."""
-    import os
     from concurrent.futures import ThreadPoolExecutor
-
-    from ptxprobe.binary.cubin import read_cubin
-    from ptxprobe.binary.sass import disassemble
 
     todo = sorted({str(p) for p in paths if p is not None})
 
@@ -255,8 +254,6 @@ def build_report(
 def explain_view(run: Path | RunDir, reasons_shown: int = 6, loops_shown: int = 3) -> list[dict]:
     """explain.json as the report draws it: per group, the stall reasons (and those of its busiest loops) as
     baseline/variant bar pairs scaled to the largest, and the instructions whose samples changed most."""
-    from ptxprobe.explain.run import EXPLAIN_JSON
-
     doc = (run if isinstance(run, RunDir) else RunDir(run)).json(EXPLAIN_JSON, optional=True)
     if not doc:
         return []
@@ -283,8 +280,6 @@ def answer_groups(answer: list[dict]) -> list[dict]:
     """The answer's rows by where their kernels come from (a library's module, a PTX or .cu file), each group with
     how many kernels the name changes; each row's kernel read as people read it (``shown``), its whole label kept
     for the title. One group without a heading where all come from one place or from the registry."""
-    from ptxprobe.ptx.labels import readable_labels, source_of, without_source
-
     read = readable_labels([p["kernel"] for p in answer])
     groups: dict[str, dict] = {}
     for p in answer:

@@ -9,6 +9,7 @@ source, another Triton).
 
 from __future__ import annotations
 
+import importlib.metadata as md
 import math
 import shutil
 import tempfile
@@ -17,13 +18,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptxprobe.core.cache import Cache
-from ptxprobe.core.errors import PtxprobeError, SpecError
+from ptxprobe.core.errors import NoGpu, PtxprobeError, SpecError
 from ptxprobe.core.inputs import INPUTS, Staged, stage
 from ptxprobe.core.schema import problem_label
 from ptxprobe.core.store import MANIFEST
+from ptxprobe.gpu import runtime_sweep
+from ptxprobe.gpu.device import IDENTITY
+from ptxprobe.gpu.dispatch import with_q_values
 from ptxprobe.gpu.plan import RunConfig
 from ptxprobe.reports.gpu_section import regime_text
 from ptxprobe.runs.rundir import DamagedRun, RunDir, same_code_columns
+from ptxprobe.sources import sources_of
 from ptxprobe.sources.registry import kernel_source_hashes
 from ptxprobe.static.experiment import experiment_from_dict, recorded_axes
 from ptxprobe.static.sweep import run_sweep
@@ -110,8 +115,6 @@ def _staged(run: Path, manifest: dict, dest: Path) -> Staged | None:
 
 def check_environment(manifest: dict, rows: list[dict], tools: list[Tool]) -> tuple[list[str], dict[str, Tool]]:
     """Differences that make a re-run meaningless or suspicious, and recorded ptxas sha256 -> tool here."""
-    import importlib.metadata as md
-
     problems = []
     by_sha = {t.sha256: t for t in tools if t.kind == "ptxas"}
     recorded = {t["sha256"]: t for t in manifest.get("tools", []) if t.get("kind") == "ptxas"}
@@ -142,8 +145,6 @@ def check_environment(manifest: dict, rows: list[dict], tools: list[Tool]) -> tu
 def gpu_differences(recorded: dict, here: dict) -> list[str]:
     """How the GPU a re-measurement runs on differs from the recorded run's, by the facts that tell cards and their
     settings apart (``gpu.device.IDENTITY``); a fact either side did not record is not compared."""
-    from ptxprobe.gpu.device import IDENTITY
-
     return [f"{key} {here[key]} here, {recorded[key]} recorded" for key in IDENTITY
             if recorded.get(key) not in (None, "") and here.get(key) not in (None, "")
             and str(recorded[key]) != str(here[key])]
@@ -242,7 +243,7 @@ REPRO_LEVEL = 0.95  # two runs of one comparison diverge when their difference i
 HOLM = "holm"  # compare_runtime's family adjustment: Holm over a repro's timed comparisons
 # The between-run model (stats.meta) fitted by REML on five runs of the every-default H200 study (36 timed name
 # comparisons each): the run effect grows with the effect (2.9 % of it) and has no measurable floor (tau0 ~ 0);
-# DerSimonian-Laird's flat tau is 0.027 %. The first pair alone gave 4.0 %. tests/test_between_run.py re-estimates
+# DerSimonian-Laird's flat tau is 0.027 %. The first pair alone gave 4.0 %. tests/study/test_between_run.py re-estimates
 # it from those runs and pins these numbers.
 BETWEEN_RUN_RUNS = ("2026-12-03-h200-defaults", "2026-12-03-h200-defaults-repro", "2026-12-04-h200-defaults",
                     "2026-12-04-h200-defaults-repro", "2026-12-04-h200-defaults-sized-plants")
@@ -312,7 +313,6 @@ def judged(rows: list[dict]) -> list[dict]:
     run gated their verdicts (rows of the earlier rule, or already judged, come back as they were)."""
     if not any(r.get("verdict_rule") in stats.BH_RULES and "q_value" not in r for r in rows):
         return rows
-    from ptxprobe.gpu.dispatch import with_q_values
 
     return with_q_values(rows)
 
@@ -447,9 +447,6 @@ def repro(
     if RunDir(run).has_runtime and interrupted:
         runtime_rows = compare_runtime(RunDir(run).runtime_log, [])  # every timed comparison: not re-run
     elif RunDir(run).has_runtime:
-        from ptxprobe.core.errors import NoGpu
-        from ptxprobe.gpu import runtime_sweep
-
         sub = experiment_from_dict(exp_d)
         between = between_run_model(exp_d.get("run", {}).get("between_run"))  # the measured model by default
         margin = float(exp_d.get("run", {}).get("timing", {}).get("margin", stats.EQUIVALENCE_MARGIN))
@@ -475,8 +472,6 @@ def repro(
 
 def _recorded_labels(exp_d: dict, staged: Staged) -> dict[str, str]:
     """The label each source re-run from a kept copy gets -> the label the recorded run gave it."""
-    from ptxprobe.sources import sources_of
-
     return {s.label: staged.labels[s.path] for s in sources_of(experiment_from_dict(exp_d))
             if getattr(s, "path", None) in staged.labels}
 

@@ -9,11 +9,28 @@ how to run. Bad input is refused here, before the output directory is touched.
 from __future__ import annotations
 
 import logging
+import string
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ptxprobe.core.errors import SpecError
+from ptxprobe.core.cache import Cache
+from ptxprobe.core.errors import PtxprobeError, SpecError
+from ptxprobe.core.schema import short_names
+from ptxprobe.core.store import RUNTIME_LOG, read_log
+from ptxprobe.ptx.mangling import display_names, readable, trigger_origin
+from ptxprobe.ptx.rename import (
+    MIXED_TRIGGER_NAMES,
+    MODULE_UNTRIGGERED,
+    TRIGGER,
+    TRIGGER_FREE_NAMES,
+    apply_template,
+    module_respellings,
+    module_wide,
+)
+from ptxprobe.ptx.text import module_symbols
+from ptxprobe.sources import sources_of
 from ptxprobe.static.experiment import Experiment, check_assignments, load_experiment, override
+from ptxprobe.toolchain.tools import discover, select_ptxas
 
 log = logging.getLogger("ptxprobe")
 
@@ -102,7 +119,6 @@ def plan_sweep(req: SweepRequest) -> SweepPlan:
     refuse_one_name(exp, req.use_cache)
     out = Path(req.out) if req.out else default_out_dir(exp)
     if req.run is not False:  # a bad [run] table is bad input on any machine, before the static sweep
-        from ptxprobe.core.store import RUNTIME_LOG, read_log
         from ptxprobe.gpu.dispatch import refuse_other_regime
         from ptxprobe.gpu.plan import run_config
 
@@ -157,14 +173,6 @@ def refuse_one_name(exp: Experiment, use_cache: bool = True) -> None:
     wherever the kernel's entry names can be known: its PTX, a compile the sweep then reads from the cache, or a
     registered kernel already in the cache. Only templates of different shapes can collide (a literal name, or
     other placeholders than another's); a kernel that does not build is left to the sweep to say so."""
-    import string
-
-    from ptxprobe.core.cache import Cache
-    from ptxprobe.core.errors import PtxprobeError
-    from ptxprobe.ptx.mangling import readable
-    from ptxprobe.ptx.rename import TRIGGER, apply_template, module_respellings, module_wide
-    from ptxprobe.sources import sources_of
-
     shapes = {tuple(sorted({f for _, f, _, _ in string.Formatter().parse(t) if f is not None})) for t in exp.names}
     if len(shapes) < 2:
         return
@@ -196,12 +204,6 @@ def names_for_triggered_entries(exp: Experiment, use_cache: bool = True) -> Expe
     """When every given kernel's own name already holds the trigger, ``cutlass_{base}`` beside ``xutlass_{base}``
     would compare two triggered names and read as "no effect". Compare instead the name without the trigger
     (baseline), the name as given, and a second trigger-free spelling (control), and say so."""
-    from ptxprobe.core.cache import Cache
-    from ptxprobe.ptx.mangling import readable
-    from ptxprobe.ptx.rename import MIXED_TRIGGER_NAMES, MODULE_UNTRIGGERED, TRIGGER, TRIGGER_FREE_NAMES
-    from ptxprobe.ptx.text import module_symbols
-    from ptxprobe.sources import sources_of
-
     entries, module_wide_too = [], True
     for src in sources_of(exp, Cache(enabled=use_cache)):
         # ptx/cubin entries are known without compiling; a .cu file's from nvcc's PTX, a Triton/Gluon function's
@@ -240,10 +242,6 @@ def names_for_triggered_entries(exp: Experiment, use_cache: bool = True) -> Expe
 def _trigger_origins(symbols: list[str], shown: int = 4) -> str:
     """Where the trigger comes from in each kernel's symbol, for people: ``mask_kernel<cutlass::half_t>: the type
     cutlass::half_t in its signature``; the rest counted."""
-    from ptxprobe.core.schema import short_names
-    from ptxprobe.ptx.mangling import display_names, trigger_origin
-    from ptxprobe.ptx.rename import TRIGGER
-
     names = display_names(symbols)
     short = short_names(list(names.values()), 80)
     said = [f"{short[names[s]]}: {trigger_origin(s, TRIGGER).describe()}" for s in symbols[:shown]]
@@ -253,7 +251,6 @@ def _trigger_origins(symbols: list[str], shown: int = 4) -> str:
 def names_from_scan(exp: Experiment) -> Experiment:
     """Add a name template for every identifier-like strstr literal in the sweep's ptxas binaries."""
     from ptxprobe.toolchain.scan import name_templates, scan
-    from ptxprobe.toolchain.tools import discover, select_ptxas
 
     tools = discover(("ptxas",))
     paths = {t.path for arch in exp.archs for spec in exp.ptxas for t in select_ptxas(arch, spec, tools)}

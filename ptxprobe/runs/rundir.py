@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ptxprobe import __version__
 from ptxprobe.core.cache import atomic_write
 from ptxprobe.core.errors import PtxprobeError
 from ptxprobe.core.store import (
@@ -45,7 +46,7 @@ from ptxprobe.core.store import (
     read_log,
     write_parquet,
 )
-from ptxprobe.static.verdicts import CODE_VERSION, SAME_CODE_V1, comparable_code
+from ptxprobe.static.verdicts import CODE_VERSION, SAME_CODE_V1, comparable_code, derive
 
 OLD_LAYOUT = 1  # a manifest without schema_version
 # ``ptxprobe capture`` writes what it captured, the rename sweep of it in ``sweep/`` and its program A/B in ``ab/``
@@ -178,8 +179,6 @@ class RunDir:
     def static_rows(self) -> list[dict]:
         """Static rows with baseline comparisons and verdicts, derived from the variant log; an old-layout
         run without a log gives its recorded results.parquet (or results.jsonl) rows."""
-        from ptxprobe.static.verdicts import derive
-
         if self.has(LOG):
             return derive(with_machine_code(self.variants))
         if self.schema_version == OLD_LAYOUT and self.has(RESULTS_PARQUET):
@@ -269,8 +268,6 @@ def checked_manifest(doc, where: Path) -> dict:
     if not isinstance(version, int) or isinstance(version, bool) or version < OLD_LAYOUT:
         raise DamagedRun(f"{where}: schema_version {version!r} is not a layout number (1 to {SCHEMA_VERSION})")
     if version > SCHEMA_VERSION:
-        from ptxprobe import __version__
-
         raise DamagedRun(f"{where}: schema_version {version} was written by a newer ptxprobe (this one, {__version__}, "
                          f"reads layouts up to {SCHEMA_VERSION}); upgrade ptxprobe to read this run")
     if "experiment" not in doc and "schema_version" not in doc:

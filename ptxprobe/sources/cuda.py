@@ -21,6 +21,7 @@ from ptxprobe.core.stages import stage_key
 from ptxprobe.ptx.text import entries_of
 from ptxprobe.sources.base import Emitted
 from ptxprobe.sources.files import choose_entries
+from ptxprobe.sources.launch import load_kernel_spec
 from ptxprobe.toolchain.tools import arch_number, find_tool
 
 
@@ -144,7 +145,6 @@ def nvcc_options(spec_path: str | Path | None) -> NvccOptions:
     """A spec's ``[nvcc]`` table, each key checked (the key, the value and what is expected, as bad input)."""
     if not spec_path:
         return NvccOptions()
-    from ptxprobe.sources.launch import load_kernel_spec
 
     table = load_kernel_spec(spec_path).get("nvcc", {})
     where = f"{spec_path}: [nvcc]"

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import io
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 from ptxprobe.core.errors import CubinError, MalformedPtx
+from ptxprobe.core.text import split_last_group
+from ptxprobe.ptx.mangling import display_names, own_identifier, readable
 from ptxprobe.ptx.text import entries_of, has_version, read_text_file, target_of
 from ptxprobe.sources.base import Emitted
 
@@ -14,11 +17,6 @@ def entry_matches(names: list[str], selector: str, shown: dict[str, str] | None 
     """The entries ``selector`` names: a symbol, a demangled name (``ns::kernel<float, 4>(float*)``, with or without
     its return type, namespaces and parameters), the function's own name, or a glob over any of these
     (``'kernel<*'``)."""
-    from fnmatch import fnmatchcase
-
-    from ptxprobe.core.text import split_last_group
-    from ptxprobe.ptx.mangling import display_names, own_identifier, readable
-
     if selector in names:
         return [selector]
     shown = shown or display_names(names)
@@ -40,8 +38,6 @@ def entry_matches(names: list[str], selector: str, shown: dict[str, str] | None 
 def choose_entries(names: list[str], entry: str | None, where: str, what: str = "entry") -> tuple[str, ...]:
     """``entry`` among the PTX's entries: None or ``all`` is every entry; a glob may pick several; a name that fits
     several instantiations is refused with the list, never resolved to the first; an unknown one is an error."""
-    from ptxprobe.ptx.mangling import display_names
-
     if not names:
         raise MalformedPtx(f"{where}: no .entry in PTX")
     if entry is None or entry == "all":

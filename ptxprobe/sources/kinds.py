@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ast
 import functools
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
 from ptxprobe.core.cache import Cache
-from ptxprobe.core.errors import SpecError
+from ptxprobe.core.errors import PtxprobeError, SpecError
 from ptxprobe.ptx.text import retargeted, target_of
 from ptxprobe.sources.base import Emitted, KernelSource
 from ptxprobe.sources.catalog import emitted_pointer, family_info
@@ -181,7 +183,6 @@ class CudaFileSource(_FileSource):
 
     def input_files(self, archs: tuple[str, ...], cache: Cache) -> list[Path]:
         """The file, the headers of its own it includes (for any of ``archs``) and the spec."""
-        from ptxprobe.core.errors import PtxprobeError
         from ptxprobe.sources.cuda import nvcc_options, user_headers
 
         headers: set[Path] = set()
@@ -322,9 +323,6 @@ def spec_files(spec_path: str | None) -> list[Path]:
 def module_files(module: str) -> list[Path]:
     """A Python module's file (``file.py`` or an importable ``package.module``) and, transitively, the modules it
     imports from its own folder (by name, read with ``ast``: nothing is run)."""
-    import ast
-    import importlib.util
-
     if module.endswith(".py"):
         first = Path(module)
     else:

@@ -32,6 +32,8 @@ import operator
 from dataclasses import dataclass
 from pathlib import Path
 
+import tomllib
+
 from ptxprobe.core.errors import SpecError
 from ptxprobe.ptx.text import PtxParam, entry_params
 
@@ -317,8 +319,6 @@ SPEC_KEYS = {"signature", "constexprs", "divisible_by_16", "num_warps", "num_sta
 
 def load_kernel_spec(path: str | Path) -> dict:
     """A user kernel's spec (JSON or TOML): signature, constexprs, divisible_by_16, num_warps, num_stages, launch."""
-    import tomllib
-
     p = Path(path)
     try:
         text = p.read_text()

@@ -29,7 +29,7 @@ from ptxprobe.core.proc import FAILED, OK, run_tool
 from ptxprobe.core.stages import stage_key
 from ptxprobe.ptx.text import ENTRY_RE, brace_span, code_of, ptx_isa, retargeted, target_of
 from ptxprobe.sources.base import Emitted, KernelSource
-from ptxprobe.toolchain.tools import arch_order
+from ptxprobe.toolchain.tools import arch_order, find_tool
 
 STAGE = "lib-extract"
 _LISTED_RE = re.compile(r"^(ELF|PTX) file\s+\d+:\s+(\S+)", re.MULTILINE)
@@ -104,8 +104,6 @@ def extract(path: str | Path, cache: Cache) -> Extraction:
 @functools.cache
 def _extract(path: str, mtime_ns: int, size: int, root: str, enabled: bool) -> Extraction:
     """Memoised per process and file state: every source of a library, and every sweep stage, asks again."""
-    from ptxprobe.toolchain.tools import find_tool
-
     tool = find_tool("cuobjdump")
     sha = sha256_file(path)
     store = Cache(root, enabled)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import importlib.metadata as md
 import importlib.util
 import re
 import sys
@@ -227,8 +228,6 @@ class KernelUnavailable(ToolNotFound):
 @functools.cache
 def installed_triton() -> str | None:
     """The installed Triton's version, or None when it is not installed (asked once per process)."""
-    import importlib.metadata as md
-
     try:
         return md.version("triton")
     except md.PackageNotFoundError:

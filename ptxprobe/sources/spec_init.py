@@ -17,8 +17,15 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import SpecError
+from ptxprobe.ptx.mangling import own_identifier
+from ptxprobe.ptx.text import entry_params
+from ptxprobe.sources.cuda import NvccOptions, emit_cuda
+from ptxprobe.sources.files import load_ptx
+from ptxprobe.sources.kinds import split_entry
 from ptxprobe.sources.launch import TRITON_TORCH, triton_type_of
+from ptxprobe.sources.triton import load_kernel
 from ptxprobe.sources.usage import Usage, usage_of
 
 TODO = "TODO"
@@ -179,8 +186,6 @@ def _header(target: str, command: str) -> list[str]:
 
 def triton_spec(target: str, arch: str = "sm_90a") -> str:
     """The spec of a user's ``triton.jit``/``gluon.jit`` function (``file.py:function`` or ``module:function``)."""
-    from ptxprobe.sources.triton import load_kernel
-
     fn, wrappers = load_kernel(target, arch, what="spec init")
     try:
         u = usage_of(inspect.getsource(fn.fn))
@@ -282,11 +287,6 @@ def file_spec(target: str, arch: str = "sm_90a", include_dirs: tuple[str, ...] =
               spec_dir: Path | None = None) -> str:
     """The ``[launch]`` spec of a ``.cu`` (compiled by nvcc, with ``include_dirs`` on its include path, written
     into the spec's ``[nvcc]`` table relative to ``spec_dir``) or ``.ptx`` entry: ``file.cu[:entry]``."""
-    from ptxprobe.core.cache import Cache
-    from ptxprobe.ptx.mangling import own_identifier
-    from ptxprobe.ptx.text import entry_params
-    from ptxprobe.sources.kinds import split_entry
-
     path, entry = split_entry(target)
     src = Path(path)
     if not src.is_file():
@@ -298,12 +298,8 @@ def file_spec(target: str, arch: str = "sm_90a", include_dirs: tuple[str, ...] =
     if folders and src.suffix != ".cu":
         raise SpecError("spec init: -I is for a .cu file's headers")
     if src.suffix == ".cu":
-        from ptxprobe.sources.cuda import NvccOptions, emit_cuda
-
         emitted = emit_cuda(src, arch, entry, NvccOptions.of(include_dirs=tuple(map(str, folders))), cache=Cache())
     else:
-        from ptxprobe.sources.files import load_ptx
-
         emitted = load_ptx(str(src), entry)
     chosen = emitted.swept_entries
     if len(chosen) > 1:

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
+import importlib.util
+import inspect
 import logging
 import os
 import sys
@@ -24,7 +27,10 @@ from ptxprobe.core.errors import KernelCompileError, SpecError
 from ptxprobe.core.stages import stage_key
 from ptxprobe.ptx.text import entry_of
 from ptxprobe.sources.base import Emitted
+from ptxprobe.sources.constexprs import checked, uses
 from ptxprobe.sources.launch import load_kernel_spec
+from ptxprobe.sources.offline import complete_signature, offline_target
+from ptxprobe.sources.registry import PointerArg
 from ptxprobe.toolchain.tools import arch_number
 
 log = logging.getLogger("ptxprobe")
@@ -89,8 +95,6 @@ def specialize(fn, args: list) -> Specialization:
 
 def _plain(args: list) -> list | None:
     """A stable description of stand-in launch arguments, or None when one is not plainly describable."""
-    from ptxprobe.sources.registry import PointerArg
-
     out = []
     for a in args:
         if isinstance(a, PointerArg):
@@ -215,8 +219,6 @@ def compiler_identity() -> dict:
 def libtriton_stamp() -> tuple[Path | None, list]:
     """The installed Triton's ``_C`` folder and (name, size, mtime) of its libtriton, found without importing
     Triton: what stands for ``triton_key()`` in memos that must not pay for hashing it."""
-    import importlib.util
-
     spec = importlib.util.find_spec("triton")
     if spec is None or not spec.submodule_search_locations:
         return None, []
@@ -271,8 +273,6 @@ def triton_ptx(
 
 def compile_failure(fn, exc: Exception) -> KernelCompileError:
     """Triton's CompilationError as one line in the user's terms: ``file.py:LINE: <source line>: <Triton's reason>``."""
-    import inspect
-
     node = getattr(exc, "node", None)
     reason = getattr(exc, "error_message", None) or (str(exc.__cause__) if exc.__cause__ else "")
     reason = " ".join((reason or str(exc).strip().splitlines()[-1]).split())
@@ -298,9 +298,6 @@ def emitted_from(rec: dict, label: str) -> Emitted:
 
 def import_target(target: str, what: str):
     """``package.module:name`` or ``path/to/file.py:name`` -> that object (None if the module lacks it)."""
-    import importlib
-    import importlib.util
-
     mod_name, sep, attr = target.rpartition(":")
     if not sep or not mod_name or not attr:
         raise SpecError(f"{what} takes module:function or file.py:function, got {target!r}")
@@ -378,8 +375,6 @@ def load_kernel(target: str, arch: str = "sm_90a", what: str = "--triton") -> tu
     pool's workers, which import it again)."""
     import multiprocessing
 
-    from ptxprobe.sources.offline import offline_target
-
     with offline_target(arch):
         fn, wrappers = unwrapped(import_target(target, what))  # errors name what the user typed
     if fn is None or not hasattr(fn, "params"):
@@ -398,9 +393,6 @@ def load_triton_function(target: str, arch: str = "sm_90a"):
 
 def user_specialization(target: str, spec_path: str | Path, arch: str = "sm_90a") -> tuple[Any, Specialization, dict]:
     """(function, specialisation, compile options) of a user's Triton or Gluon function from its spec file."""
-    from ptxprobe.sources.constexprs import checked, uses
-    from ptxprobe.sources.offline import complete_signature
-
     fn = load_triton_function(target, arch)
     spec = load_kernel_spec(spec_path)
     if "signature" not in spec:

@@ -8,6 +8,7 @@ to: an edited input plans new variants, an unchanged one is found in the log and
 from __future__ import annotations
 
 import itertools
+import json
 from dataclasses import asdict, dataclass
 
 from ptxprobe.core.cache import Cache, cache_key, sha256_text
@@ -210,8 +211,6 @@ def _checked(base: _Module, module: _Module, maps: dict[str, dict[str, str]], ca
 
 
 def _json(value) -> str:
-    import json
-
     return json.dumps(value, sort_keys=True)
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ptxprobe.binary.cubin import kernel_columns
 from ptxprobe.binary.diff import Diff, diff_cubins
 from ptxprobe.core.cache import Cache
-from ptxprobe.core.errors import PtxprobeError, SpecError
+from ptxprobe.core.errors import PtxprobeError, SpecError, ToolFailed
 from ptxprobe.ptx.rename import rename_entry, template_ptx
 from ptxprobe.ptx.text import retargeted
 from ptxprobe.sources.files import load_ptx
@@ -78,6 +78,4 @@ def noise_aware_ptx_diff(path: str, template: str, arch: str | None, ptxas: str,
 
 
 def _failed(message: str):
-    from ptxprobe.core.errors import ToolFailed
-
     return ToolFailed(message)

@@ -43,12 +43,15 @@ from ptxprobe.core.store import (
 )
 from ptxprobe.ptx.rename import apply_template
 from ptxprobe.sources import Emitted, KernelSource, left_out, sources_of
+from ptxprobe.sources.launch import check_against_source
 from ptxprobe.sources.registry import kernel_source_hashes
+from ptxprobe.sources.triton import runtime_params
 from ptxprobe.static.adaptive import more_runs
 from ptxprobe.static.executors import Executor, LocalExecutor, by_assembly, variant_rows
 from ptxprobe.static.experiment import Experiment
 from ptxprobe.static.plan import Planned, plan_emitted
-from ptxprobe.static.verdicts import SAME_CODE, comparable_code, derive
+from ptxprobe.static.ray_executor import RayExecutor
+from ptxprobe.static.verdicts import SAME_CODE, comparable_code, derive, failures
 from ptxprobe.toolchain.assemble import cached_artifact, flag_file_digests
 from ptxprobe.toolchain.tools import Tool, discover
 
@@ -106,8 +109,6 @@ class SweepOutcome:
 
     @property
     def failed(self) -> list[dict]:
-        from ptxprobe.static.verdicts import failures
-
         return failures(self.rows)
 
 
@@ -121,8 +122,6 @@ def make_executor(kind: str, jobs: int, ray_address: str | None = None) -> Execu
             raise SpecError("--ray-address goes with --executor ray")
         return LocalExecutor(jobs)
     if kind == "ray":
-        from ptxprobe.static.ray_executor import RayExecutor  # Ray is optional: imported only when asked for
-
         return RayExecutor(jobs, ray_address)
     raise SpecError(f"unknown executor {kind!r} (choose from {', '.join(EXECUTORS)})")
 
@@ -310,7 +309,6 @@ class _Run:
     def _submit_variants(self, pool, src: KernelSource, emitted: Emitted) -> None:
         launch = src.launch()
         if launch is not None:  # the spec must fit the entry's own parameters: checked before any assembly
-            from ptxprobe.sources.launch import check_against_source
 
             runtime = _runtime_params(src)
             for entry in emitted.swept_entries:
@@ -409,7 +407,6 @@ def _runtime_params(src: KernelSource) -> list[str]:
     """A Triton function's launch parameters (its PTX entry has hidden extra ones); empty for other kinds."""
     if src.kind != "triton":
         return []
-    from ptxprobe.sources.triton import runtime_params
 
     fn, sp, _ = src.loaded()
     return runtime_params(fn, sp)

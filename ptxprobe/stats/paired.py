@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -363,8 +364,6 @@ def random_pair_orders(pairs: list[tuple[str, str]], rounds: int, seed: int = 0)
 def stable_seed(seed: int, key: str) -> int:
     """A seed of its own for ``key`` (a group id), stable across processes and runs: each group of a sweep gets
     its own random orders instead of all sharing one sequence (whose chance imbalance every group would share)."""
-    import zlib
-
     return (seed * 1_000_003 + zlib.crc32(key.encode())) % (1 << 31)
 
 

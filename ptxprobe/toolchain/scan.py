@@ -17,11 +17,13 @@ from __future__ import annotations
 import io
 import os
 import re
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ptxprobe.core.cache import sha256_bytes
 from ptxprobe.core.errors import PtxprobeError
 from ptxprobe.toolchain.tools import follow_wrapper
 
@@ -231,11 +233,7 @@ def _argument_literals(ins, data: bytes, elf) -> list[tuple[int, int, int, str]]
 
 def scan(path: str | os.PathLike, functions: tuple[str, ...] = COMPARE_FUNCS, context: int = 6) -> ScanResult:
     """Every call of a string-compare function with a literal argument in one ptxas binary."""
-    import time
-
     import capstone
-
-    from ptxprobe.core.cache import sha256_bytes
 
     t0 = time.perf_counter()
     given = Path(path)

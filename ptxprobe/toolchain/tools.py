@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import sys
+import tempfile
 import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -265,8 +266,6 @@ _CURRENT_RE = re.compile(r"current version is '(\d+\.\d+)'")
 
 
 def _probe(tool: Tool, version: str, arch: str, timeout: float = 60.0):
-    import tempfile
-
     with tempfile.TemporaryDirectory() as d:
         src = Path(d) / "probe.ptx"
         src.write_text(_PROBE_PTX.format(version=version, arch=arch))
@@ -415,8 +414,6 @@ CUDA_RELEASE = r"1[2-9]\.\d+(\.\d+)?"  # a CUDA release that has pip wheels, as 
 
 def install(version: str, kinds: tuple[str, ...] = ("ptxas",), dest: Path | None = None) -> list[Installed]:
     """Fetch the wheels of a CUDA release with pip and unpack just the tools into the cache."""
-    import tempfile
-
     if not re.fullmatch(CUDA_RELEASE, version):
         raise SpecError(f"not a CUDA release: {version!r} (e.g. 12.4.131, 12.6 or 13.0.88; 12.0 and later)")
     bad = [k for k in kinds if k not in WHEELS]

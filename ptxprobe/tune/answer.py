@@ -18,6 +18,7 @@ from pathlib import Path
 
 from ptxprobe.core.cache import atomic_write
 from ptxprobe.core.errors import SpecError
+from ptxprobe.stats import paired as stats
 from ptxprobe.stats.regime import Regime
 from ptxprobe.tune.proof import CONFIRMED, REFUTED, UNCONFIRMED, Proof, outcome_of_verdict
 from ptxprobe.tune.prune import SAME_CODE_AS, Candidate, Pruned
@@ -188,8 +189,6 @@ def adjusted_over_kernels(records: list[dict], margin: float) -> list[dict]:
     proof's verdict is taken again with its Benjamini-Hochberg q-value over the proofs of all the kernels, and a
     choice confirmed alone but not under the adjustment keeps yours (``outcome`` unconfirmed). One proof: as it
     was."""
-    from ptxprobe.stats import paired as stats
-
     proven = [i for i, r in enumerate(records) if r.get("proof")]
     if len(proven) < 2:
         return records

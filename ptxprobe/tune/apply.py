@@ -20,11 +20,12 @@ from pathlib import Path
 from ptxprobe.binary.cubin import read_cubin
 from ptxprobe.binary.symbols import respelled
 from ptxprobe.capture.ab import Arm, calibration_failed, compare, run_rounds
-from ptxprobe.capture.program import CUTE_FRONTEND, cute_env
+from ptxprobe.capture.program import CUTE_FRONTEND, cute_env, run_program
 from ptxprobe.core.cache import Cache, atomic_write, sha256_text
 from ptxprobe.core.errors import SpecError, ToolFailed, ToolNotFound
 from ptxprobe.gpu.timing import Nvml
 from ptxprobe.ptx.rename import template_ptx
+from ptxprobe.ptx.text import target_of
 from ptxprobe.stats import paired as stats
 from ptxprobe.toolchain.assemble import assemble
 from ptxprobe.toolchain.tools import Tool, identify
@@ -121,8 +122,6 @@ def build_swap(ptx: str, entry: str, ptx_sha256: str, rec: dict, which: str, doc
 
 
 def _arch_of(ptx: str) -> str:
-    from ptxprobe.ptx.text import target_of
-
     return target_of(ptx)
 
 
@@ -156,8 +155,6 @@ def apply_program(doc: dict, argv: list[str], out: Path, *, rounds: int, metric:
                   cache: Cache, log=lambda text: None, arch: str | None = None) -> dict:
     """Capture the program's kernels, swap the tuned configuration in, run it (once, or an A/B of ``rounds``);
     ``arch`` pins a CuTe DSL program's target (an export on a machine without a GPU)."""
-    from ptxprobe.capture.program import run_program
-
     tuned, notes = tuned_by_entry(doc)
     kernels, _ = run_program(argv, out / "capture", timeout, arch)
     matched = [k for k in kernels if k.entry in tuned and k.arch in (None, tuned[k.entry]["arch"])]

@@ -21,9 +21,10 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ptxprobe.capture.ab import MIN_ROUNDS, Run, resolution_floor, run_rounds, to_resolution
-from ptxprobe.capture.program import CUTE_FRONTEND, CapturedKernel
+from ptxprobe.capture.program import CUTE_FRONTEND, CapturedKernel, run_program
 from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import NoGpu, SpecError, ToolFailed
+from ptxprobe.gpu.device import gpu_info
 from ptxprobe.gpu.timing import Nvml
 from ptxprobe.runs.request import UserKernels
 from ptxprobe.stats import paired as stats
@@ -80,8 +81,6 @@ def program_race_plan(rounds: int, prefer: str) -> RacePlan:
 def captured_sources(argv: list[str], out: Path, timeout: float, arch: str | None = None
                      ) -> tuple[list, UserKernels]:
     """Run the program once with the capture knobs: its kernels, and their PTX files as the sweep's sources."""
-    from ptxprobe.capture.program import run_program
-
     kernels, _ = run_program(argv, out / CAPTURE_DIR, timeout, arch)
     files = tuple(dict.fromkeys(str((out / CAPTURE_DIR / k.ptx).resolve()) for k in kernels))
     return kernels, UserKernels(ptx=files)
@@ -296,8 +295,6 @@ def run_program_tune(req: TuneRequest, race_: ProgramRace, progress: bool = Fals
 
 def _gpu() -> dict | None:
     """The GPU the program ran on, when this machine has one (the program is what needs it, not ptxprobe)."""
-    from ptxprobe.gpu.device import gpu_info
-
     try:
         info = gpu_info(0)
     except NoGpu:

@@ -8,15 +8,23 @@ Without a GPU the answer is the pruning alone, and says so.
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ptxprobe.core.cache import Cache
-from ptxprobe.core.errors import NoGpu, SpecError
+from ptxprobe.core.errors import NoGpu, SpecError, ToolNotFound
+from ptxprobe.gpu.device import device_arch, gpu_info
+from ptxprobe.gpu.plan import plan_groups, run_config
+from ptxprobe.gpu.sustained import sustained_seconds
+from ptxprobe.gpu.timing import effective
 from ptxprobe.runs.request import SweepPlan, SweepRequest, UserKernels, plan_sweep
 from ptxprobe.static.experiment import override
+from ptxprobe.stats.regime import SUSTAINED
+from ptxprobe.toolchain.tools import CUDA_RELEASE, discover, install, nvcc_ptxas, select_ptxas, version_matches
 from ptxprobe.tune.answer import NUMERICS_MODES, document, interrupted, static_answer, write_tuned
+from ptxprobe.tune.proof import ProofPlan
 from ptxprobe.tune.prune import candidates_from_rows, prune
 from ptxprobe.tune.race import RacePlan
 from ptxprobe.tune.space import TuneSpace, build_space, parse_option_sets
@@ -89,10 +97,6 @@ class TuneOutcome:
 def install_missing(entries: tuple[str, ...] | None, notify=lambda text: None) -> list[str]:
     """``--install``: the releases named in ``--ptxas`` that no installed ptxas matches, installed from their pip
     wheels (``ptxprobe toolchain install``) before anything is planned; the versions installed."""
-    import re
-
-    from ptxprobe.toolchain.tools import CUDA_RELEASE, discover, install, version_matches
-
     have = [t.version for t in discover(("ptxas",))]
     wanted = [e.strip() for e in entries or () if re.fullmatch(CUDA_RELEASE, e.strip())]
     missing = [v for v in dict.fromkeys(wanted) if not any(version_matches(h, v) for h in have)]
@@ -104,8 +108,6 @@ def install_missing(entries: tuple[str, ...] | None, notify=lambda text: None) -
 
 def user_ptxas_sha(space: TuneSpace, archs: set[str]) -> dict[str, str]:
     """The sha256 of the user's own ptxas per arch (its configuration is the first name with it, no options)."""
-    from ptxprobe.toolchain.tools import select_ptxas
-
     return {arch: select_ptxas(arch, space.ptxas[0])[0].sha256 for arch in archs}
 
 
@@ -153,9 +155,6 @@ def run_tune(plan: TunePlan, progress: bool = False, notify=lambda text: None) -
 
 def _ptxas_paths(ptxas: dict) -> None:
     """Where each ptxas binary of the answer lives on this machine (apply assembles with it again)."""
-    from ptxprobe.core.errors import ToolNotFound
-    from ptxprobe.toolchain.tools import discover, nvcc_ptxas
-
     found = list(discover(("ptxas",)))
     try:
         found.append(nvcc_ptxas())
@@ -169,13 +168,7 @@ def _ptxas_paths(ptxas: dict) -> None:
 def _race_on_gpu(plan: TunePlan, cache: Cache, notify) -> tuple[dict, list[dict], bool]:
     """Every kernel of the GPU's arch, at every problem its [run] table or launch spec gives, raced; whether an
     interrupt (Ctrl-C) ended it (the kernels raced by then keep their answers, the rest their static ones)."""
-    from ptxprobe.gpu.device import device_arch, gpu_info
-    from ptxprobe.gpu.plan import plan_groups, run_config
-    from ptxprobe.gpu.sustained import sustained_seconds
-    from ptxprobe.gpu.timing import effective
-    from ptxprobe.stats.regime import SUSTAINED
     from ptxprobe.tune.gpu import tune_group
-    from ptxprobe.tune.proof import ProofPlan
 
     arch = device_arch(0)  # NoGpu without one
     info = gpu_info(0)

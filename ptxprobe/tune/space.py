@@ -12,6 +12,7 @@ import itertools
 from dataclasses import dataclass
 
 from ptxprobe.core.errors import SpecError
+from ptxprobe.ptx.rename import apply_template
 
 # the user's name, the name with the trigger (``cutlass_x``; a name that holds it is kept), the trigger-free
 # spelling (``xutlass`` for ``cutlass``; a name without it is itself): per kernel, names that come out equal to an
@@ -92,8 +93,6 @@ def build_space(names: tuple[str, ...] | None, user_ptxas: str, more_ptxas: tupl
                 option_sets: tuple[tuple[str, ...], ...], user_flags: tuple[str, ...]) -> TuneSpace:
     """The axes, the user's value first on each; an axis left empty is refused (one line, exit 2): a tune of the
     user's configuration alone would compare nothing."""
-    from ptxprobe.ptx.rename import apply_template
-
     names = tuple(dict.fromkeys(names if names is not None else DEFAULT_NAMES))
     ptxas = tuple(dict.fromkeys((user_ptxas, *(DEFAULT_PTXAS if more_ptxas is None else more_ptxas))))
     if not names or not option_sets or not user_ptxas:
