@@ -3,7 +3,7 @@
 # (device tool, one H200): ptxprobe from this checkout, the wheels the image lacks (pyelftools, capstone) carried in
 # .whl/, the third-party sources in external/ (fetched by experiments/external/fetch.py, never committed); results
 # tarred into $OUT.
-#   bash experiments/gpu/h200_study.sh sota|capture-tutorial|capture-inductor|names|cute-aot|smoke|probe|interleaved|fast|user-defaults|defaults|defaults-signed-rank|repro-defaults|overflow ...
+#   bash experiments/gpu/h200_study.sh sota|capture-tutorial|capture-inductor|names|cute-aot|smoke|probe|interleaved|fast|user-defaults|defaults|defaults-signed-rank|sampled-regimes|repro-defaults|overflow ...
 . "$(dirname "$0")/preamble.sh"  # wheels, toolchains, PYTHONPATH, $OUT and $RUNS, the card in $OUT/status.txt
 pp() { python3 -m ptxprobe.cli "$@"; }
 keep() {  # name: tar the run directory into $OUT (no ncu reports, no Triton caches)
@@ -81,6 +81,15 @@ for what in "$@"; do case "$what" in
       --run -j 16 -q -o /tmp/runs/h200-defaults-signed-rank > "$OUT/h200-defaults-signed-rank.txt" 2>&1
     echo "h200-defaults-signed-rank: exit $?" | tee -a "$OUT/status.txt"; tail -12 "$OUT/h200-defaults-signed-rank.txt"
     keep h200-defaults-signed-rank ;;
+  sampled-regimes)  # four groups of the defaults study timed in bursts, then held (experiments/definitions/
+    # h200_defaults_sampled_regimes.toml: the sustained half about 144-288 GPU s)
+    for r in ${SAMPLED_REGIMES:-burst sustained}; do
+      timeout -s INT "${SECONDS_SAMPLED:-300}" python3 -m ptxprobe.cli rename-sweep --regime $r \
+        -e experiments/definitions/h200_defaults_sampled_regimes.toml --run -j 16 -q -o /tmp/runs/h200-sampled-$r \
+        > "$OUT/h200-sampled-$r.txt" 2>&1
+      echo "h200-sampled-$r: exit $?" | tee -a "$OUT/status.txt"; tail -12 "$OUT/h200-sampled-$r.txt"
+      keep h200-sampled-$r
+    done ;;
   repro-defaults)  # a defaults run (REPRO_OF, a committed directory) re-measured by `ptxprobe repro`
     timeout -s INT "${SECONDS_REPRO:-360}" python3 -m ptxprobe.cli repro --json -j 16 -o /tmp/runs/h200-defaults-repro \
       "${REPRO_OF:-experiments/results/2026-12-03-h200-defaults}" > "$OUT/h200-defaults-repro.json" \

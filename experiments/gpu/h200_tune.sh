@@ -28,7 +28,13 @@
 #          its own: runs of CUTE_BURST_ITERATIONS=20 timed launches (about 75 ms on an H200: a burst), then runs that
 #          launch untimed for CUTE_SETTLE_S=1.5 s before timing CUTE_SUSTAINED_ITERATIONS=500 (held at the power
 #          limit); a program's regime is the program's own, so tune records each run's clock and power beside it;
-#          $OUT/h200-tune-cute-{burst,sustained}.{txt,json,tar.gz} and -apply.json
+#          $OUT/h200-tune-cute-{burst,sustained}.{txt,json,tar.gz} and -apply.json; on an H100 one run of the program
+#          took about 20 s (its JIT compile), so each regime needs a call of its own: CUTE_REGIMES=burst, then
+#          CUTE_REGIMES=sustained, SECONDS_CUTE_REGIME=560
+#   The CuTe DSL's wheels are larger than a device call carries (nvidia-cutlass-dsl-libs-cu12 is 92 MB): its files
+#   travel unpacked as two xz parts, the first copied to the machine's /tmp by a call of its own (a carried path
+#   is removed from the machine when the next call does not carry it), then extracted into /tmp/site with the small
+#   DSL wheels installed beside, and this script run with SITE_READY=1
 #   inductor  a torch.compile'd transformer block (experiments/external/inductor_model.py: Inductor writes its Triton
 #          kernels) tuned by its step_ms= line: names {base}/cutlass_{base}, your ptxas, default and -O2, each
 #          captured kernel raced inside the program, then the proof; stopped by SIGINT at SECONDS_INDUCTOR (tuned.json
@@ -109,7 +115,7 @@ for what in "$@"; do case "$what" in
            -- python3 experiments/external/cute_fa2_program.py ${CUTE_ARGS:-}
          cp "$RUNS/h200-tune-cute${CUTE_TAG:-}/apply/apply.json" "$OUT/h200-tune-cute${CUTE_TAG:-}-apply.json" \
            2>/dev/null ;;
-  cute-regime) for r in burst sustained; do  # the static-layout CuTe FA2 program tuned twice: short runs, held runs
+  cute-regime) for r in ${CUTE_REGIMES:-burst sustained}; do  # the static-layout CuTe FA2 program tuned twice: short runs, held runs
            if [ $r = burst ]; then args="--iterations ${CUTE_BURST_ITERATIONS:-20}"
            else args="--settle-s ${CUTE_SETTLE_S:-1.5} --iterations ${CUTE_SUSTAINED_ITERATIONS:-500}"; fi
            step "h200-tune-cute-$r" "${SECONDS_CUTE_REGIME:-270}" --names '{base},{base_untriggered}' --ptxas '' \
