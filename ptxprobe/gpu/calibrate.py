@@ -189,19 +189,24 @@ def _sizes(groups: list[dict]) -> list[str]:
     return sorted(keys, key=float)
 
 
-def summarize(groups: list[dict], criteria: dict | None = None) -> dict:
-    """calibration.json: A/A false-positive rate, power per planted size, half-widths, pass or fail and why, with
-    the exact one-sided 95 % bounds of the false-positive rate (upper) and of each plant's power (lower).
+@dataclass(frozen=True)
+class PlantCounts:
+    """Per planted size (its key): in how many groups it was planted and found, the power and its lower bound, the
+    median size measured, how many judged plants covered their size; what disagreed with its size, said."""
 
-    Records of any age summarize: plants judged by ``judge_plant`` (``size_rule``) fail on their sizes only when
-    more disagree with their size than ``SIZE_MISS_RATE_MAX`` allows; earlier records (a calibration block of
-    their own, sizes judged within a quarter) keep their recorded ``verified``, one unverified plant failing."""
-    crit = {**CRITERIA, **(criteria or {})}
-    aa = [g["aa"] for g in groups if g.get("aa")]
-    fp = [a["runtime_verdict"] in stats.SIGNIFICANT for a in aa]
-    hws = [a["half_width"] for a in aa]
-    power, measured, unverified, planted_in, detected_in, power_low, covered = {}, {}, [], {}, {}, {}, {}
-    size_failures = []
+    planted_in: dict
+    detected_in: dict
+    power: dict
+    power_low: dict
+    measured: dict
+    covered: dict
+    unverified: list
+    size_failures: list
+
+
+def plant_counts(groups: list[dict]) -> PlantCounts:
+    planted_in, detected_in, power, power_low, measured, covered = {}, {}, {}, {}, {}, {}
+    unverified, size_failures = [], []
     for f in _sizes(groups):
         rows = _records(groups, f)
         if not rows:
@@ -222,27 +227,64 @@ def summarize(groups: list[dict], criteria: dict | None = None) -> dict:
                         else "missed the stated size")
                 size_failures.append(f"planted {float(f) * 100:g}%: its interval {what} in {misses} "
                                      f"of {len(judged)} groups (more than {SIZE_MISS_RATE_MAX:.0%} allows)")
-    fp_rate = float(np.mean(fp)) if fp else None
+    return PlantCounts(planted_in, detected_in, power, power_low, measured, covered, unverified, size_failures)
+
+
+def calibration_failures(fp_rate: float | None, counts: PlantCounts, crit: dict, calibrated: bool) -> list[str]:
+    """Why a calibration fails: A/A false positives over the bound, a size planted nowhere or found too seldom, a
+    plant not of its stated size."""
     failures = []
     if fp_rate is not None and fp_rate > crit["aa_false_positive_rate_max"]:
         failures.append(f"A/A false-positive rate {fp_rate:.2f} > {crit['aa_false_positive_rate_max']}")
-    calibrated = any(g.get("calibration") for g in groups)
     for f, need in crit["power_min"].items():
-        if calibrated and f not in power:
+        if calibrated and f not in counts.power:
             failures.append(f"planted {float(f) * 100:g}% was planted in no group")
-        elif f in power and power[f] < need:
-            failures.append(f"planted {float(f) * 100:g}% detected in {power[f]:.0%} of groups (< {need:.0%})")
-    failures += [f"plant not of its stated size: {u}" for u in unverified] + size_failures
-    if covered:  # the rule the sizes were judged by, stated where it applied
+        elif f in counts.power and counts.power[f] < need:
+            failures.append(f"planted {float(f) * 100:g}% detected in {counts.power[f]:.0%} of groups (< {need:.0%})")
+    return failures + [f"plant not of its stated size: {u}" for u in counts.unverified] + counts.size_failures
+
+
+def code_plant_summary(groups: list[dict]) -> dict | None:
+    """The code plant's effect is unknown, so no power: how often it changed the speed, and which way; the groups
+    where it could not be planted, and why."""
+    out = None
+    code = _records(groups, CODE_PLANT)
+    if code:
+        out = {"planted_in_groups": len(code),
+               "slower_in_groups": int(sum(r["ratio_ci_high"] < 1.0 for _, r in code)),
+               "faster_in_groups": int(sum(r["ratio_ci_low"] > 1.0 for _, r in code)),
+               "measured_fraction_median": float(np.median([r["measured_fraction"] for _, r in code]))}
+    skipped = {g.get("group_id", "?"): why for g in groups
+               if (why := (g.get("calibration") or {}).get("code_plant_skipped"))}
+    if skipped:
+        out = {**(out or {"planted_in_groups": 0}), "not_planted": skipped}
+    return out
+
+
+def summarize(groups: list[dict], criteria: dict | None = None) -> dict:
+    """calibration.json: A/A false-positive rate, power per planted size, half-widths, pass or fail and why, with
+    the exact one-sided 95 % bounds of the false-positive rate (upper) and of each plant's power (lower).
+
+    Records of any age summarize: plants judged by ``judge_plant`` (``size_rule``) fail on their sizes only when
+    more disagree with their size than ``SIZE_MISS_RATE_MAX`` allows; earlier records (a calibration block of
+    their own, sizes judged within a quarter) keep their recorded ``verified``, one unverified plant failing."""
+    crit = {**CRITERIA, **(criteria or {})}
+    aa = [g["aa"] for g in groups if g.get("aa")]
+    fp = [a["runtime_verdict"] in stats.SIGNIFICANT for a in aa]
+    hws = [a["half_width"] for a in aa]
+    counts = plant_counts(groups)
+    fp_rate = float(np.mean(fp)) if fp else None
+    failures = calibration_failures(fp_rate, counts, crit, any(g.get("calibration") for g in groups))
+    if counts.covered:  # the rule the sizes were judged by, stated where it applied
         crit = {**crit, "plant_size_miss_rate_max": SIZE_MISS_RATE_MAX}
     out = {
         "groups": len(groups),
         "aa_false_positive_rate": fp_rate,
         "aa_halfwidth_median": float(np.median(hws)) if hws else None,
         "aa_halfwidth_max": float(np.max(hws)) if hws else None,
-        "power": power,
-        "planted_in_groups": planted_in,
-        "planted_measured_fraction_median": measured,
+        "power": counts.power,
+        "planted_in_groups": counts.planted_in,
+        "planted_measured_fraction_median": counts.measured,
         "gpu_seconds": float(sum(g.get("gpu_seconds", 0.0) for g in groups)),
         "criteria": crit,
         "passed": not failures,
@@ -250,21 +292,14 @@ def summarize(groups: list[dict], criteria: dict | None = None) -> dict:
         # what the counts certify (Clopper-Pearson, one-sided 95 %)
         "aa_false_positives": int(sum(fp)),
         "aa_false_positive_upper_95": bounds.cp_upper(int(sum(fp)), len(fp)),
-        "detected_in_groups": detected_in,
-        "power_lower_95": power_low,
+        "detected_in_groups": counts.detected_in,
+        "power_lower_95": counts.power_low,
     }
-    if covered:
-        out["planted_size_covered_in_groups"] = covered
-    code = _records(groups, CODE_PLANT)
-    if code:  # its effect is unknown, so no power: how often it changed the speed, and which way
-        out["code_plant"] = {"planted_in_groups": len(code),
-                             "slower_in_groups": int(sum(r["ratio_ci_high"] < 1.0 for _, r in code)),
-                             "faster_in_groups": int(sum(r["ratio_ci_low"] > 1.0 for _, r in code)),
-                             "measured_fraction_median": float(np.median([r["measured_fraction"] for _, r in code]))}
-    skipped = {g.get("group_id", "?"): why for g in groups
-               if (why := (g.get("calibration") or {}).get("code_plant_skipped"))}
-    if skipped:
-        out.setdefault("code_plant", {"planted_in_groups": 0})["not_planted"] = skipped
+    if counts.covered:
+        out["planted_size_covered_in_groups"] = counts.covered
+    code = code_plant_summary(groups)
+    if code:
+        out["code_plant"] = code
     return out
 
 

@@ -144,6 +144,53 @@ def sass_absent(differing: int, cubins_cached: int, sass: bool) -> str | None:
             f"{differing} variants whose machine code differs).")
 
 
+RECORD_FIELDS = ("kernel", "arch", "ptxas_version", "name", "baseline_name", "verdict", "verdict_confidence",
+                 "distinct_outputs", "baseline_distinct_outputs", "registers", "baseline_registers", "capmerc_bytes",
+                 "baseline_capmerc_bytes")  # a variant's report.json record: these fields of its row, then its SASS
+
+
+def first_rows(rows: list[dict]) -> dict[tuple, dict]:
+    """The repeat-0 row of each (kernel, arch, ptxas, flags, name): the variant the report shows."""
+    return {(r["kernel"], r["arch"], r["ptxas_sha256"], r["ptxas_flags"], variant_of(r)): r
+            for r in rows if r["repeat"] == 0}
+
+
+def baseline_of(first: dict[tuple, dict], key: tuple) -> dict | None:
+    return first.get(key[:4] + (first[key]["baseline_name"],))
+
+
+def differing(first: dict[tuple, dict]) -> set[tuple]:
+    """The variants whose machine code is not the baseline's: the only ones a SASS diff can show anything for."""
+    return {key for key, r in first.items() if not r.get("is_baseline") and r["status"] == "ok"
+            and r.get(SAME_CODE) != (baseline_of(first, key) or {}).get(SAME_CODE)}
+
+
+def variant_record(key: tuple, first: dict[tuple, dict], cache: Cache, to_diff: set[tuple], listings: dict,
+                   page: str) -> tuple[dict, tuple[str, dict] | None]:
+    """One variant's record, and its SASS diff page's (name, what the template draws) where its code differs and
+    both cubins are at hand; the record says why there is none otherwise."""
+    r, base = first[key], baseline_of(first, key)
+    rec = {k: r.get(k) for k in RECORD_FIELDS} | {"name": variant_label(r)}
+    pa = cubin_path(cache, base and base.get("cubin_sha256"))
+    pb = cubin_path(cache, r.get("cubin_sha256"))
+    if r["status"] != "ok" or not base or base["status"] != "ok":
+        return rec | {"note": f"ptxas {r['status']}"}, None
+    if r.get(SAME_CODE) and r.get(SAME_CODE) == base.get(SAME_CODE):
+        return rec | {"sass_verdict": "identical"}, None  # the baseline's machine code: nothing to disassemble
+    if key not in to_diff:
+        return rec | {"note": SASS_NOT_BUILT}, None
+    if pa is None or pb is None:
+        return rec | {"note": CUBINS_MISSING}, None
+    d = diff_files(pa, pb, r["baseline_name"], r["name"], listings)
+    rec |= {"sass_verdict": d.verdict, "counts": d.counts, "diff": d.to_json(),
+            "main_loop": max(d.loop_deltas, key=lambda x: x["instructions"][0] or 0, default=None)}
+    if d.verdict == "identical":
+        return rec, None
+    la, lb = listings[str(pa)][1][r["baseline_name"]], listings[str(pb)][1][r["name"]]
+    return rec | {"page": page}, (page, {"title": f"{r['name']} vs {r['baseline_name']}", "d": d.to_json(),
+                                         "meta": r, "chunks": side_by_side(d, la, lb)})
+
+
 def build_report(
     run_dir: str | Path, out_dir: str | Path | None = None, cache: Cache | None = None,
     notebook_html: str | None = None, sass: bool = True,
@@ -160,88 +207,31 @@ def build_report(
         rows = load_rows(rd)
         manifest = rd.manifest
         env = _env()
-        first = {}
-        for r in rows:  # the repeat-0 row of each (group, name)
-            if r["repeat"] == 0:
-                first[(r["kernel"], r["arch"], r["ptxas_sha256"], r["ptxas_flags"], variant_of(r))] = r
-        records = []
-        # same machine code as the baseline is identical SASS: disassembled only where the code differs
-        differs = {key for key, r in first.items() if not r.get("is_baseline") and r["status"] == "ok"
-                   and r.get(SAME_CODE) != (first.get(key[:4] + (r["baseline_name"],)) or {}).get(SAME_CODE)}
+        first = first_rows(rows)
+        differs = differing(first)  # same machine code as the baseline is identical SASS: never disassembled
         cached = sum(1 for k in differs if cubin_path(cache, first[k].get("cubin_sha256")))
         to_diff = differs if sass else set()
         listings = _disassemble_all([cubin_path(cache, first[k].get("cubin_sha256")) for k in to_diff] +
-                                    [cubin_path(cache, (first.get(k[:4] + (first[k]["baseline_name"],)) or {})
-                                                .get("cubin_sha256")) for k in to_diff])
-        for key, r in sorted(first.items()):
-            if r.get("is_baseline"):
-                continue
-            base = first.get(key[:4] + (r["baseline_name"],))
-            rec = {
-                k: r.get(k)
-                for k in (
-                    "kernel",
-                    "arch",
-                    "ptxas_version",
-                    "name",
-                    "baseline_name",
-                    "verdict",
-                    "verdict_confidence",
-                    "distinct_outputs",
-                    "baseline_distinct_outputs",
-                    "registers",
-                    "baseline_registers",
-                    "capmerc_bytes",
-                    "baseline_capmerc_bytes",
-                )
-            }
-            rec["name"] = variant_label(r)
-            pa = cubin_path(cache, base and base.get("cubin_sha256"))
-            pb = cubin_path(cache, r.get("cubin_sha256"))
-            if r["status"] != "ok" or not base or base["status"] != "ok":
-                rec["note"] = f"ptxas {r['status']}"
-            elif r.get(SAME_CODE) and r.get(SAME_CODE) == base.get(SAME_CODE):
-                rec["sass_verdict"] = "identical"  # the baseline's machine code: nothing to disassemble
-            elif key not in to_diff:
-                rec["note"] = SASS_NOT_BUILT
-            elif pa is None or pb is None:
-                rec["note"] = CUBINS_MISSING
-            else:
-                d = diff_files(pa, pb, r["baseline_name"], r["name"], listings)
-                rec.update(sass_verdict=d.verdict, counts=d.counts, diff=d.to_json())
-                main = max(d.loop_deltas, key=lambda x: x["instructions"][0] or 0, default=None)
-                rec["main_loop"] = main
-                if d.verdict != "identical":
-                    page = f"diff-{len(records):03d}.html"
-                    la = listings[str(pa)][1][r["baseline_name"]]
-                    lb = listings[str(pb)][1][r["name"]]
-                    html = env.get_template("diff.html.j2").render(
-                        title=f"{r['name']} vs {r['baseline_name']}", d=d.to_json(), meta=r,
-                        chunks=side_by_side(d, la, lb),
-                    )
-                    files.write(page, html)
-                    rec["page"] = page
+                                    [cubin_path(cache, (baseline_of(first, k) or {}).get("cubin_sha256"))
+                                     for k in to_diff])
+        records = []
+        for key in sorted(k for k, r in first.items() if not r.get("is_baseline")):
+            rec, page = variant_record(key, first, cache, to_diff, listings, f"diff-{len(records):03d}.html")
+            if page:
+                files.write(page[0], env.get_template("diff.html.j2").render(**page[1]))
             records.append(rec)
         timed = runtime_records(rd.runtime_log)
         templates = list(manifest.get("experiment", {}).get("names") or ["{base}", "cutlass_{base}"])
         answer = pivot(summarize(rows), templates)
         speed = speed_answer(rd, templates)
         index = env.get_template("index.html.j2").render(
-            answer=answer,
-            groups=answer_groups(answer),
-            templates=templates,
-            heat=heatmap(answer, templates[1] if len(templates) > 1 else None),
-            speed=speed,
+            answer=answer, groups=answer_groups(answer), templates=templates,
+            heat=heatmap(answer, templates[1] if len(templates) > 1 else None), speed=speed,
             sass_absent=sass_absent(len(differs), cached, sass),
             title=manifest.get("experiment", {}).get("name", run.name),
-            rows=records,
-            runtime=timed,
-            gpu=rd.gpu or {},
-            manifest=manifest,
-            generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            notebook=notebook_html,
-            explain=explain_view(rd),
-            program_ab=ab,
+            rows=records, runtime=timed, gpu=rd.gpu or {}, manifest=manifest,
+            generated=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), notebook=notebook_html,
+            explain=explain_view(rd), program_ab=ab,
         )
         files.write("index.html", index)
         files.write("report.json", json.dumps(records, indent=1, default=str))
