@@ -125,6 +125,46 @@ def _ticks(lo: float, hi: float) -> list[float]:
     return [round(first + i * step, 6) for i in range(int((hi - first) / step + 1e-9) + 1)]
 
 
+def aa_bands(rows: list[dict], compared: list[dict]) -> dict[str, tuple[float, float]]:
+    """Each group's A/A interval: from its comparison rows, else (runs from before the A/A interval was on every
+    row) from the A/A copy's own row."""
+    aa = {r["group_id"]: (r["aa_ci_low"], r["aa_ci_high"]) for r in compared if r.get("aa_ci_low") is not None}
+    for r in rows:
+        if is_aa(r) and r.get("ratio_ci_low") is not None:
+            aa.setdefault(r["group_id"], (r["ratio_ci_low"], r["ratio_ci_high"]))
+    return aa
+
+
+def ratio_range(compared: list[dict], bands: list[tuple[float, float]], margin: float) -> tuple[float, float]:
+    """The axis: every estimate and interval shown, the A/A bands and the margin, padded by 8 %."""
+    values = [1 - margin, 1 + margin, *(v for band in bands for v in band)]
+    for r in compared:
+        values += [v for v in (r.get("ratio_ci_low"), r.get("ratio_ci_high"), r.get("ratio_vs_baseline")) if v]
+    pad = 0.08 * (max(values) - min(values))
+    return min(values) - pad, max(values) + pad
+
+
+def forest_mark(r: dict, name: str, lane: int, y: float, row_h: float, x, right: float) -> dict:
+    """One name's mark in one row: its estimate and interval (or 1 where the code is the baseline's), its tip."""
+    cy = y + ROW_PAD / 2 + LANE_H * lane + LANE_H / 2
+    timed = r.get("ratio_vs_baseline") is not None and r.get("ratio_ci_low") is not None
+    verdict = verdict_of(r)
+    tip = (f"{r['kernel']} {r['name']} · {problem_label(r)} · ptxas {r.get('run_ptxas_version')}: "
+           + (f"ratio {r['ratio_vs_baseline']:.4f} [{r['ratio_ci_low']:.4f}, {r['ratio_ci_high']:.4f}]"
+              if timed else "identical machine code, not timed")
+           + f" · {verdict} · {numerics_text(r)}")
+    return {
+        "name": name, "shape": SHAPES[lane % len(SHAPES)], "verdict": verdict, "y": round(cy, 1),
+        "text_y": y + row_h / 2 + 4,
+        "x": x(r["ratio_vs_baseline"]) if timed else x(1.0), "timed": timed,
+        "x0": x(r["ratio_ci_low"]) if timed else None, "x1": x(r["ratio_ci_high"]) if timed else None,
+        "tip": tip, "numerics": numerics_text(r),
+        "said": f"{signed_pct(r['ratio_vs_baseline'])} {said(verdict)}" if timed else "identical code",
+        "col": right + NAME_COL_W * lane,
+        "bitwise": r.get("bitwise_equal_to_baseline"),
+    }
+
+
 def forest(rows: list[dict], templates: list[str], margin: float) -> dict:
     """The forest plot's geometry: one row per (kernel, problem, ptxas), one lane and one mark per name in it."""
     compared = [r for r in rows if is_comparison(r)]
@@ -135,32 +175,20 @@ def forest(rows: list[dict], templates: list[str], margin: float) -> dict:
     groups: dict[str, list[dict]] = {}
     for r in compared:
         groups.setdefault(r["group_id"], []).append(r)
-    aa = {r["group_id"]: (r["aa_ci_low"], r["aa_ci_high"]) for r in compared if r.get("aa_ci_low") is not None}
-    for r in rows:  # runs from before the A/A interval was on every row: the A/A copy's own row
-        if is_aa(r) and r.get("ratio_ci_low") is not None:
-            aa.setdefault(r["group_id"], (r["ratio_ci_low"], r["ratio_ci_high"]))
-
-    def order(gid: str):
-        return group_order(groups[gid][0])
-
+    aa = aa_bands(rows, compared)
     shown = table_names([r["kernel"] for r in compared], ROW_LABEL_WIDTH)
-    values = [1 - margin, 1 + margin]
-    for r in compared:
-        values += [v for v in (r.get("ratio_ci_low"), r.get("ratio_ci_high"), r.get("ratio_vs_baseline")) if v]
-    values += [v for gid, band in aa.items() if gid in groups for v in band]
-    pad = 0.08 * (max(values) - min(values))
-    lo, hi = min(values) - pad, max(values) + pad
-
-    def x(v: float) -> float:
-        return round(x0 + PLOT_W * (v - lo) / (hi - lo), 1)
-
-    ordered = sorted(groups, key=order)
+    lo, hi = ratio_range(compared, [band for gid, band in aa.items() if gid in groups], margin)
+    ordered = sorted(groups, key=lambda gid: group_order(groups[gid][0]))
     labels = [(shown[groups[g][0]["kernel"]], problem_label(groups[g][0]), groups[g][0].get("run_ptxas_version") or "")
               for g in ordered]
     cols = [4.0]
     for i, head in enumerate(("kernel", "problem")):
         cols.append(round(cols[-1] + CHAR_W * max(len(head), *(len(lb[i]) for lb in labels)) + 12, 1))
     x0 = round(cols[-1] + CHAR_W * max(5, *(len(lb[2]) for lb in labels)) + 20, 1)
+
+    def x(v: float) -> float:
+        return round(x0 + PLOT_W * (v - lo) / (hi - lo), 1)
+
     right = x0 + PLOT_W + 16
     row_h = ROW_PAD + LANE_H * len(names)
     out_rows, marks, y, last_kernel = [], [], HEAD_H, None
@@ -175,27 +203,8 @@ def forest(rows: list[dict], templates: list[str], margin: float) -> dict:
         })
         last_kernel = first["kernel"]
         by_name = {r["label"]: r for r in groups[gid]}
-        for lane, name in enumerate(names):
-            r = by_name.get(name)
-            if r is None:
-                continue
-            cy = y + ROW_PAD / 2 + LANE_H * lane + LANE_H / 2
-            timed = r.get("ratio_vs_baseline") is not None and r.get("ratio_ci_low") is not None
-            verdict = verdict_of(r)
-            tip = (f"{r['kernel']} {r['name']} · {problem_label(r)} · ptxas {r.get('run_ptxas_version')}: "
-                   + (f"ratio {r['ratio_vs_baseline']:.4f} [{r['ratio_ci_low']:.4f}, {r['ratio_ci_high']:.4f}]"
-                      if timed else "identical machine code, not timed")
-                   + f" · {verdict} · {numerics_text(r)}")
-            marks.append({
-                "name": name, "shape": SHAPES[lane % len(SHAPES)], "verdict": verdict, "y": round(cy, 1),
-                "text_y": y + row_h / 2 + 4,
-                "x": x(r["ratio_vs_baseline"]) if timed else x(1.0), "timed": timed,
-                "x0": x(r["ratio_ci_low"]) if timed else None, "x1": x(r["ratio_ci_high"]) if timed else None,
-                "tip": tip, "numerics": numerics_text(r),
-                "said": f"{signed_pct(r['ratio_vs_baseline'])} {said(verdict)}" if timed else "identical code",
-                "col": right + NAME_COL_W * lane,
-                "bitwise": r.get("bitwise_equal_to_baseline"),
-            })
+        marks += [forest_mark(by_name[name], name, lane, y, row_h, x, right) for lane, name in enumerate(names)
+                  if name in by_name]
         y += row_h
     return {
         "names": [{"template": n, "shape": SHAPES[i % len(SHAPES)], "col": right + NAME_COL_W * i}
