@@ -15,7 +15,6 @@ it, so ``apply`` and the program A/B that ``tune`` ends with take it unchanged.
 from __future__ import annotations
 
 import math
-import sys
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -23,8 +22,7 @@ from pathlib import Path
 from ptxprobe.capture.ab import MIN_ROUNDS, Run, resolution_floor, run_rounds, to_resolution
 from ptxprobe.capture.program import CUTE_FRONTEND, CapturedKernel, run_program
 from ptxprobe.core.cache import Cache
-from ptxprobe.core.errors import NoGpu, SpecError, ToolFailed
-from ptxprobe.gpu.device import gpu_info
+from ptxprobe.core.errors import SpecError, ToolFailed
 from ptxprobe.gpu.timing import Nvml
 from ptxprobe.runs.request import UserKernels
 from ptxprobe.stats import paired as stats
@@ -32,11 +30,9 @@ from ptxprobe.stats.regime import PROGRAM, Regime, regime_of
 from ptxprobe.tune.answer import (
     adjusted_over_kernels,
     chosen,
-    document,
     interrupted,
     kernel_answer,
     static_answer,
-    write_tuned,
 )
 from ptxprobe.tune.apply import build_swap, program_env, write_arm
 from ptxprobe.tune.proof import Proof, proved
@@ -44,10 +40,12 @@ from ptxprobe.tune.prune import Candidate, Pruned, arranged, prune
 from ptxprobe.tune.race import RacePlan, race
 from ptxprobe.tune.run import (
     NOT_RACED_INTERRUPTED,
-    RACE_INTERRUPTED,
     TuneOutcome,
     TuneRequest,
+    finish,
+    gpu_facts,
     plan_tune,
+    static_only,
     static_pruning,
 )
 from ptxprobe.tune.space import TuneSpace
@@ -279,27 +277,15 @@ def run_program_tune(req: TuneRequest, race_: ProgramRace, progress: bool = Fals
     outcome, static, ptxas = static_pruning(plan, cache, progress)
     static = {key: loadable(p, kernels, plan.space) for key, p in static.items()}
     doc = {"ptxas": ptxas, "space": plan.space.to_json()}
-    why_static = "interrupted" if outcome.interrupted else ("--no-run: static pruning only" if req.run is False
-                                                            else None)
+    why_static = static_only(outcome, req.run)
     records, race_interrupted = (race_program(static, kernels, doc, race_, out, cache, notify) if why_static is None
                                  else (_static_records(list(static.values())), False))
     records = adjusted_over_kernels(records, race_.plan.margin)  # the program's kernels are one family
-    doc = document(records, space=plan.space.to_json(), ptxas=ptxas, gpu=_gpu(), static_dir=str(plan.sweep.out),
-                   note=why_static or (RACE_INTERRUPTED if race_interrupted else ""),
-                   race_plan=None if why_static else asdict(race_.plan), argv=list(sys.argv))
-    doc.update(numerics=PROGRAM_GATE, program={"command": list(race_.argv), "metric": race_.metric or "wall seconds",
-                                              "capture": str(out / CAPTURE_DIR)})
-    path = write_tuned(out, doc)
-    return TuneOutcome(doc, path, outcome.interrupted or race_interrupted, tuple(outcome.emit_errors), why_static)
-
-
-def _gpu() -> dict | None:
-    """The GPU the program ran on, when this machine has one (the program is what needs it, not ptxprobe)."""
-    try:
-        info = gpu_info(0)
-    except NoGpu:
-        return None
-    return {k: info.get(k) for k in ("gpu", "arch", "driver", "torch", "cuda_runtime")}
+    return finish(plan, outcome, ptxas, records, gpu=gpu_facts(), why_static=why_static,
+                  race_interrupted=race_interrupted, race_plan=None if why_static else asdict(race_.plan),
+                  numerics=PROGRAM_GATE, program={"command": list(race_.argv),
+                                                  "metric": race_.metric or "wall seconds",
+                                                  "capture": str(out / CAPTURE_DIR)})
 
 
 def race_logs(rec: dict) -> dict[str, list[float]]:

@@ -132,12 +132,8 @@ def run_tune(plan: TunePlan, progress: bool = False, notify=lambda text: None) -
     cache = Cache(enabled=req.use_cache)
     outcome, static, ptxas = static_pruning(plan, cache, progress)
     records: list[dict] = []
-    gpu_info, why_static, race_interrupted = None, None, False
-    if outcome.interrupted:
-        why_static = "interrupted"
-    elif req.run is False:
-        why_static = "--no-run: static pruning only"
-    else:
+    gpu_info, why_static, race_interrupted = None, static_only(outcome, req.run), False
+    if why_static is None:
         try:
             gpu_info, records, race_interrupted = _race_on_gpu(plan, cache, notify)
         except NoGpu as exc:
@@ -145,12 +141,39 @@ def run_tune(plan: TunePlan, progress: bool = False, notify=lambda text: None) -
     timed = {(r["kernel"], r["arch"]) for r in records}
     untimed = {"note": NOT_RACED_INTERRUPTED} if race_interrupted else None
     records += [static_answer(p, untimed) for key, p in static.items() if key not in timed]
-    doc = document(records, space=plan.space.to_json(), ptxas=ptxas, gpu=gpu_info, static_dir=str(plan.sweep.out),
-                   note=why_static or (RACE_INTERRUPTED if race_interrupted else ""),
-                   race_plan=None if gpu_info is None else asdict(req.race), argv=list(sys.argv))
-    doc["numerics"] = req.numerics
+    return finish(plan, outcome, ptxas, records, gpu=gpu_info, why_static=why_static,
+                  race_interrupted=race_interrupted, race_plan=None if gpu_info is None else asdict(req.race),
+                  numerics=req.numerics)
+
+
+def static_only(outcome, run: bool | None) -> str | None:
+    """Why a tune answers by static pruning alone (an interrupted sweep, --no-run), before any race; None: race."""
+    if outcome.interrupted:
+        return "interrupted"
+    return "--no-run: static pruning only" if run is False else None
+
+
+def finish(plan: TunePlan, outcome, ptxas: dict, records: list[dict], *, gpu: dict | None, why_static: str | None,
+           race_interrupted: bool, race_plan: dict | None, numerics: str, **more) -> TuneOutcome:
+    """The last stage of every tune, of sources or of a program: tuned.json from the kernels' records (``more``:
+    what a program tune adds about its program), written; the outcome the CLI renders."""
+    doc = document(records, space=plan.space.to_json(), ptxas=ptxas, gpu=gpu, static_dir=str(plan.sweep.out),
+                   note=why_static or (RACE_INTERRUPTED if race_interrupted else ""), race_plan=race_plan,
+                   argv=list(sys.argv))
+    doc.update(numerics=numerics, **more)
     path = write_tuned(plan.out, doc)
     return TuneOutcome(doc, path, outcome.interrupted or race_interrupted, tuple(outcome.emit_errors), why_static)
+
+
+def gpu_facts(info: dict | None = None) -> dict | None:
+    """The GPU a tune ran on as tuned.json keeps it: these facts of ``info``, or of this machine's first GPU (None
+    without one: a program tune needs no GPU of ptxprobe's own)."""
+    if info is None:
+        try:
+            info = gpu_info(0)
+        except NoGpu:
+            return None
+    return {k: info.get(k) for k in ("gpu", "arch", "driver", "torch", "cuda_runtime")}
 
 
 def _ptxas_paths(ptxas: dict) -> None:
@@ -192,12 +215,9 @@ def _race_on_gpu(plan: TunePlan, cache: Cache, notify) -> tuple[dict, list[dict]
         try:
             rec = tune_group(g, plan.space, cfg, plan.request.race, plan.request.numerics, info, cache, log=notify)
         except KeyboardInterrupt:  # before this kernel's first rung: it keeps its static answer
-            return _gpu_facts(info), records, True
+            return gpu_facts(info), records, True
         records.append(rec)
         if interrupted(rec):  # in its race or its proof: the kernels after it keep their static answers
-            return _gpu_facts(info), records, True
-    return _gpu_facts(info), records, False
+            return gpu_facts(info), records, True
+    return gpu_facts(info), records, False
 
-
-def _gpu_facts(info: dict) -> dict:
-    return {k: info.get(k) for k in ("gpu", "arch", "driver", "torch", "cuda_runtime")}
