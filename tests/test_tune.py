@@ -445,6 +445,7 @@ def test_tune_ends_with_the_program_run_with_its_recommendation_or_says_why_not(
     DIR/apply; --json gives one document holding both answers); without a race it is not run, and stderr says why.
     The race is taken as a GPU would leave it (the tuned.json of the apply test)."""
     from ptxprobe.capture.program import run_program
+    from ptxprobe.tune import pipeline
     from ptxprobe.tune import run as tune_run
     from ptxprobe.tune.answer import write_tuned
 
@@ -459,7 +460,7 @@ def test_tune_ends_with_the_program_run_with_its_recommendation_or_says_why_not(
         doc = {**_tuned_doc(ptx.read_text(), k.ptx_sha256), "static_sweep": str(out / "static"), "gpu": {}}
         return tune_run.TuneOutcome(doc, write_tuned(out, doc), False, (), None)
 
-    monkeypatch.setattr(tune_run, "run_tune", raced)
+    monkeypatch.setattr(pipeline, "run_tune", raced)  # where the pipeline calls it
     argv = ["tune", "-o", str(out), "--ptx", str(ptx), "--json", "--rounds", "0", "--", sys.executable, str(prog),
             str(seen)]
     assert main(argv) == 1  # run once (no A/B): the exit code stays tune's, a faster configuration found

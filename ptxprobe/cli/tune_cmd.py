@@ -159,8 +159,10 @@ def program_args(s, seconds, at_least, *, rounds: int, what: str) -> None:
 
 def cmd_tune(args) -> int:
     """Plan (bad input refused first), run, render tuned.json; the exit code says whether to change anything."""
+    from ptxprobe.tune.pipeline import tune
+    from ptxprobe.tune.program import ProgramRace, program_race_plan
     from ptxprobe.tune.race import RacePlan
-    from ptxprobe.tune.run import TuneRequest, plan_tune, run_tune
+    from ptxprobe.tune.run import TuneRequest
 
     program_settings(args)
     kernels = UserKernels(tuple(args.ptx), tuple(args.cubin), tuple(args.cu), args.triton, args.spec, args.entry)
@@ -181,24 +183,9 @@ def cmd_tune(args) -> int:
 
         install_missing(req.ptxas, notify=notify)
     progress = not quiet and sys.stderr.isatty()
-    if args.program and kernels == UserKernels() and args.experiment == "default" and not args.set:
-        from ptxprobe.tune.program import ProgramRace, program_race_plan, run_program_tune
-
-        if args.regime:
-            raise SpecError("--regime: a program tuned alone is measured by its own runs, each a whole program run "
-                            "(the regime it reports is `program`); --regime applies to kernels tuned from sources")
-        # the program alone: its own kernels, raced inside it by its own measure
-        race_ = ProgramRace(tuple(args.program), args.metric, args.program_timeout,
-                            program_race_plan(args.rounds, args.prefer), arch=args.arch)
-        outcome = run_program_tune(req, race_, progress=progress, notify=notify)
-    else:
-        if args.arch:
-            raise SpecError("--arch pins the target of a program tuned alone; with sources or an experiment use "
-                            "-s archs=...")
-        if args.program:  # sources or axes given beside the program: the program is the proof, not the subject
-            notify("tuning the sources and experiment given; the program after -- only runs the proof (give the "
-                   "program alone to tune its own kernels)")
-        outcome = run_tune(plan_tune(req), progress=progress, notify=notify)
+    program = (ProgramRace(tuple(args.program), args.metric, args.program_timeout,
+                           program_race_plan(args.rounds, args.prefer), arch=args.arch) if args.program else None)
+    outcome = tune(req, program, progress=progress, notify=notify)
     doc = outcome.doc
     if outcome.static_only_reason:
         print(f"ptxprobe: {outcome.static_only_reason}: nothing was timed; tuned.json lists the distinct codes a GPU "
