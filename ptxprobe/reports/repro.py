@@ -408,7 +408,6 @@ def repro(
     tools = discover()
     problems, found = check_environment(manifest, recorded, tools)
     exp_d = recorded_axes(manifest)
-    new_rows: list[dict] = []
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="ptxprobe-repro-"))
     try:
         staged = _staged(run, manifest, out / INPUTS)  # the inputs the run kept, laid out again (None: an older run)
@@ -420,7 +419,27 @@ def repro(
     if staged is not None:
         exp_d = {**exp_d, **staged.axes}
         relabel = _recorded_labels(exp_d, staged)
-    interrupted = False
+    new_rows, interrupted = _static_rerun(exp_d, recorded, found, out, jobs, progress, executor, ray_address)
+    rows = compare(recorded, _as_recorded(new_rows, relabel), interrupted)
+    # an edit to kernels/ is reported, not fatal: whether the re-run matches is decided by the outputs
+    edited = changed_sources(manifest)
+    notes = [f"kernel sources changed since the recorded run: {', '.join(edited)}"] if edited else []
+    notes += staged.notes if staged else []
+    note, runtime_rows, between_run = "", [], {}
+    if RunDir(run).has_runtime and interrupted:
+        runtime_rows = compare_runtime(RunDir(run).runtime_log, [])  # every timed comparison: not re-run
+    elif RunDir(run).has_runtime:
+        note, runtime_rows, between_run, interrupted = _runtime_recheck(run, exp_d, out, relabel, progress, executor,
+                                                                        notes)
+    return ReproOutcome(rows, problems, runtime_note=note, runtime_rows=runtime_rows, notes=notes,
+                        between_run=between_run, interrupted=interrupted)
+
+
+def _static_rerun(exp_d: dict, recorded: list[dict], found: dict, out: Path, jobs: int | None, progress: bool,
+                  executor: str, ray_address: str | None) -> tuple[list[dict], bool]:
+    """The recorded sweep again, per arch, with the recorded ptxas binaries found here and a fresh cache: the new
+    rows, and whether an interrupt cut it (the archs after it not started)."""
+    new_rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="ptxprobe-repro-cache-") as cache_dir:
         cache = Cache(cache_dir)  # nothing reused: every ptxas run happens again
         try:
@@ -434,40 +453,35 @@ def repro(
                                 argv=["ptxprobe", "repro"], executor=executor, ray_address=ray_address)
                 new_rows.extend(res.rows)
                 if res.interrupted:  # the sweep kept what finished and returned: the other archs are not started
-                    interrupted = True
-                    break
+                    return new_rows, True
         except KeyboardInterrupt:  # between two archs' sweeps, or before one had assembled anything
-            interrupted = True
-    rows = compare(recorded, _as_recorded(new_rows, relabel), interrupted)
-    # an edit to kernels/ is reported, not fatal: whether the re-run matches is decided by the outputs
-    edited = changed_sources(manifest)
-    notes = [f"kernel sources changed since the recorded run: {', '.join(edited)}"] if edited else []
-    notes += staged.notes if staged else []
-    note, runtime_rows, between_run = "", [], {}
-    if RunDir(run).has_runtime and interrupted:
-        runtime_rows = compare_runtime(RunDir(run).runtime_log, [])  # every timed comparison: not re-run
-    elif RunDir(run).has_runtime:
-        sub = experiment_from_dict(exp_d)
-        between = between_run_model(exp_d.get("run", {}).get("between_run"))  # the measured model by default
-        margin = float(exp_d.get("run", {}).get("timing", {}).get("margin", stats.EQUIVALENCE_MARGIN))
-        try:
-            new_rt = runtime_sweep(sub, out / "runtime", progress=progress, executor=executor)
-            moved = gpu_differences(RunDir(run).gpu or {}, RunDir(out / "runtime").gpu or {})  # both runs' gpu.json
-            if moved:  # another card, or the same one set otherwise: re-measured all the same, and said
-                notes.append("the GPU differs from the recorded run's: " + "; ".join(moved))
-            runtime_rows = compare_runtime(RunDir(run).runtime_log, _as_recorded(new_rt, relabel), between, margin)
-            fit = estimate_from_runs([RunDir(run).runtime_log, new_rt], f"{run.name} + its repro")
-            between_run = {"used": between.to_json(), "this_pair": fit.to_json() if fit else None,
-                           "multiplicity": f"{HOLM} over {sum(r.p_value is not None for r in runtime_rows)} timed "
-                                           f"comparisons, family-wise {1.0 - REPRO_LEVEL:g}"}
-        except NoGpu as exc:
-            note = f"runtime results recorded but not re-checked: {exc}"
-        except KeyboardInterrupt:  # the groups timed before it are in the runtime log: compared, the rest not re-run
-            interrupted = True
-            runtime_rows = compare_runtime(RunDir(run).runtime_log,
-                                           _as_recorded(RunDir(out / "runtime").runtime_log, relabel), between, margin)
-    return ReproOutcome(rows, problems, runtime_note=note, runtime_rows=runtime_rows, notes=notes,
-                        between_run=between_run, interrupted=interrupted)
+            return new_rows, True
+    return new_rows, False
+
+
+def _runtime_recheck(run: Path, exp_d: dict, out: Path, relabel: dict, progress: bool, executor: str,
+                     notes: list[str]) -> tuple[str, list, dict, bool]:
+    """Every timed comparison re-measured and judged against the recorded one under the between-run model (Holm
+    over them); another card said in ``notes``. (note, rows, the model used and this pair's, interrupted)."""
+    sub = experiment_from_dict(exp_d)
+    between = between_run_model(exp_d.get("run", {}).get("between_run"))  # the measured model by default
+    margin = float(exp_d.get("run", {}).get("timing", {}).get("margin", stats.EQUIVALENCE_MARGIN))
+    try:
+        new_rt = runtime_sweep(sub, out / "runtime", progress=progress, executor=executor)
+        moved = gpu_differences(RunDir(run).gpu or {}, RunDir(out / "runtime").gpu or {})  # both runs' gpu.json
+        if moved:  # another card, or the same one set otherwise: re-measured all the same, and said
+            notes.append("the GPU differs from the recorded run's: " + "; ".join(moved))
+        rows = compare_runtime(RunDir(run).runtime_log, _as_recorded(new_rt, relabel), between, margin)
+        fit = estimate_from_runs([RunDir(run).runtime_log, new_rt], f"{run.name} + its repro")
+        return "", rows, {"used": between.to_json(), "this_pair": fit.to_json() if fit else None,
+                          "multiplicity": f"{HOLM} over {sum(r.p_value is not None for r in rows)} timed "
+                                          f"comparisons, family-wise {1.0 - REPRO_LEVEL:g}"}, False
+    except NoGpu as exc:
+        return f"runtime results recorded but not re-checked: {exc}", [], {}, False
+    except KeyboardInterrupt:  # the groups timed before it are in the runtime log: compared, the rest not re-run
+        rows = compare_runtime(RunDir(run).runtime_log, _as_recorded(RunDir(out / "runtime").runtime_log, relabel),
+                               between, margin)
+        return "", rows, {}, True
 
 
 def _recorded_labels(exp_d: dict, staged: Staged) -> dict[str, str]:
