@@ -52,6 +52,56 @@ def run_request(req: SweepRequest, view: View) -> int:
         return _sweep_and_time(plan, view)
 
 
+def _say_libraries(libraries: list) -> None:
+    """What a library's rows are (and are not) made of, before they are made; a wheel of many libraries, --entry
+    choosing in a few: the rest counted."""
+    unchosen = [lib for lib in libraries if lib.ptx_modules and not lib.modules]
+    for lib in libraries:
+        if lib not in unchosen or len(unchosen) == 1:
+            print(f"ptxprobe: {lib.line()}", file=sys.stderr)
+    if len(unchosen) > 1:
+        print(f"ptxprobe: {len(unchosen)} other libraries hold no kernel --entry chose", file=sys.stderr)
+
+
+def _sweep_notes(plan: SweepPlan, outcome, answer: list[dict]) -> list[str]:
+    """The notes under a sweep's answer: templates that named a kernel once (said on stderr, not silent), options a
+    release lacks, where --cu files were assembled, lowered .version lines."""
+    alone = sorted({p["kernel"] for p in answer if p.get("not_compared") == ONLY_ONE_NAME})
+    if alone:  # templates that give one name (a kernel plan_sweep could not know before building it)
+        print(f"ptxprobe: names: the templates {', '.join(plan.experiment.names)} give one name to "
+              f"{', '.join(alone)}: nothing to compare it with; give templates that make different names",
+              file=sys.stderr)
+    na = sorted({(r["ptxas_version"], r["error"]) for r in outcome.rows if r["status"] == "unsupported_option"})
+    notes = [f"not applicable: {why}" for _, why in na]  # this release lacks an option another one of the sweep has
+    if plan.nvcc_assembles:
+        notes.append("note: --cu files are assembled by the ptxas of the CUDA toolkit whose nvcc compiles them; "
+                     "-s ptxas=triton,newest,VERSION for others")
+    return notes + [f"note: {n}" for n in sorted({r["note"] for r in outcome.rows if r.get("note")})]
+
+
+def _timed(plan: SweepPlan, view: View, doc: dict, rc: int) -> int:
+    """The sweep's names timed on the GPU (and profiled with --explain) into ``doc``; the exit code after it: a
+    missing GPU or a failed calibration is a tool failure, the static answer standing."""
+    try:
+        runtime = _runtime(plan, view)
+    except NoGpu as exc:
+        print(f"ptxprobe: --run: {exc} (the static answer stands; nothing was timed)", file=sys.stderr)
+        doc["runtime_error"] = f"NoGpu: {exc}"
+        return TOOL_FAILED
+    if runtime is None:
+        return rc
+    doc["runtime"], doc["calibration"] = runtime
+    if not doc["calibration"].get("passed", True):
+        rc = TOOL_FAILED  # the measurement failed its own check: its verdicts are not to be trusted
+    if plan.request.explain:
+        from ptxprobe.explain.run import analyze, profile_run
+
+        profile_run(plan.out, [], timeout=plan.request.timeout)
+        doc["explain"] = analyze(plan.out)
+        say(f"explain: {len(doc['explain']['groups'])} comparisons in {plan.out}/explain.json")
+    return rc
+
+
 def _sweep_and_time(plan: SweepPlan, view: View) -> int:
     """The static sweep, its answer, and (with a GPU) the timed runs: one Ray session around both."""
     from ptxprobe.static.sweep import run_sweep
@@ -61,12 +111,7 @@ def _sweep_and_time(plan: SweepPlan, view: View) -> int:
     if left:  # a narrowed experiment runs what supports it: what it leaves out is said first, on stderr
         print(f"ptxprobe: left out (not supported by the kernel): {left_out_text(left)}", file=sys.stderr)
     libraries = library_notes(exp, Cache(enabled=req.use_cache))
-    unchosen = [lib for lib in libraries if lib.ptx_modules and not lib.modules]
-    for lib in libraries:  # what a library's rows are (and are not) made of, before they are made
-        if lib not in unchosen or len(unchosen) == 1:
-            print(f"ptxprobe: {lib.line()}", file=sys.stderr)
-    if len(unchosen) > 1:  # a wheel of many libraries, --entry choosing in a few: the rest counted
-        print(f"ptxprobe: {len(unchosen)} other libraries hold no kernel --entry chose", file=sys.stderr)
+    _say_libraries(libraries)
     outcome = run_sweep(exp, out, jobs=req.jobs, cache=Cache(enabled=req.use_cache), timeout=req.timeout,
                         progress=not view.quiet and not view.json and sys.stderr.isatty(), argv=sys.argv,
                         fresh=req.fresh, executor=req.executor, ray_address=req.ray_address)
@@ -81,17 +126,7 @@ def _sweep_and_time(plan: SweepPlan, view: View) -> int:
     if not view.json:
         _say_answer(exp, out, outcome, answer, view.details and summary)
     _report_failures(failed, outcome.emit_errors)
-    alone = sorted({p["kernel"] for p in answer if p.get("not_compared") == ONLY_ONE_NAME})
-    if alone:  # templates that give one name (a kernel plan_sweep could not know before building it): said, not silent
-        print(f"ptxprobe: names: the templates {', '.join(exp.names)} give one name to {', '.join(alone)}: nothing "
-              "to compare it with; give templates that make different names", file=sys.stderr)
-    na = sorted({(r["ptxas_version"], r["error"]) for r in outcome.rows if r["status"] == "unsupported_option"})
-    notes = [f"not applicable: {why}" for _, why in na]  # this release lacks an option another one of the sweep has
-    if plan.nvcc_assembles:
-        notes.append("note: --cu files are assembled by the ptxas of the CUDA toolkit whose nvcc compiles them; "
-                     "-s ptxas=triton,newest,VERSION for others")
-    notes += [f"note: {n}" for n in sorted({r["note"] for r in outcome.rows if r.get("note")})]  # a lowered .version
-    doc["notes"] = notes
+    doc["notes"] = notes = _sweep_notes(plan, outcome, answer)
     if not view.json:
         for line in notes:
             note(line)
@@ -103,22 +138,7 @@ def _sweep_and_time(plan: SweepPlan, view: View) -> int:
     compared = any(p["answer"] in (YES, NO) for p in answer)  # 0 says "nothing differs" only of what was compared
     rc = TOOL_FAILED if failed or outcome.emit_errors or not compared else (FOUND_DIFFERENCES if differs else OK)
     if req.run is not False:
-        try:
-            runtime = _runtime(plan, view)
-        except NoGpu as exc:
-            print(f"ptxprobe: --run: {exc} (the static answer stands; nothing was timed)", file=sys.stderr)
-            doc["runtime_error"] = f"NoGpu: {exc}"
-            runtime, rc = None, TOOL_FAILED
-        if runtime is not None:
-            doc["runtime"], doc["calibration"] = runtime
-            if not doc["calibration"].get("passed", True):
-                rc = TOOL_FAILED  # the measurement failed its own check: its verdicts are not to be trusted
-            if req.explain:
-                from ptxprobe.explain.run import analyze, profile_run
-
-                profile_run(out, [], timeout=req.timeout)
-                doc["explain"] = analyze(out)
-                say(f"explain: {len(doc['explain']['groups'])} comparisons in {out}/explain.json")
+        rc = _timed(plan, view, doc, rc)
     if view.json:
         emit_json(doc)
     return rc
