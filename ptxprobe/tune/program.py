@@ -152,9 +152,11 @@ def _captured(pruned: Pruned, kernels: list):
     return next((k for k in kernels if k.entry == pruned.user.name), None)
 
 
-def _race_kernel(pruned: Pruned, contenders: list[Candidate], k, doc: dict, race_: ProgramRace, out: Path,
-                 cache: Cache, log) -> dict:
-    started = time.perf_counter()
+def program_arms(pruned: Pruned, contenders: list[Candidate], k, doc: dict, out: Path, cache: Cache
+                 ) -> tuple[Path, dict[str, str], dict, dict[str, str]]:
+    """Each configuration assembled from the captured PTX into an arm the capture hook swaps into the program:
+    (the arms' folder, label -> arm id, label -> arm, label -> why it cannot be loaded). The user's must load;
+    every arm's machine code must be the one the static sweep pruned."""
     ptx = (out / CAPTURE_DIR / k.ptx).read_text()
     arms_dir = out / ARMS_DIR / k.ptx_sha256[:12]
     ids = {c.label: f"c{i}" for i, c in enumerate([pruned.user, *contenders])}
@@ -172,6 +174,13 @@ def _race_kernel(pruned: Pruned, contenders: list[Candidate], k, doc: dict, race
             raise ToolFailed(f"{k.entry}: assembled again as {c.label}, ptxas gave other machine code than the "
                              "static sweep's")
         arms[c.label] = write_arm(ids[c.label], [swap], arms_dir)
+    return arms_dir, ids, arms, unswappable
+
+
+def _race_kernel(pruned: Pruned, contenders: list[Candidate], k, doc: dict, race_: ProgramRace, out: Path,
+                 cache: Cache, log) -> dict:
+    started = time.perf_counter()
+    arms_dir, ids, arms, unswappable = program_arms(pruned, contenders, k, doc, out, cache)
     contenders = [c for c in contenders if c.label not in unswappable]
     env = program_env(arms_dir, race_.arch)
     seconds, calls = [0.0], []  # every call's runs, the gate's first: what the standings are computed from
