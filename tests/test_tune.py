@@ -116,7 +116,7 @@ def test_pruning_on_real_ptxas_sgemm_at_O2_gives_one_code_for_both_names(tmp_pat
 
     if shutil.which("nvcc") is None:
         pytest.skip("no nvcc on PATH: the .cu source cannot be compiled")
-    req = TuneRequest(str(tmp_path / "t"), sets=("archs=sm_90a",), kernels=UserKernels(cu=(
+    req = TuneRequest(out=str(tmp_path / "t"), sets=("archs=sm_90a",), kernels=UserKernels(cu=(
         str(ROOT / "experiments/user/sgemm.cu"),), entry="sgemm"), ptxas=(installed_ptxas_13.path,), run=False, jobs=2)
     plan = plan_tune(req)
     outcome = run_tune(plan)

@@ -30,9 +30,10 @@ def cmd_capture(args) -> int:
                     for k in kernels]))
     ptx_files = dict.fromkeys(k.ptx for k in kernels)  # a CuTe DSL file may hold several entries
 
-    sweep = SweepRequest(args.experiment, tuple(args.set), UserKernels(ptx=tuple(str(out / p) for p in ptx_files)),
-                         out=str(out / "sweep"), jobs=args.jobs or None, use_cache=not args.no_cache,
-                         fresh=args.fresh, executor=args.executor, ray_address=args.ray_address, run=False)
+    sweep = SweepRequest(experiment=args.experiment, sets=tuple(args.set),
+                         kernels=UserKernels(ptx=tuple(str(out / p) for p in ptx_files)), out=str(out / "sweep"),
+                         jobs=args.jobs or None, use_cache=not args.no_cache, fresh=args.fresh,
+                         executor=args.executor, ray_address=args.ray_address, run=False)
     code = run_request(sweep, View(json=args.json and not args.run, quiet=bool(args.quiet_level)))
     if not args.run:
         return code

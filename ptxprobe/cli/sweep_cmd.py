@@ -25,11 +25,12 @@ log = logging.getLogger("ptxprobe")
 
 def request_from_args(args) -> SweepRequest:
     """rename-sweep's arguments as the request the plan is made from (the view's options stay here)."""
-    kernels = UserKernels(tuple(args.ptx), tuple(args.cubin), tuple(args.cu), args.triton, args.spec, args.entry,
-                          tuple(args.lib))
-    return SweepRequest(args.experiment, tuple(args.set or ()), kernels, args.names_from_scan, args.out, args.jobs,
-                        args.timeout, not args.no_cache, args.fresh, args.executor, args.ray_address, args.run,
-                        args.explain, regime=args.regime)
+    kernels = UserKernels(ptx=tuple(args.ptx), cubin=tuple(args.cubin), cu=tuple(args.cu), triton=args.triton,
+                          spec=args.spec, entry=args.entry, lib=tuple(args.lib))
+    return SweepRequest(experiment=args.experiment, sets=tuple(args.set or ()), kernels=kernels,
+                        names_from_scan=args.names_from_scan, out=args.out, jobs=args.jobs, timeout=args.timeout,
+                        use_cache=not args.no_cache, fresh=args.fresh, executor=args.executor,
+                        ray_address=args.ray_address, run=args.run, explain=args.explain, regime=args.regime)
 
 
 @dataclass(frozen=True)

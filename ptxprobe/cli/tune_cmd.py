@@ -165,17 +165,18 @@ def cmd_tune(args) -> int:
     from ptxprobe.tune.run import TuneRequest
 
     program_settings(args)
-    kernels = UserKernels(tuple(args.ptx), tuple(args.cubin), tuple(args.cu), args.triton, args.spec, args.entry)
+    kernels = UserKernels(ptx=tuple(args.ptx), cubin=tuple(args.cubin), cu=tuple(args.cu), triton=args.triton,
+                          spec=args.spec, entry=args.entry)
     try:
         race = RacePlan(first_rounds=args.first_rounds, max_rounds=max(args.max_rounds, args.first_rounds),
                         target_halfwidth=args.target, prefer=args.prefer)
     except ValueError as exc:
         raise SpecError(str(exc)) from exc
-    req = TuneRequest(args.out, args.experiment, tuple(args.set), kernels,
-                      tuple(n.strip() for n in args.names.split(",") if n.strip()) if args.names else None,
-                      tuple(p.strip() for p in args.ptxas.split(",")) if args.ptxas is not None else None,
-                      args.options, args.numerics, race, args.run, args.jobs, args.timeout, not args.no_cache,
-                      args.fresh, regime=args.regime)
+    req = TuneRequest(out=args.out, experiment=args.experiment, sets=tuple(args.set), kernels=kernels,
+                      names=tuple(n.strip() for n in args.names.split(",") if n.strip()) if args.names else None,
+                      ptxas=tuple(p.strip() for p in args.ptxas.split(",")) if args.ptxas is not None else None,
+                      options=args.options, numerics=args.numerics, race=race, run=args.run, jobs=args.jobs,
+                      timeout=args.timeout, use_cache=not args.no_cache, fresh=args.fresh, regime=args.regime)
     quiet = bool(args.quiet_level) or args.json
     notify = (lambda text: None) if quiet else (lambda text: print(f"ptxprobe: {text}", file=sys.stderr))
     if args.install:

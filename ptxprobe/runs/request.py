@@ -35,7 +35,7 @@ from ptxprobe.toolchain.tools import discover, select_ptxas
 log = logging.getLogger("ptxprobe")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class UserKernels:
     """The user's own kernels as given: files, a Triton function, the spec and the entry that go with them."""
 
@@ -62,7 +62,7 @@ class UserKernels:
                 "triton_functions": [f"{self.triton}={self.spec}"] if self.triton else []}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SweepRequest:
     """A rename sweep as asked for, nothing resolved yet. ``run``: None times on a GPU when one is there, False
     never, True insists."""

@@ -36,7 +36,7 @@ RACE_INTERRUPTED = ("interrupted during the race or its proof: the kernels raced
 _SPACE_AXES = ("names=", "ptxas=", "flags=", "repeat=", "max_repeat=")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TuneRequest:
     """``tune`` as asked for: the sources (as a sweep takes them), the space's axes, the gate, the race, where."""
 
@@ -75,8 +75,9 @@ def plan_tune(req: TuneRequest) -> TunePlan:
     given = [s for s in req.ptxas or () if s.strip()]
     user_ptxas = "nvcc" if req.kernels.cu else "triton"
     out = Path(req.out)
-    sweep = plan_sweep(SweepRequest(req.experiment, req.sets, req.kernels, out=str(out / STATIC_DIR), jobs=req.jobs,
-                                    timeout=req.timeout, use_cache=req.use_cache, fresh=req.fresh,
+    sweep = plan_sweep(SweepRequest(experiment=req.experiment, sets=req.sets, kernels=req.kernels,
+                                    out=str(out / STATIC_DIR), jobs=req.jobs, timeout=req.timeout,
+                                    use_cache=req.use_cache, fresh=req.fresh,
                                     run=req.run, names_set_later=True, regime=req.regime))
     user_flags = tuple(sweep.experiment.flags[0])
     space = build_space(req.names, user_ptxas, tuple(given) if req.ptxas is not None else None,
