@@ -77,11 +77,13 @@ def cli_markdown() -> str:
            f"Generated from ptxprobe's argument parser by `python {GENERATOR}`; `ptxprobe COMMAND --help` prints the "
            "same. Every command takes `-v`/`-q`; those with `--json` print exactly one JSON document on stdout and "
            "send progress and notes to stderr.", "",
-           "Exit codes (every command): " + " ".join(EPILOG.removeprefix("exit codes:").split()) + ".", "",
+           "Exit codes (every command whose section below gives none of its own): "
+           + " ".join(EPILOG.removeprefix("exit codes:").split()) + ".", "",
            "| command | does |", "|---|---|"]
     out += [f"| [`ptxprobe {n}`](#ptxprobe-{n}) | {_cell(helps.get(n, ''))} |" for n in sub.choices]
     for name, sp in sub.choices.items():
-        out += ["", f"## ptxprobe {name}", "", _cell(helps.get(name, "")), "", *_options_table(sp)]
+        own = [] if not sp.epilog or sp.epilog == EPILOG else ["", " ".join(sp.epilog.split())]  # its own epilog
+        out += ["", f"## ptxprobe {name}", "", _cell(helps.get(name, "")), *own, "", *_options_table(sp)]
     out += ["", "Top-level options: " + ", ".join(f"`{s}`" for a in p._actions for s in a.option_strings) + "."]
     return "\n".join(out) + "\n"
 

@@ -110,6 +110,13 @@ def run_entry(run: str, results: Path, by_name: dict[str, Path]) -> list[str]:
         rel = by_name[name].relative_to(HERE.parent).as_posix()
         lines.append(f"  - definition `{rel}`; remade now by `{'`, then `'.join(header_commands(by_name[name]))}`"
                      if header_commands(by_name[name]) else f"  - definition `{rel}`")
+    if isinstance(experiment, dict) and manifest.get("tools") is not None:  # a run directory ptxprobe wrote
+        releases = sorted({t["version"] for t in manifest["tools"] if t.get("kind") == "ptxas" and t.get("version")},
+                          key=lambda v: tuple(int(x) for x in v.split(".") if x.isdigit()))
+        lines.append(f"  - made with Triton {manifest.get('triton') or '(none)'}"
+                     + (f", ptxas {', '.join(releases)}" if releases else "")
+                     + f"; `ptxprobe repro experiments/results/{run}` remakes it with those tools and compares (a "
+                     "definition run today takes today's Triton and the ptxas releases installed)")
     recorded = recorded_commands(manifest)
     for c in recorded:
         moved = now(c)

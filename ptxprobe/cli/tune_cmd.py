@@ -29,8 +29,8 @@ it (yours stays, tuned.json says why); 6 slower: the fresh rounds found the choi
 input (an empty search space, an unknown gate); 3 a tool failed (your own configuration did not assemble, a kernel
 did not build); 4 internal error; 130 interrupted. tuned.json is in --out. With `-- python prog.py` and a
 recommendation, the program then runs with it swapped in, A/B against yours (--rounds, as `apply`; --json prints
-apply.json with tuned.json inside), and the exit code is the program's, as apply's; with --rounds 0 it runs once
-and the code stays tune's"""
+apply.json with tuned.json inside), and the exit code is that A/B's verdict on the tuned program, as apply's (not the
+program's own exit status); with --rounds 0 it runs once and the code stays tune's"""
 
 APPLY_EPILOG = """exit codes: 0 applied (run once, no --rounds); with --rounds the A/B of the tuned program against
 yours decides: 1 confirmed (faster beyond the 0.5 % margin), 5 not confirmed (equivalent, negligible, inside or

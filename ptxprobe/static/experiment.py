@@ -91,12 +91,17 @@ def find_experiment(name_or_path: str | os.PathLike | None) -> Path:
 
 
 def _resolve_item(item: str, base: Path) -> str:
-    """Paths inside an experiment file are relative to that file's directory."""
+    """Paths inside an experiment file are relative to that file's directory (one found only from here is taken
+    as it is); a file found in neither is refused now, naming where it was looked for."""
     def fix(part: str) -> str:
         path, sep, rest = part.partition(":") if not part.endswith(_FILE_SUFFIXES) else (part, "", "")
         if path and not os.path.isabs(path) and (path.endswith((".py", *_FILE_SUFFIXES, ".toml", ".json"))):
             cand = base / path
-            path = os.path.relpath(cand) if cand.exists() else path
+            if cand.exists():
+                path = os.path.relpath(cand)
+            elif not Path(path).exists():
+                raise SpecError(f"{path}: no such file in {base} (an experiment file's paths are relative to its "
+                                "folder) nor here")
         return path + sep + rest
 
     target, eq, spec = item.rpartition("=")
