@@ -13,6 +13,7 @@ from pathlib import Path
 import tomllib
 
 from experiments import DEFINITIONS, HERE
+from ptxprobe.toolchain.tools import version_key
 
 README = HERE / "README.md"
 # what each folder of the study holds (the folders themselves are checked against this list by a test)
@@ -57,7 +58,7 @@ def header_commands(path: Path) -> list[str]:
     """The commands a definition's header gives, without their trailing remark (tests/test_docs.py plans each as
     written)."""
     lines = [line[1:].strip() for line in path.read_text().splitlines() if line.startswith("#")]
-    return [line.split("(")[0].strip() for line in lines if line.startswith("ptxprobe ")]
+    return [line.split("(")[0].split("#")[0].strip() for line in lines if line.startswith("ptxprobe ")]
 
 
 def recorded_commands(manifest: dict) -> list[str]:
@@ -112,7 +113,7 @@ def run_entry(run: str, results: Path, by_name: dict[str, Path]) -> list[str]:
                      if header_commands(by_name[name]) else f"  - definition `{rel}`")
     if isinstance(experiment, dict) and manifest.get("tools") is not None:  # a run directory ptxprobe wrote
         releases = sorted({t["version"] for t in manifest["tools"] if t.get("kind") == "ptxas" and t.get("version")},
-                          key=lambda v: tuple(int(x) for x in v.split(".") if x.isdigit()))
+                          key=version_key)
         lines.append(f"  - made with Triton {manifest.get('triton') or '(none)'}"
                      + (f", ptxas {', '.join(releases)}" if releases else "")
                      + f"; `ptxprobe repro experiments/results/{run}` remakes it with those tools and compares (a "

@@ -104,3 +104,30 @@ def test_findings_name_no_work_items():
     text = (ROOT / "FINDINGS.md").read_text()
     for pattern in (r"\bissue \d", r"\bround \d\b", r"\btoday", r"\bround[34]\b"):
         assert not re.search(pattern, text, re.I), pattern
+
+
+@pytest.mark.unit
+def test_every_command_an_experiment_file_writes_plans_as_written(tmp_path):
+    """The commands in the study's experiment headers (``# ptxprobe rename-sweep -e ... --run``), as the study's
+    index reads them (``index.header_commands``), parse and plan as written from the repository root, without
+    running: a definition named by a bare name that stopped resolving when the files moved (``experiment file not
+    found: h200_design``), or one naming a kernel file that is not where it says, is refused here."""
+    import os
+    import shlex
+
+    from ptxprobe.cli.parser import build_parser
+    from ptxprobe.cli.sweep_cmd import request_from_args
+    from ptxprobe.runs.request import plan_sweep
+
+    commands = [(toml.name, shlex.split(c.split("ptxprobe rename-sweep", 1)[1]))
+                for toml in sorted(index.DEFINITIONS.glob("*.toml")) for c in index.header_commands(toml)
+                if "ptxprobe rename-sweep" in c]
+    assert len(commands) >= 15
+    cwd = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        for name, argv in commands:
+            args = build_parser().parse_args(["rename-sweep", *argv, "-o", str(tmp_path / name)])
+            plan_sweep(request_from_args(args))  # SpecError (exit 2) for an experiment that does not resolve
+    finally:
+        os.chdir(cwd)
