@@ -98,6 +98,34 @@ def columns() -> str:
                       "GPU rows (`runtime.parquet`), the columns every row has:", "", columns_markdown(RUNTIME)])
 
 
+def records() -> str:
+    """Every record a run directory holds as a JSON document: its file, layout version and fields."""
+    from ptxprobe.records import RECORDS, Record
+
+    out: list[str] = []
+    seen: set[type] = set()
+
+    def section(cls: type[Record]) -> None:
+        if cls in seen:
+            return
+        seen.add(cls)
+        where = (f"`{cls.FILE}`, layout {cls.SCHEMA_VERSION}" + (" (`schema_version`)" if cls.VERSIONED else "")
+                 if cls.FILE else "held inside another record")
+        out.extend([f"### {cls.__name__}", "", f"{' '.join((cls.__doc__ or '').split())} ({where})", "",
+                    "| key | type | what it holds |", "|---|---|---|"])
+        nested = []
+        for f in cls.schema():
+            out.append(f"| `{f.name}` | {_cell(f.type)}{', always set' if f.required else ''} | {_cell(f.doc)} |")
+            nested += [t for t in Record.__subclasses__() if f"list of {t.__name__}" in f.type or f.type == t.__name__]
+        out.append("")
+        for t in nested:
+            section(t)
+
+    for cls in RECORDS:
+        section(cls)
+    return "\n".join(out).rstrip()
+
+
 def _fields_table(cls, skip: tuple[str, ...] = ()) -> str:
     rows = ["| key | default |", "|---|---|"]
     for f in dataclasses.fields(cls):
@@ -215,7 +243,7 @@ def package_layout() -> str:
 
 
 BLOCKS = {
-    "schema.md": {"columns": columns},
+    "schema.md": {"columns": columns, "records": records},
     "spec.md": {"sweep-defaults": sweep_defaults, "run-defaults": run_defaults,
                 "timing-defaults": timing_defaults, "launch-keys": launch_keys},
     "gpu-method.md": {"method-constants": method_constants},

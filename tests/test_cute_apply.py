@@ -20,6 +20,7 @@ from ptxprobe.binary.cubin import read_cubin
 from ptxprobe.binary.symbols import respelled
 from ptxprobe.core.errors import CubinError, SpecError
 from ptxprobe.ptx.rename import renamed_ptx
+from ptxprobe.records import TunedDocument
 from ptxprobe.toolchain.assemble import assemble
 from ptxprobe.toolchain.tools import triton_ptxas
 from tests.ptx_text import AXPY_PTX, CUTE_SCALE_KERNEL
@@ -75,7 +76,7 @@ def embedded_cubin(obj: Path, symbol: str) -> bytes:
     return data[sym["st_value"]: sym["st_value"] + sym["st_size"]]
 
 
-def _tuned_doc(ptx: str, entry: str, ptx_sha: str) -> dict:
+def _tuned_doc(ptx: str, entry: str, ptx_sha: str) -> TunedDocument:
     """tuned.json as a GPU tune would leave it: the trigger-free name under Triton's ptxas at -O0 beats yours."""
     from ptxprobe.ptx.rename import apply_template
 
@@ -89,8 +90,9 @@ def _tuned_doc(ptx: str, entry: str, ptx_sha: str) -> dict:
     rec = {"kernel": "k", "arch": "sm_90a", "status": "tuned", "entry": entry, "ptx_sha256": ptx_sha,
            "frontend": "cute-dsl", "best": best, "user": user, "best_is_yours": False,
            "gain": {"ratio": 1.05, "low": 1.04, "high": 1.06}, "change": "apply"}
-    return {"kernels": [rec], "space": {"user_flags": []},
-            "ptxas": {tool.sha256: {"version": tool.version, "path": tool.path, "origin": tool.origin}}}
+    return TunedDocument.from_json({
+        "command": ["tune"], "static_sweep": "", "kernels": [rec], "space": {"user_flags": []},
+        "ptxas": {tool.sha256: {"version": tool.version, "path": tool.path, "origin": tool.origin}}})
 
 
 def test_an_export_under_apply_carries_the_tuned_code_under_the_dsls_own_name(tmp_path):
@@ -109,16 +111,16 @@ def test_an_export_under_apply_carries_the_tuned_code_under_the_dsls_own_name(tm
     doc = _tuned_doc((tmp_path / "cap" / k.ptx).read_text(), k.entry, k.ptx_sha256)
     rec = apply_program(doc, [sys.executable, str(prog), str(tuned)], tmp_path / "apply", rounds=0, metric=None,
                         timeout=300, cache=Cache(), arch="sm_90a")
-    (swap,) = rec["kernels"]
-    assert swap["name"] == k.entry and swap["compiled_as"] == doc["kernels"][0]["best"]["name"] != k.entry
-    assert swap["verified"] and swap["same_ptx_as_tuned"]
+    (swap,) = rec.kernels
+    assert swap.name == k.entry and swap.compiled_as == doc.kernels[0].best["name"] != k.entry
+    assert swap.verified and swap.same_ptx_as_tuned
     mine = embedded_cubin(tuned / "scale.o", "kernels_binary")
-    assert mine == Path(swap["cubin"]).read_bytes()  # the exported object holds ptxprobe's cubin
-    assert read_cubin(mine).kernel(k.entry).machine_code_sha256 == doc["kernels"][0]["best"]["machine_code_sha256"]
+    assert mine == Path(swap.cubin).read_bytes()  # the exported object holds ptxprobe's cubin
+    assert read_cubin(mine).kernel(k.entry).machine_code_sha256 == doc.kernels[0].best["machine_code_sha256"]
     theirs = embedded_cubin(own / "scale.o", "kernels_binary")  # without apply: the DSL's own fatbin, other code
     assert theirs[:4] == b"\x50\xed\x55\xba" and theirs.find(b"\x7fELF") > 0
     their_code = read_cubin(theirs[theirs.find(b"\x7fELF"):]).kernel(k.entry).machine_code_sha256
-    assert their_code != swap["machine_code_sha256"]
+    assert their_code != swap.machine_code_sha256
     assert (tuned / "scale.h").read_text() == (own / "scale.h").read_text()  # the same loader loads it
 
 

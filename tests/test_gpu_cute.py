@@ -49,11 +49,11 @@ def test_apply_launches_the_tuned_cubin_in_a_cute_dsl_program(tmp_path):
     doc = _tuned_doc((tmp_path / "cap" / k.ptx).read_text(), k.entry, k.ptx_sha256)
     rec = apply_program(doc, [sys.executable, str(prog)], tmp_path / "apply", rounds=0, metric=None, timeout=600,
                         cache=Cache())
-    (swap,) = rec["kernels"]
-    assert swap["name"] == k.entry != swap["compiled_as"] and swap["verified"]
+    (swap,) = rec.kernels
+    assert swap.name == k.entry != swap.compiled_as and swap.verified
     # the run: the program's own check passed and the hook loaded the tuned cubin
-    assert rec["runs"] and all(r["ok"] for r in rec["runs"])
+    assert rec.runs and all(r["ok"] for r in rec.runs)
     reports = [json.loads(x) for p in sorted((tmp_path / "apply" / "arms").glob("report-*.jsonl"))
                for x in p.read_text().splitlines()]
-    assert len(reports) == len(rec["runs"]) and all(sum(r["swapped"].values()) == 1 for r in reports)
+    assert len(reports) == len(rec.runs) and all(sum(r["swapped"].values()) == 1 for r in reports)
     assert all(not r["unseen"] and not r["mismatched"] for r in reports)

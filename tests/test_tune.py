@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ import pytest
 
 from ptxprobe.cli import main
 from ptxprobe.core.errors import SpecError
+from ptxprobe.records import TunedDocument
 from ptxprobe.toolchain.tools import triton_ptxas
 from ptxprobe.tune import race as racing
 from ptxprobe.tune.answer import kernel_answer, source_change
@@ -121,14 +123,14 @@ def test_pruning_on_real_ptxas_sgemm_at_O2_gives_one_code_for_both_names(tmp_pat
     plan = plan_tune(req)
     outcome = run_tune(plan)
     assert outcome.static_only_reason.startswith("--no-run")
-    (k,) = outcome.doc["kernels"]
-    assert k["status"] == "static-only" and k["user"]["name"] == "sgemm"
-    ours = [c for c in k["distinct"] if c["ptxas_version"] == "13.0.88"]
+    (k,) = outcome.doc.kernels
+    assert k.status == "static-only" and k.user["name"] == "sgemm"
+    ours = [c for c in k.distinct if c["ptxas_version"] == "13.0.88"]
     assert sorted(c["name"] for c in ours) == ["cutlass_sgemm", "sgemm"] and all(not c["options"] for c in ours)
-    at_o2 = [p for p in k["pruned"] if p["options"] == ["-O2"] and p["ptxas_version"] == "13.0.88"]
+    at_o2 = [p for p in k.pruned if p["options"] == ["-O2"] and p["ptxas_version"] == "13.0.88"]
     assert sorted(p["name"] for p in at_o2) == ["cutlass_sgemm", "sgemm"]
     assert {p["reason"] for p in at_o2} == {SAME_CODE_AS} and len({p["representative"] for p in at_o2}) == 1
-    assert json.loads((tmp_path / "t" / "tuned.json").read_text())["kernels"] == outcome.doc["kernels"]
+    assert TunedDocument.from_json(json.loads((tmp_path / "t" / "tuned.json").read_text())) == outcome.doc
 
 
 # --- racing on simulated timings ----------------------------------------------------------------------------------
@@ -345,7 +347,7 @@ PROGRAM = "import hashlib, json, sys\n" + SCALE_KERNEL_PROGRAM + textwrap.dedent
 
 
 
-def _tuned_doc(ptx: str, ptx_sha: str, code: str | None = None) -> dict:
+def _tuned_doc(ptx: str, ptx_sha: str, code: str | None = None) -> TunedDocument:
     """A tuned.json as a GPU tune would leave it for scale_kernel: cutlass_ name, Triton's ptxas, -O2."""
     from ptxprobe.binary.cubin import read_cubin
     from ptxprobe.ptx.rename import rename_entry
@@ -362,8 +364,9 @@ def _tuned_doc(ptx: str, ptx_sha: str, code: str | None = None) -> dict:
            "ptx_sha256": ptx_sha, "frontend": "triton", "best": best, "user": user, "best_is_yours": False,
            "gain": {"ratio": 1.02, "low": 1.01, "high": 1.03}, "outcome": "confirmed",
            "change": "@triton.jit(repr=...)"}
-    return {"kernels": [rec], "space": {"user_flags": ["-lineinfo"]},
-            "ptxas": {tool.sha256: {"version": tool.version, "path": tool.path, "origin": tool.origin}}}
+    return TunedDocument.from_json({
+        "command": ["tune"], "static_sweep": "", "kernels": [rec], "space": {"user_flags": ["-lineinfo"]},
+        "ptxas": {tool.sha256: {"version": tool.version, "path": tool.path, "origin": tool.origin}}})
 
 
 @pytest.mark.integration
@@ -381,14 +384,14 @@ def test_apply_swaps_the_tuned_cubin_into_a_program_verified_by_name_and_hash(tm
     doc = _tuned_doc(ptx, k.ptx_sha256)
     rec = apply_program(doc, [sys.executable, str(prog), str(seen)], tmp_path / "apply", rounds=0, metric=None,
                         timeout=300, cache=Cache())
-    (swap,) = rec["kernels"]
-    assert swap["name"] == "cutlass_scale_kernel" and swap["same_ptx_as_tuned"] and swap["verified"]
-    assert swap["options"] == ["-O2"]
-    assert swap["machine_code_sha256"] == doc["kernels"][0]["best"]["machine_code_sha256"]
+    (swap,) = rec.kernels
+    assert swap.name == "cutlass_scale_kernel" and swap.same_ptx_as_tuned and swap.verified
+    assert swap.options == ("-O2",)
+    assert swap.machine_code_sha256 == doc.kernels[0].best["machine_code_sha256"]
     # inside the program: the capture run loaded its own kernel, the applied run the tuned cubin under its name
     (own, _), (name, digest) = [json.loads(x) for x in seen.read_text().splitlines()]
     assert own == "scale_kernel"
-    assert name == "cutlass_scale_kernel" and digest == hashlib.sha256(Path(swap["cubin"]).read_bytes()).hexdigest()
+    assert name == "cutlass_scale_kernel" and digest == hashlib.sha256(Path(swap.cubin).read_bytes()).hexdigest()
     assert json.loads((tmp_path / "apply" / "apply.json").read_text())["kernels"][0]["name"] == name
     # the program's PTX is the one tuned, yet the machine code is not the tuned one: refused
     with pytest.raises(ToolFailed, match="not the tuned one"):
@@ -400,7 +403,7 @@ def test_apply_swaps_the_tuned_cubin_into_a_program_verified_by_name_and_hash(tm
 def test_a_program_that_fails_under_apply_is_its_own_error_in_one_line(tmp_path, capsys):
     tdir = tmp_path / "t"
     tdir.mkdir()
-    (tdir / "tuned.json").write_text(json.dumps(_tuned_doc(_AXPY.replace("axpy", "scale_kernel"), "x" * 64)))
+    (tdir / "tuned.json").write_text(json.dumps(_tuned_doc(_AXPY.replace("axpy", "scale_kernel"), "x" * 64).to_json()))
     fails = tmp_path / "fails.py"
     fails.write_text("import sys\nsys.exit('out of memory, said the program')\n")
     assert main(["apply", "-q", str(tdir), "--", sys.executable, str(fails)]) == 3
@@ -457,7 +460,7 @@ def test_tune_ends_with_the_program_run_with_its_recommendation_or_says_why_not(
     out = tmp_path / "t"
 
     def raced(plan, progress=False, notify=None):
-        doc = {**_tuned_doc(ptx.read_text(), k.ptx_sha256), "static_sweep": str(out / "static"), "gpu": {}}
+        doc = replace(_tuned_doc(ptx.read_text(), k.ptx_sha256), static_sweep=str(out / "static"), gpu={})
         return tune_run.TuneOutcome(doc, write_tuned(out, doc), False, (), None)
 
     monkeypatch.setattr(pipeline, "run_tune", raced)  # where the pipeline calls it
@@ -624,10 +627,10 @@ def test_two_configurations_differing_by_an_option_alone_get_two_cubins(tmp_path
 
     ptx = _AXPY.replace("axpy", "scale_kernel")
     doc = _tuned_doc(ptx, sha256_text(ptx))
-    rec = doc["kernels"][0]
+    rec = doc.kernels[0].to_json()
     rec["best"] = {**rec["user"], "options": ["-O0"], "machine_code_sha256": None}  # same name and ptxas as yours
-    mine = build_swap(ptx, "scale_kernel", "other", rec, "user", doc, tmp_path, Cache())
-    tuned = build_swap(ptx, "scale_kernel", "other", rec, "best", doc, tmp_path, Cache())
+    mine = build_swap(ptx, "scale_kernel", "other", rec, "user", doc.ptxas, ["-lineinfo"], tmp_path, Cache())
+    tuned = build_swap(ptx, "scale_kernel", "other", rec, "best", doc.ptxas, ["-lineinfo"], tmp_path, Cache())
     assert mine.cubin != tuned.cubin and mine.machine_code_sha256 != tuned.machine_code_sha256
     assert Path(mine.cubin).read_bytes() != Path(tuned.cubin).read_bytes()
 
@@ -647,6 +650,11 @@ def _problem_record(group: str, standings: list[tuple[str, float, str]], best: s
             "race": {"standings": st}, "change": ""}
 
 
+def _answer(kernels: list[dict]) -> TunedDocument:
+    return TunedDocument.from_json({"command": ["tune"], "space": {}, "ptxas": {}, "static_sweep": "",
+                                    "kernels": kernels})
+
+
 def test_one_configuration_across_problem_sizes():
     """Sizes whose proofs confirmed the same configuration keep it, its gain the size where it gains least (each
     size's under ``across``); sizes whose answers differ keep yours: a proof confirms only its own size's choice.
@@ -661,14 +669,14 @@ def test_one_configuration_across_problem_sizes():
     one = across_problems([agreed, small])
     assert one["best"]["label"] == "B" and not one["best_is_yours"] and one["gain"]["ratio"] == 1.02
     assert [a["gain"]["ratio"] for a in one["across"]] == [1.02, 1.04]
-    entries, notes = tuned_by_entry({"kernels": [small, agreed]})
+    entries, notes = tuned_by_entry(_answer([small, agreed]))
     assert entries["k"]["gain"]["ratio"] == 1.02 and not notes
     large = _problem_record("N=16k", [("A", 1.02, "faster"), ("B", 1.01, "inconclusive")], "A")
     kept = across_problems([small, large])
     assert kept["best_is_yours"] and kept["gain"] is None and "yours stays" in kept["change"]
     assert "B at N=1k, A at N=16k" in kept["change"] and [a["group_id"] for a in kept["across"]] == ["N=1k", "N=16k"]
     with pytest.raises(SpecError, match="nothing to apply"):
-        tuned_by_entry({"kernels": [small, large]})
+        tuned_by_entry(_answer([small, large]))
     yours = _problem_record("N=16k", [("B", 1.003, "straddles_margin")], None)
     assert across_problems([small, yours])["best_is_yours"]
 

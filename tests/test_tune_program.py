@@ -51,9 +51,9 @@ def test_a_configuration_the_program_fails_with_is_gated_out_in_its_words(tmp_pa
     # the first contender's arm (the hook reads its plan from PTXPROBE_SWAP) fails the program's own check
     fail = "sys.exit('checksum mismatch, said the program')"
     out = _tune(tmp_path, f"{fail} if os.environ.get('PTXPROBE_SWAP', '').endswith('plan-c1.json') else 1.0")
-    (k,) = out.doc["kernels"]
-    gated = [p for p in k["pruned"] if p["reason"] == "numerics"]
-    assert gated and "checksum mismatch, said the program" in gated[0]["detail"] and k["best_is_yours"]
+    (k,) = out.doc.kernels
+    gated = [p for p in k.pruned if p["reason"] == "numerics"]
+    assert gated and "checksum mismatch, said the program" in gated[0]["detail"] and k.best_is_yours
 
 
 def test_the_cli_tunes_a_program_given_alone_and_refuses_one_that_fails(tmp_path, capsys):

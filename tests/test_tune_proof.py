@@ -11,6 +11,7 @@ import pytest
 
 from ptxprobe.cli import CHOICE_SLOWER, CHOICE_UNCONFIRMED, FOUND_DIFFERENCES, OK, TOOL_FAILED
 from ptxprobe.cli.tune_cmd import proof_exit, tune_exit
+from ptxprobe.records import ApplyRecord, TunedDocument
 from ptxprobe.stats import paired as stats
 from ptxprobe.tune import proof as proving
 from ptxprobe.tune import race as racing
@@ -121,25 +122,32 @@ def test_a_race_runs_the_rounds_its_verdict_over_every_candidate_needs():
         assert 2 / 2 ** n * m <= 0.05 < 2 / 2 ** (n - 1) * m
 
 
+def tuned(kernels: list[dict]) -> TunedDocument:
+    """A tuned.json of these kernel records (each a raced kernel at sm_90a unless it says otherwise)."""
+    return TunedDocument.from_json({"command": ["tune"], "space": {}, "ptxas": {}, "static_sweep": "", "kernels": [
+        {"kernel": f"k{i}", "arch": "sm_90a", "status": "tuned", **k} for i, k in enumerate(kernels)]})
+
+
 @pytest.mark.unit
 def test_the_exit_code_tells_confirmed_unconfirmed_and_slower_apart():
     """tune: 1 when any kernel's choice was confirmed, else 6 when a proof found it slower, else 5 when one was not
     confirmed, else 0; a tuned.json from before the proof counts a recommendation as it made it. apply's A/B: 1
     faster, 6 slower, 5 anything else, 3 when the A/A failed, 0 run once."""
     def doc(*outcomes):
-        return {"kernels": [{"outcome": o, "best_is_yours": o != "confirmed"} for o in outcomes]}
+        return tuned([{"outcome": o, "best_is_yours": o != "confirmed"} for o in outcomes])
 
     assert tune_exit(doc("confirmed", "slower", "unconfirmed")) == FOUND_DIFFERENCES
     assert tune_exit(doc("unconfirmed", "slower")) == CHOICE_SLOWER
     assert tune_exit(doc("unconfirmed", "nothing faster")) == CHOICE_UNCONFIRMED
     assert tune_exit(doc("unproven")) == CHOICE_UNCONFIRMED
-    assert tune_exit(doc("nothing faster")) == OK and tune_exit({"kernels": []}) == OK
-    assert tune_exit({"kernels": [{"best_is_yours": False}]}) == FOUND_DIFFERENCES  # recorded before the proof
-    assert tune_exit({"kernels": [{"best_is_yours": True}, {"status": "static-only"}]}) == OK
+    assert tune_exit(doc("nothing faster")) == OK and tune_exit(tuned([])) == OK
+    assert tune_exit(tuned([{"best_is_yours": False}])) == FOUND_DIFFERENCES  # recorded before the proof
+    assert tune_exit(tuned([{"best_is_yours": True}, {"status": "static-only"}])) == OK
 
     def applied(verdict, failed=False):
-        return {"calibration_failed": failed, "comparisons": [{"arm": "aa", "verdict": "equivalent"}] + (
-            [{"arm": "tuned", "verdict": verdict}] if verdict else [])}
+        return ApplyRecord(command=("prog",), rounds=8, metric="ms", kernels=(), calibration_failed=failed,
+                           comparisons=({"arm": "aa", "verdict": "equivalent"},) + (
+                               ({"arm": "tuned", "verdict": verdict},) if verdict else ()))
 
     assert [proof_exit(applied(v)) for v in ("faster", "slower", "straddles_margin", "equivalent", "negligible",
                                               "inconclusive", None)] == [1, 6, 5, 5, 5, 5, 0]
@@ -175,4 +183,4 @@ def test_a_program_tunes_kernels_are_adjusted_together():
     c, d = adjusted_over_kernels([strong, weak], 0.005)
     assert not c["best_is_yours"] and c["gain"]["q_value"] == pytest.approx(0.002)
     assert not d["best_is_yours"] and d["proof"]["q_value"] == pytest.approx(0.03)
-    assert tune_exit({"kernels": [a, b]}) == CHOICE_UNCONFIRMED and tune_exit({"kernels": [c, d]}) == 1
+    assert tune_exit(tuned([a, b])) == CHOICE_UNCONFIRMED and tune_exit(tuned([c, d])) == 1

@@ -37,13 +37,14 @@ from ptxprobe.core.proc import run_tool
 from ptxprobe.gpu.monitor import Monitor, mostly_throttled
 from ptxprobe.gpu.timing import Nvml
 from ptxprobe.ptx.rename import TRIGGER, TRIGGER_FREE_NAMES, apply_template, renamed_ptx
+from ptxprobe.records.program import ProgramAB
 from ptxprobe.stats import meta, serial
 from ptxprobe.stats import paired as stats
 from ptxprobe.stats.regime import PROGRAM, Reading, regime_of
 from ptxprobe.toolchain.assemble import assemble
 from ptxprobe.toolchain.tools import Tool
 
-AB = "ab.json"
+AB = ProgramAB.FILE
 ROLES = ("baseline", "trigger", "control")
 DEFAULT_TEMPLATES = ("{base}", "cutlass_{base}", "xutlass_{base}")
 MIN_ROUNDS = 6  # the fewest rounds whose exact signed-rank interval can exclude 1 (5 rounds: p >= 0.0625)
@@ -289,5 +290,5 @@ def write_ab(out: Path, argv: list[str], arms: list[Arm], runs: list[Run], rows:
     rec = {"command": argv, "python": sys.version.split()[0], "arms": [asdict(a) for a in arms],
            "runs": [asdict(r) for r in runs], "comparisons": rows, "calibration_failed": calibration_failed(rows),
            **meta}
-    atomic_write(out / AB, json.dumps(rec, indent=1).encode())
+    ProgramAB.of(rec, str(out / AB)).write(out)
     return rec

@@ -277,7 +277,3 @@ def build_manifest(exp, identity: dict, tools: list, argv: list[str], started: f
         "wall_seconds": time.time() - started,
         "counts": counts,
     }
-
-
-def write_manifest(out: Path, manifest: dict) -> None:
-    atomic_write(out / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True).encode())

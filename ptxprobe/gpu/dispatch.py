@@ -6,12 +6,11 @@ the groups already there.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import replace
 from pathlib import Path
 
-from ptxprobe.core.cache import Cache, atomic_write
+from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import SpecError
 from ptxprobe.core.store import (
     CALIBRATION,
@@ -32,6 +31,7 @@ from ptxprobe.gpu.ray_timing import route_groups, start_actors
 from ptxprobe.gpu.sustained import sustained_seconds
 from ptxprobe.gpu.timing import effective
 from ptxprobe.gpu.worker import group_rows
+from ptxprobe.records.gpu import Calibration, GpuFacts
 from ptxprobe.stats import paired as stats
 from ptxprobe.stats.regime import BURST, SUSTAINED
 
@@ -210,8 +210,8 @@ def _finish(out: Path, log: Path, info: dict) -> list[dict]:
     write_parquet(out / RUNTIME_PARQUET, rows, drop=RUNTIME_TABLE_DROPS)
     records = read_log(out / GROUPS_LOG)
     calibration = summarize_calibration(records)
-    atomic_write(out / CALIBRATION, json.dumps(calibration, indent=1, sort_keys=True).encode())
-    (out / GPU_INFO).write_text(json.dumps(info, indent=1))
+    Calibration.of(calibration, str(out / CALIBRATION)).write(out)
+    GpuFacts.of(info, str(out / GPU_INFO)).write(out)
     return rows
 
 

@@ -18,6 +18,7 @@ from ptxprobe.core.cache import Cache, atomic_write
 from ptxprobe.core.errors import SpecError, ToolFailed
 from ptxprobe.core.store import lock_dir, prepare_dir, writing_to
 from ptxprobe.ptx.rename import TRIGGER, apply_template, validate_name
+from ptxprobe.records.reduce import ReduceRecord
 from ptxprobe.reduce.ablate import ablate, as_json
 from ptxprobe.reduce.keep import Keep, parse_keep
 from ptxprobe.reduce.predicate import Judge, Judgement, Setup
@@ -30,7 +31,7 @@ from ptxprobe.static.plan import renamed_cached
 from ptxprobe.toolchain.assemble import TRITON_FLAGS
 from ptxprobe.toolchain.tools import select_ptxas
 
-MINIMAL, RECORD, CURRENT = "minimal.ptx", "reduce.json", "current.ptx"
+MINIMAL, RECORD, CURRENT = "minimal.ptx", ReduceRecord.FILE, "current.ptx"
 DONE, INTERRUPTED, NO_DIFFERENCE, RUNNING = "done", "interrupted", "no difference", "running"
 
 
@@ -212,8 +213,8 @@ def reduce_request(req: Request, progress=None) -> Result:
             minimal = text if baseline == entry else renamed_cached(text, entry, baseline, cache).ptx
             atomic_write(out / CURRENT, text.encode())
             atomic_write(out / MINIMAL, minimal.encode())
-            atomic_write(out / RECORD, (json.dumps(rec, indent=1, default=str) + "\n").encode())
-            record["last"] = rec
+            _write_record(out, rec)
+            state["last"] = rec
             if progress is not None and steps and status == RUNNING:
                 progress(steps[-1])
 
@@ -226,7 +227,7 @@ def reduce_request(req: Request, progress=None) -> Result:
                 (out / CURRENT).unlink(missing_ok=True)
                 rec = {**record, "status": NO_DIFFERENCE, "why": first.why, "ptxas_calls": judge.ptxas_calls,
                        "cache_hits": judge.cache_hits, "wall_seconds": round(time.monotonic() - started, 2)}
-                atomic_write(out / RECORD, (json.dumps(rec, indent=1, default=str) + "\n").encode())
+                _write_record(out, rec)
                 return Result(NO_DIFFERENCE, out, rec)
             outcome = reduce_ptx(state["ptx"], entry, judge, batch=max(1, req.jobs // 2), on_step=persist)
             final = judge.judge([outcome.ptx])[0]
@@ -239,7 +240,7 @@ def reduce_request(req: Request, progress=None) -> Result:
                                      "input": as_json(ablate(emitted.ptx, setup, judge))}
             persist(outcome.ptx, list(outcome.steps), DONE, extra)
             pool.shutdown()
-            return Result(DONE, out, record["last"])
+            return Result(DONE, out, state["last"])
         except KeyboardInterrupt:
             pool.stop()
             persist(state["ptx"], state["steps"], INTERRUPTED)
@@ -247,6 +248,11 @@ def reduce_request(req: Request, progress=None) -> Result:
         except BaseException:
             pool.stop()
             raise
+
+
+def _write_record(out: Path, rec: dict) -> None:
+    """reduce.json, checked against its record (what a reduction keeps is what ``records.ReduceRecord`` says)."""
+    ReduceRecord.of(rec, str(out / RECORD)).write(out)
 
 
 def _run_summary(rec: dict) -> dict:

@@ -26,8 +26,9 @@ from ptxprobe.gpu import runtime_sweep
 from ptxprobe.gpu.device import IDENTITY
 from ptxprobe.gpu.dispatch import with_q_values
 from ptxprobe.gpu.plan import RunConfig
+from ptxprobe.records.record import DamagedRecord
 from ptxprobe.reports.gpu_section import regime_text
-from ptxprobe.runs.rundir import DamagedRun, RunDir, same_code_columns
+from ptxprobe.runs.rundir import RunDir, same_code_columns
 from ptxprobe.sources import sources_of
 from ptxprobe.sources.registry import kernel_source_hashes
 from ptxprobe.static.experiment import experiment_from_dict, recorded_axes
@@ -94,11 +95,11 @@ def _load(run_dir: Path) -> tuple[dict, list[dict]]:
     rd = RunDir(run_dir)
     if not rd.has(MANIFEST):
         raise PtxprobeError(f"{run_dir}: no {MANIFEST}; not a ptxprobe run directory")
-    manifest = rd.manifest  # its shape checked by the one reader of manifests (DamagedRun names the fault)
+    manifest = rd.manifest  # its shape checked by the one reader of manifests (DamagedRecord names the fault)
     try:
         experiment_from_dict(recorded_axes(manifest))
     except SpecError as exc:
-        raise DamagedRun(f"{run_dir / MANIFEST}: {exc}") from None
+        raise DamagedRecord(f"{run_dir / MANIFEST}: {exc}") from None
     rows = rd.variants or rd.static_rows()
     if not rows:
         raise PtxprobeError(f"{run_dir}: no recorded variants")
@@ -110,7 +111,7 @@ def _staged(run: Path, manifest: dict, dest: Path) -> Staged | None:
     try:
         return stage(run, manifest, dest)
     except FileNotFoundError as exc:
-        raise DamagedRun(f"{exc}; copy it back, or re-run the sweep from the original sources") from None
+        raise DamagedRecord(f"{exc}; copy it back, or re-run the sweep from the original sources") from None
 
 
 def check_environment(manifest: dict, rows: list[dict], tools: list[Tool]) -> tuple[list[str], dict[str, Tool]]:
@@ -411,7 +412,7 @@ def repro(
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="ptxprobe-repro-"))
     try:
         staged = _staged(run, manifest, out / INPUTS)  # the inputs the run kept, laid out again (None: an older run)
-    except DamagedRun:
+    except DamagedRecord:
         if not out_dir:  # nothing was re-run: the scratch directory goes with the refusal
             shutil.rmtree(out, ignore_errors=True)
         raise

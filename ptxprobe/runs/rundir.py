@@ -25,7 +25,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from ptxprobe import __version__
 from ptxprobe.core.cache import atomic_write
 from ptxprobe.core.errors import PtxprobeError
 from ptxprobe.core.store import (
@@ -40,24 +39,22 @@ from ptxprobe.core.store import (
     RUNTIME_LOG,
     RUNTIME_PARQUET,
     RUNTIME_TABLE_DROPS,
-    SCHEMA_VERSION,
     compressed,
     drop_torn_tail,
     read_log,
     write_parquet,
 )
+from ptxprobe.records.gpu import Calibration, GpuFacts
+from ptxprobe.records.manifest import OLD_LAYOUT, read_manifest, without_superseded_timing
+from ptxprobe.records.program import ProgramAB
+from ptxprobe.records.record import Record
 from ptxprobe.static.verdicts import CODE_VERSION, SAME_CODE_V1, comparable_code, derive
 
-OLD_LAYOUT = 1  # a manifest without schema_version
 # ``ptxprobe capture`` writes what it captured, the rename sweep of it in ``sweep/`` and its program A/B in ``ab/``
-CAPTURED, CAPTURE_SWEEP, PROGRAM_AB = "captured.json", "sweep", "ab/ab.json"
+CAPTURED, CAPTURE_SWEEP, PROGRAM_AB = "captured.json", "sweep", f"ab/{ProgramAB.FILE}"
 LOGS = (LOG, RUNTIME_LOG, GROUPS_LOG)
 DERIVED = (RESULTS_JSONL, RESULTS_PARQUET, RUNTIME_PARQUET)
 COMPRESSED_SUFFIXES = (".jsonl", ".csv")  # what ``compact`` gzips (logs, explain's ncu CSVs)
-
-
-class DamagedRun(PtxprobeError):
-    """A run directory whose records ptxprobe cannot read (bad input: exit 2), the file and the fault named."""
 
 
 class RunDir:
@@ -116,7 +113,7 @@ class RunDir:
     def manifest(self) -> dict:
         """manifest.json ({} when the directory has none), its recorded experiment in the keys the parser reads."""
         doc = self.json(MANIFEST, optional=True)
-        return upgraded_manifest(checked_manifest(doc, self.path / MANIFEST) if doc is not None else {})
+        return read_manifest(doc, self.path / MANIFEST) if doc is not None else {}
 
     @property
     def schema_version(self) -> int:
@@ -124,11 +121,19 @@ class RunDir:
 
     @property
     def calibration(self) -> dict | None:
-        return self.json(CALIBRATION, optional=True)
+        """calibration.json as recorded (checked against ``records.Calibration``); None: no GPU run."""
+        return self._checked(Calibration, CALIBRATION)
 
     @property
     def gpu(self) -> dict | None:
-        return self.json(GPU_INFO, optional=True)
+        """gpu.json as recorded (checked against ``records.GpuFacts``); None: no GPU run."""
+        return self._checked(GpuFacts, GPU_INFO)
+
+    def _checked(self, record: type[Record], name: str) -> dict | None:
+        doc = self.json(name, optional=True)
+        if doc is not None:
+            record.from_json(doc, str(self.path / name))
+        return doc
 
     @property
     def variants(self) -> list[dict]:
@@ -138,7 +143,7 @@ class RunDir:
     @property
     def groups(self) -> list[dict]:
         """The GPU run's group records (timing plan, A/A, planted controls, orders)."""
-        return [{**g, "timing_plan": _timing(g["timing_plan"])} if "timing_plan" in g else g
+        return [{**g, "timing_plan": without_superseded_timing(g["timing_plan"])} if "timing_plan" in g else g
                 for g in self.log(GROUPS_LOG)]
 
     @property
@@ -166,12 +171,13 @@ class RunDir:
     def program_ab(self) -> dict | None:
         """A capture's whole-program A/B (``ab/ab.json``), its comparisons derived again from the recorded runs
         under today's rule (a run of three rounds reads as too few); None when the run has none."""
-        rec = self.json(PROGRAM_AB, optional=True)
-        if rec is None:
+        doc = self.json(PROGRAM_AB, optional=True)
+        if doc is None:
             return None
         from ptxprobe.capture.ab import Run, calibration_failed, compare
 
-        rows = compare([Run(**r) for r in rec.get("runs", [])])
+        rec = ProgramAB.from_json(doc, str(self.path / PROGRAM_AB)).to_json()
+        rows = compare([Run(**r) for r in rec["runs"]])
         return {**rec, "comparisons": rows, "calibration_failed": calibration_failed(rows)}
 
     # --- rows ---------------------------------------------------------------------------------
@@ -236,82 +242,6 @@ class RunDir:
 
 
 MACHINE_CODE, RECORDED_CODE = "machine_code_sha256", "code_sha256"
-SUPERSEDED_TIMING_KEYS = ("reps", "warmup", "flush_bytes")  # accepted, never used, by the first GPU design
-
-
-def _timing(plan: dict) -> dict:
-    return {k: v for k, v in plan.items() if k not in SUPERSEDED_TIMING_KEYS}
-
-
-# what readers of a run's manifest take from it, and the JSON type each must have (a benchmark's own manifest.json,
-# with neither experiment nor schema_version, is only read for what it says it holds)
-RUN_MANIFEST_SHAPE: dict[str, tuple[type, ...]] = {
-    "experiment": (dict,), "inputs": (dict,), "kernel_sources": (dict,), "tools": (list,), "counts": (dict,),
-    "command": (list, str), "triton": (str, type(None)),
-}
-KEPT_FILE_KEYS = ("path", "kept", "tree", "role")  # what ``core.inputs.stage`` reads of each kept input file
-_JSON_TYPE = {dict: "an object", list: "a list", str: "a string", int: "an integer", float: "a number",
-              bool: "true/false", type(None): "null"}
-
-
-def _json_type(value) -> str:
-    return _JSON_TYPE.get(type(value), type(value).__name__)
-
-
-def checked_manifest(doc, where: Path) -> dict:
-    """``doc`` (manifest.json as parsed), refused with the file and the fault named when ptxprobe cannot read it: not
-    an object, a layout newer than this ptxprobe knows, or a field of the wrong shape (report and repro both read it
-    through ``RunDir.manifest``, so both refuse the same manifests)."""
-    if not isinstance(doc, dict):
-        raise DamagedRun(f"{where}: {_json_type(doc)}, not a manifest (expected a JSON object)")
-    version = doc.get("schema_version", OLD_LAYOUT)
-    if not isinstance(version, int) or isinstance(version, bool) or version < OLD_LAYOUT:
-        raise DamagedRun(f"{where}: schema_version {version!r} is not a layout number (1 to {SCHEMA_VERSION})")
-    if version > SCHEMA_VERSION:
-        raise DamagedRun(f"{where}: schema_version {version} was written by a newer ptxprobe (this one, {__version__}, "
-                         f"reads layouts up to {SCHEMA_VERSION}); upgrade ptxprobe to read this run")
-    if "experiment" not in doc and "schema_version" not in doc:
-        return doc
-    for key, kinds in RUN_MANIFEST_SHAPE.items():
-        if key in doc and not isinstance(doc[key], kinds):
-            raise DamagedRun(f"{where}: \"{key}\" is {_json_type(doc[key])}, expected "
-                             + " or ".join(_JSON_TYPE[k] for k in kinds))
-    names = (doc.get("experiment") or {}).get("names")
-    if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
-        raise DamagedRun(f"{where}: \"experiment\".\"names\" is {_json_type(names)}, expected a list of name templates")
-    for n, tool in enumerate(doc.get("tools") or []):
-        if not isinstance(tool, dict):
-            raise DamagedRun(f"{where}: \"tools\"[{n}] is {_json_type(tool)}, expected an object")
-    for label, rec in (doc.get("inputs") or {}).items():
-        if not isinstance(rec, dict):
-            raise DamagedRun(f"{where}: \"inputs\".\"{label}\" is {_json_type(rec)}, expected an object")
-        files = rec.get("files")
-        if files is None or label == "ptxas_flag_files":  # flag files: {path: digest}
-            continue
-        if not isinstance(files, list):
-            raise DamagedRun(f"{where}: \"inputs\".\"{label}\".\"files\" is {_json_type(files)}, expected a list")
-        for i, f in enumerate(files):
-            bad = [k for k in KEPT_FILE_KEYS if not isinstance(f, dict) or not isinstance(f.get(k), str)]
-            if bad:
-                raise DamagedRun(f"{where}: \"inputs\".\"{label}\".\"files\"[{i}] has no {', '.join(bad)} "
-                                 "(each kept file records its path, kept copy, tree and role)")
-    return doc
-
-
-def upgraded_manifest(manifest: dict) -> dict:
-    """A recorded manifest whose experiment reads with the experiment parser: the first GPU design's single slowed
-    control (``slow_control``, ``slow_fraction``) becomes per-group calibration (``calibrate``), and the timing keys it
-    accepted without using are dropped."""
-    run = (manifest.get("experiment") or {}).get("run")
-    if not run:
-        return manifest
-    run = {k: v for k, v in run.items() if k != "slow_fraction"}
-    if "slow_control" in run:
-        run["calibrate"] = bool(run.pop("slow_control"))
-    if "timing" in run:
-        run["timing"] = _timing(run["timing"])
-    return {**manifest, "experiment": {**manifest["experiment"], "run": run}}
-
 
 def same_code_columns(rows: list[dict], new: list[dict]) -> tuple[str, str]:
     """(the column that meant "the same machine code" when ``rows`` were recorded, the column of the ``new`` rows

@@ -37,11 +37,11 @@ from ptxprobe.core.store import (
     refuse_foreign,
     remove_if_unused,
     write_jsonl,
-    write_manifest,
     write_parquet,
     writing_to,
 )
 from ptxprobe.ptx.rename import apply_template
+from ptxprobe.records.manifest import RunManifest
 from ptxprobe.sources import Emitted, KernelSource, left_out, sources_of
 from ptxprobe.sources.launch import check_against_source
 from ptxprobe.sources.registry import kernel_source_hashes
@@ -210,7 +210,7 @@ def _write_outputs(out: Path, exp, identity: dict, tools, argv, started: float, 
             inputs["ptxas_flag_files"] = files
         manifest = build_manifest(exp, identity, tools, argv or sys.argv, started, counts, inputs,
                                   kernel_sources=kernel_source_hashes())
-        write_manifest(out, {**manifest, "left_out": left})
+        RunManifest.of({**manifest, "left_out": left}, str(out / RunManifest.FILE)).write(out)
         state.derived = derived
     finally:
         signal.signal(signal.SIGINT, previous)

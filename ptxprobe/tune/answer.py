@@ -16,15 +16,15 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from ptxprobe.core.cache import atomic_write
 from ptxprobe.core.errors import SpecError
+from ptxprobe.records.tuned import TunedDocument, TunedKernel
 from ptxprobe.stats import paired as stats
 from ptxprobe.stats.regime import Regime
 from ptxprobe.tune.proof import CONFIRMED, REFUTED, UNCONFIRMED, Proof, outcome_of_verdict
 from ptxprobe.tune.prune import SAME_CODE_AS, Candidate, Pruned
 from ptxprobe.tune.race import ALONE, INTERRUPTED, RaceResult, Standing
 
-TUNED = "tuned.json"
+TUNED = TunedDocument.FILE
 NUMERICS_MODES = ("bitwise", "tolerance")
 TUNED_STATUS, STATIC_ONLY = "tuned", "static-only"
 NUMERICS_FAILED = "numerics"
@@ -221,12 +221,12 @@ def unchanged_because(rec: dict) -> str:
     return "none: no configuration raced faster than yours beyond the margin; yours stays"
 
 
-def outcome_of(doc: dict) -> str | None:
+def outcome_of(doc: TunedDocument) -> str | None:
     """The tune's answer over its kernels, for the exit code: ``confirmed`` where any kernel's choice was confirmed,
     else ``slower`` where a proof found the choice slower, else ``unconfirmed`` where one was not confirmed (or did
     not finish), else None (nothing raced faster, or nothing raced)."""
     # records before the proof name no outcome: a recommendation as they made it stands for one
-    said = {k.get("outcome") or (CONFIRMED if k.get("best_is_yours") is False else None) for k in doc["kernels"]}
+    said = {k.outcome or (CONFIRMED if k.best_is_yours is False else None) for k in doc.kernels}
     if CONFIRMED in said:
         return CONFIRMED
     if REFUTED in said:
@@ -235,51 +235,55 @@ def outcome_of(doc: dict) -> str | None:
 
 
 def document(kernels: list[dict], *, space: dict, ptxas: dict, gpu: dict | None, static_dir: str, note: str,
-             race_plan: dict | None, argv: list[str]) -> dict:
-    """tuned.json: every kernel's record, the space, the ptxas binaries by sha256, the GPU (None: static only)."""
-    return {"format": 1, "command": argv, "space": space, "ptxas": ptxas, "gpu": gpu, "static_sweep": static_dir,
-            "note": note, "race_plan": race_plan, "kernels": kernels,
-            "gpu_seconds": sum(k.get("gpu_seconds") or 0.0 for k in kernels)}
+             race_plan: dict | None, argv: list[str], numerics: str, program: dict | None = None) -> TunedDocument:
+    """tuned.json: every kernel's record, the space, the ptxas binaries by sha256, the GPU (None: static only); each
+    kernel's record checked against its schema here, where the stages' work becomes the answer."""
+    return TunedDocument(
+        command=tuple(argv), space=space, ptxas=ptxas, gpu=gpu, static_sweep=static_dir, note=note,
+        race_plan=race_plan, numerics=numerics, program=program,
+        kernels=tuple(TunedKernel.from_json(k, f"tuned.json: kernel {k.get('kernel')}") for k in kernels),
+        gpu_seconds=sum(k.get("gpu_seconds") or 0.0 for k in kernels))
 
 
-def write_tuned(out: Path, doc: dict) -> Path:
-    path = out / TUNED
-    atomic_write(path, json.dumps(doc, indent=1, default=str).encode())
-    return path
+def write_tuned(out: Path, doc: TunedDocument) -> Path:
+    return doc.write(out)
 
 
-def read_tuned(out: str | Path) -> dict:
-    """A tune directory's answer; a directory without one is bad input (one line)."""
+def read_tuned(out: str | Path) -> TunedDocument:
+    """A tune directory's answer, of any layout; a directory without one is bad input (one line)."""
     path = Path(out) / TUNED
     if not path.is_file():
         raise SpecError(f"{out}: no {TUNED} here (run `ptxprobe tune -o {out} ...` first)")
+    return TunedDocument.from_json(_parsed(path), str(path))
+
+
+def _parsed(path: Path):
     try:
         return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SpecError(f"{path}: not a tuned.json ptxprobe can read ({exc})") from exc
 
 
-def table_rows(doc: dict) -> list[list[str]]:
+def table_rows(doc: TunedDocument) -> list[list[str]]:
     """One row per kernel for the one-screen table: kernel, arch, best, gain [interval], runner-up, codes, GPU s."""
     rows = []
-    for k in doc["kernels"]:
-        where = k["kernel"] + (f" N={k['seq_len']}" if k.get("seq_len") else (f" {k['sizes']}" if k.get("sizes")
-                                                                               else ""))
-        codes = f"{len(k['distinct'])}/{len(k['distinct']) + len(k['pruned'])}"
-        if k["status"] == STATIC_ONLY:
-            rows.append([where, k["arch"], "not raced (tuned.json: note)" if k.get("note") else "not timed (no GPU)",
+    for k in doc.kernels:
+        where = k.kernel + (f" N={k.seq_len}" if k.seq_len else (f" {k.sizes}" if k.sizes else ""))
+        codes = f"{len(k.distinct or ())}/{len(k.distinct or ()) + len(k.pruned or ())}"
+        if k.status == STATIC_ONLY:
+            rows.append([where, k.arch, "not raced (tuned.json: note)" if k.note else "not timed (no GPU)",
                          "-", "-", codes, "-"])
             continue
-        g, proof = k["gain"], k.get("proof")
-        best = "keep yours" if k["best_is_yours"] else k["best"]["label"]
+        g, proof = k.gain, k.proof
+        best = "keep yours" if k.best_is_yours else k.best["label"]
         if g:
             gain = f"{g['ratio']:.4f} [{g['low']:.4f}, {g['high']:.4f}]" + (" fresh" if g.get("fresh_rounds") else "")
         elif proof:
             gain = (f"{proof['label']} {'slower' if proof['outcome'] == REFUTED else 'unconfirmed'}: "
                     f"{proof['ratio']:.4f} [{proof['low']:.4f}, {proof['high']:.4f}] {proof['verdict']}")
         else:
-            gain = f"none proven (leader {k.get('leader_verdict') or '-'})"
-        r = k["runner_up"]
+            gain = f"none proven (leader {k.leader_verdict or '-'})"
+        r = k.runner_up
         runner = f"{r['label']} {r['ratio']:.4f}" if r else "-"
-        rows.append([where, k["arch"], best, gain, runner, codes, f"{k['gpu_seconds']:.0f}"])
+        rows.append([where, k.arch, best, gain, runner, codes, f"{k.gpu_seconds or 0:.0f}"])
     return rows

@@ -26,23 +26,25 @@ from ptxprobe.core.errors import SpecError, ToolFailed, ToolNotFound
 from ptxprobe.gpu.timing import Nvml
 from ptxprobe.ptx.rename import template_ptx
 from ptxprobe.ptx.text import target_of
+from ptxprobe.records.program import ApplyRecord
+from ptxprobe.records.tuned import TunedDocument
 from ptxprobe.stats import paired as stats
 from ptxprobe.toolchain.assemble import assemble
 from ptxprobe.toolchain.tools import Tool, identify
 from ptxprobe.tune.answer import TUNED_STATUS, across_problems
 
-APPLIED = "apply.json"
+APPLIED = ApplyRecord.FILE
 ARMS = ("yours", "tuned", "aa")  # the user's own configuration, the tuned one, an A/A copy of the user's
 
 
-def tuned_by_entry(doc: dict) -> tuple[dict[str, dict], list[str]]:
+def tuned_by_entry(doc: TunedDocument) -> tuple[dict[str, dict], list[str]]:
     """Each raced kernel's record by its entry: one configuration across the problems it was tuned at
     (``answer.across_problems``), and notes on entries whose problems disagree. An entry where yours stays
     everywhere is not swapped."""
     groups: dict[str, list[dict]] = {}
-    for rec in doc["kernels"]:
-        if rec.get("status") == TUNED_STATUS and rec.get("entry"):
-            groups.setdefault(rec["entry"], []).append(rec)
+    for rec in doc.kernels:
+        if rec.status == TUNED_STATUS and rec.entry:
+            groups.setdefault(rec.entry, []).append(rec.to_json())
     out: dict[str, dict] = {}
     notes = []
     for entry, recs in groups.items():
@@ -60,9 +62,9 @@ def tuned_by_entry(doc: dict) -> tuple[dict[str, dict], list[str]]:
     return out, notes
 
 
-def ptxas_tool(doc: dict, sha256: str) -> Tool:
+def ptxas_tool(ptxas: dict, sha256: str) -> Tool:
     """The ptxas of a tuned configuration, by its sha256 (the path tune recorded, checked again)."""
-    rec = doc.get("ptxas", {}).get(sha256, {})
+    rec = ptxas.get(sha256, {})
     path = rec.get("path")
     if path and Path(path).exists():
         tool = identify(path, "ptxas", rec.get("origin", "tuned"))
@@ -88,13 +90,13 @@ class Swap:
     compiled_as: str = ""  # the name ptxas assembled it under (the tuned name)
 
 
-def build_swap(ptx: str, entry: str, ptx_sha256: str, rec: dict, which: str, doc: dict, out: Path,
-               cache: Cache, frontend: str | None = None) -> Swap:
+def build_swap(ptx: str, entry: str, ptx_sha256: str, rec: dict, which: str, ptxas: dict, user_flags: list[str],
+               out: Path, cache: Cache, frontend: str | None = None) -> Swap:
     """``which`` ('best' or 'user') configuration of a tuned record applied to the program's own PTX; for a CuTe
     DSL kernel, assembled under the tuned name and loaded under its own (``binary.symbols.respelled``)."""
     cfg = rec[which]
-    tool = ptxas_tool(doc, cfg["ptxas_sha256"])
-    flags = (*doc["space"].get("user_flags", []), *cfg["options"])
+    tool = ptxas_tool(ptxas, cfg["ptxas_sha256"])
+    flags = (*user_flags, *cfg["options"])
     name, renamed = template_ptx(ptx, entry, cfg["name_template"])
     text = renamed.ptx
     art = assemble(text, _arch_of(ptx), tool, tuple(flags), cache=cache)
@@ -151,8 +153,8 @@ def compare_arms(runs: list, margin: float = stats.EQUIVALENCE_MARGIN,
     return compare(runs, margin, baseline=ARMS[0], arms=ARMS[1:], method=method, power_limit_w=power_limit_w)
 
 
-def apply_program(doc: dict, argv: list[str], out: Path, *, rounds: int, metric: str | None, timeout: float,
-                  cache: Cache, log=lambda text: None, arch: str | None = None) -> dict:
+def apply_program(doc: TunedDocument, argv: list[str], out: Path, *, rounds: int, metric: str | None, timeout: float,
+                  cache: Cache, log=lambda text: None, arch: str | None = None) -> ApplyRecord:
     """Capture the program's kernels, swap the tuned configuration in, run it (once, or an A/B of ``rounds``);
     ``arch`` pins a CuTe DSL program's target (an export on a machine without a GPU)."""
     tuned, notes = tuned_by_entry(doc)
@@ -174,8 +176,8 @@ def apply_program(doc: dict, argv: list[str], out: Path, *, rounds: int, metric:
     for k in matched:
         ptx = (out / "capture" / k.ptx).read_text()
         for arm, which in (("tuned", "best"), ("yours", "user")):
-            swaps[arm].append(build_swap(ptx, k.entry, k.ptx_sha256, tuned[k.entry], which, doc, arms_dir, cache,
-                                         k.frontend))
+            swaps[arm].append(build_swap(ptx, k.entry, k.ptx_sha256, tuned[k.entry], which, doc.ptxas,
+                                         doc.space.get("user_flags", []), arms_dir, cache, k.frontend))
     bad = [s for s in swaps["tuned"] if not s.verified]
     if bad:
         raise ToolFailed(f"{bad[0].entry}: the program's PTX is the one tune timed, yet its cubin's machine code is "
@@ -196,8 +198,9 @@ def apply_program(doc: dict, argv: list[str], out: Path, *, rounds: int, metric:
            "comparisons": compare_arms(runs, power_limit_w=Nvml().power_limit_w()) if rounds else []}
     rec["calibration_failed"] = bool(rounds) and calibration_failed(rec["comparisons"])
     rec["prediction"] = prediction_check(rec)
-    atomic_write(out / APPLIED, json.dumps(rec, indent=1).encode())
-    return rec
+    record = ApplyRecord.of(rec, str(out / APPLIED))
+    record.write(out)
+    return record
 
 
 def one_per_cute_module(kernels: list) -> tuple[list[tuple], list]:
@@ -231,7 +234,7 @@ def prediction_check(rec: dict) -> dict | None:
             "difference": measured["ratio"] - g["ratio"]}
 
 
-def changes(doc: dict) -> list[dict]:
+def changes(doc: TunedDocument) -> list[dict]:
     """Every raced kernel's one-line source change (CUDA C++: the symbol and the ptxas release/options)."""
-    return [{"kernel": k["kernel"], "arch": k["arch"], "entry": k.get("entry"), "change": k.get("change", "")}
-            for k in doc["kernels"] if k.get("status") == TUNED_STATUS]
+    return [{"kernel": k.kernel, "arch": k.arch, "entry": k.entry, "change": k.change or ""}
+            for k in doc.kernels if k.status == TUNED_STATUS]

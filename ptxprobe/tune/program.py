@@ -164,7 +164,7 @@ def program_arms(pruned: Pruned, contenders: list[Candidate], k, doc: dict, out:
     for c in [pruned.user, *contenders]:
         try:
             swap = build_swap(ptx, k.entry, k.ptx_sha256, {"config": c.to_json(), "ptx_sha256": k.ptx_sha256},
-                              "config", doc, arms_dir, cache, k.frontend)
+                              "config", doc["ptxas"], doc["user_flags"], arms_dir, cache, k.frontend)
         except SpecError as exc:  # the name found outside the cubin's string tables (``loadable`` prunes the lengths)
             if c.is_user:
                 raise
@@ -285,7 +285,7 @@ def run_program_tune(req: TuneRequest, race_: ProgramRace, progress: bool = Fals
     plan = plan_tune(replace(req, kernels=sources, run=False))
     outcome, static, ptxas = static_pruning(plan, cache, progress)
     static = {key: loadable(p, kernels, plan.space) for key, p in static.items()}
-    doc = {"ptxas": ptxas, "space": plan.space.to_json()}
+    doc = {"ptxas": ptxas, "user_flags": plan.space.to_json().get("user_flags", [])}
     why_static = static_only(outcome, req.run)
     records, race_interrupted = (race_program(static, kernels, doc, race_, out, cache, notify) if why_static is None
                                  else (_static_records(list(static.values())), False))

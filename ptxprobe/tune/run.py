@@ -19,6 +19,7 @@ from ptxprobe.gpu.device import device_arch, gpu_info
 from ptxprobe.gpu.plan import plan_groups, run_config
 from ptxprobe.gpu.sustained import sustained_seconds
 from ptxprobe.gpu.timing import effective
+from ptxprobe.records.tuned import TunedDocument
 from ptxprobe.runs.request import SweepPlan, SweepRequest, UserKernels, plan_sweep
 from ptxprobe.static.experiment import override
 from ptxprobe.stats.regime import SUSTAINED
@@ -88,7 +89,7 @@ def plan_tune(req: TuneRequest) -> TunePlan:
 
 @dataclass(frozen=True)
 class TuneOutcome:
-    doc: dict
+    doc: TunedDocument
     path: Path
     interrupted: bool
     emit_errors: tuple[str, ...]
@@ -155,13 +156,12 @@ def static_only(outcome, run: bool | None) -> str | None:
 
 
 def finish(plan: TunePlan, outcome, ptxas: dict, records: list[dict], *, gpu: dict | None, why_static: str | None,
-           race_interrupted: bool, race_plan: dict | None, numerics: str, **more) -> TuneOutcome:
-    """The last stage of every tune, of sources or of a program: tuned.json from the kernels' records (``more``:
+           race_interrupted: bool, race_plan: dict | None, numerics: str, program: dict | None = None) -> TuneOutcome:
+    """The last stage of every tune, of sources or of a program: tuned.json from the kernels' records (``program``:
     what a program tune adds about its program), written; the outcome the CLI renders."""
     doc = document(records, space=plan.space.to_json(), ptxas=ptxas, gpu=gpu, static_dir=str(plan.sweep.out),
                    note=why_static or (RACE_INTERRUPTED if race_interrupted else ""), race_plan=race_plan,
-                   argv=list(sys.argv))
-    doc.update(numerics=numerics, **more)
+                   argv=list(sys.argv), numerics=numerics, program=program)
     path = write_tuned(plan.out, doc)
     return TuneOutcome(doc, path, outcome.interrupted or race_interrupted, tuple(outcome.emit_errors), why_static)
 
