@@ -1,7 +1,7 @@
 """``reduce.json``: a reduction's record, rewritten after every step (a reduction resumes from it).
 
 Layout 1 (no ``schema_version``) nested each earlier step's record under ``last``, step inside step: the file grew
-with the square of the steps (747 KB for 34 steps). The outer record was always the newest step; ``last`` is dropped.
+with the square of the steps. The outer record was always the newest step; ``last`` is dropped.
 """
 
 from __future__ import annotations
