@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from ptxprobe.static.experiment import Experiment, load_experiment, override
+from ptxprobe.static.experiment import Experiment, load_experiment, override, parse_assignment
 
 if TYPE_CHECKING:
     from ptxprobe.core.cache import Cache
@@ -29,25 +29,22 @@ if TYPE_CHECKING:
 __all__ = ["compare", "make_experiment", "open_run", "sweep", "time_callable", "time_callables"]
 
 
-def _assignment(axis: str, value) -> str:
-    """An override as ``-s axis=...`` spells it: lists joined with commas, flag lists with spaces and ``;``."""
+def _axis_value(axis: str, value) -> object:
+    """An axis given to ``make_experiment``: a string read as ``-s axis=...`` reads it (``kernels=""`` is none,
+    ``names="{base},cutlass_{base}"`` two templates, ``flags="-O3;-O0 -lineinfo"`` two flag sets); lists, numbers
+    and booleans as they are (a flag set given as one string is split at spaces)."""
     if isinstance(value, str):
-        return f"{axis}={value}"
-    if isinstance(value, bool):
-        return f"{axis}={str(value).lower()}"
-    if isinstance(value, Iterable):
-        items = list(value)
-        if axis == "flags":
-            return f"{axis}=" + ";".join(f if isinstance(f, str) else " ".join(f) for f in items)
-        return f"{axis}=" + ",".join(str(v).lower() if isinstance(v, bool) else str(v) for v in items)
-    return f"{axis}={value}"
+        return parse_assignment(f"{axis}={value}")[1]
+    if axis == "flags" and isinstance(value, Iterable):
+        return [f.split() if isinstance(f, str) else list(f) for f in value]
+    return list(value) if isinstance(value, Iterable) and not isinstance(value, dict) else value
 
 
 def make_experiment(experiment: str | os.PathLike | Experiment | None = "default", **overrides) -> Experiment:
     """An experiment (a shipped name, a TOML path, or an Experiment) with axes overridden as ``-s axis=values``
     would (``archs="sm_90a"``, ``names=["{base}", "cutlass_{base}"]``, ``repeat=1``, ``ptx_files=[path]``)."""
     exp = experiment if isinstance(experiment, Experiment) else load_experiment(experiment)
-    return override(exp, [_assignment(k, v) for k, v in overrides.items()]) if overrides else exp
+    return override(exp, {k: _axis_value(k, v) for k, v in overrides.items()}) if overrides else exp
 
 
 def sweep(experiment: str | os.PathLike | Experiment | None = "default", out: str | os.PathLike | None = None, *,

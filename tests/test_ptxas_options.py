@@ -8,7 +8,7 @@ import os
 import pytest
 
 from ptxprobe.core.errors import SpecError
-from ptxprobe.static.experiment import load_experiment, override
+from ptxprobe.static.experiment import load_experiment, override, parse_assignments
 from ptxprobe.toolchain.assemble import assembly_key, flag_file_digests, resolve_flag_files
 from ptxprobe.toolchain.tools import find_tool, ptxas_options, triton_ptxas, unsupported_flags
 from tests.conftest import REPRO_SMALL
@@ -31,9 +31,9 @@ def test_an_option_a_ptxas_lacks_is_not_applicable_not_a_failure(tmp_path, insta
     from ptxprobe.static.sweep import run_sweep
 
     # ptxas 12.4 has no --split-compile, Triton's 12.8 has: 12.4's rows are not applicable, 12.8's are assembled
-    exp = override(load_experiment(REPRO_SMALL), ["archs=sm_90a", "repeat=1", "names={base}",
-                                                  f"ptxas=triton,{installed_ptxas_124.path}",
-                                                  "flags=-lineinfo;-lineinfo --split-compile=0"])
+    exp = override(load_experiment(REPRO_SMALL), parse_assignments([
+        "archs=sm_90a", "repeat=1", "names={base}", f"ptxas=triton,{installed_ptxas_124.path}",
+        "flags=-lineinfo;-lineinfo --split-compile=0"]))
     res = run_sweep(exp, tmp_path / "out", cache=Cache(tmp_path / "cache"), progress=False)
     split = [r for r in res.rows if "--split-compile" in r["ptxas_flags"]]
     old = [r for r in split if r["ptxas_version"] == "12.4.131"]
@@ -49,7 +49,7 @@ def test_an_option_no_ptxas_of_the_sweep_has_is_bad_input(tmp_path):
     from ptxprobe.static.sweep import run_sweep
 
     exp = override(load_experiment(REPRO_SMALL),
-                   ["archs=sm_90a", "repeat=1", "flags=-lineinfo --no-such-option=3"])
+                   parse_assignments(["archs=sm_90a", "repeat=1", "flags=-lineinfo --no-such-option=3"]))
     with pytest.raises(SpecError, match="--no-such-option is not an option of any ptxas"):
         run_sweep(exp, tmp_path / "out", cache=Cache(tmp_path / "cache"), progress=False)
     assert not (tmp_path / "out" / "variants.jsonl").exists()
@@ -81,9 +81,9 @@ def test_the_sweep_manifest_names_the_control_files(tmp_path, installed_ptxas_13
 
     ctl = tmp_path / "c.acf"
     ctl.write_bytes(b"not a real control file")
-    exp = override(load_experiment(REPRO_SMALL),
-                   ["archs=sm_90a", "repeat=1", "names={base},cutlass_{base}",
-                    f"ptxas=triton,{installed_ptxas_135.path}", f"flags=-lineinfo --apply-controls {ctl}"])
+    exp = override(load_experiment(REPRO_SMALL), parse_assignments([
+        "archs=sm_90a", "repeat=1", "names={base},cutlass_{base}", f"ptxas=triton,{installed_ptxas_135.path}",
+        f"flags=-lineinfo --apply-controls {ctl}"]))
     res = run_sweep(exp, tmp_path / "out", cache=Cache(tmp_path / "cache"), progress=False)
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["inputs"]["ptxas_flag_files"] == flag_file_digests(exp.flags[0])

@@ -24,7 +24,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from ptxprobe.core.cache import Cache  # noqa: E402
-from ptxprobe.static.experiment import load_experiment, override  # noqa: E402
+from ptxprobe.static.experiment import load_experiment, override, parse_assignments  # noqa: E402
 from ptxprobe.static.sweep import run_sweep  # noqa: E402
 from tests.conftest import REPRO_SMALL, alive, descendants, proc_argv  # noqa: E402
 from tests.ray_cluster import local_cluster  # noqa: E402
@@ -44,7 +44,7 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def exp():
-    return override(load_experiment(REPRO_SMALL), SETS)
+    return override(load_experiment(REPRO_SMALL), parse_assignments(SETS))
 
 
 @pytest.fixture(scope="module")

@@ -175,7 +175,7 @@ def test_narrowing_leaves_out_what_does_not_support_it_and_says_why():
     from ptxprobe.sources import left_out_text, narrowed
     from ptxprobe.static.experiment import load_experiment, override
 
-    sources, left = narrowed(override(load_experiment("default"), ["archs=sm_90a"]))
+    sources, left = narrowed(override(load_experiment("default"), {"archs": ["sm_90a"]}))
     assert {s.family_name for s in sources} == {"attention", "attention_cuda"}
     assert {s.dtype for s in sources if s.family_name == "attention_cuda"} == {"fp16"}
     assert {(r["kernel"], r["axis"], tuple(r["values"])) for r in left} == {

@@ -130,7 +130,7 @@ def test_experiment_errors(tmp_path):
         load_experiment(bad)
     with pytest.raises(SpecError, match="not found"):
         load_experiment(tmp_path / "missing.toml")
-    exp = override(load_experiment(None), ["archs=sm_100a", "repeat=2", "causal=true"])
+    exp = override(load_experiment(None), {"archs": ["sm_100a"], "repeat": 2, "causal": [True]})
     assert exp.archs == ("sm_100a",) and exp.repeats("sm_100a") == 2 and exp.causal == (True,)
 
 

@@ -45,7 +45,8 @@ def test_the_space_puts_the_users_configuration_first_and_spells_the_trigger_bot
     assert space.configs()[0] == space.user and space.names == DEFAULT_NAMES
     assert space.option_sets == ((), ("-O2",)) and space.flags(("-O2",)) == ("-lineinfo", "-O2")
     axes = space.sweep_axes()
-    assert "names={base},{base_triggered},{base_untriggered}" in axes and "flags=-lineinfo;-lineinfo -O2" in axes
+    assert axes["names"] == ["{base}", "{base_triggered}", "{base_untriggered}"]
+    assert axes["flags"] == [["-lineinfo"], ["-lineinfo", "-O2"]] and (axes["repeat"], axes["max_repeat"]) == (1, 0)
     assert parse_option_sets("default;-O2; --allow-expensive-optimizations=false;-O2") == (
         (), ("-O2",), ("--allow-expensive-optimizations=false",))
     # a kernel without the trigger gets cutlass_x; one whose own name holds it gets the trigger-free spelling; a
@@ -118,7 +119,7 @@ def test_pruning_on_real_ptxas_sgemm_at_O2_gives_one_code_for_both_names(tmp_pat
 
     if shutil.which("nvcc") is None:
         pytest.skip("no nvcc on PATH: the .cu source cannot be compiled")
-    req = TuneRequest(out=str(tmp_path / "t"), sets=("archs=sm_90a",), kernels=UserKernels(cu=(
+    req = TuneRequest(out=str(tmp_path / "t"), axes={"archs": ["sm_90a"]}, kernels=UserKernels(cu=(
         str(ROOT / "experiments/user/sgemm.cu"),), entry="sgemm"), ptxas=(installed_ptxas_13.path,), run=False, jobs=2)
     plan = plan_tune(req)
     outcome = run_tune(plan)

@@ -52,7 +52,7 @@ def main() -> None:
     from ptxprobe.static.experiment import load_experiment, override
     from tests.ray_cluster import local_cluster
 
-    exp = override(load_experiment(definition("repro_small")), [f"repeat={args.repeat}", "causal=false,true"])
+    exp = override(load_experiment(definition("repro_small")), {"repeat": args.repeat, "causal": [False, True]})
     runs: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as d:
         for jobs in (1, 2):

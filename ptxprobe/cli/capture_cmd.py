@@ -11,6 +11,7 @@ from ptxprobe.cli.sweep_cmd import View, run_request
 from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import SpecError, ToolFailed
 from ptxprobe.runs.request import SweepRequest, UserKernels
+from ptxprobe.static.experiment import parse_assignments
 from ptxprobe.toolchain.tools import discover, select_ptxas, triton_ptxas
 
 
@@ -30,7 +31,7 @@ def cmd_capture(args) -> int:
                     for k in kernels]))
     ptx_files = dict.fromkeys(k.ptx for k in kernels)  # a CuTe DSL file may hold several entries
 
-    sweep = SweepRequest(experiment=args.experiment, sets=tuple(args.set),
+    sweep = SweepRequest(experiment=args.experiment, axes=parse_assignments(args.set),
                          kernels=UserKernels(ptx=tuple(str(out / p) for p in ptx_files)), out=str(out / "sweep"),
                          jobs=args.jobs or None, use_cache=not args.no_cache, fresh=args.fresh,
                          executor=args.executor, ray_address=args.ray_address, run=False)

@@ -18,6 +18,7 @@ from ptxprobe.ptx.labels import table_names
 from ptxprobe.runs.request import SweepPlan, SweepRequest, UserKernels, plan_sweep
 from ptxprobe.sources import left_out, left_out_text
 from ptxprobe.sources.library import library_notes
+from ptxprobe.static.experiment import parse_assignments
 from ptxprobe.static.verdicts import MANY_KERNELS, NO, ONLY_ONE_NAME, YES, pivot, summarize, variant_label, variant_of
 
 log = logging.getLogger("ptxprobe")
@@ -27,7 +28,7 @@ def request_from_args(args) -> SweepRequest:
     """rename-sweep's arguments as the request the plan is made from (the view's options stay here)."""
     kernels = UserKernels(ptx=tuple(args.ptx), cubin=tuple(args.cubin), cu=tuple(args.cu), triton=args.triton,
                           spec=args.spec, entry=args.entry, lib=tuple(args.lib))
-    return SweepRequest(experiment=args.experiment, sets=tuple(args.set or ()), kernels=kernels,
+    return SweepRequest(experiment=args.experiment, axes=parse_assignments(args.set or ()), kernels=kernels,
                         names_from_scan=args.names_from_scan, out=args.out, jobs=args.jobs, timeout=args.timeout,
                         use_cache=not args.no_cache, fresh=args.fresh, executor=args.executor,
                         ray_address=args.ray_address, run=args.run, explain=args.explain, regime=args.regime)

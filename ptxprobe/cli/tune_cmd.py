@@ -15,7 +15,7 @@ from ptxprobe.core.errors import SpecError
 from ptxprobe.records.program import ApplyRecord, SwappedKernel
 from ptxprobe.records.tuned import TunedDocument
 from ptxprobe.runs.request import UserKernels
-from ptxprobe.static.experiment import check_arch
+from ptxprobe.static.experiment import check_arch, parse_assignments
 from ptxprobe.tune.space import PREFERENCES
 
 TUNE_DESCRIPTION = """the fastest entry name x ptxas release x ptxas options per kernel: every candidate assembled
@@ -174,7 +174,7 @@ def cmd_tune(args) -> int:
                         target_halfwidth=args.target, prefer=args.prefer)
     except ValueError as exc:
         raise SpecError(str(exc)) from exc
-    req = TuneRequest(out=args.out, experiment=args.experiment, sets=tuple(args.set), kernels=kernels,
+    req = TuneRequest(out=args.out, experiment=args.experiment, axes=parse_assignments(args.set), kernels=kernels,
                       names=tuple(n.strip() for n in args.names.split(",") if n.strip()) if args.names else None,
                       ptxas=tuple(p.strip() for p in args.ptxas.split(",")) if args.ptxas is not None else None,
                       options=args.options, numerics=args.numerics, race=race, run=args.run, jobs=args.jobs,

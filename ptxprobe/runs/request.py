@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import string
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -29,7 +30,7 @@ from ptxprobe.ptx.rename import (
 )
 from ptxprobe.ptx.text import module_symbols
 from ptxprobe.sources import sources_of
-from ptxprobe.static.experiment import Experiment, check_assignments, load_experiment, override
+from ptxprobe.static.experiment import Experiment, load_experiment, override
 from ptxprobe.toolchain.tools import discover, select_ptxas
 
 log = logging.getLogger("ptxprobe")
@@ -68,7 +69,7 @@ class SweepRequest:
     never, True insists."""
 
     experiment: str = "default"
-    sets: tuple[str, ...] = ()
+    axes: Mapping[str, object] = field(default_factory=dict)  # typed axis values (the CLI reads -s into them)
     kernels: UserKernels = field(default_factory=UserKernels)
     names_from_scan: bool = False
     out: str | None = None
@@ -111,7 +112,7 @@ def plan_sweep(req: SweepRequest) -> SweepPlan:
         raise SpecError(f"--timeout must be positive, got {req.timeout}")
     if req.explain and req.run is False:
         raise SpecError("--explain profiles the GPU runs: it cannot go with --no-run")
-    nvcc_assembles = bool(k.cu) and not any(s.startswith("ptxas=") for s in req.sets)
+    nvcc_assembles = bool(k.cu) and "ptxas" not in req.axes
     exp = _experiment(req, nvcc_assembles)
     if len(exp.names) < 2:  # one name is the baseline alone: an answer of "no" would claim a comparison never made
         raise SpecError(f"names: {exp.names[0] if exp.names else 'none'} alone is only the baseline, with nothing "
@@ -130,29 +131,26 @@ def plan_sweep(req: SweepRequest) -> SweepPlan:
 
 def _experiment(req: SweepRequest, nvcc_assembles: bool) -> Experiment:
     """The experiment file, its overrides and the user's own kernels, as one Experiment."""
-    check_assignments(req.sets)  # an axis set twice or to nothing, refused before the experiment is read
     exp = load_experiment(req.experiment)
-    sets = list(req.sets)
+    axes = dict(req.axes)
     k = req.kernels
-    mine = {s.partition("=")[0].strip().replace("-", "_") for s in sets}
     files = {axis: vals for axis, vals in k.axes().items() if vals}  # as given: never re-split at commas
     for axis in files:
-        if axis in mine:
+        if axis in axes:
             raise SpecError(f"{axis}: set twice (by -s {axis}=... and by the file option); give it one way")
     if k.given:
-        if "kernels" not in mine:
-            sets.append("kernels=")  # only the user's kernels
+        axes.setdefault("kernels", [])  # only the user's kernels
         if nvcc_assembles:
-            sets.append("ptxas=nvcc")  # the PTX nvcc emits is its own toolkit's to assemble
-    exp = override(exp, sets, files) if sets or files else exp
+            axes["ptxas"] = ["nvcc"]  # the PTX nvcc emits is its own toolkit's to assemble
+    axes.update(files)
+    exp = override(exp, axes) if axes else exp
     if k.given and exp.name == "default":
         exp = replace(exp, name="user", description="user kernels given on the command line")
     if req.names_from_scan:
         exp = names_from_scan(exp)
     if req.regime is not None:
         exp = with_regime(exp, req.regime)
-    if (k.ptx or k.cubin or k.cu or k.lib or k.triton) and not req.names_set_later and not any(s.startswith("names=")
-                                                                                  for s in sets):
+    if (k.ptx or k.cubin or k.cu or k.lib or k.triton) and not req.names_set_later and "names" not in axes:
         exp = names_for_triggered_entries(exp, req.use_cache)
     return exp
 
@@ -236,7 +234,7 @@ def names_for_triggered_entries(exp: Experiment, use_cache: bool = True) -> Expe
                     "(%s, the column 'whole module'); the other answers respell the kernel's own symbol alone",
                     MODULE_UNTRIGGERED)
         names = (*names, MODULE_UNTRIGGERED)
-    return exp if names == exp.names else override(exp, ["names=" + ",".join(names)])
+    return exp if names == exp.names else override(exp, {"names": list(names)})
 
 
 def _trigger_origins(symbols: list[str], shown: int = 4) -> str:
@@ -257,4 +255,4 @@ def names_from_scan(exp: Experiment) -> Experiment:
     lits = sorted({s.literal for p in paths for s in scan(p).sites if s.function == "strstr"})
     extra = [t for t in name_templates(lits) if t not in exp.names]
     log.warning("names from ptxas-scan: %s", ", ".join(extra) or "none new")
-    return override(exp, ["names=" + ",".join(list(exp.names) + extra)])
+    return override(exp, {"names": list(exp.names) + extra})

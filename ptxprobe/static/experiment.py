@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from importlib import resources
 from pathlib import Path
@@ -260,7 +261,7 @@ def parse_assignment(a: str) -> tuple[str, object]:
     return key, vals
 
 
-def check_assignments(assignments: list[str] | tuple[str, ...]) -> None:
+def check_assignments(assignments: Sequence[str]) -> None:
     """The user's own ``-s`` list: an axis set twice would silently keep the last, an axis set to nothing would
     silently drop it (``-s flags=`` is a value: one empty flag list, plain ptxas)."""
     given: dict[str, str] = {}
@@ -275,16 +276,20 @@ def check_assignments(assignments: list[str] | tuple[str, ...]) -> None:
             raise SpecError(f"{key}: -s {a.strip()} sets it to nothing; give at least one value{what}")
 
 
-def override(exp: Experiment, assignments: list[str], values: dict[str, list] | None = None) -> Experiment:
-    """Apply ``axis=v1,v2`` overrides from the command line, and axes whose values come already apart (``values``:
-    a file option's items, which may hold commas themselves, as ``saxpy_t<float, 4>`` does). Targets given
-    (``archs``) re-target the PTX, cubin and library files too unless ``file_archs`` is given: the CLI's ``-s
+def parse_assignments(assignments: Sequence[str]) -> dict[str, object]:
+    """The command line's ``-s axis=v1,v2`` list as typed axis values (the one reader of that spelling): an axis
+    set twice or to nothing refused."""
+    check_assignments(assignments)
+    return dict(map(parse_assignment, assignments))
+
+
+def override(exp: Experiment, values: Mapping[str, object]) -> Experiment:
+    """The experiment with these axes set (values as an experiment file gives them: a list, or one value). Targets
+    given (``archs``) re-target the PTX, cubin and library files too unless ``file_archs`` is given: the CLI's ``-s
     archs=sm_90a`` and ``api.sweep(archs="sm_90a")`` alike."""
     base = {f.name: getattr(exp, f.name) for f in fields(Experiment)}
-    given = set()
-    for key, vals in [*map(parse_assignment, assignments), *(values or {}).items()]:
-        base[key] = vals
-        given.add(key)
+    given = set(values)
+    base.update(values)
     if "archs" in given and "file_archs" not in given and any(base[k] for k in ("ptx_files", "cubin_files",
                                                                                 "lib_files")):
         base["file_archs"] = base["archs"]  # the targets asked for are the files' too (they'd keep their own)

@@ -13,7 +13,7 @@ from ptxprobe.tune.run import TuneOutcome, TuneRequest, plan_tune, run_tune
 
 def program_is_subject(req: TuneRequest) -> bool:
     """A program with no sources, experiment or axes beside it is what is tuned (its own kernels)."""
-    return req.kernels == UserKernels() and req.experiment == "default" and not req.sets
+    return req.kernels == UserKernels() and req.experiment == "default" and not req.axes
 
 
 def tune(req: TuneRequest, program: ProgramRace | None = None, progress: bool = False,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -34,7 +35,7 @@ STATIC_DIR = "static"
 NOT_RACED_INTERRUPTED = "not raced: interrupted"  # the note of a kernel an interrupted race did not reach
 RACE_INTERRUPTED = ("interrupted during the race or its proof: the kernels raced by then keep the rungs they "
                     "completed (unproven: yours stays), the rest their static answers")
-_SPACE_AXES = ("names=", "ptxas=", "flags=", "repeat=", "max_repeat=")
+_SPACE_AXES = ("names", "ptxas", "flags", "repeat", "max_repeat")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,7 +44,7 @@ class TuneRequest:
 
     out: str
     experiment: str = "default"
-    sets: tuple[str, ...] = ()
+    axes: Mapping[str, object] = field(default_factory=dict)  # typed axis values (the CLI reads -s into them)
     kernels: UserKernels = field(default_factory=UserKernels)
     names: tuple[str, ...] | None = None
     ptxas: tuple[str, ...] | None = None  # releases besides the user's own (None: every installed one)
@@ -70,13 +71,14 @@ def plan_tune(req: TuneRequest) -> TunePlan:
     """Resolve a request; bad input (an empty space, an unknown gate, axes set twice) refused before any work."""
     if req.numerics not in NUMERICS_MODES:
         raise SpecError(f"--numerics {req.numerics!r}: choose {' or '.join(NUMERICS_MODES)}")
-    clash = [s for s in req.sets if s.startswith(_SPACE_AXES)]
+    clash = [a for a in req.axes if a in _SPACE_AXES]
     if clash:
-        raise SpecError(f"-s {clash[0]}: tune sets names, ptxas and flags itself (use --names, --ptxas, --options)")
+        raise SpecError(f"-s {clash[0]}=...: tune sets names, ptxas and flags itself (use --names, --ptxas, "
+                        "--options)")
     given = [s for s in req.ptxas or () if s.strip()]
     user_ptxas = "nvcc" if req.kernels.cu else "triton"
     out = Path(req.out)
-    sweep = plan_sweep(SweepRequest(experiment=req.experiment, sets=req.sets, kernels=req.kernels,
+    sweep = plan_sweep(SweepRequest(experiment=req.experiment, axes=req.axes, kernels=req.kernels,
                                     out=str(out / STATIC_DIR), jobs=req.jobs, timeout=req.timeout,
                                     use_cache=req.use_cache, fresh=req.fresh,
                                     run=req.run, names_set_later=True, regime=req.regime))

@@ -60,11 +60,10 @@ class TuneSpace:
         """The full ptxas flag list of an option set (the user's flags, then the set's)."""
         return (*self.user_flags, *options)
 
-    def sweep_axes(self) -> list[str]:
-        """The sweep's overrides (``-s axis=...``) that assemble every candidate once."""
-        flags = ";".join(" ".join(self.flags(o)) for o in self.option_sets)
-        return ["names=" + ",".join(self.names), "ptxas=" + ",".join(self.ptxas), "flags=" + flags, "repeat=1",
-                "max_repeat=0"]
+    def sweep_axes(self) -> dict[str, object]:
+        """The sweep's axes that assemble every candidate once."""
+        return {"names": list(self.names), "ptxas": list(self.ptxas),
+                "flags": [list(self.flags(o)) for o in self.option_sets], "repeat": 1, "max_repeat": 0}
 
     def to_json(self) -> dict:
         return {"names": list(self.names), "ptxas": list(self.ptxas),
