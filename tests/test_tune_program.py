@@ -42,7 +42,7 @@ def _tune(tmp_path, measure: str, rounds: int = 6):
 
 
 def _tune_at(tmp_path, prog, rounds: int = 6):
-    req = TuneRequest(out=str(tmp_path / "t"), names=("{base}",), ptxas=(), options="default;-O0")
+    req = TuneRequest(out=str(tmp_path / "t"), names=("{base}",), ptxas=(), option_sets=((), ("-O0",)))
     race = ProgramRace((sys.executable, str(prog)), r"ms=(\S+)", 300.0, program_race_plan(rounds, "simplest"))
     return run_program_tune(req, race)
 

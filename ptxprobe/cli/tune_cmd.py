@@ -16,7 +16,7 @@ from ptxprobe.records.program import ApplyRecord, SwappedKernel
 from ptxprobe.records.tuned import TunedDocument
 from ptxprobe.runs.request import UserKernels
 from ptxprobe.static.experiment import check_arch, parse_assignments
-from ptxprobe.tune.space import PREFERENCES
+from ptxprobe.tune.space import PREFERENCES, parse_option_sets
 
 TUNE_DESCRIPTION = """the fastest entry name x ptxas release x ptxas options per kernel: every candidate assembled
 once (OUT/static), candidates with the same machine code pruned, the rest raced on the GPU against your own
@@ -177,8 +177,9 @@ def cmd_tune(args) -> int:
     req = TuneRequest(out=args.out, experiment=args.experiment, axes=parse_assignments(args.set), kernels=kernels,
                       names=tuple(n.strip() for n in args.names.split(",") if n.strip()) if args.names else None,
                       ptxas=tuple(p.strip() for p in args.ptxas.split(",")) if args.ptxas is not None else None,
-                      options=args.options, numerics=args.numerics, race=race, run=args.run, jobs=args.jobs,
-                      timeout=args.timeout, use_cache=not args.no_cache, fresh=args.fresh, regime=args.regime)
+                      option_sets=parse_option_sets(args.options), numerics=args.numerics, race=race, run=args.run,
+                      jobs=args.jobs, timeout=args.timeout, use_cache=not args.no_cache, fresh=args.fresh,
+                      regime=args.regime)
     quiet = bool(args.quiet_level) or args.json
     notify = (lambda text: None) if quiet else (lambda text: print(f"ptxprobe: {text}", file=sys.stderr))
     if args.install:

@@ -29,7 +29,7 @@ from ptxprobe.tune.answer import NUMERICS_MODES, document, interrupted, static_a
 from ptxprobe.tune.proof import ProofPlan
 from ptxprobe.tune.prune import candidates_from_rows, prune
 from ptxprobe.tune.race import RacePlan
-from ptxprobe.tune.space import TuneSpace, build_space, parse_option_sets
+from ptxprobe.tune.space import DEFAULT_OPTION_SETS, TuneSpace, build_space
 
 STATIC_DIR = "static"
 NOT_RACED_INTERRUPTED = "not raced: interrupted"  # the note of a kernel an interrupted race did not reach
@@ -48,7 +48,7 @@ class TuneRequest:
     kernels: UserKernels = field(default_factory=UserKernels)
     names: tuple[str, ...] | None = None
     ptxas: tuple[str, ...] | None = None  # releases besides the user's own (None: every installed one)
-    options: str | None = None  # option sets, ';'-separated (None: default and -O2)
+    option_sets: tuple[tuple[str, ...], ...] = DEFAULT_OPTION_SETS  # yours (none) first; the CLI reads --options
     numerics: str = "bitwise"
     race: RacePlan = field(default_factory=RacePlan)
     run: bool | None = None  # None: race on a GPU when one is visible; False: static pruning only
@@ -84,7 +84,7 @@ def plan_tune(req: TuneRequest) -> TunePlan:
                                     run=req.run, names_set_later=True, regime=req.regime))
     user_flags = tuple(sweep.experiment.flags[0])
     space = build_space(req.names, user_ptxas, tuple(given) if req.ptxas is not None else None,
-                        parse_option_sets(req.options), user_flags)
+                        req.option_sets, user_flags)
     exp = override(sweep.experiment, space.sweep_axes())
     return TunePlan(replace(sweep, experiment=exp), space, out, req)
 
