@@ -92,7 +92,7 @@ def cli_markdown() -> str:
 
 
 def columns() -> str:
-    from ptxprobe.core.schema import RUNTIME, STATIC, columns_markdown
+    from ptxprobe.records.rows import RUNTIME, STATIC, columns_markdown
 
     return "\n".join(["Static rows (`results.parquet`):", "", columns_markdown(STATIC), "",
                       "GPU rows (`runtime.parquet`), the columns every row has:", "", columns_markdown(RUNTIME)])
@@ -100,7 +100,7 @@ def columns() -> str:
 
 def records() -> str:
     """Every record a run directory holds as a JSON document: its file, layout version and fields."""
-    from ptxprobe.records import RECORDS, Record
+    from ptxprobe.records import RECORDS, GroupRecord, Record
 
     out: list[str] = []
     seen: set[type] = set()
@@ -121,7 +121,7 @@ def records() -> str:
         for t in nested:
             section(t)
 
-    for cls in RECORDS:
+    for cls in (*RECORDS, GroupRecord):  # the documents, then a GPU run's group log line
         section(cls)
     return "\n".join(out).rstrip()
 

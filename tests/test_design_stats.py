@@ -398,7 +398,7 @@ def _untimed(template: str = "xutlass_{base}") -> dict:
 
 
 def test_a_name_not_timed_for_identical_code_is_a_schema_row_that_says_so_and_repro_accepts_only_its_twin():
-    from ptxprobe.core.schema import RUNTIME, check_rows
+    from ptxprobe.records.rows import RUNTIME, check_rows
     from ptxprobe.reports import repro
 
     row = _untimed()

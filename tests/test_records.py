@@ -129,3 +129,21 @@ def test_tune_writes_its_answer_through_the_record_and_apply_refuses_a_damaged_o
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and '"best_is_yours" is a string, expected true/false' in err
     assert TunedKernel.from_json(KERNEL).best["label"] == "cutlass_k"
+
+
+def test_a_group_line_is_checked_before_either_log_is_written(tmp_path):
+    """A GPU group's record with a key GroupRecord does not name is refused before its rows or its line are
+    appended (the two logs stay in step); a right one lands in groups.jsonl as it was."""
+    from types import SimpleNamespace
+
+    from ptxprobe.gpu.dispatch import append_group
+    from ptxprobe.runs.rundir import RunDir
+
+    log, group = tmp_path / "runtime.jsonl", SimpleNamespace(group_id="g1")
+    record = {"aa": {"ratio_vs_baseline": 1.0}, "calibration": None, "identical_code": [], "order_seed": 7,
+              "compared": [["{base}", "cutlass_{base}"]], "timing_plan": {"rounds": 8}, "gpu_seconds": 2.5}
+    with pytest.raises(DamagedRecord, match="'clock' not a field of GroupRecord"):
+        append_group(str(log), group, [{"label": "{base}"}], {**record, "clock": 1980})
+    assert not log.exists() and not (tmp_path / "groups.jsonl").exists()
+    append_group(str(log), group, [{"label": "{base}"}], record)
+    assert RunDir(tmp_path).groups == [{**record, "group_id": "g1"}]

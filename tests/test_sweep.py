@@ -10,8 +10,8 @@ import pytest
 
 from ptxprobe.cli import main
 from ptxprobe.core.cache import Cache
-from ptxprobe.core.schema import STATIC, check_rows
 from ptxprobe.core.store import LOG
+from ptxprobe.records.rows import STATIC, check_rows
 from ptxprobe.sources import registered_sources
 from ptxprobe.static.experiment import experiment_from_dict, load_experiment, override
 from ptxprobe.static.sweep import run_sweep

@@ -187,7 +187,7 @@ def test_a_symbol_nested_past_the_runtime_demanglers_limit_is_still_read():
 
 
 def test_table_names_of_instantiations_that_differ_deep_inside_an_argument_stay_apart():
-    from ptxprobe.core.schema import short_names
+    from ptxprobe.core.display import short_names
 
     labels = [f"sparseNM_dense_kernel<cutlass::half_t, {n}, 2, (anonymous namespace)::sparseNM_dense<{flag}>"
               f"(torch::stable::Tensor, std::basic_string<char>, long, long)::{{lambda(auto:1)#{k}}}>"

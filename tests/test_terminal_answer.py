@@ -12,7 +12,7 @@ from rich.console import Console
 
 from ptxprobe.cli import TOOL_FAILED, USAGE, main
 from ptxprobe.cli.render import STATIC, legend_for, show_answer
-from ptxprobe.core.schema import short_names
+from ptxprobe.core.display import short_names
 from ptxprobe.reports.html import SASS_NOT_BUILT
 from ptxprobe.runs.rundir import RunDir
 from ptxprobe.static.verdicts import NO, NOT_COMPARED, ONLY_ONE_NAME, PARTLY, YES, pivot, summarize

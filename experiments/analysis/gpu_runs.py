@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ptxprobe.core.schema import problem_label
+from ptxprobe.core.display import problem_label
 from ptxprobe.runs.rundir import RunDir
 from ptxprobe.stats import paired as stats
 from ptxprobe.stats import serial

@@ -12,7 +12,7 @@ import pandas as pd
 
 from experiments import RESULTS
 from experiments.analysis import superseded
-from ptxprobe.core.schema import problem_label
+from ptxprobe.core.display import problem_label
 from ptxprobe.core.store import MANIFEST
 from ptxprobe.runs.rundir import RunDir
 from ptxprobe.static.verdicts import DIFFERS

@@ -11,8 +11,8 @@ from ptxprobe.cli import FOUND_DIFFERENCES, INTERRUPTED, OK, TOOL_FAILED
 from ptxprobe.cli.render import emit_json, fmt_set, note, say, show, show_answer, show_summary, table
 from ptxprobe.core.cache import Cache
 from ptxprobe.core.cluster import session_for
+from ptxprobe.core.display import problem_label
 from ptxprobe.core.errors import NoGpu
-from ptxprobe.core.schema import problem_label
 from ptxprobe.core.store import CALIBRATION, read_run_json
 from ptxprobe.ptx.labels import table_names
 from ptxprobe.runs.request import SweepPlan, SweepRequest, UserKernels, plan_sweep

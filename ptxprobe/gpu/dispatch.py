@@ -31,7 +31,7 @@ from ptxprobe.gpu.ray_timing import route_groups, start_actors
 from ptxprobe.gpu.sustained import sustained_seconds
 from ptxprobe.gpu.timing import effective
 from ptxprobe.gpu.worker import group_rows
-from ptxprobe.records.gpu import Calibration, GpuFacts
+from ptxprobe.records.gpu import Calibration, GpuFacts, GroupRecord
 from ptxprobe.stats import paired as stats
 from ptxprobe.stats.regime import BURST, SUSTAINED
 
@@ -46,13 +46,15 @@ def _run_one(
 
 def append_group(out_path: str, group: Group, rows: list[dict], record: dict, lock=None) -> None:
     """A finished group's rows and calibration record, appended to the logs (under ``lock`` when shared)."""
+    line = {**record, "group_id": group.group_id}
+    GroupRecord.of(line, str(Path(out_path).with_name(GROUPS_LOG)))  # checked before either log is touched
     if lock is not None:
         lock.acquire()
     try:
         with open(out_path, "a") as f:
             append_records(f, [{**r, "group_id": group.group_id} for r in rows])
         with open(Path(out_path).with_name(GROUPS_LOG), "a") as f:
-            append_records(f, [{**record, "group_id": group.group_id}])
+            append_records(f, [line])
     finally:
         if lock is not None:
             lock.release()

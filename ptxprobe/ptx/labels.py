@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ptxprobe.core.schema import short_names
+from ptxprobe.core.display import short_names
 from ptxprobe.ptx.mangling import display_names, is_mangled
 
 
@@ -21,7 +21,7 @@ def readable_labels(labels: list[str]) -> dict[str, str]:
 
 def table_names(labels: list[str], width: int, keep_source: bool = True) -> dict[str, str]:
     """Kernel labels for a table column of ``width``: read (``readable_labels``), then shortened the same way in
-    every table (``core.schema.short_names``); a source prefix all labels share goes first when room is short (or
+    every table (``core.display.short_names``); a source prefix all labels share goes first when room is short (or
     always, without ``keep_source``)."""
     labels = list(dict.fromkeys(labels))
     read = readable_labels(labels)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ptxprobe.records.manifest import without_superseded_timing
 from ptxprobe.records.record import Json, Record, doc, required
 
 
@@ -62,3 +63,27 @@ class GpuFacts(Record):
     mem_clock_mhz: str | None = doc("memory clock, MHz")
     temperature_c: str | None = doc("temperature, °C")
     from_rows: bool = doc("finalised from the rows alone (the card's facts as the rows recorded them)", default=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GroupRecord(Record):
+    """One timed group of a GPU run (a line of ``groups.jsonl``): its A/A pair, its planted controls, the orders it
+    was timed in and the timing plan as resolved, what a replay of the group or its calibration needs."""
+
+    FILE = "groups.jsonl"
+
+    group_id: str = required("the group: a source at one problem, one ptxas")
+    aa: Json = doc("the A/A pair: the baseline's cubin loaded twice, compared as a name would be")
+    calibration: Json = doc("the planted controls: each plant's size, interval, verdict and whether it was found")
+    calibration_samples: Json = doc("the plants' raw samples")
+    identical_code: tuple[str, ...] = doc("name templates whose machine code is the baseline's: not timed", default=())
+    order_seed: int | None = doc("the seed the run orders were drawn from (the group's own, from its id)")
+    compared: tuple[Json, ...] = doc("the names block's pairs, in the order their orders were drawn", default=())
+    timing_plan: Json = doc("the timing plan as resolved, defaults included")
+    gpu_seconds: float | None = doc("GPU seconds of the group, setup included")
+
+    @classmethod
+    def upgrade(cls, doc: dict, version: int, where: str) -> dict:
+        if isinstance(doc.get("timing_plan"), dict):  # the first GPU design's keys, accepted and never used
+            doc["timing_plan"] = without_superseded_timing(doc["timing_plan"])
+        return doc

@@ -91,6 +91,15 @@ class Record:
         current = {"schema_version": cls.SCHEMA_VERSION} if cls.VERSIONED else {}
         return cls.from_json(json.loads(json.dumps({**doc, **current}, default=str)), where)
 
+    @classmethod
+    def checked(cls, doc, where: str = "") -> dict:
+        """``doc`` in this layout, checked against the record, with the keys it had (absent stays absent): for
+        readers that take a document as a mapping."""
+        cls.from_json(doc, where)
+        doc = dict(doc)
+        version = doc.pop("schema_version", 1) if cls.VERSIONED else cls.SCHEMA_VERSION
+        return cls.upgrade(doc, version, where)
+
     def to_json(self) -> dict:
         """The record as its file holds it (tuples as lists, nested records as objects, every field named)."""
         out = {"schema_version": self.SCHEMA_VERSION} if self.VERSIONED else {}

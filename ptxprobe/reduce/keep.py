@@ -13,7 +13,7 @@ import operator
 from dataclasses import dataclass
 
 from ptxprobe.core.errors import SpecError
-from ptxprobe.core.schema import BOOL, FLOAT, INT, STATIC
+from ptxprobe.records.rows import BOOL, FLOAT, INT, STATIC
 
 NUMERIC = tuple(c.name for c in STATIC if c.type in (INT, FLOAT, BOOL))
 FIELDS = frozenset(NUMERIC) | frozenset(f"baseline_{n}" for n in NUMERIC if not n.startswith("baseline_"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from ptxprobe.core.schema import problem_label
+from ptxprobe.core.display import problem_label
 from ptxprobe.gpu.calibrate import CRITERIA
 from ptxprobe.ptx.labels import table_names
 from ptxprobe.runs.rundir import RunDir

@@ -22,8 +22,8 @@ from ptxprobe.binary.cubin import read_cubin
 from ptxprobe.binary.diff import SAME, Diff, diff_files
 from ptxprobe.binary.sass import Listing, disassemble
 from ptxprobe.core.cache import Cache
+from ptxprobe.core.display import problem_label
 from ptxprobe.core.errors import PtxprobeError
-from ptxprobe.core.schema import problem_label
 from ptxprobe.explain.run import EXPLAIN_JSON
 from ptxprobe.ptx.labels import readable_labels, source_of, without_source
 from ptxprobe.reports.gpu_section import group_order, regime_text, speed_answer

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptxprobe.core.cache import Cache
+from ptxprobe.core.display import problem_label
 from ptxprobe.core.errors import NoGpu, PtxprobeError, SpecError
 from ptxprobe.core.inputs import INPUTS, Staged, stage
-from ptxprobe.core.schema import problem_label
 from ptxprobe.core.store import MANIFEST
 from ptxprobe.gpu import runtime_sweep
 from ptxprobe.gpu.device import IDENTITY

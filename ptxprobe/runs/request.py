@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ptxprobe.core.cache import Cache
+from ptxprobe.core.display import short_names
 from ptxprobe.core.errors import PtxprobeError, SpecError
-from ptxprobe.core.schema import short_names
 from ptxprobe.core.store import RUNTIME_LOG, read_log
 from ptxprobe.ptx.mangling import display_names, readable, trigger_origin
 from ptxprobe.ptx.rename import (

@@ -44,8 +44,8 @@ from ptxprobe.core.store import (
     read_log,
     write_parquet,
 )
-from ptxprobe.records.gpu import Calibration, GpuFacts
-from ptxprobe.records.manifest import OLD_LAYOUT, read_manifest, without_superseded_timing
+from ptxprobe.records.gpu import Calibration, GpuFacts, GroupRecord
+from ptxprobe.records.manifest import OLD_LAYOUT, read_manifest
 from ptxprobe.records.program import ProgramAB
 from ptxprobe.records.record import Record
 from ptxprobe.static.verdicts import CODE_VERSION, SAME_CODE_V1, comparable_code, derive
@@ -131,9 +131,7 @@ class RunDir:
 
     def _checked(self, record: type[Record], name: str) -> dict | None:
         doc = self.json(name, optional=True)
-        if doc is not None:
-            record.from_json(doc, str(self.path / name))
-        return doc
+        return None if doc is None else record.checked(doc, str(self.path / name))
 
     @property
     def variants(self) -> list[dict]:
@@ -143,8 +141,8 @@ class RunDir:
     @property
     def groups(self) -> list[dict]:
         """The GPU run's group records (timing plan, A/A, planted controls, orders)."""
-        return [{**g, "timing_plan": without_superseded_timing(g["timing_plan"])} if "timing_plan" in g else g
-                for g in self.log(GROUPS_LOG)]
+        where = str(self.path / GROUPS_LOG)
+        return [GroupRecord.checked(g, where) for g in self.log(GROUPS_LOG)]
 
     @property
     def runtime_log(self) -> list[dict]:

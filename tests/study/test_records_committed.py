@@ -63,3 +63,12 @@ def test_every_committed_run_directory_reads_its_documents_through_the_records()
         if rd.has(PROGRAM_AB):
             assert rd.program_ab()["runs"]
     assert gpu_runs > 20
+
+
+def test_every_committed_group_record_reads_through_its_record():
+    """Every line of every committed groups.jsonl is a GroupRecord (RunDir.groups reads them through it)."""
+    from ptxprobe.runs.rundir import run_dirs
+
+    lines = [g for rd in run_dirs(RESULTS) if rd.has_runtime for g in rd.groups]
+    assert len(lines) > 500 and all(g["group_id"] for g in lines)
+    assert not any({"reps", "warmup", "flush_bytes"} & set(g.get("timing_plan") or {}) for g in lines)
