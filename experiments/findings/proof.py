@@ -70,6 +70,7 @@ def section() -> list[str]:
 
 GPU_RUN = "2026-12-05-h100-tune"
 PROGRAM_RACE = "2026-12-05-h200-program-race"  # the race whose rounds could not reach significance
+PROGRAM_RACE_AGAIN = "2026-12-05-h100-program-race"  # the same program raced again with the rounds floor
 
 
 def gpu_section() -> list[str]:
@@ -117,4 +118,31 @@ def program_race_section() -> list[str]:
             f"exact signed-rank test no p below {2 / 2 ** rounds:.4f}, and Benjamini-Hochberg over the {len(logs)} "
             f"codes raced lifts the leader's to q {q[lead['label']]:.3f}, above 0.05 whatever the data; the race "
             f"stopped ({k['race']['stopped_by']}) and yours stayed. A race now runs at least the rounds its family "
-            f"can need (`stats.decisive_rounds`: {need} for {len(logs)} codes) before it stops.", ""]
+            f"can need (`stats.decisive_rounds`: {need} for {len(logs)} codes) before it stops.", "",
+            *_program_race_again()]
+
+
+def _program_race_again() -> list[str]:
+    """The same program raced again with the rounds floor (on an H100: the device lent no H200), its proof and A/B."""
+    d = analysis.results_dir(PROGRAM_RACE_AGAIN)
+    doc = json.loads((d / "program" / "tuned.json").read_text())
+    applied = json.loads((d / "program" / "apply" / "apply.json").read_text())
+    k = doc["kernels"][0]
+    standings, proof = k["race"]["standings"], k["proof"]
+    faster = [s for s in standings if s["verdict"] == "faster"]
+    ab = {c["arm"]: c for c in applied["comparisons"]}
+    pred = applied["prediction"]
+    shown = ", ".join(f"`{s['label']}` {s['ratio']:.4f}" for s in faster)
+    return [f"Raced again with that floor (`{PROGRAM_RACE_AGAIN}`, {doc['gpu']['gpu']}, "
+            "the same command; the device lent no H200): each code ran "
+            f"{min(s['rounds'] for s in standings)} rounds or more, {len(faster)} of the {len(standings)} codes still "
+            f"standing came out faster ({shown}; {len(k['race'].get('dropped', []))} more dropped as clearly "
+            "slower than the leader), "
+            f"and the fewest changes among them, `{proof['label']}`, was proven on {proof['rounds']} fresh rounds: "
+            f"{proof['ratio']:.4f} [{proof['low']:.4f}, {proof['high']:.4f}], p {proof['p_value']:.4f}, "
+            f"{proof['verdict']} ({k['outcome']}). Applied to the program with an A/B of {applied['rounds']} rounds: "
+            f"tuned {ab['tuned']['ratio']:.4f} [{ab['tuned']['low']:.4f}, {ab['tuned']['high']:.4f}] "
+            f"{ab['tuned']['verdict']}, the A/A copy {ab['aa']['ratio']:.4f} {ab['aa']['verdict']}; the program's "
+            f"estimate {'inside' if pred['inside'] else 'outside'} the interval tune predicted "
+            f"({pred['difference'] * 100:+.2f} points). One card each, two models: what it shows is that the race "
+            "now decides where the data decide, not that the H200 would have answered the same.", ""]

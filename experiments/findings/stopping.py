@@ -144,6 +144,9 @@ GPU_COST = {"signed-rank": "2026-12-05-h100-defaults-signed-rank", "signed-rank-
 # extrapolated from those it timed)
 GPU_COST_OTHER_CARD = {"signed-rank": "2026-12-05-h100-defaults-signed-rank-other-card",
                        "signed-rank-hac": "2026-12-05-h100-defaults-other-card"}
+# two more runs, each alone on a card of its own (the device lent another H100 for each call): no pair, but what the
+# cost is on other cards of the same model
+GPU_COST_ALONE = ("2026-12-05-h100-defaults-third-card", "2026-12-05-h100-defaults-signed-rank-fourth-card")
 GPU_SECONDS_GOAL = 180
 H200_SIGNED_RANK = ("2026-12-04-h200-defaults", "2026-12-04-h200-defaults-repro")  # the same study on the H200
 
@@ -174,6 +177,20 @@ def _cost_pair(pair: dict[str, str]) -> dict[str, dict]:
     return runs
 
 
+def _spread_across_cards(pairs: list, alone: dict[str, dict]) -> str:
+    """How far the card moves the cost: each interval's GPU seconds per 48 groups over every H100 it ran on."""
+    by: dict[str, dict[str, float]] = {}
+    for r in [*(r for _, p in pairs for r in p.values()), *alone.values()]:
+        by.setdefault(r["interval"], {})[r["uuid"]] = r["seconds"]
+    cards = {u for v in by.values() for u in v}
+    seconds = [x for v in by.values() for x in v.values()]
+    return (f"Two more runs, each alone on a card of its own, widen the view to {len(cards)} H100s: "
+            + "; ".join(f"`{m}` {min(v.values()):.1f} to {max(v.values()):.1f} s over {len(v)} cards"
+                        for m, v in sorted(by.items()))
+            + f"; {sum(x > GPU_SECONDS_GOAL for x in seconds)} of the {len(seconds)} runs over the "
+            f"{GPU_SECONDS_GOAL} s goal.")
+
+
 def gpu_cost_section() -> list[str]:
     """The widened interval's cost in GPU time, measured: the same study under each interval on one card, on two
     cards."""
@@ -187,6 +204,12 @@ def gpu_cost_section() -> list[str]:
                         f"{median(r['rounds']):.0f} ({sum(r['rounds']) / len(r['rounds']):.1f}) | "
                         f"{sum(x >= r['max_rounds'] for x in r['rounds'])} of {len(r['rounds'])} | "
                         f"{r['detected']} of {r['planted']} | {'passed' if r['passed'] else 'failed'} |")
+    alone = {run: _defaults_run(run) for run in GPU_COST_ALONE}
+    for run, r in alone.items():
+        rows.append(f"| `{r['uuid'][:12]}…` | `{r['interval']}` | `{run}` (alone on its card) | {r['groups']} | "
+                    f"{r['seconds']:.1f} | {median(r['rounds']):.0f} ({sum(r['rounds']) / len(r['rounds']):.1f}) | "
+                    f"{sum(x >= r['max_rounds'] for x in r['rounds'])} of {len(r['rounds'])} | "
+                    f"{r['detected']} of {r['planted']} | {'passed' if r['passed'] else 'failed'} |")
     new = pairs[0][1]["signed-rank-hac"]
     scales = [p["signed-rank-hac"]["seconds"] / p["signed-rank"]["seconds"] for _, p in pairs]
     over = sorted({m for _, p in pairs for m, r in p.items() if r["seconds"] > GPU_SECONDS_GOAL})
@@ -209,5 +232,6 @@ def gpu_cost_section() -> list[str]:
              + f". On the H200 the same study under `signed-rank` took {' and '.join(f'{x:.1f}' for x in h200)} s "
              f"({', '.join(f'`{r}`' for r in H200_SIGNED_RANK)}); scaled by the first H100's ratio that is "
              f"{' and '.join(f'{x * scales[0]:.0f}' for x in h200)} s under the widened "
-             "interval, a projection and not a measurement: the H200 run is still to be made.")
+             "interval, a projection and not a measurement: the H200 run is still to be made. "
+             + _spread_across_cards(pairs, alone))
     return [text, "", *rows, "", after, ""]

@@ -193,3 +193,37 @@ def test_the_h200_program_race_could_not_decide_at_its_rounds_and_its_standings_
     assert len(logs[again[0].label]) < stats.decisive_rounds(len(logs)) == 8
     alone = judged(kept, {s.label: logs[s.label] for s in kept}, EQUIVALENCE_MARGIN)
     assert alone[0].verdict == "faster" and np.isclose(alone[0].p_value, 2 / 2 ** 6)
+
+
+def test_the_program_race_raced_again_with_the_floor_decides_and_its_proof_and_ab_recompute():
+    """The same program raced again once the floor was in (an H100): every code ran the rounds its family can need,
+    the standings recompute from the program runs kept, the choice is the fewest changes among the codes found
+    faster, and the proof's and the A/B's verdicts recompute from their recorded rounds; cut at six rounds (the
+    H200 race's), the same runs leave every verdict inconclusive."""
+    import numpy as np
+
+    from experiments.findings import proof
+    from ptxprobe.capture.ab import Run
+    from ptxprobe.stats import paired as stats
+    from ptxprobe.tune.apply import compare_arms
+    from ptxprobe.tune.program import race_logs
+    from ptxprobe.tune.race import judged, rung_level, standing
+
+    d = tuning.analysis.results_dir(proof.PROGRAM_RACE_AGAIN) / "program"
+    k = json.loads((d / "tuned.json").read_text())["kernels"][0]
+    logs = race_logs(k)
+    assert min(len(x) for x in logs.values()) >= stats.decisive_rounds(len(logs)) == 8
+    level = rung_level(k["race"]["rungs"], 0.95)
+    kept = [standing(s["label"], logs[s["label"]], level) for s in k["race"]["standings"]]
+    again = judged(kept, logs, EQUIVALENCE_MARGIN, family=list(logs))
+    assert [(s.label, s.verdict) for s in again] == [(s["label"], s["verdict"]) for s in k["race"]["standings"]]
+    assert {s.verdict for s in again} == {"faster"} and k["outcome"] == "confirmed"
+    assert k["best"]["label"] == k["proof"]["label"] and "12.8.93" in k["best"]["label"]  # Triton's own ptxas
+    cut = judged([standing(s.label, logs[s.label][:6], level) for s in kept], {s: x[:6] for s, x in logs.items()},
+                 EQUIVALENCE_MARGIN, family=list(logs))
+    assert {s.verdict for s in cut} == {"inconclusive"}
+    applied = json.loads((d / "apply" / "apply.json").read_text())
+    rows = compare_arms([Run(**r) for r in applied["runs"]], power_limit_w=700.0)
+    assert [(r["arm"], r["verdict"]) for r in rows] == [(c["arm"], c["verdict"]) for c in applied["comparisons"]]
+    tuned = next(r for r in rows if r["arm"] == "tuned")
+    assert np.isclose(tuned["ratio"], applied["prediction"]["measured"]["ratio"]) and applied["prediction"]["inside"]
