@@ -49,16 +49,17 @@ def make_experiment(experiment: str | os.PathLike | Experiment | None = "default
 
 def sweep(experiment: str | os.PathLike | Experiment | None = "default", out: str | os.PathLike | None = None, *,
           jobs: int | None = None, fresh: bool = False, progress: bool = False, cache: Cache | None = None,
-          executor: str = "local", **overrides) -> SweepOutcome:
+          executor: str = "local", ray_address: str | None = None, **overrides) -> SweepOutcome:
     """Run (or resume) a static rename sweep into ``out`` (default: where the CLI puts it, ``runs/<experiment>``)
     and return its outcome (``out_dir``, ``rows``, ``ran``, ``skipped``, ``failed``...). ``overrides`` are axes, as in
-    ``make_experiment``. Raises ``SpecError`` for a bad experiment or axis, ``ToolNotFound`` without ptxas,
+    ``make_experiment``; ``executor="ray"`` joins the cluster at ``ray_address`` (None: a local Ray instance for
+    this sweep). Raises ``SpecError`` for a bad experiment or axis, ``ToolNotFound`` without ptxas,
     ``RunDirBusy`` when another process writes ``out``."""
     from ptxprobe.static.sweep import default_out_dir, run_sweep
 
     exp = make_experiment(experiment, **overrides)
     return run_sweep(exp, out if out is not None else default_out_dir(exp), jobs=jobs, cache=cache,
-                     progress=progress, fresh=fresh, executor=executor)
+                     progress=progress, fresh=fresh, executor=executor, ray_address=ray_address)
 
 
 def open_run(path: str | os.PathLike) -> RunDir:

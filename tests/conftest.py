@@ -162,43 +162,6 @@ def emit_registered(kernel="attention", dtype="fp16", arch="sm_90a", causal=Fals
     return src.emit(arch, cache or Cache(), name=name) if name else src.emit(arch, cache or Cache())
 
 
-def proc_stat(pid: int) -> tuple[int, str] | None:
-    """(parent pid, start time) of a live process from /proc, None once it is gone (or a zombie)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return None if fields[0] == "Z" else (int(fields[1]), fields[19])
-
-
-def proc_argv(pid: int) -> list[str]:
-    """A process's command line (Ray workers put their title there), [] once it is gone."""
-    try:
-        return [a.decode(errors="replace") for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if a]
-    except OSError:
-        return []
-
-
-def descendants(roots: set[int]) -> set[tuple[int, str]]:
-    """(pid, start time) of every live process below ``roots``: a test's own process tree, not the machine's."""
-    children: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit() and (st := proc_stat(int(d.name))):
-            children.setdefault(st[0], []).append(int(d.name))
-    found, todo = set(), [c for r in roots for c in children.get(r, [])]
-    while todo:
-        pid = todo.pop()
-        todo += children.get(pid, [])
-        if st := proc_stat(pid):
-            found.add((pid, st[1]))
-    return found
-
-
-def alive(procs: set[tuple[int, str]]) -> set[tuple[int, str]]:
-    """Those of ``procs`` still running (a pid reused by another process since does not count)."""
-    return {(pid, start) for pid, start in procs if (st := proc_stat(pid)) and st[1] == start}
-
-
 def write_script(path: Path, body: str) -> Path:
     path.write_text("#!/bin/sh\n" + body)
     path.chmod(path.stat().st_mode | stat.S_IEXEC)

@@ -74,6 +74,16 @@ def test_the_manifest_records_the_triton_knobs_set(tmp_path, monkeypatch):
     assert api.open_run(tmp_path / "run").manifest["triton_env"]["TRITON_DEFAULT_FP_FUSION"] == "0"
 
 
+def test_a_sweep_on_a_cluster_is_told_its_address(tmp_path, monkeypatch):
+    """api.sweep(executor="ray", ray_address=...) joins that cluster (docs/ray.md's local_cluster example)."""
+    from ptxprobe.static import sweep as sweeping
+
+    seen = {}
+    monkeypatch.setattr(sweeping, "run_sweep", lambda exp, out, **kw: seen.update(kw, out=out))
+    api.sweep("default", out=tmp_path / "r", executor="ray", ray_address="127.0.0.1:6379", archs="sm_90a")
+    assert (seen["executor"], seen["ray_address"], seen["out"]) == ("ray", "127.0.0.1:6379", tmp_path / "r")
+
+
 def test_sweep_refuses_a_bad_axis_and_open_run_a_missing_directory(tmp_path):
     with pytest.raises(SpecError, match="repeat"):
         api.sweep("default", out=tmp_path / "run", repeat=0)

@@ -65,3 +65,27 @@ def test_an_import_inside_a_function_is_there_for_start_up_time_or_a_circle():
     assert graph.why_inside(module, top) is None
     heavy = graph.InnerImport("ptxprobe.core.errors", 1, ("torch",))
     assert graph.why_inside(heavy, top) == "torch: a heavy library"
+
+
+def _imported_tops(path) -> set[str]:
+    """The top-level names of every module a file imports, anywhere in it (ast)."""
+    import ast
+
+    tops = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            tops |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            tops.add(node.module.split(".")[0])
+    return tops
+
+
+def test_the_study_and_the_tools_tests_stay_apart():
+    """Nothing under experiments/ imports the tests (what a study script needs of ours is in the package); no test of
+    the tool imports experiments/ (only tests/study/ read the study). Seen failing on bench_ray.py's import of the
+    tests' Ray cluster before it moved into the package (``core.cluster.local_cluster``)."""
+    root = graph.PACKAGE.parent
+    study = [p for p in sorted((root / "experiments").rglob("*.py")) if "tests" in _imported_tops(p)]
+    tool_tests = [p for p in sorted((root / "tests").glob("*.py")) if "experiments" in _imported_tops(p)]
+    assert not study, f"experiments/ imports tests: {[str(p.relative_to(root)) for p in study]}"
+    assert not tool_tests, f"tool tests import experiments: {[str(p.relative_to(root)) for p in tool_tests]}"

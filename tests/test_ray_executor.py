@@ -24,10 +24,11 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from ptxprobe.core.cache import Cache  # noqa: E402
+from ptxprobe.core.cluster import local_cluster  # noqa: E402
+from ptxprobe.core.processes import alive, descendants, proc_argv  # noqa: E402
 from ptxprobe.static.experiment import load_experiment, override, parse_assignments  # noqa: E402
 from ptxprobe.static.sweep import run_sweep  # noqa: E402
-from tests.conftest import REPRO_SMALL, alive, descendants, proc_argv  # noqa: E402
-from tests.ray_cluster import local_cluster  # noqa: E402
+from tests.conftest import REPRO_SMALL  # noqa: E402
 from tests.recorded_env import needs_recorded_triton  # noqa: E402
 
 pytestmark = pytest.mark.integration

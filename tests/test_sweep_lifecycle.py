@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from ptxprobe.core.processes import alive, descendants, proc_argv
 from ptxprobe.toolchain.tools import triton_ptxas
-from tests.conftest import alive, descendants, proc_argv, write_script
+from tests.conftest import write_script
 from tests.test_rename import NVCC_STYLE
 
 pytestmark = pytest.mark.e2e

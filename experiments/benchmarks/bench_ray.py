@@ -49,8 +49,8 @@ def main() -> None:
     import ray
 
     from experiments import definition
+    from ptxprobe.core.cluster import local_cluster
     from ptxprobe.static.experiment import load_experiment, override
-    from tests.ray_cluster import local_cluster
 
     exp = override(load_experiment(definition("repro_small")), {"repeat": args.repeat, "causal": [False, True]})
     runs: dict[str, dict] = {}

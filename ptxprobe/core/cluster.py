@@ -9,8 +9,12 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import subprocess
+import sys
+import tempfile
 
 from ptxprobe.core.errors import ClusterError, SpecError
+from ptxprobe.core.processes import processes_naming, stop
 
 
 def require_ray():
@@ -110,3 +114,41 @@ def session_for(executor: str, address: str | None, jobs: int | None):
     session = RaySession(address, num_cpus=None if address else jobs)
     with session:
         yield session
+
+
+@contextlib.contextmanager
+def local_cluster(nodes: int = 2, cpus_per_node: int = 1, gpus_per_node: int = 0, timeout: float = 120.0):
+    """A throwaway cluster of ``nodes`` Ray nodes on 127.0.0.1 (token authentication off), started with ``ray
+    start`` as a user would, in a temporary directory of its own; yields the head's address (``--ray-address``).
+    Stopping it stops that directory's processes and their children alone (``ray stop --force`` would stop every Ray
+    node of the host, another run's too). For trying ``--executor ray`` on one machine, and for its tests."""
+    temp_dir = tempfile.mkdtemp(prefix="ptxprobe-ray-")
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+    old = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"  # this process joins it too
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    node = [f"--num-cpus={cpus_per_node}", f"--num-gpus={gpus_per_node}", "--disable-usage-stats",
+            "--object-store-memory=100000000", "--node-ip-address=127.0.0.1"]
+
+    def ray_cli(*args: str) -> None:
+        run = subprocess.run([sys.executable, "-m", "ray.scripts.scripts", *args], env=env, capture_output=True,
+                             text=True, timeout=timeout)
+        if run.returncode != 0:
+            raise ClusterError(f"ray {args[0]} failed: {(run.stderr or run.stdout).strip().splitlines()[-1:]}")
+
+    try:
+        ray_cli("start", "--head", f"--port={port}", f"--temp-dir={temp_dir}", "--include-dashboard=false", *node)
+        for _ in range(nodes - 1):
+            ray_cli("start", f"--address=127.0.0.1:{port}", *node)
+        yield f"127.0.0.1:{port}"
+    finally:
+        ray = require_ray()
+        if ray.is_initialized():
+            ray.shutdown()
+        stop(processes_naming(temp_dir))
+        if old is None:
+            os.environ.pop("RAY_AUTH_MODE", None)
+        else:
+            os.environ["RAY_AUTH_MODE"] = old
