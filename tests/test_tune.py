@@ -624,14 +624,14 @@ def test_two_configurations_differing_by_an_option_alone_get_two_cubins(tmp_path
     """A tuned `-O2` under your own name and ptxas is swapped as its own cubin, never the file of yours (the files
     were named by PTX and ptxas alone: the A/B then ran one cubin in both arms)."""
     from ptxprobe.core.cache import Cache, sha256_text
-    from ptxprobe.tune.apply import build_swap
+    from ptxprobe.tune.apply import Assembler, build_swap
 
     ptx = _AXPY.replace("axpy", "scale_kernel")
     doc = _tuned_doc(ptx, sha256_text(ptx))
     rec = doc.kernels[0].to_json()
     rec["best"] = {**rec["user"], "options": ["-O0"], "machine_code_sha256": None}  # same name and ptxas as yours
-    mine = build_swap(ptx, "scale_kernel", "other", rec, "user", doc.ptxas, ["-lineinfo"], tmp_path, Cache())
-    tuned = build_swap(ptx, "scale_kernel", "other", rec, "best", doc.ptxas, ["-lineinfo"], tmp_path, Cache())
+    mine = build_swap(ptx, "scale_kernel", "other", rec, "user", Assembler.of(doc), tmp_path, Cache())
+    tuned = build_swap(ptx, "scale_kernel", "other", rec, "best", Assembler.of(doc), tmp_path, Cache())
     assert mine.cubin != tuned.cubin and mine.machine_code_sha256 != tuned.machine_code_sha256
     assert Path(mine.cubin).read_bytes() != Path(tuned.cubin).read_bytes()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ptxprobe import __version__
@@ -168,13 +168,11 @@ def _write_cubins(out: Path, pair: dict, cache: Cache) -> None:
             atomic_write(out / f"minimal-{role}.cubin", data)
 
 
-def reduce_request(req: Request, progress=None) -> Result:
-    """Reduce one input under the sweep's verdict (and ``--keep``); DIR written as it goes."""
-    started = time.monotonic()
+def _planned(req: Request, cache: Cache) -> tuple[Setup, Emitted, str]:
+    """The input emitted and the predicate set up: bad input (an expression, a name, a source) refused first."""
     keep = parse_keep(req.keep) if req.keep is not None else None  # a bad EXPR before any work
     if req.name is not None:
         validate_name(apply_template(req.name, "kernel"))
-    cache = Cache()
     src = source_of(req)
     emitted, entry = _emit(src, req, cache)
     spec = req.ptxas or ("nvcc" if src.kind == "cuda" else "triton")
@@ -183,67 +181,109 @@ def reduce_request(req: Request, progress=None) -> Result:
     setup = Setup(src, emitted.kernel, entry, emitted.arch, tool, tuple(req.flags), name_templates(entry, req.name),
                   defaults.repeats(emitted.arch), max(defaults.max_repeat, defaults.repeats(emitted.arch)),
                   defaults.confidence, keep, req.timeout)
-    identity = _identity(emitted, entry, setup, keep)
+    return setup, emitted, entry
+
+
+def _record_head(setup: Setup, emitted: Emitted, entry: str, identity: dict, start: str | None,
+                 earlier: dict) -> dict:
+    """What reduce.json says of the reduction before any step: input, ptxas, names, predicate, earlier runs."""
+    tool, keep = setup.tool, setup.keep
+    return {
+        "ptxprobe_version": __version__, "identity": identity, "input": emitted.kernel, "entry": entry,
+        "arch": setup.arch, "ptxas": {"version": tool.version, "sha256": tool.sha256, "path": tool.path},
+        "flags": list(setup.flags), "baseline_name": apply_template(setup.names[0], entry),
+        "renamed_name": apply_template(setup.names[1], entry),
+        "predicate": {"verdict": "the sweep's static verdict: the renamed name's machine_code_sha256 outputs "
+                                 "differ from the baseline's beyond ptxas's run-to-run spread",
+                      "rename_check": "the independent rename check passes", "keep": keep.text if keep else None,
+                      "repeat": setup.repeat, "max_repeat": setup.max_repeat, "confidence": setup.confidence},
+        "before": structure(emitted.ptx, entry), "resumed": bool(start),
+        "earlier_runs": earlier.get("earlier_runs", []) + ([_run_summary(earlier)] if earlier else []),
+    }
+
+
+@dataclass
+class _Reduction:
+    """One reduction as it goes: DIR rewritten (current.ptx, minimal.ptx, reduce.json) after every accepted step."""
+
+    out: Path
+    setup: Setup
+    entry: str
+    judge: Judge
+    cache: Cache
+    head: dict
+    started: float
+    ptx: str
+    steps: list = field(default_factory=list)
+    last: dict = field(default_factory=dict)
+
+    def counts(self) -> dict:
+        return {"ptxas_calls": self.judge.ptxas_calls, "cache_hits": self.judge.cache_hits,
+                "wall_seconds": round(time.monotonic() - self.started, 2)}
+
+    def persist(self, text: str, steps: list[Step], status: str = RUNNING, extra: dict | None = None) -> None:
+        """The best text so far, under the entry's name and the baseline's, and the record, written atomically."""
+        self.ptx, self.steps = text, steps
+        self.last = {**self.head, **(extra or {}), "status": status, "steps": [asdict(s) for s in steps],
+                     **self.counts(), "candidates": self.judge.candidates, "judgements": dict(self.judge.reasons),
+                     "after": structure(text, self.entry)}
+        baseline = apply_template(self.setup.names[0], self.entry)
+        minimal = text if baseline == self.entry else renamed_cached(text, self.entry, baseline, self.cache).ptx
+        atomic_write(self.out / CURRENT, text.encode())
+        atomic_write(self.out / MINIMAL, minimal.encode())
+        _write_record(self.out, self.last)
+
+    def no_difference(self, first: Judgement) -> Result:
+        """The input shows no name effect to reduce: ptxas's own failure is the tool's, anything else an answer."""
+        if first.why in ("baseline fails", "both names fail"):
+            raise ToolFailed(f"ptxas {self.setup.tool.version} fails on {self.setup.kernel} for {self.setup.arch}: "
+                             f"{first.error.splitlines()[0] if first.error else first.why}")
+        (self.out / CURRENT).unlink(missing_ok=True)
+        rec = {**self.head, "status": NO_DIFFERENCE, "why": first.why, **self.counts()}
+        _write_record(self.out, rec)
+        return Result(NO_DIFFERENCE, self.out, rec)
+
+    def run(self, req: Request, emitted: Emitted, progress) -> Result:
+        first = self.judge.judge([self.ptx])[0]
+        if not first.interesting:
+            return self.no_difference(first)
+
+        def on_step(text: str, steps: list[Step]) -> None:
+            self.persist(text, steps)
+            if progress is not None and steps:
+                progress(steps[-1])
+
+        outcome = reduce_ptx(self.ptx, self.entry, self.judge, batch=max(1, req.jobs // 2), on_step=on_step)
+        pair = _pair(self.judge.judge([outcome.ptx])[0], self.setup, self.cache)
+        _write_cubins(self.out, pair, self.cache)
+        extra = {"one_minimal": outcome.one_minimal, "rounds": outcome.rounds, "tests": outcome.tests,
+                 "dead_code_removed_with_each_candidate": outcome.cleanup, "minimal_pair": pair}
+        if req.ablate:
+            extra["ablation"] = {"minimal": as_json(ablate(outcome.ptx, self.setup, self.judge)),
+                                 "input": as_json(ablate(emitted.ptx, self.setup, self.judge))}
+        self.persist(outcome.ptx, list(outcome.steps), DONE, extra)
+        return Result(DONE, self.out, self.last)
+
+
+def reduce_request(req: Request, progress=None) -> Result:
+    """Reduce one input under the sweep's verdict (and ``--keep``); DIR written as it goes."""
+    started = time.monotonic()
+    cache = Cache()
+    setup, emitted, entry = _planned(req, cache)
+    identity = _identity(emitted, entry, setup, setup.keep)
     out = prepare_dir(Path(req.out))
     with writing_to(out), lock_dir(out):
         start, earlier = _resume(out, identity, req.fresh)
         pool = LocalExecutor(req.jobs)
-        judge = Judge(setup, pool, cache)
-        record = {
-            "ptxprobe_version": __version__, "identity": identity, "input": emitted.kernel, "entry": entry,
-            "arch": setup.arch, "ptxas": {"version": tool.version, "sha256": tool.sha256, "path": tool.path},
-            "flags": list(setup.flags), "baseline_name": apply_template(setup.names[0], entry),
-            "renamed_name": apply_template(setup.names[1], entry),
-            "predicate": {"verdict": "the sweep's static verdict: the renamed name's machine_code_sha256 outputs "
-                                     "differ from the baseline's beyond ptxas's run-to-run spread",
-                          "rename_check": "the independent rename check passes", "keep": keep.text if keep else None,
-                          "repeat": setup.repeat, "max_repeat": setup.max_repeat, "confidence": setup.confidence},
-            "before": structure(emitted.ptx, entry), "resumed": bool(start),
-            "earlier_runs": earlier.get("earlier_runs", []) + ([_run_summary(earlier)] if earlier else []),
-        }
-        state = {"ptx": start or emitted.ptx, "steps": []}
-
-        def persist(text: str, steps: list[Step], status: str = RUNNING, extra: dict | None = None) -> None:
-            state.update(ptx=text, steps=steps)
-            rec = {**record, **(extra or {}), "status": status, "steps": [asdict(s) for s in steps],
-                   "ptxas_calls": judge.ptxas_calls, "cache_hits": judge.cache_hits,
-                   "candidates": judge.candidates, "judgements": dict(judge.reasons),
-                   "wall_seconds": round(time.monotonic() - started, 2), "after": structure(text, entry)}
-            baseline = apply_template(setup.names[0], entry)
-            minimal = text if baseline == entry else renamed_cached(text, entry, baseline, cache).ptx
-            atomic_write(out / CURRENT, text.encode())
-            atomic_write(out / MINIMAL, minimal.encode())
-            _write_record(out, rec)
-            state["last"] = rec
-            if progress is not None and steps and status == RUNNING:
-                progress(steps[-1])
-
+        red = _Reduction(out, setup, entry, Judge(setup, pool, cache), cache,
+                         _record_head(setup, emitted, entry, identity, start, earlier), started, start or emitted.ptx)
         try:
-            first = judge.judge([state["ptx"]])[0]
-            if not first.interesting:
-                if first.why in ("baseline fails", "both names fail"):
-                    raise ToolFailed(f"ptxas {tool.version} fails on {emitted.kernel} for {setup.arch}: "
-                                     f"{first.error.splitlines()[0] if first.error else first.why}")
-                (out / CURRENT).unlink(missing_ok=True)
-                rec = {**record, "status": NO_DIFFERENCE, "why": first.why, "ptxas_calls": judge.ptxas_calls,
-                       "cache_hits": judge.cache_hits, "wall_seconds": round(time.monotonic() - started, 2)}
-                _write_record(out, rec)
-                return Result(NO_DIFFERENCE, out, rec)
-            outcome = reduce_ptx(state["ptx"], entry, judge, batch=max(1, req.jobs // 2), on_step=persist)
-            final = judge.judge([outcome.ptx])[0]
-            pair = _pair(final, setup, cache)
-            _write_cubins(out, pair, cache)
-            extra = {"one_minimal": outcome.one_minimal, "rounds": outcome.rounds, "tests": outcome.tests,
-                     "dead_code_removed_with_each_candidate": outcome.cleanup, "minimal_pair": pair}
-            if req.ablate:
-                extra["ablation"] = {"minimal": as_json(ablate(outcome.ptx, setup, judge)),
-                                     "input": as_json(ablate(emitted.ptx, setup, judge))}
-            persist(outcome.ptx, list(outcome.steps), DONE, extra)
+            result = red.run(req, emitted, progress)
             pool.shutdown()
-            return Result(DONE, out, state["last"])
+            return result
         except KeyboardInterrupt:
             pool.stop()
-            persist(state["ptx"], state["steps"], INTERRUPTED)
+            red.persist(red.ptx, red.steps, INTERRUPTED)
             raise
         except BaseException:
             pool.stop()

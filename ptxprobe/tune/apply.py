@@ -62,6 +62,19 @@ def tuned_by_entry(doc: TunedDocument) -> tuple[dict[str, dict], list[str]]:
     return out, notes
 
 
+@dataclass(frozen=True)
+class Assembler:
+    """What assembling a configuration again needs: the ptxas binaries by sha256 (where tune found each) and your
+    own flags. Tune's answer has both; a program's race has them before it has an answer."""
+
+    ptxas: dict
+    user_flags: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, doc: TunedDocument) -> Assembler:
+        return cls(doc.ptxas, tuple(doc.space.get("user_flags", [])))
+
+
 def ptxas_tool(ptxas: dict, sha256: str) -> Tool:
     """The ptxas of a tuned configuration, by its sha256 (the path tune recorded, checked again)."""
     rec = ptxas.get(sha256, {})
@@ -90,13 +103,13 @@ class Swap:
     compiled_as: str = ""  # the name ptxas assembled it under (the tuned name)
 
 
-def build_swap(ptx: str, entry: str, ptx_sha256: str, rec: dict, which: str, ptxas: dict, user_flags: list[str],
-               out: Path, cache: Cache, frontend: str | None = None) -> Swap:
+def build_swap(ptx: str, entry: str, ptx_sha256: str, rec: dict, which: str, assembler: Assembler, out: Path,
+               cache: Cache, frontend: str | None = None) -> Swap:
     """``which`` ('best' or 'user') configuration of a tuned record applied to the program's own PTX; for a CuTe
     DSL kernel, assembled under the tuned name and loaded under its own (``binary.symbols.respelled``)."""
     cfg = rec[which]
-    tool = ptxas_tool(ptxas, cfg["ptxas_sha256"])
-    flags = (*user_flags, *cfg["options"])
+    tool = ptxas_tool(assembler.ptxas, cfg["ptxas_sha256"])
+    flags = (*assembler.user_flags, *cfg["options"])
     name, renamed = template_ptx(ptx, entry, cfg["name_template"])
     text = renamed.ptx
     art = assemble(text, _arch_of(ptx), tool, tuple(flags), cache=cache)
@@ -176,8 +189,8 @@ def apply_program(doc: TunedDocument, argv: list[str], out: Path, *, rounds: int
     for k in matched:
         ptx = (out / "capture" / k.ptx).read_text()
         for arm, which in (("tuned", "best"), ("yours", "user")):
-            swaps[arm].append(build_swap(ptx, k.entry, k.ptx_sha256, tuned[k.entry], which, doc.ptxas,
-                                         doc.space.get("user_flags", []), arms_dir, cache, k.frontend))
+            swaps[arm].append(build_swap(ptx, k.entry, k.ptx_sha256, tuned[k.entry], which, Assembler.of(doc),
+                                         arms_dir, cache, k.frontend))
     bad = [s for s in swaps["tuned"] if not s.verified]
     if bad:
         raise ToolFailed(f"{bad[0].entry}: the program's PTX is the one tune timed, yet its cubin's machine code is "

@@ -34,7 +34,7 @@ from ptxprobe.tune.answer import (
     kernel_answer,
     static_answer,
 )
-from ptxprobe.tune.apply import build_swap, program_env, write_arm
+from ptxprobe.tune.apply import Assembler, build_swap, program_env, write_arm
 from ptxprobe.tune.proof import Proof, proved
 from ptxprobe.tune.prune import Candidate, Pruned, arranged, prune
 from ptxprobe.tune.race import RacePlan, race
@@ -84,7 +84,7 @@ def captured_sources(argv: list[str], out: Path, timeout: float, arch: str | Non
     return kernels, UserKernels(ptx=files)
 
 
-def race_program(static: dict[tuple, Pruned], kernels: list, doc: dict, race_: ProgramRace, out: Path,
+def race_program(static: dict[tuple, Pruned], kernels: list, assembler: Assembler, race_: ProgramRace, out: Path,
                  cache: Cache, log=lambda text: None) -> tuple[list[dict], bool]:
     """Each captured kernel with something to race, raced inside the program: its tuned.json records, and whether
     an interrupt (Ctrl-C) ended the race (the kernels raced by then keep the rungs they completed)."""
@@ -110,7 +110,7 @@ def race_program(static: dict[tuple, Pruned], kernels: list, doc: dict, race_: P
             records.append(static_answer(pruned, target))
             continue
         try:
-            rec = _race_kernel(pruned, contenders, k, doc, race_, out, cache, log)
+            rec = _race_kernel(pruned, contenders, k, assembler, race_, out, cache, log)
         except KeyboardInterrupt:  # before its arms were built: this kernel and the rest keep their static answers
             return records + _static_records([p for _, p in items[i:]], NOT_RACED_INTERRUPTED), True
         records.append(rec)
@@ -152,7 +152,7 @@ def _captured(pruned: Pruned, kernels: list):
     return next((k for k in kernels if k.entry == pruned.user.name), None)
 
 
-def program_arms(pruned: Pruned, contenders: list[Candidate], k, doc: dict, out: Path, cache: Cache
+def program_arms(pruned: Pruned, contenders: list[Candidate], k, assembler: Assembler, out: Path, cache: Cache
                  ) -> tuple[Path, dict[str, str], dict, dict[str, str]]:
     """Each configuration assembled from the captured PTX into an arm the capture hook swaps into the program:
     (the arms' folder, label -> arm id, label -> arm, label -> why it cannot be loaded). The user's must load;
@@ -164,7 +164,7 @@ def program_arms(pruned: Pruned, contenders: list[Candidate], k, doc: dict, out:
     for c in [pruned.user, *contenders]:
         try:
             swap = build_swap(ptx, k.entry, k.ptx_sha256, {"config": c.to_json(), "ptx_sha256": k.ptx_sha256},
-                              "config", doc["ptxas"], doc["user_flags"], arms_dir, cache, k.frontend)
+                              "config", assembler, arms_dir, cache, k.frontend)
         except SpecError as exc:  # the name found outside the cubin's string tables (``loadable`` prunes the lengths)
             if c.is_user:
                 raise
@@ -177,10 +177,10 @@ def program_arms(pruned: Pruned, contenders: list[Candidate], k, doc: dict, out:
     return arms_dir, ids, arms, unswappable
 
 
-def _race_kernel(pruned: Pruned, contenders: list[Candidate], k, doc: dict, race_: ProgramRace, out: Path,
+def _race_kernel(pruned: Pruned, contenders: list[Candidate], k, assembler: Assembler, race_: ProgramRace, out: Path,
                  cache: Cache, log) -> dict:
     started = time.perf_counter()
-    arms_dir, ids, arms, unswappable = program_arms(pruned, contenders, k, doc, out, cache)
+    arms_dir, ids, arms, unswappable = program_arms(pruned, contenders, k, assembler, out, cache)
     contenders = [c for c in contenders if c.label not in unswappable]
     env = program_env(arms_dir, race_.arch)
     seconds, calls = [0.0], []  # every call's runs, the gate's first: what the standings are computed from
@@ -285,10 +285,11 @@ def run_program_tune(req: TuneRequest, race_: ProgramRace, progress: bool = Fals
     plan = plan_tune(replace(req, kernels=sources, run=False))
     outcome, static, ptxas = static_pruning(plan, cache, progress)
     static = {key: loadable(p, kernels, plan.space) for key, p in static.items()}
-    doc = {"ptxas": ptxas, "user_flags": plan.space.to_json().get("user_flags", [])}
+    assembler = Assembler(ptxas, tuple(plan.space.user_flags))
     why_static = static_only(outcome, req.run)
-    records, race_interrupted = (race_program(static, kernels, doc, race_, out, cache, notify) if why_static is None
-                                 else (_static_records(list(static.values())), False))
+    records, race_interrupted = (
+        race_program(static, kernels, assembler, race_, out, cache, notify) if why_static is None
+        else (_static_records(list(static.values())), False))
     records = adjusted_over_kernels(records, race_.plan.margin)  # the program's kernels are one family
     return finish(plan, outcome, ptxas, records, gpu=gpu_facts(), why_static=why_static,
                   race_interrupted=race_interrupted, race_plan=None if why_static else asdict(race_.plan),
