@@ -126,6 +126,23 @@ def records() -> str:
     return "\n".join(out).rstrip()
 
 
+def api_surface() -> str:
+    """The names ptxprobe.api exports beyond its calls, where each lives and the first line of what it says."""
+    import inspect
+
+    from ptxprobe import api
+
+    rows = ["| name | is | what it is |", "|---|---|---|"]
+    for name in sorted(api.SURFACE, key=str.lower):
+        module, attr = api.surface_target(name)
+        value = getattr(api, name)
+        where = f"`{module}`" if attr is None else f"`{module}.{attr}`"
+        doc = inspect.getdoc(value) if (inspect.ismodule(value) or callable(value)) else None
+        first = " ".join((doc or "a constant").split("\n\n")[0].split())
+        rows.append(f"| `{name}` | {where} | {_cell(first[:160] + ('…' if len(first) > 160 else ''))} |")
+    return "\n".join(rows)
+
+
 def _fields_table(cls, skip: tuple[str, ...] = ()) -> str:
     rows = ["| key | default |", "|---|---|"]
     for f in dataclasses.fields(cls):
@@ -247,6 +264,7 @@ BLOCKS = {
     "spec.md": {"sweep-defaults": sweep_defaults, "run-defaults": run_defaults,
                 "timing-defaults": timing_defaults, "launch-keys": launch_keys},
     "gpu-method.md": {"method-constants": method_constants},
+    "api.md": {"surface": api_surface},
     "development.md": {"cache-stages": cache_stages, "package-layout": package_layout},
 }
 

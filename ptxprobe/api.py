@@ -8,10 +8,16 @@
 
 Every heavy import (the sweep's toolchain, pandas, torch) happens inside the call that needs it, so that
 ``from ptxprobe import api`` stays cheap. docs/api.md documents the records and the errors.
+
+Beyond these calls, ``SURFACE`` declares what else of the package a script may use (our own study, under
+experiments/, imports nothing else): the statistics, run directories, toolchain, PTX and cubin readers, the GPU
+timing and calibration, tune's race, each by the name it is exported under, loaded when first asked for
+(``from ptxprobe.api import stats, RunDir``). docs/api.md lists them, generated from this table.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
@@ -26,7 +32,96 @@ if TYPE_CHECKING:
     from ptxprobe.static.experiment import Experiment
     from ptxprobe.static.sweep import SweepOutcome
 
-__all__ = ["compare", "make_experiment", "open_run", "sweep", "time_callable", "time_callables"]
+CALLS = ["compare", "make_experiment", "open_run", "sweep", "time_callable", "time_callables"]
+# name -> "module" (the same name there), "module:attr" (exported under another name), "module:" (the module itself)
+SURFACE: dict[str, str] = {
+    # stats
+    "EQUIVALENCE_MARGIN": "ptxprobe.stats.paired", "FASTER": "ptxprobe.stats.paired",
+    "IDENTICAL_CODE": "ptxprobe.stats.paired", "Interval": "ptxprobe.stats.paired", "SLOWER": "ptxprobe.stats.paired",
+    "VERDICT_RULE": "ptxprobe.stats.paired", "clock_slope": "ptxprobe.stats.regime",
+    "cp_lower": "ptxprobe.stats.bounds", "cp_upper": "ptxprobe.stats.bounds", "serial": "ptxprobe.stats.serial:",
+    "stats": "ptxprobe.stats.paired:",
+    # runs
+    "RunDir": "ptxprobe.runs.rundir",
+    # core
+    "Cache": "ptxprobe.core.cache", "MANIFEST": "ptxprobe.core.store", "atomic_write": "ptxprobe.core.cache",
+    "local_cluster": "ptxprobe.core.cluster", "problem_label": "ptxprobe.core.display",
+    "read_log": "ptxprobe.core.store", "run_tool": "ptxprobe.core.proc", "sha256_file": "ptxprobe.core.cache",
+    "sha256_text": "ptxprobe.core.cache",
+    # toolchain
+    "assemble": "ptxprobe.toolchain.assemble", "discover": "ptxprobe.toolchain.tools",
+    "find_tool": "ptxprobe.toolchain.tools", "scan_ptxas": "ptxprobe.toolchain.scan:scan",
+    "select_ptxas": "ptxprobe.toolchain.tools", "toolchain": "ptxprobe.toolchain.tools:",
+    "triton_ptxas": "ptxprobe.toolchain.tools", "version_key": "ptxprobe.toolchain.tools",
+    # ptx
+    "TRIGGER": "ptxprobe.ptx.rename", "apply_template": "ptxprobe.ptx.rename", "entries_of": "ptxprobe.ptx.text",
+    "entry_of": "ptxprobe.ptx.text", "entry_params": "ptxprobe.ptx.text", "loops_of": "ptxprobe.ptx.plant",
+    "rename_entries": "ptxprobe.ptx.rename", "rename_entry": "ptxprobe.ptx.rename",
+    # binary
+    "Listing": "ptxprobe.binary.sass", "diff_listings": "ptxprobe.binary.diff",
+    "parse_nvdisasm": "ptxprobe.binary.sass", "read_cubin": "ptxprobe.binary.cubin",
+    # sources
+    "Problem": "ptxprobe.sources.registry", "RegisteredSource": "ptxprobe.sources",
+    "STAGE": "ptxprobe.sources.library", "extract_library": "ptxprobe.sources.library:extract",
+    "family": "ptxprobe.sources.registry", "registry": "ptxprobe.sources.registry:", "sources_of": "ptxprobe.sources",
+    "specialize": "ptxprobe.sources.triton",
+    # static
+    "DIFFERS": "ptxprobe.static.verdicts", "arch_order": "ptxprobe.static.verdicts",
+    "experiment_from_dict": "ptxprobe.static.experiment", "load_experiment": "ptxprobe.static.experiment",
+    "override": "ptxprobe.static.experiment", "recorded_axes": "ptxprobe.static.experiment",
+    "run_sweep": "ptxprobe.static.sweep",
+    # gpu
+    "AA_LABELS": "ptxprobe.gpu.calibrate", "CLOCK_STEP_MHZ": "ptxprobe.gpu.sustained",
+    "CRITERIA": "ptxprobe.gpu.calibrate", "CudaKernel": "ptxprobe.gpu.launchers", "Nvml": "ptxprobe.gpu.timing",
+    "PairGraph": "ptxprobe.gpu.graphs", "RunConfig": "ptxprobe.gpu.plan", "SIZE_RULE": "ptxprobe.gpu.calibrate",
+    "Sampled": "ptxprobe.gpu.timing", "TimingPlan": "ptxprobe.gpu.timing", "Unit": "ptxprobe.gpu.graphs",
+    "cubin_for": "ptxprobe.gpu.launchers", "device_arch": "ptxprobe.gpu.device", "gpu_info": "ptxprobe.gpu.device",
+    "launch_ms": "ptxprobe.gpu.graphs", "look_halfwidths": "ptxprobe.gpu.timing",
+    "look_rounds": "ptxprobe.gpu.timing", "names_compared": "ptxprobe.gpu.calibrate",
+    "order_batches": "ptxprobe.gpu.timing", "paired_readings": "ptxprobe.gpu.timing",
+    "pooled_calibration": "ptxprobe.gpu.calibrate:pooled", "registered_workload": "ptxprobe.gpu.workload",
+    "run_config": "ptxprobe.gpu.plan", "stop_reason": "ptxprobe.gpu.timing",
+    "summarize_calibration": "ptxprobe.gpu.calibrate:summarize", "time_block": "ptxprobe.gpu.timing",
+    "triton_compiled": "ptxprobe.gpu.launchers", "unit_for": "ptxprobe.gpu.timing",
+    "with_cubin": "ptxprobe.gpu.launchers",
+    # capture
+    "ProgramRun": "ptxprobe.capture.ab:Run", "compare_program_runs": "ptxprobe.capture.ab:compare",
+    # tune
+    "CONFIRMED": "ptxprobe.tune.proof", "Candidate": "ptxprobe.tune.prune", "RACED_FAMILY": "ptxprobe.tune.race",
+    "RacePlan": "ptxprobe.tune.race", "RaceResult": "ptxprobe.tune.race", "Standing": "ptxprobe.tune.race",
+    "chosen": "ptxprobe.tune.answer", "compare_arms": "ptxprobe.tune.apply", "judged": "ptxprobe.tune.race",
+    "prediction_check": "ptxprobe.tune.apply", "proved": "ptxprobe.tune.proof",
+    "race_candidates": "ptxprobe.tune.race:race", "race_logs": "ptxprobe.tune.program",
+    "rung_level": "ptxprobe.tune.race", "standing": "ptxprobe.tune.race",
+    # reduce
+    "holds": "ptxprobe.reduce.keep", "parse_keep": "ptxprobe.reduce.keep",
+    "ptx_structure": "ptxprobe.reduce.remains:structure", "with_baseline_fields": "ptxprobe.reduce.keep",
+    # reports
+    "repro": "ptxprobe.reports.repro:",
+}
+__all__ = [*CALLS, *SURFACE]
+
+
+def surface_target(name: str) -> tuple[str, str | None]:
+    """(module, attribute) a surface name stands for; attribute None: the module itself."""
+    module, _, attr = SURFACE[name].partition(":")
+    return module, (attr or None) if ":" in SURFACE[name] else name
+
+
+def __getattr__(name: str):
+    """A surface name, imported when first asked for (``from ptxprobe.api import stats`` loads ptxprobe.stats.paired
+    then, not when ``ptxprobe.api`` is imported)."""
+    if name not in SURFACE:
+        raise AttributeError(f"module 'ptxprobe.api' has no attribute {name!r}")
+    module, attr = surface_target(name)
+    value = importlib.import_module(module)
+    value = value if attr is None else getattr(value, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *SURFACE})
 
 
 def _axis_value(axis: str, value) -> object:

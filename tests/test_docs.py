@@ -27,11 +27,9 @@ def test_generated_docs_are_current():
 
 
 def test_the_docs_check_can_fail(tmp_path, monkeypatch):
-    """A planted change to a generated default, a column and an option is seen."""
+    """A planted change to a generated default, a column, an option, a layout row and a surface name is seen."""
     mod = _generator()
-    for page in ("gpu-method.md", "schema.md", "cli.md", "development.md"):
-        (tmp_path / page).write_text((ROOT / "docs" / page).read_text())
-    for page in ("spec.md",):
+    for page in {"cli.md", *mod.BLOCKS}:  # every page the generator writes
         (tmp_path / page).write_text((ROOT / "docs" / page).read_text())
     monkeypatch.setattr(mod, "DOCS", tmp_path)
     assert mod.main(["--check"]) == 0
@@ -39,7 +37,9 @@ def test_the_docs_check_can_fail(tmp_path, monkeypatch):
                            ("schema.md", "- `verdict` (str, always set)", "- `verdict` (str)"),
                            ("cli.md", "| `--timeout` | TIMEOUT | `600.0` |", "| `--timeout` | TIMEOUT | `60.0` |"),
                            ("development.md", "| `registry-index` | `kernels`, `triton`, `env` |",
-                            "| `registry-index` | `kernels`, `triton` |")):
+                            "| `registry-index` | `kernels`, `triton` |"),
+                           ("api.md", "| `RunDir` | `ptxprobe.runs.rundir.RunDir` |",
+                            "| `RunDir` | `ptxprobe.runs.RunDir` |")):
         path = tmp_path / page
         good = path.read_text()
         assert old in good, (page, old)

@@ -89,3 +89,32 @@ def test_the_study_and_the_tools_tests_stay_apart():
     tool_tests = [p for p in sorted((root / "tests").glob("*.py")) if "experiments" in _imported_tops(p)]
     assert not study, f"experiments/ imports tests: {[str(p.relative_to(root)) for p in study]}"
     assert not tool_tests, f"tool tests import experiments: {[str(p.relative_to(root)) for p in tool_tests]}"
+
+
+def _package_imports(path) -> set[str]:
+    """The ptxprobe modules a file imports, anywhere in it (ast)."""
+    import ast
+
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "ptxprobe"}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "ptxprobe":
+            found |= {f"{node.module}.{a.name}" if node.module == "ptxprobe" else node.module for a in node.names}
+    return found
+
+
+def test_the_study_uses_the_package_through_its_declared_surface():
+    """experiments/ imports ptxprobe.api and ptxprobe.records alone (what it needs beyond the calls is declared in
+    api.SURFACE, documented in docs/api.md), and every name declared there resolves. Seen failing on a study module
+    importing ptxprobe.stats directly."""
+    from ptxprobe import api
+
+    root = graph.PACKAGE.parent
+    outside = {str(p.relative_to(root)): sorted(m for m in _package_imports(p) if m not in ("ptxprobe.api",
+               "ptxprobe.records") and not m.startswith("ptxprobe.records."))
+               for p in sorted((root / "experiments").rglob("*.py"))}
+    assert not {p: m for p, m in outside.items() if m}, "experiments/ imports the package outside its surface"
+    assert all(getattr(api, name) is not None for name in api.SURFACE)
+    assert set(api.__all__) == {*api.CALLS, *api.SURFACE}
+

@@ -19,11 +19,7 @@ import numpy as np
 
 from experiments.analysis import stopping_simulation as sim
 from experiments.analysis.static_runs import results_dir
-from ptxprobe.gpu.calibrate import AA_LABELS
-from ptxprobe.gpu.timing import Sampled, paired_readings
-from ptxprobe.runs.rundir import RunDir
-from ptxprobe.stats import paired as stats
-from ptxprobe.stats.regime import clock_slope
+from ptxprobe.api import AA_LABELS, RunDir, Sampled, clock_slope, paired_readings, stats
 
 RUNS = ("2026-12-03-h200-defaults", "2026-12-03-h200-defaults-repro", "2026-12-04-h200-defaults",
         "2026-12-04-h200-defaults-repro", "2026-12-04-h200-defaults-sized-plants", "2026-12-05-h100-defaults",

@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ptxprobe.capture.ab import Run, compare
-from ptxprobe.stats import paired as stats
+from ptxprobe.api import ProgramRun as Run
+from ptxprobe.api import compare_program_runs as compare
+from ptxprobe.api import stats
 
 
 def _bench_rows(paths: list[Path]) -> pd.DataFrame:

@@ -11,10 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ptxprobe.core.display import problem_label
-from ptxprobe.runs.rundir import RunDir
-from ptxprobe.stats import paired as stats
-from ptxprobe.stats import serial
+from ptxprobe.api import RunDir, problem_label, serial, stats
 
 NAME_COLUMNS = ["group_id", "kernel", "problem", "run_ptxas_version", "name_template", "ratio_vs_baseline",
                 "ratio_ci_low", "ratio_ci_high", "runtime_verdict", "q_value", "rounds", "registers",
@@ -39,7 +36,8 @@ GOALS = {"aa_halfwidth_median_max": 0.001, "aa_halfwidth_max_max": 0.0025, "gpu_
 def goal_figures(run_dir: str | Path) -> dict:
     """A run's figures against the GPU measurement's goals, recomputed from its groups.jsonl: the calibration summary,
     GPU seconds scaled to 48 groups, and each goal met or not."""
-    from ptxprobe.gpu.calibrate import CRITERIA, summarize
+    from ptxprobe.api import CRITERIA
+    from ptxprobe.api import summarize_calibration as summarize
 
     c = summarize(RunDir(run_dir).groups)
     per48 = c["gpu_seconds"] / c["groups"] * 48
@@ -57,7 +55,7 @@ def goal_figures(run_dir: str | Path) -> dict:
 def pooled_calibration(run_dirs: list[str | Path]) -> dict:
     """Several runs' calibrations counted together (``gpu.calibrate.pooled``): the pooled A/A false-positive rate
     and each plant's power with their Clopper-Pearson one-sided 95 % bounds, and each run's own beside them."""
-    from ptxprobe.gpu.calibrate import pooled
+    from ptxprobe.api import pooled_calibration as pooled
 
     return pooled([RunDir(d).groups for d in run_dirs])
 
@@ -157,7 +155,7 @@ def throttling(run_dir: str | Path) -> pd.DataFrame:
 
 def compared_series(base: dict, row: dict) -> tuple[list, list]:
     """The two series of stored rows (baseline, other) their comparison paired (see ``stats.pair_series``)."""
-    from ptxprobe.stats import paired as stats
+    from ptxprobe.api import stats
 
     b, r = base["samples"], row["samples"]
     return stats.pair_series(base["label"], b["times_ms"], b.get("partners"), row["label"], r["times_ms"],
@@ -168,7 +166,7 @@ def resequenced(run_dir: str | Path, min_rounds: int = 20, batch: int = 10,
                 margin: float = stats.EQUIVALENCE_MARGIN) -> pd.DataFrame:
     """The name comparisons recomputed from the raw per-round times at the sequential (look-adjusted) level:
     what the committed plain-95 % verdicts become under the rule the runs now use."""
-    from ptxprobe.stats import paired as stats
+    from ptxprobe.api import stats
 
     recs = RunDir(run_dir).runtime_log
     base = {r["group_id"]: r for r in recs if r.get("block") == "names" and r.get("is_baseline")}
@@ -196,7 +194,7 @@ def _names_blocks(run_dir: str | Path) -> dict[str, dict[str, dict]]:
 def block_pairs(rec: dict, templates: list[str]) -> list[tuple[str, str]]:
     """The names block's compared pairs of a group record: as recorded (``compared``: names, A/A and the plants
     timed in the block), else as the earlier runs drew them (names and A/A; their plants had a block of their own)."""
-    from ptxprobe.gpu.calibrate import names_compared
+    from ptxprobe.api import names_compared
 
     if "compared" in rec:
         return [tuple(p) for p in rec["compared"]]
@@ -215,8 +213,7 @@ def stopping_replay(run_dir: str | Path) -> pd.DataFrame:
     rule and the run's recorded plan: where the rule stops (and why) against where the block did stop."""
     from dataclasses import replace
 
-    from ptxprobe.gpu.plan import run_config
-    from ptxprobe.gpu.timing import TimingPlan, look_halfwidths, look_rounds, stop_reason
+    from ptxprobe.api import TimingPlan, look_halfwidths, look_rounds, run_config, stop_reason
 
     rd = RunDir(run_dir)
     stated = run_config(rd.manifest["experiment"].get("run")).timing
@@ -258,7 +255,7 @@ def _aa_pairs(run_dir: str | Path):
 def aa_halfwidth_by_interval(run_dir: str | Path, min_rounds: int = 20, batch: int = 10) -> pd.DataFrame:
     """Each group's A/A half-width recomputed from its raw rounds with both interval methods at the level the
     run's looks left: how much of a change between runs is the interval's and how much the card's."""
-    from ptxprobe.stats import paired as stats
+    from ptxprobe.api import stats
 
     rows = []
     for gid, aa1, aa2 in _aa_pairs(run_dir):
@@ -293,7 +290,7 @@ def aa_clock_normalised(run_dir: str | Path) -> pd.DataFrame:
     """Per group, the A/A 95 % half-width of the raw times and of times x the SM clock NVML read with each sample."""
     import numpy as np
 
-    from ptxprobe.stats import paired as stats
+    from ptxprobe.api import stats
 
     rows = []
     for gid, a, b in _aa_pairs(run_dir):
@@ -362,10 +359,7 @@ def first_in_replay(run_dir: str | Path) -> pd.DataFrame:
     """
     import numpy as np
 
-    from ptxprobe.gpu.calibrate import AA_LABELS
-    from ptxprobe.gpu.plan import run_config
-    from ptxprobe.gpu.timing import order_batches
-    from ptxprobe.static.experiment import experiment_from_dict, recorded_axes
+    from ptxprobe.api import AA_LABELS, experiment_from_dict, order_batches, recorded_axes, run_config
 
     d = RunDir(run_dir)
     exp = experiment_from_dict(recorded_axes(d.manifest))

@@ -22,7 +22,7 @@ from collections import Counter
 import numpy as np
 
 from experiments.analysis import stopping_simulation as sim
-from ptxprobe.stats import paired as stats
+from ptxprobe.api import stats
 
 OUT = sim.ROOT / "experiments" / "results" / "2026-12-05-cpu-margin-rule" / "verdicts.json"
 TRUE_RATIOS = (1.0, 1.003, 1.004, 1.0045, 1.01)

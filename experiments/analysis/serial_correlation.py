@@ -35,9 +35,7 @@ import numpy as np
 
 from experiments.analysis import stopping_simulation as sim
 from experiments.analysis.gpu_runs import name_series
-from ptxprobe.gpu.timing import look_rounds, stop_reason
-from ptxprobe.stats import paired as stats
-from ptxprobe.stats import serial
+from ptxprobe.api import look_rounds, serial, stats, stop_reason
 
 OUT = sim.ROOT / "experiments" / "results" / "2026-12-05-cpu-serial-correlation"
 RUNS = ("2026-12-03-h200-defaults", "2026-12-03-h200-defaults-repro", *sim.DEFAULT_RUNS)

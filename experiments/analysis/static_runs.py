@@ -12,12 +12,7 @@ import pandas as pd
 
 from experiments import RESULTS
 from experiments.analysis import superseded
-from ptxprobe.core.display import problem_label
-from ptxprobe.core.store import MANIFEST
-from ptxprobe.runs.rundir import RunDir
-from ptxprobe.static.verdicts import DIFFERS
-from ptxprobe.stats.paired import Interval
-from ptxprobe.toolchain.tools import version_key
+from ptxprobe.api import DIFFERS, MANIFEST, Interval, RunDir, problem_label, version_key
 
 
 def results_dir(name: str) -> Path:

@@ -72,9 +72,15 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from ptxprobe.gpu.timing import TimingPlan, look_rounds, order_batches, stop_reason  # noqa: E402
-from ptxprobe.stats import paired as stats  # noqa: E402
-from ptxprobe.stats.bounds import cp_lower, cp_upper  # noqa: E402
+from ptxprobe.api import (  # noqa: E402
+    TimingPlan,
+    cp_lower,
+    cp_upper,
+    look_rounds,
+    order_batches,
+    stats,
+    stop_reason,
+)
 
 LEVEL = 0.95
 CI = 0.95  # the coverage and false-positive intervals: two-sided exact, each end one-sided at (1 + CI) / 2
@@ -120,15 +126,14 @@ class Measured:
 
 def study_plan() -> TimingPlan:
     """The every-default study's timing plan, as its experiment file states it."""
-    from ptxprobe.gpu.plan import run_config
-    from ptxprobe.static.experiment import load_experiment
+    from ptxprobe.api import load_experiment, run_config
 
     return run_config(load_experiment(str(ROOT / "experiments" / "definitions" / "h200_defaults.toml")).run).timing
 
 
 def _aa_series(runs: tuple[str, ...]) -> list[np.ndarray]:
     from experiments.analysis.gpu_runs import _names_blocks, compared_series
-    from ptxprobe.gpu.calibrate import AA_LABELS
+    from ptxprobe.api import AA_LABELS
 
     out = []
     for run in runs:

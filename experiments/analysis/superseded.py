@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ptxprobe.stats.paired import FASTER, SLOWER, Interval
+from ptxprobe.api import FASTER, SLOWER, Interval
 
 NO_DIFFERENCE = "no_difference"
 

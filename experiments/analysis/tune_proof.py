@@ -24,10 +24,8 @@ import numpy as np
 
 from experiments.analysis import margin_rule
 from experiments.analysis import stopping_simulation as sim
-from ptxprobe.tune.answer import chosen
-from ptxprobe.tune.proof import CONFIRMED, proved
-from ptxprobe.tune.prune import Candidate
-from ptxprobe.tune.race import RacePlan, race
+from ptxprobe.api import CONFIRMED, Candidate, RacePlan, chosen, proved
+from ptxprobe.api import race_candidates as race
 
 OUT = sim.ROOT / "experiments" / "results" / "2026-12-05-cpu-tune-proof"
 FIELDS = {  # label -> true ratio (candidate faster when > 1); the user's configuration is 1

@@ -59,7 +59,7 @@ def variant_label(v: dict) -> str:
 
 
 def _problem(seq_len: int, small: bool = False):
-    from ptxprobe.sources.registry import Problem
+    from ptxprobe.api import Problem
 
     if small:  # batch x heads a multiple of 16, as in the timed problems: one specialisation, compiled once
         return Problem(batch=2, heads=8, seq_len=seq_len)
@@ -68,7 +68,7 @@ def _problem(seq_len: int, small: bool = False):
 
 def _launcher(family: str, spec, problem, inputs, grid_mode: str, knobs: dict | None, sms: int):
     """A zero-argument launch of the family's kernel on ``inputs`` (grid: persistent, short, classic)."""
-    from ptxprobe.sources.registry import family as get_family
+    from ptxprobe.api import family as get_family
 
     fam = get_family(family)
     args = fam.launch_args(spec, problem, inputs, **knobs) if knobs else fam.launch_args(spec, problem, inputs)
@@ -109,7 +109,7 @@ def check_group(dtype: str, quick: bool) -> list[dict]:
     """Correctness of every variant of one dtype against float64, at small problems and several grids."""
     import torch
 
-    from ptxprobe.sources.registry import family
+    from ptxprobe.api import family
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rows = []
@@ -145,7 +145,7 @@ def bench_group(dtype: str, quick: bool, only: list[str], rounds: int, seq_lens=
     """Throughput of every variant and of the baselines, per (head dim, causal, N), rounds in random order."""
     import torch
 
-    from ptxprobe.sources.registry import family
+    from ptxprobe.api import family
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     rng = random.Random(0)

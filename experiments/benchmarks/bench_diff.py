@@ -13,26 +13,30 @@ from __future__ import annotations
 import json
 import time
 
-from ptxprobe.binary.diff import diff_listings
-from ptxprobe.binary.sass import Listing, parse_nvdisasm
-from ptxprobe.core.cache import Cache
-from ptxprobe.core.proc import run_tool
-from ptxprobe.ptx import rename
-from ptxprobe.sources import RegisteredSource
-from ptxprobe.toolchain import assemble
-from ptxprobe.toolchain import tools as toolchain
+from ptxprobe.api import (
+    Cache,
+    Listing,
+    RegisteredSource,
+    assemble,
+    diff_listings,
+    find_tool,
+    parse_nvdisasm,
+    rename_entry,
+    run_tool,
+    triton_ptxas,
+)
 
 
 def listing_text(cubin_path: str) -> str:
-    tool = toolchain.find_tool("nvdisasm")
+    tool = find_tool("nvdisasm")
     return run_tool([tool.path, "-hex", "-c", cubin_path]).stdout
 
 
 def main() -> None:
     e = RegisteredSource("attention_persistent", "fp16", 128, True, "default").emit("sm_100a", Cache())
-    tool = toolchain.triton_ptxas("sm_100a")
-    a = assemble.assemble(e.ptx, "sm_100a", tool)
-    b = assemble.assemble(rename.rename_entry(e.ptx, e.entry, "cutlass_" + e.entry).ptx, "sm_100a", tool)
+    tool = triton_ptxas("sm_100a")
+    a = assemble(e.ptx, "sm_100a", tool)
+    b = assemble(rename_entry(e.ptx, e.entry, "cutlass_" + e.entry).ptx, "sm_100a", tool)
     t = time.perf_counter()
     ta, tb = listing_text(a.cubin_path), listing_text(b.cubin_path)
     t_nvdisasm = time.perf_counter() - t

@@ -28,11 +28,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ptxprobe.core.cache import Cache, sha256_file
-from ptxprobe.ptx.rename import apply_template, rename_entries
-from ptxprobe.ptx.text import entries_of
-from ptxprobe.sources.library import STAGE, extract
-from ptxprobe.toolchain.tools import discover, select_ptxas
+from ptxprobe.api import STAGE, Cache, apply_template, discover, entries_of, rename_entries, select_ptxas, sha256_file
+from ptxprobe.api import extract_library as extract
 
 NAMES = "{base},cutlass_{base},xutlass_{base}"
 

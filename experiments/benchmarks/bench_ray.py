@@ -29,8 +29,7 @@ def self_cpu() -> float:
 
 
 def timed_sweep(exp, out: Path, **kw) -> dict:
-    from ptxprobe.core.cache import Cache
-    from ptxprobe.static.sweep import run_sweep
+    from ptxprobe.api import Cache, run_sweep
 
     cpu, t = self_cpu(), time.perf_counter()
     res = run_sweep(exp, out, cache=Cache(enabled=False), progress=False, **kw)
@@ -49,8 +48,7 @@ def main() -> None:
     import ray
 
     from experiments import definition
-    from ptxprobe.core.cluster import local_cluster
-    from ptxprobe.static.experiment import load_experiment, override
+    from ptxprobe.api import load_experiment, local_cluster, override
 
     exp = override(load_experiment(definition("repro_small")), {"repeat": args.repeat, "causal": [False, True]})
     runs: dict[str, dict] = {}

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import os
 
-from ptxprobe.toolchain.scan import scan
-from ptxprobe.toolchain.tools import discover
+from ptxprobe.api import discover
+from ptxprobe.api import scan_ptxas as scan
 
 if __name__ == "__main__":
     out = []

@@ -61,8 +61,7 @@ def main() -> None:
         warm_wall, warm_cpu, rc_warm = (median([w[i] for w in warm]) for i in range(3))
         rows = [json.loads(x) for x in (Path(d) / "warm0" / "results.jsonl").read_text().splitlines()]
     # the same verdicts with the fixed repeats the default experiment used before (3 runs, 5 on sm_100a/sm_120a)
-    from ptxprobe.sources import sources_of
-    from ptxprobe.static.experiment import load_experiment
+    from ptxprobe.api import load_experiment, sources_of
 
     exp = load_experiment(args.experiment)
     old = {"default": 3, "sm_100a": 5, "sm_120a": 5}

@@ -7,12 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from ptxprobe.core.cache import Cache
-from ptxprobe.gpu.device import device_arch
-from ptxprobe.gpu.launchers import CudaKernel, cubin_for
-from ptxprobe.sources import RegisteredSource
-from ptxprobe.sources.registry import Problem, family
-from ptxprobe.toolchain.tools import triton_ptxas
+from ptxprobe.api import Cache, CudaKernel, Problem, RegisteredSource, cubin_for, device_arch, family, triton_ptxas
 
 if __name__ == "__main__":
     fam = family("attention_cuda")

@@ -48,12 +48,7 @@ def build(out: Path) -> None:
     import importlib.metadata as md
     import tempfile
 
-    from ptxprobe.binary.cubin import read_cubin
-    from ptxprobe.core.cache import Cache
-    from ptxprobe.ptx.text import entry_params
-    from ptxprobe.sources import RegisteredSource
-    from ptxprobe.toolchain.assemble import assemble
-    from ptxprobe.toolchain.tools import triton_ptxas
+    from ptxprobe.api import Cache, RegisteredSource, assemble, entry_params, read_cubin, triton_ptxas
 
     version = md.version("triton")
     here = out / version
@@ -91,10 +86,7 @@ def build(out: Path) -> None:
 def _launcher(fam, spec, problem):
     """Triton's own compile on this machine: (the compiled kernel with its launcher and launch metadata, its PTX's
     parameter list, its machine code's hash)."""
-    from ptxprobe.binary.cubin import read_cubin
-    from ptxprobe.gpu.launchers import triton_compiled
-    from ptxprobe.ptx.text import entry_params
-    from ptxprobe.sources.triton import specialize
+    from ptxprobe.api import entry_params, read_cubin, specialize, triton_compiled
 
     sp = specialize(fam.fn, fam.launch_args(spec, problem, None))
     base = triton_compiled(fam.fn, sp, fam.compile_options(spec))
@@ -136,8 +128,7 @@ def check(src: Path, out: Path) -> int:
     """Every release's cubins under ``src`` launched and checked; 0 when every check and control holds."""
     import importlib.metadata as md
 
-    from ptxprobe.gpu.device import gpu_info
-    from ptxprobe.sources.registry import Problem, family
+    from ptxprobe.api import Problem, family, gpu_info
 
     info = gpu_info(0)
     fam = family(FAMILY)
@@ -211,7 +202,7 @@ def _with_release(base, rec: dict, cubin: bytes):
     reads it from the packed metadata)."""
     from triton.compiler.compiler import make_backend
 
-    from ptxprobe.gpu.launchers import with_cubin
+    from ptxprobe.api import with_cubin
 
     k = with_cubin(base, rec["entry"], cubin)
     k.metadata = k.metadata._replace(shared=rec["launch"]["shared"])

@@ -38,13 +38,16 @@ def aa_pair(family: str, dtype: str, causal: bool, seq_len: int):
     """The baseline cubin loaded twice, launchable on the timed inputs."""
     import torch
 
-    from ptxprobe.core.cache import Cache
-    from ptxprobe.gpu.device import gpu_info
-    from ptxprobe.gpu.launchers import cubin_for
-    from ptxprobe.gpu.plan import RunConfig
-    from ptxprobe.gpu.workload import registered_workload
-    from ptxprobe.sources import RegisteredSource, registry
-    from ptxprobe.toolchain import tools as toolchain
+    from ptxprobe.api import (
+        Cache,
+        RegisteredSource,
+        RunConfig,
+        cubin_for,
+        gpu_info,
+        registered_workload,
+        registry,
+        toolchain,
+    )
 
     info = gpu_info(0)
     cfg = RunConfig(sdpa_backends=())
@@ -66,8 +69,7 @@ def trace(fa, fb, seconds: float) -> dict:
     """Launch-by-launch times of the two copies interleaved A B B A in one graph, for about ``seconds``."""
     import torch
 
-    from ptxprobe.gpu.graphs import PairGraph, Unit, launch_ms
-    from ptxprobe.gpu.timing import Nvml
+    from ptxprobe.api import Nvml, PairGraph, Unit, launch_ms
 
     ms = launch_ms(fa)
     cycles = max(1, int(min(seconds * 1e3, 400 * ms) / (4 * ms)))  # one replay <= ~0.4 s of launches
@@ -87,8 +89,7 @@ def trace(fa, fb, seconds: float) -> dict:
 
 
 def designs(fa, fb, rounds: int) -> dict:
-    from ptxprobe.gpu.timing import Nvml, TimingPlan, time_block, unit_for
-    from ptxprobe.stats import paired as stats
+    from ptxprobe.api import Nvml, TimingPlan, stats, time_block, unit_for
 
     out = {}
     for label, kw in DESIGNS.items():
@@ -115,7 +116,7 @@ def main() -> None:
     a = ap.parse_args()
     import pandas as pd
 
-    from ptxprobe.gpu.device import gpu_info
+    from ptxprobe.api import gpu_info
 
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from ptxprobe.core.cache import atomic_write, sha256_file
+from ptxprobe.api import atomic_write, sha256_file
 
 # (label, wheel file name, --entry glob or None): what the done-means of the library work names
 LIBRARIES = (

@@ -140,8 +140,7 @@ def sweep_rows(run_dir: Path) -> list[dict]:
 def judged(rows: list[dict], keep: str | None) -> dict:
     """The sweep's answer for the renamed name that carries the trigger: its verdict and whether ``keep`` holds on
     every one of its assemblies (against the baseline's agreed values)."""
-    from ptxprobe.reduce.keep import holds, parse_keep, with_baseline_fields
-    from ptxprobe.static.verdicts import DIFFERS
+    from ptxprobe.api import DIFFERS, holds, parse_keep, with_baseline_fields
 
     base = [r for r in rows if r["is_baseline"]]
     named = [r for r in rows if not r["is_baseline"] and r["name_template"] in ("cutlass_{base}", "{base}")]
@@ -252,7 +251,7 @@ def kept_out(target: Path) -> dict:
 
 def tools() -> dict:
     """sha256 of every ptxas and nvcc ptxprobe finds here (the manifest's tool hashes)."""
-    from ptxprobe.toolchain.tools import discover
+    from ptxprobe.api import discover
 
     return {f"{t.kind} {t.version} ({t.origin})": {"path": t.path, "sha256": t.sha256} for t in discover()}
 

@@ -55,12 +55,16 @@ def prepare(out: Path, cases: list[str], ptxas: str, external: Path) -> dict:
     from cute_dsl_compile import CASES as BUILDERS
     from cutlass.runtime import make_fake_stream
 
-    from ptxprobe.binary.cubin import read_cubin
-    from ptxprobe.core.cache import Cache, sha256_text
-    from ptxprobe.ptx.rename import apply_template, rename_entry
-    from ptxprobe.ptx.text import entries_of
-    from ptxprobe.toolchain.assemble import assemble
-    from ptxprobe.toolchain.tools import select_ptxas
+    from ptxprobe.api import (
+        Cache,
+        apply_template,
+        assemble,
+        entries_of,
+        read_cubin,
+        rename_entry,
+        select_ptxas,
+        sha256_text,
+    )
 
     tool = select_ptxas("sm_90a", ptxas)[0]
     builders = {name: (fn, param) for family in ("hopper", "fa4") for name, fn, param in BUILDERS[family]}

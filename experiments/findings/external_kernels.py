@@ -11,7 +11,7 @@ from experiments.analysis import external_runs as analysis_external
 from experiments.analysis import gpu_runs as analysis_gpu
 from experiments.analysis import static_runs as analysis
 from experiments.findings.common import calibration_line, pct
-from ptxprobe.toolchain.tools import version_key
+from ptxprobe.api import version_key
 
 SOTA = "2026-12-03-h200-attention-sota"
 NAMES = "2026-12-04-h200-gluon-hopper"  # every group, today's defaults
@@ -151,7 +151,7 @@ def cute_aot() -> pd.DataFrame:
 def figure() -> str:
     """The figure for this question: the CuTe DSL kernels' and the Gluon Hopper attention's name ratios."""
     from experiments.findings import figures
-    from ptxprobe.stats.paired import EQUIVALENCE_MARGIN
+    from ptxprobe.api import EQUIVALENCE_MARGIN
 
     cute = cute_aot().assign(label=lambda t: t.case.str.replace("_", " ") + " · " + t.role.map(
         {"trigger": "cutlass", "control": "zutlass"}))
@@ -217,7 +217,7 @@ def external_section() -> list[str]:
 def fa4_comparisons() -> pd.DataFrame:
     """FlashAttention-4 on the H200: its own (cutlass) name and the control against the trigger-free spelling, per
     kernel and ptxas release, recomputed from the raw times with the rule ``ptxprobe.api.compare`` applies."""
-    from ptxprobe.stats.paired import VERDICT_RULE
+    from ptxprobe.api import VERDICT_RULE
 
     return pd.concat([analysis_external.aot_comparisons(_d(FA4) / f"cute_aot-{r}.json", rule=VERDICT_RULE,
                                                         prepared=_d(FA4) / f"prepared-{r}.json").assign(ptxas=r)

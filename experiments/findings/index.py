@@ -13,7 +13,7 @@ from pathlib import Path
 import tomllib
 
 from experiments import DEFINITIONS, HERE
-from ptxprobe.toolchain.tools import version_key
+from ptxprobe.api import version_key
 
 README = HERE / "README.md"
 # what each folder of the study holds (the folders themselves are checked against this list by a test)

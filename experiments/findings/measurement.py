@@ -13,7 +13,7 @@ from experiments.analysis import gpu_runs as analysis_gpu
 from experiments.analysis import recomputed_intervals as recomputed
 from experiments.analysis import static_runs as analysis
 from experiments.findings.common import calibration_line
-from ptxprobe.runs.rundir import RunDir
+from ptxprobe.api import RunDir
 
 PROBE = "2026-12-03-h200-interleave-probe"
 INTERLEAVED, INTERLEAVED_USER = "2026-12-03-h200-interleaved", "2026-12-03-h200-interleaved-user"
@@ -115,7 +115,7 @@ def interleaved_effects() -> list[str]:
 
 def interval_section() -> list[str]:
     """The committed BCa verdicts recomputed with the signed-rank interval (the default), same levels."""
-    from ptxprobe.stats import paired as stats
+    from ptxprobe.api import stats
 
     changed, total, widths = [], 0, []
     for run in (INTERLEAVED, INTERLEAVED_USER, FAST):
@@ -144,7 +144,7 @@ def interval_section() -> list[str]:
 
 def defaults_section() -> list[str]:
     """Every default in one run and its re-run: what met the half-width maximum, and what `repro` said."""
-    from ptxprobe.reports import repro
+    from ptxprobe.api import repro
 
     goals = {run: analysis_gpu.goal_figures(_d(run))["goals_met"] for run in (DEFAULTS, DEFAULTS_REPRO)}
     worst = {run: recomputed.committed("aa_halfwidth_by_interval", run).sort_values("half_width_signed-rank").iloc[-1]
@@ -219,7 +219,7 @@ def overflow_sentences() -> list[str]:
 def speed_figure() -> str:
     """The figure for the speed question: every `cutlass_` comparison of the run with every default."""
     from experiments.findings import figures
-    from ptxprobe.stats.paired import EQUIVALENCE_MARGIN, IDENTICAL_CODE
+    from ptxprobe.api import EQUIVALENCE_MARGIN, IDENTICAL_CODE
 
     e = analysis_gpu.name_effects(analysis_gpu.load(_d(DEFAULTS)))
     e = e[e.name_template == "cutlass_{base}"]

@@ -97,8 +97,7 @@ def program_race_section() -> list[str]:
     """The H200 program race that ran too few rounds for any verdict: recomputed from the program runs it kept."""
     import numpy as np
 
-    from ptxprobe.stats import paired as stats
-    from ptxprobe.tune.program import race_logs
+    from ptxprobe.api import race_logs, stats
 
     d = analysis.results_dir(PROGRAM_RACE)
     doc = json.loads((d / "program" / "tuned.json").read_text())

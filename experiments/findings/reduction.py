@@ -11,9 +11,8 @@ import re
 from pathlib import Path
 
 from experiments.analysis import static_runs as analysis
-from ptxprobe.ptx.plant import loops_of
-from ptxprobe.ptx.text import entry_of
-from ptxprobe.reduce.remains import structure
+from ptxprobe.api import entry_of, loops_of
+from ptxprobe.api import ptx_structure as structure
 
 MATRIX = "2026-12-04-cpu-reduce-matrix"
 PUBLIC_MMA = re.compile(r"\btcgen05\.mma\b.*\bkind::f8f6f4\b")

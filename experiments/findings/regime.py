@@ -7,8 +7,7 @@ import json
 import re
 
 from experiments.analysis import static_runs as analysis
-from ptxprobe.gpu.sustained import CLOCK_STEP_MHZ
-from ptxprobe.runs.rundir import RunDir
+from ptxprobe.api import CLOCK_STEP_MHZ, RunDir
 
 RUNS = ("2026-12-05-h200-regime", "2026-12-05-h100-regime")
 CUTE = "2026-12-05-h100-cute-regime"  # the static-layout CuTe FA2 program in its two run lengths, cut before a proof
@@ -136,7 +135,7 @@ def cute_section() -> list[str]:
     """The CuTe DSL FA2 program in bursts and held, as far as the device's time went."""
     import numpy as np
 
-    from ptxprobe.stats import paired as stats
+    from ptxprobe.api import stats
 
     d = analysis.results_dir(CUTE)
     parts, spans = [], []

@@ -10,9 +10,7 @@ import numpy as np
 
 from experiments.analysis import gpu_runs as analysis_gpu
 from experiments.analysis import static_runs as analysis
-from ptxprobe.gpu.calibrate import SIZE_RULE
-from ptxprobe.reports import repro
-from ptxprobe.runs.rundir import RunDir
+from ptxprobe.api import SIZE_RULE, RunDir, repro
 
 RUNS = repro.BETWEEN_RUN_RUNS
 NOMINAL_SIZED = "2026-12-04-h200-defaults"  # plants judged against their nominal size; code plant's 4-byte word

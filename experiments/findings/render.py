@@ -36,10 +36,7 @@ from experiments.findings import (  # noqa: E402
     tuning,
 )
 from experiments.findings.common import JUDGED_NOW, calibration_line, pct  # noqa: E402
-from ptxprobe.runs.rundir import RunDir  # noqa: E402
-from ptxprobe.static.verdicts import arch_order  # noqa: E402
-from ptxprobe.stats import paired as stats  # noqa: E402
-from ptxprobe.toolchain.tools import version_key  # noqa: E402
+from ptxprobe.api import RunDir, arch_order, stats, version_key  # noqa: E402
 
 FINDINGS = ROOT / "FINDINGS.md"
 FIGURES = ROOT / "docs" / "figures"

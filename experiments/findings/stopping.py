@@ -9,7 +9,7 @@ import json
 from statistics import median
 
 from experiments.analysis import static_runs as analysis
-from ptxprobe.core.store import read_log
+from ptxprobe.api import read_log
 
 SIMULATION = "2026-12-05-cpu-stopping-simulation"
 

@@ -12,14 +12,22 @@ from pathlib import Path
 from experiments.analysis import gpu_runs
 from experiments.analysis import static_runs as analysis
 from experiments.findings.common import pct
-from ptxprobe.capture.ab import Run
-from ptxprobe.ptx.rename import TRIGGER
-from ptxprobe.stats import paired as stats
-from ptxprobe.tune.answer import chosen
-from ptxprobe.tune.apply import compare_arms, prediction_check
-from ptxprobe.tune.program import race_logs
-from ptxprobe.tune.prune import Candidate
-from ptxprobe.tune.race import RACED_FAMILY, RaceResult, Standing, judged, rung_level, standing
+from ptxprobe.api import (
+    RACED_FAMILY,
+    TRIGGER,
+    Candidate,
+    RaceResult,
+    Standing,
+    chosen,
+    compare_arms,
+    judged,
+    prediction_check,
+    race_logs,
+    rung_level,
+    standing,
+    stats,
+)
+from ptxprobe.api import ProgramRun as Run
 
 RUN = "2026-12-04-h200-tune"
 BURSTS = "2026-12-04-h200-burst-length"
