@@ -54,7 +54,9 @@ SURFACE: dict[str, str] = {
     "select_ptxas": "ptxprobe.toolchain.tools", "toolchain": "ptxprobe.toolchain.tools:",
     "triton_ptxas": "ptxprobe.toolchain.tools", "version_key": "ptxprobe.toolchain.tools",
     # ptx
-    "TRIGGER": "ptxprobe.ptx.rename", "apply_template": "ptxprobe.ptx.rename", "entries_of": "ptxprobe.ptx.text",
+    "TRIGGER": "ptxprobe.ptx.rename", "brace_span": "ptxprobe.ptx.text",
+    "own_identifier": "ptxprobe.ptx.mangling", "trigger_origin": "ptxprobe.ptx.mangling",
+    "apply_template": "ptxprobe.ptx.rename", "entries_of": "ptxprobe.ptx.text",
     "entry_of": "ptxprobe.ptx.text", "entry_params": "ptxprobe.ptx.text", "loops_of": "ptxprobe.ptx.plant",
     "rename_entries": "ptxprobe.ptx.rename", "rename_entry": "ptxprobe.ptx.rename",
     # binary

@@ -24,6 +24,8 @@ FOLDERS = {
     "external": "how third-party sources are fetched at run time (`sources.toml`, pinned by sha256) and the programs "
                 "that run them; never their code",
     "analysis": "CPU analyses of committed runs and simulations, each writing a results directory with its code's hash",
+    "atlas": "the name effect in libraries people ship: the pinned corpus (`corpus.toml`, fetched at run time, never "
+             "committed), its census and the pilot (`python -m experiments.atlas census|pilot`)",
     "benchmarks": "timing of the tool itself and GPU probes whose outputs the findings read",
     "findings": "the generator of FINDINGS.md, its figures and this index, one module per question",
     "results": "committed runs, one directory each, with the manifest that says how it was made",
