@@ -22,6 +22,7 @@ import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from ptxprobe.runs.request import names_for_triggered_entries
 from ptxprobe.static.experiment import Experiment, load_experiment, override, parse_assignment
 
 if TYPE_CHECKING:
@@ -139,9 +140,14 @@ def _axis_value(axis: str, value) -> object:
 
 def make_experiment(experiment: str | os.PathLike | Experiment | None = "default", **overrides) -> Experiment:
     """An experiment (a shipped name, a TOML path, or an Experiment) with axes overridden as ``-s axis=values``
-    would (``archs="sm_90a"``, ``names=["{base}", "cutlass_{base}"]``, ``repeat=1``, ``ptx_files=[path]``)."""
+    would (``archs="sm_90a"``, ``names=["{base}", "cutlass_{base}"]``, ``repeat=1``, ``ptx_files=[path]``). Your
+    own kernels without ``names`` get the names the command line gives them: where their symbols already hold the
+    trigger, the trigger-free spelling as the baseline (``runs.request.names_for_triggered_entries``)."""
     exp = experiment if isinstance(experiment, Experiment) else load_experiment(experiment)
-    return override(exp, {k: _axis_value(k, v) for k, v in overrides.items()}) if overrides else exp
+    exp = override(exp, {k: _axis_value(k, v) for k, v in overrides.items()}) if overrides else exp
+    if exp.has_user_kernels and "names" not in overrides:  # as the command line chooses for kernels it is given
+        exp = names_for_triggered_entries(exp)
+    return exp
 
 
 def sweep(experiment: str | os.PathLike | Experiment | None = "default", out: str | os.PathLike | None = None, *,

@@ -74,6 +74,21 @@ def test_the_manifest_records_the_triton_knobs_set(tmp_path, monkeypatch):
     assert api.open_run(tmp_path / "run").manifest["triton_env"]["TRITON_DEFAULT_FP_FUSION"] == "0"
 
 
+def test_your_kernels_get_the_names_the_command_line_gives_them(tmp_path):
+    """A kernel whose symbol already holds the trigger is compared with it removed, through the API as through the
+    command line (the API once kept cutlass_{base}, and a library's unreadable mangled names failed outright)."""
+    from ptxprobe.runs.request import SweepRequest, UserKernels, plan_sweep
+
+    ptx = tmp_path / "k.ptx"
+    ptx.write_text(AXPY_PTX.replace("axpy", "cutlass_axpy"))
+    exp = api.make_experiment("default", ptx_files=[str(ptx)], kernels=[], archs="sm_90a", ptxas="triton")
+    cli = plan_sweep(SweepRequest(kernels=UserKernels(ptx=(str(ptx),)), axes={"archs": ["sm_90a"],
+                                                                              "ptxas": ["triton"]}))
+    assert exp.names == cli.experiment.names and "{base}" not in exp.names[:1]
+    given = api.make_experiment("default", ptx_files=[str(ptx)], kernels=[], names="{base},cutlass_{base}")
+    assert given.names == ("{base}", "cutlass_{base}")  # names given are kept
+
+
 def test_a_sweep_on_a_cluster_is_told_its_address(tmp_path, monkeypatch):
     """api.sweep(executor="ray", ray_address=...) joins that cluster (docs/ray.md's local_cluster example)."""
     from ptxprobe.static import sweep as sweeping
