@@ -20,7 +20,8 @@ def _records() -> tuple[dict, dict]:
 def section() -> list[str]:
     census, pilot = _records()
     rows = ["| library | shared library | PTX modules | entries | kernels (distinct bodies) | source functions | "
-            "PTX targets | ships SASS for | trigger in the identifier | trigger only in template arguments |",
+            "PTX targets | ships SASS for | trigger in the identifier | trigger only elsewhere (scope, template "
+            "arguments) |",
             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, lib in census["libraries"].items():
         for r in lib["libraries"]:
