@@ -107,8 +107,11 @@ __all__ = [*CALLS, *SURFACE]
 
 def surface_target(name: str) -> tuple[str, str | None]:
     """(module, attribute) a surface name stands for; attribute None: the module itself."""
-    module, _, attr = SURFACE[name].partition(":")
-    return module, (attr or None) if ":" in SURFACE[name] else name
+    spec = SURFACE[name]
+    if ":" not in spec:
+        return spec, name
+    module, _, attr = spec.partition(":")
+    return module, attr or None
 
 
 def __getattr__(name: str):

@@ -147,3 +147,16 @@ def test_a_group_line_is_checked_before_either_log_is_written(tmp_path):
     assert not log.exists() and not (tmp_path / "groups.jsonl").exists()
     append_group(str(log), group, [{"label": "{base}"}], record)
     assert RunDir(tmp_path).groups == [{**record, "group_id": "g1"}]
+
+
+def test_a_run_manifest_read_as_a_mapping_keeps_its_absent_keys_absent(tmp_path):
+    """RunDir.manifest is the recorded manifest checked and upgraded, not the record with every field set: a key
+    an older run never wrote stays absent, so a reader's ``manifest.get("kernel_sources", {})`` gets its default
+    (the record's null would reach ``.items()`` as None)."""
+    from ptxprobe.runs.rundir import RunDir
+
+    (tmp_path / "manifest.json").write_text(json.dumps({"command": "ptxprobe rename-sweep", "experiment": {
+        "names": ["{base}", "cutlass_{base}"], "run": {"slow_control": True, "timing": {"reps": 5}}}}))
+    manifest = RunDir(tmp_path).manifest
+    assert "kernel_sources" not in manifest and manifest.get("kernel_sources", {}) == {}
+    assert manifest["schema_version"] == 1 and manifest["experiment"]["run"] == {"calibrate": True, "timing": {}}

@@ -62,7 +62,7 @@ def read_manifest(doc, where) -> dict:
         raise DamagedRecord(f"{where}: {json_type(doc)}, not a manifest (expected a JSON object)")
     if not is_run_manifest(doc):
         return doc
-    return {**RunManifest.from_json(doc, str(where)).to_json(),
+    return {**RunManifest.checked(doc, str(where)),  # absent keys stay absent: readers' .get(key, default) hold
             "schema_version": doc.get("schema_version", OLD_LAYOUT)}  # the layout it was recorded in
 
 

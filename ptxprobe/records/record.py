@@ -61,14 +61,23 @@ class Record:
         return doc
 
     @classmethod
-    def from_json(cls: type[R], doc, where: str = "") -> R:
-        """The record ``doc`` holds, upgraded and checked; DamagedRecord names the key and the fault."""
-        where = where or cls.__name__
+    def _upgraded(cls, doc, where: str) -> dict:
+        """``doc`` in this layout: its ``schema_version`` checked and taken out, an older layout's keys upgraded."""
         if not isinstance(doc, dict):
             raise DamagedRecord(f"{where}: {json_type(doc)}, expected an object ({cls.__name__})")
         doc = dict(doc)
         version = _version_checked(cls, doc.pop("schema_version", 1), where) if cls.VERSIONED else cls.SCHEMA_VERSION
-        doc = cls.upgrade(doc, version, where)
+        return cls.upgrade(doc, version, where)
+
+    @classmethod
+    def from_json(cls: type[R], doc, where: str = "") -> R:
+        """The record ``doc`` holds, upgraded and checked; DamagedRecord names the key and the fault."""
+        where = where or cls.__name__
+        return cls._built(cls._upgraded(doc, where), where)
+
+    @classmethod
+    def _built(cls: type[R], doc: dict, where: str) -> R:
+        """The record of a document already in this layout: every key a field, every value of its field's type."""
         names = _field_types(cls)
         unknown = sorted(set(doc) - set(names))
         if unknown:
@@ -95,10 +104,10 @@ class Record:
     def checked(cls, doc, where: str = "") -> dict:
         """``doc`` in this layout, checked against the record, with the keys it had (absent stays absent): for
         readers that take a document as a mapping."""
-        cls.from_json(doc, where)
-        doc = dict(doc)
-        version = doc.pop("schema_version", 1) if cls.VERSIONED else cls.SCHEMA_VERSION
-        return cls.upgrade(doc, version, where)
+        where = where or cls.__name__
+        doc = cls._upgraded(doc, where)
+        cls._built(doc, where)
+        return doc
 
     def to_json(self) -> dict:
         """The record as its file holds it (tuples as lists, nested records as objects, every field named)."""

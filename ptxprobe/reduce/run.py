@@ -20,7 +20,7 @@ from ptxprobe.core.store import lock_dir, prepare_dir, writing_to
 from ptxprobe.ptx.rename import TRIGGER, apply_template, validate_name
 from ptxprobe.records.reduce import ReduceRecord
 from ptxprobe.reduce.ablate import ablate, as_json
-from ptxprobe.reduce.keep import Keep, parse_keep
+from ptxprobe.reduce.keep import parse_keep
 from ptxprobe.reduce.predicate import Judge, Judgement, Setup
 from ptxprobe.reduce.remains import structure
 from ptxprobe.reduce.search import Step, reduce_ptx
@@ -115,10 +115,10 @@ def _emit(src: KernelSource, req: Request, cache: Cache) -> tuple[Emitted, str]:
     return emitted, entries[0]
 
 
-def _identity(emitted: Emitted, entry: str, setup: Setup, keep: Keep | None) -> dict:
+def _identity(emitted: Emitted, entry: str, setup: Setup) -> dict:
     return {"input_ptx_sha256": emitted.ptx_sha256, "kernel": emitted.kernel, "entry": entry, "arch": setup.arch,
             "ptxas_sha256": setup.tool.sha256, "flags": list(setup.flags), "names": list(setup.names),
-            "keep": keep.text if keep else None, "repeat": setup.repeat, "max_repeat": setup.max_repeat}
+            "keep": setup.keep.text if setup.keep else None, "repeat": setup.repeat, "max_repeat": setup.max_repeat}
 
 
 def _resume(out: Path, identity: dict, fresh: bool) -> tuple[str | None, dict]:
@@ -270,7 +270,7 @@ def reduce_request(req: Request, progress=None) -> Result:
     started = time.monotonic()
     cache = Cache()
     setup, emitted, entry = _planned(req, cache)
-    identity = _identity(emitted, entry, setup, setup.keep)
+    identity = _identity(emitted, entry, setup)
     out = prepare_dir(Path(req.out))
     with writing_to(out), lock_dir(out):
         start, earlier = _resume(out, identity, req.fresh)

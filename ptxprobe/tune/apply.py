@@ -185,12 +185,13 @@ def apply_program(doc: TunedDocument, argv: list[str], out: Path, *, rounds: int
     notes += [f"not applied: {k.entry[:120]} shares one CuTe DSL cubin with {first[:120]} (one kernel per compiled "
               "function)" for k, first in shared]
     arms_dir = out / "arms"
+    assembler = Assembler.of(doc)
     swaps: dict[str, list[Swap]] = {"tuned": [], "yours": []}
     for k in matched:
         ptx = (out / "capture" / k.ptx).read_text()
         for arm, which in (("tuned", "best"), ("yours", "user")):
-            swaps[arm].append(build_swap(ptx, k.entry, k.ptx_sha256, tuned[k.entry], which, Assembler.of(doc),
-                                         arms_dir, cache, k.frontend))
+            swaps[arm].append(build_swap(ptx, k.entry, k.ptx_sha256, tuned[k.entry], which, assembler, arms_dir,
+                                         cache, k.frontend))
     bad = [s for s in swaps["tuned"] if not s.verified]
     if bad:
         raise ToolFailed(f"{bad[0].entry}: the program's PTX is the one tune timed, yet its cubin's machine code is "
