@@ -104,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="where fetched wheels are kept (default: %(default)s)")
     ap.add_argument("--out", help="write the record here as JSON (default: print it)")
     args = ap.parse_args(argv)
+    unknown = sorted(set(args.library or ()) - set(corpus()))
+    if unknown:
+        ap.error(f"--library {unknown[0]}: not in {CORPUS.name} (it pins {', '.join(corpus())})")
     downloads = Path(args.downloads)
     downloads.mkdir(parents=True, exist_ok=True)
     record = (run_census(args.library or list(corpus()), downloads) if args.step == "census"
