@@ -18,7 +18,7 @@ import pytest
 
 from ptxprobe.capture import ab as capture_ab
 from ptxprobe.capture.program import CapturedKernel
-from ptxprobe.capture.swap import SITECUSTOMIZE
+from ptxprobe.capture.swap import write_swap_site
 from ptxprobe.stats import paired as stats
 from tests.ptx_text import SCALE_KERNEL_PROGRAM
 
@@ -40,10 +40,7 @@ LOADER = textwrap.dedent('''
 
 
 def _site(tmp_path: Path) -> Path:
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    return site
+    return write_swap_site(tmp_path / "site")
 
 
 def _run(prog: Path, site: Path, plan: Path) -> subprocess.CompletedProcess:

@@ -30,7 +30,7 @@ from statistics import NormalDist
 import numpy as np
 
 import ptxprobe
-from ptxprobe.capture.swap import ENV, SITECUSTOMIZE
+from ptxprobe.capture.swap import ENV, write_swap_site
 from ptxprobe.core.cache import Cache, atomic_write, sha256_text
 from ptxprobe.core.errors import SpecError, ToolFailed
 from ptxprobe.core.proc import run_tool
@@ -189,9 +189,7 @@ def run_rounds(argv: list[str], arms: list[Arm], out: Path, rounds: int, timeout
                seed: int = 0, env_extra: dict | None = None, log=print, runs: list[Run] | None = None) -> list[Run]:
     """Every round: each arm once, in a fresh random order. Runs are appended to ``runs`` (when given) as they
     finish, so a caller interrupted mid-way still holds every finished run."""
-    site = out / "site"
-    site.mkdir(parents=True, exist_ok=True)
-    (site / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    site = write_swap_site(out / "site")
     pattern = re.compile(metric) if metric else None
     by_label = {a.label: a for a in arms}
     runs = [] if runs is None else runs

@@ -8,12 +8,15 @@ program that only calls ``cute.compile`` on fake tensors needs no GPU). Each dis
 with the metadata Triton wrote beside it (entry name, warps, stages, target), becomes a ``--ptx``
 input of a static sweep. ``captured.json`` records the command, the program's sha256, the frontends'
 versions and, for every kernel, where its PTX came from. The program runs on whatever machine this
-is: launching kernels needs a GPU, compiling them (``triton.compile``, ``cute.compile``) does not.
+is: launching kernels needs a GPU, compiling them (``triton.compile``, ``cute.compile``) does not. With
+``--interpret`` a program that launches Triton kernels needs none either: its launches are recorded under Triton's
+interpreter and compiled for ``--arch`` (``capture.interpret``, ``capture.replay``).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -22,12 +25,16 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ptxprobe.capture import interpret
+from ptxprobe.capture.hooks import write_site
+from ptxprobe.capture.replay import replay
 from ptxprobe.core.cache import atomic_write, sha256_file, sha256_text
 from ptxprobe.core.errors import MalformedPtx, SpecError, ToolFailed
 from ptxprobe.core.proc import run_tool
 from ptxprobe.core.store import package_version
 from ptxprobe.ptx.text import entries_of, target_of
 
+log = logging.getLogger("ptxprobe")
 CAPTURED = "captured.json"
 CUTE_FRONTEND = "cute-dsl"  # the frontend of a kernel the CuTe DSL compiled (its host code loads it by its own name)
 
@@ -65,23 +72,43 @@ def cute_env(dump: Path, arch: str | None = None) -> dict[str, str]:
     return env
 
 
-def run_program(argv: list[str], out: Path, timeout: float, arch: str | None = None
+def run_program(argv: list[str], out: Path, timeout: float, arch: str | None = None, interpret: str | None = None
                 ) -> tuple[list[CapturedKernel], dict]:
-    """Run ``argv`` with the dump knobs; collect the distinct PTX it compiled into ``out/ptx``."""
+    """Run ``argv`` with the dump knobs; collect the distinct PTX it compiled into ``out/ptx``. With ``interpret``
+    (``record`` or ``execute``) its Triton launches are recorded under Triton's interpreter instead and compiled
+    for ``arch`` (``capture.interpret``): no GPU is needed."""
     if not argv:
         raise SpecError("capture needs a command after --, e.g. ptxprobe capture -- python prog.py")
+    if interpret and not arch:
+        raise SpecError("capture --interpret compiles the launches it records for one target: give --arch, "
+                        "e.g. --arch sm_90a")
     dump, cache, cute_dump = out / "triton-dump", out / "triton-cache", out / "cute-dump"
     for d in (dump, cache, cute_dump):
         shutil.rmtree(d, ignore_errors=True)
         d.mkdir(parents=True)
     started = time.time()
-    run = run_tool(argv, timeout=timeout, env=capture_env(dump, cache, cute_dump, arch))
-    if not run.ok:
-        raise ToolFailed(f"the captured program failed: {run.describe()}")
-    kernels = collect(dump, cache, out) + collect_cute(cute_dump, out)
+    env = capture_env(dump, cache, cute_dump, arch)
+    if interpret:
+        env.update(interpret_env(out, interpret))
+    run = run_tool(argv, timeout=timeout, env=env)
+    failed = None if run.ok else f"the captured program failed: {run.describe()}"
+    not_compiled: list[dict] = []
+    if interpret:
+        kernels, not_compiled = interpreted(out, arch, timeout)
+        if failed and kernels:  # what it launched before it failed is kept, and said
+            log.warning("%s; the %d kernels it launched before are kept (under --interpret its kernels compute "
+                        "nothing unless --interpret execute)", failed, len(kernels))
+    elif failed:
+        raise ToolFailed(failed)
+    else:
+        kernels = collect(dump, cache, out)
+    if failed and not kernels:
+        raise ToolFailed(failed)
+    kernels += collect_cute(cute_dump, out)
     if not kernels:
+        first = f": {not_compiled[0]['error']}" if not_compiled else ""
         raise ToolFailed(f"the program ran but compiled no Triton or CuTe DSL kernel (nothing in {dump} or "
-                         f"{cute_dump}); does it compile or launch a kernel?")
+                         f"{cute_dump}){first or '; does it compile or launch a kernel?'}")
     program = next((a for a in argv[1:] if a.endswith(".py") and Path(a).is_file()), None)
     record = {
         "command": argv,
@@ -94,8 +121,45 @@ def run_program(argv: list[str], out: Path, timeout: float, arch: str | None = N
         "seconds": round(time.time() - started, 2),
         "kernels": [asdict(k) for k in kernels],
     }
+    if interpret:
+        record.update(interpret=interpret, arch=arch, program_failed=failed, not_compiled=not_compiled)
     atomic_write(out / CAPTURED, json.dumps(record, indent=1).encode())
     return kernels, record
+
+
+def interpret_env(out: Path, mode: str) -> dict[str, str]:
+    """Triton's interpreter on, and the recorder installed by a sitecustomize first on the program's path."""
+    site = write_site(out / "interpret-site", "ptxprobe.capture.interpret", "record Triton launches")
+    log_path = out / "launches.jsonl"
+    log_path.unlink(missing_ok=True)
+    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    return {"TRITON_INTERPRET": "1", "PYTHONPATH": path, interpret.ENV: str(log_path),
+            interpret.EXECUTE_ENV: "1" if mode == "execute" else "0"}
+
+
+def interpreted(out: Path, arch: str, timeout: float) -> tuple[list[CapturedKernel], list[dict]]:
+    """The recorded launches compiled for ``arch`` (``capture.replay``): one kernel per distinct PTX, and the
+    launches that could not be compiled, each with its reason."""
+    log_path = out / "launches.jsonl"
+    if not log_path.exists():
+        return [], []
+    seen: dict[str, CapturedKernel] = {}
+    failed = []
+    for r in replay(log_path, arch, out, timeout):
+        launch = r.launch
+        if r.ptx is None:
+            failed.append({"function": launch.function, "via": launch.via, "error": r.error})
+            continue
+        if r.ptx_sha256 in seen:
+            continue
+        meta = {k: r.metadata[k] for k in ("name", "num_warps", "num_stages", "num_ctas", "shared", "specialization")
+                if k in r.metadata}
+        meta.update(function=launch.function, via=launch.via, launches=launch.launches, interpreted=True)
+        seen[r.ptx_sha256] = CapturedKernel(r.entry, _target((out / r.ptx).read_text()), r.ptx, r.ptx_sha256, meta,
+                                            f"{launch.name}@{r.ptx_sha256[:12]}")
+    for f in failed:
+        log.warning("not compiled: %s (%s): %s", f["function"], f["via"], f["error"])
+    return list(seen.values()), failed
 
 
 def collect(dump: Path, cache: Path, out: Path) -> list[CapturedKernel]:

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import atexit
 import hashlib
-import importlib.abc
-import importlib.util
 import json
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from ptxprobe.capture.hooks import when_imported, write_site
 
 ENV = "PTXPROBE_SWAP"
 TRITON_MODULE = "triton.compiler.compiler"
@@ -116,36 +115,6 @@ def patch_triton(module, state: _State) -> None:
     cls._ptxprobe_swapped = True
 
 
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs ``patch`` right after ``target`` is imported (the program may import Triton late, or never)."""
-
-    def __init__(self, target: str, patch):
-        self.target, self.patch = target, patch
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != self.target:
-            return None
-        sys.meta_path.remove(self)
-        try:
-            spec = importlib.util.find_spec(fullname)
-        finally:
-            sys.meta_path.insert(0, self)
-        if spec is None or spec.loader is None:
-            return spec
-        loader, patch = spec.loader, self.patch
-
-        class _Loader(importlib.abc.Loader):
-            def create_module(self, spec_):
-                return loader.create_module(spec_)
-
-            def exec_module(self, module):
-                loader.exec_module(module)
-                patch(module)
-
-        spec.loader = _Loader()
-        return spec
-
-
 def _cute_patch(name: str):
     def patch(module, state: _State) -> None:
         from ptxprobe.capture import swap_cute
@@ -161,10 +130,7 @@ def install(plan_path: str | os.PathLike) -> _State:
     patches = {TRITON_MODULE: patch_triton, CUTE_EXECUTOR_MODULE: _cute_patch(CUTE_EXECUTOR_MODULE),
                CUTE_BASE_MODULE: _cute_patch(CUTE_BASE_MODULE)}
     for name, patch in patches.items():
-        if name in sys.modules:
-            patch(sys.modules[name], state)
-        else:
-            sys.meta_path.insert(0, _AfterImport(name, lambda m, patch=patch: patch(m, state)))
+        when_imported(name, lambda m, patch=patch: patch(m, state))
     atexit.register(state.write_report)
     return state
 
@@ -175,8 +141,6 @@ def install_from_env() -> _State | None:
     return install(path) if path else None
 
 
-SITECUSTOMIZE = """\
-# written by ptxprobe capture --run: load ptxprobe's cubins in place of the program's kernels
-from ptxprobe.capture.swap import install_from_env
-install_from_env()
-"""
+def write_swap_site(folder: Path) -> Path:
+    """The sitecustomize that installs the swap hook, in ``folder`` (first on the program's PYTHONPATH)."""
+    return write_site(folder, "ptxprobe.capture.swap", "load ptxprobe's cubins in place of the program's kernels")

@@ -23,12 +23,15 @@ def cmd_capture(args) -> int:
     names = tuple(args.names.split(",")) if args.names else None
     if names is not None and len(names) != 3:
         raise SpecError("--names takes three templates: BASE,TRIGGER,CONTROL")
-    kernels, record = run_program(argv, out, args.program_timeout, arch=args.arch)
+    if args.interpret and args.run:
+        raise SpecError("capture --interpret runs the program without a GPU and --run times it on one: drop one")
+    kernels, record = run_program(argv, out, args.program_timeout, arch=args.arch, interpret=args.interpret)
     if not args.json:
-        show(table(f"captured from {' '.join(argv)[:60]} -> {out}/captured.json",
-                   ["entry", "frontend", "arch", "warps", "ptx"],
-                   [[k.entry[:60], k.frontend, k.arch or "-", k.metadata.get("num_warps", "-"), k.ptx]
-                    for k in kernels]))
+        how = f" under Triton's interpreter ({args.interpret})" if args.interpret else ""
+        show(table(f"captured from {' '.join(argv)[:60]}{how} -> {out}/captured.json",
+                   ["entry", "frontend", "arch", "warps", "launched as", "ptx"],
+                   [[k.entry[:60], k.frontend, k.arch or "-", k.metadata.get("num_warps", "-"),
+                     k.metadata.get("via", "-"), k.ptx] for k in kernels]))
     ptx_files = dict.fromkeys(k.ptx for k in kernels)  # a CuTe DSL file may hold several entries
 
     sweep = SweepRequest(experiment=args.experiment, axes=parse_assignments(args.set),

@@ -343,7 +343,11 @@ def _program_parsers(sub) -> None:
                    help="with --run: the three name templates (default: {base},cutlass_{base},xutlass_{base}, or "
                         "the trigger-free names for a kernel whose name holds the trigger)")
     s.add_argument("--arch", type=program_arch,
-                   help="target for programs that compile without a GPU (CuTe DSL's CUTE_DSL_ARCH)")
+                   help="target for programs that compile without a GPU (CuTe DSL's CUTE_DSL_ARCH; --interpret's)")
+    s.add_argument("--interpret", nargs="?", const="record", choices=("record", "execute"),
+                   help="no GPU: run the program under Triton's interpreter (CPU tensors), record each kernel launch "
+                        "(arguments, autotune configs) without executing it ('execute': run it too, slowly), and "
+                        "compile what it launched for --arch (docs/capture.md)")
     _executor_args(s)
     _common(s, "print the sweep's summary as one JSON document")
 
