@@ -48,6 +48,11 @@ PROGRAM = textwrap.dedent('''
         tl.store(z_ptr + i, tl.load(x_ptr + i, mask=m) + tl.load(y_ptr + i, mask=m), mask=m)
 
 
+    @triton.jit
+    def fill_kernel(x_ptr, num_warps: tl.constexpr):  # a parameter named as a launch option: Triton passes both
+        tl.store(x_ptr + tl.arange(0, 32 * num_warps), 0.0)
+
+
     def launches():
         """The arguments of every launch, as the test specialises them itself."""
         x = torch.arange(4096, dtype=torch.float16) - 2048
@@ -71,6 +76,7 @@ PROGRAM = textwrap.dedent('''
             globals()[name][(16,)](*args[:4], BLOCK=args[4], ACT=args[5], OUT=args[6], **options)
         z = torch.zeros_like(x)
         add_kernel[lambda meta: (triton.cdiv(4096, meta["BLOCK"]),)](x, x, z, 4096)
+        fill_kernel[(1,)](torch.empty(64), num_warps=2)
         nested()[(1,)](z)
         if "--check" in sys.argv:  # the kernels' results, which only an executed launch computes
             assert torch.equal(z[1:], 2 * x[1:]), "add_kernel computed nothing"
@@ -123,17 +129,19 @@ def test_launches_recorded_under_the_interpreter_are_specialised_as_triton_speci
     assert [(k["metadata"]["via"], k["metadata"]["num_warps"]) for k in add] == [("autotune 1/2", 2),
                                                                                  ("autotune 2/2", 4)]
     assert [k["metadata"]["specialization"]["constexprs"]["BLOCK"] for k in add] == ["64", "128"]
+    (fill,) = [k for k in kernels if k["entry"] == "fill_kernel"]
+    assert fill["metadata"]["num_warps"] == 2 and fill["metadata"]["specialization"]["constexprs"]["num_warps"] == "2"
     for k in kernels:
         ptx = (tmp_path / "cap" / k["ptx"]).read_text()
         assert ".target sm_90a" in ptx and f".entry {k['entry']}(" in ptx
     rows = [json.loads(ln) for ln in (tmp_path / "cap" / "sweep" / "results.jsonl").read_text().splitlines()]
-    assert {r["status"] for r in rows} == {"ok"} and len({r["kernel"] for r in rows}) == 4
+    assert {r["status"] for r in rows} == {"ok"} and len({r["kernel"] for r in rows}) == 5
 
 
 def test_execute_mode_computes_what_the_program_reads_back(tmp_path):
     """``--interpret execute`` runs each launch in the interpreter after recording it: the program's check passes."""
     _, rec, _ = _capture(tmp_path, "--interpret", "execute")
-    assert rec["program_failed"] is None and len(rec["kernels"]) == 4
+    assert rec["program_failed"] is None and len(rec["kernels"]) == 5
 
 
 def test_interpret_needs_a_target_and_no_gpu_run(tmp_path, capsys):
@@ -142,3 +150,25 @@ def test_interpret_needs_a_target_and_no_gpu_run(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert rc == 2 and len(err) == 1 and "--interpret" in err[0], err
     assert not (tmp_path / "x" / "captured.json").exists()
+
+
+def test_a_librarys_own_autotuner_subclass_is_unwrapped_to_its_jit_function():
+    """fla's kernels sit inside its own subclass of Triton's Autotuner: replay (and --triton) must find the jit
+    function inside it, as inside Triton's own wrappers."""
+    import triton
+    import triton.language as tl
+    from triton.runtime.autotuner import Autotuner, Heuristics
+
+    from ptxprobe.sources.triton import unwrapped
+
+    @triton.jit
+    def k(x_ptr, BLOCK: tl.constexpr):
+        tl.store(x_ptr + tl.arange(0, BLOCK), 0.0)
+
+    class CachedAutotuner(Autotuner):
+        pass
+
+    heur = Heuristics(k, k.arg_names, {"BLOCK": lambda args: 64})
+    tuned = CachedAutotuner(heur, k.arg_names, [triton.Config({})], [], None, None)
+    fn, wrappers = unwrapped(tuned)
+    assert fn is k and wrappers == [tuned, heur]

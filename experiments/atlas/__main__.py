@@ -2,12 +2,16 @@
 
     python -m experiments.atlas census [--library xformers --library vllm] [--downloads DIR] [--out FILE]
     python -m experiments.atlas pilot [--downloads DIR] [--out FILE]
+    python -m experiments.atlas compare-captures GPU_CAPTURE_DIR INTERPRETED_CAPTURE_DIR [--out FILE]
+    python -m experiments.atlas interpreted [--library liger-kernel] [--arch sm_90a] [--release triton,13.0]
+                                             [--venv DIR] [--runs DIR] [--downloads DIR] [--out FILE]
 
 ``census``: each pinned wheel fetched (pip download, checked against its sha256 in corpus.toml), every shared library
 that embeds PTX counted (experiments/atlas/census.py). ``pilot``: cold-cache rename sweeps of a few cells, as a
 user runs them (``ptxprobe rename-sweep --lib WHEEL``, its own cache empty), timed: wall and ptxas seconds per
-kernel per cell, what the whole atlas's CPU budget is computed from. Nothing fetched is committed; the records say
-where it came from.
+kernel per cell, what the whole atlas's CPU budget is computed from. ``interpreted``: the Triton libraries, each
+library's driver captured on CPU tensors with ``ptxprobe capture --interpret`` for each arch and swept at each
+release (experiments/atlas/interpreted.py). Nothing fetched is committed; the records say where it came from.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from experiments.atlas.census import as_json, census  # noqa: E402
+from experiments.atlas.interpreted import capture_cell, compare_captures, environment  # noqa: E402
 from ptxprobe.api import Cache, open_run  # noqa: E402
 
 CORPUS = Path(__file__).with_name("corpus.toml")
@@ -37,8 +42,9 @@ PILOT = (("xformers", None, "sm_90a", "13.0"), ("xformers", None, "sm_90a", "tri
          ("vllm", "*flash_fwd_sparse*", "sm_90a", "13.0"))
 
 
-def corpus() -> dict[str, dict]:
-    return tomllib.loads(CORPUS.read_text())["libraries"]
+def corpus(kind: str | None = None) -> dict[str, dict]:
+    libraries = tomllib.loads(CORPUS.read_text())["libraries"]
+    return {n: lib for n, lib in libraries.items() if kind is None or lib["kind"] == kind}
 
 
 def fetched(name: str, downloads: Path) -> Path:
@@ -96,21 +102,53 @@ def run_pilot(downloads: Path) -> dict:
             "cells": cells}
 
 
+def run_interpreted(names: list[str], archs: list[str], releases: list[str], venv: Path, runs: Path,
+                    downloads: Path) -> dict:
+    libraries = {n: corpus()[n] for n in names}
+    python = environment(venv, libraries, downloads)
+    cells = [capture_cell(python, name, lib, arch, releases, runs) for name, lib in libraries.items() for arch in archs]
+    return {"what": "the atlas's Triton libraries, captured on CPU under Triton's interpreter and rename-swept "
+                    "(python -m experiments.atlas interpreted)",
+            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+            "libraries": {n: {k: v for k, v in lib.items() if k != "kind"} for n, lib in libraries.items()},
+            "cells": cells}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m experiments.atlas", description=__doc__.splitlines()[0])
-    ap.add_argument("step", choices=("census", "pilot"))
-    ap.add_argument("--library", action="append", help="census: these libraries (default: every one in corpus.toml)")
+    ap.add_argument("step", choices=("census", "pilot", "interpreted", "compare-captures"))
+    ap.add_argument("dirs", nargs="*", help="compare-captures: a GPU capture's directory, then an interpreter's")
+    ap.add_argument("--library", action="append",
+                    help="census, interpreted: these libraries (default: every one of the step's kind in corpus.toml)")
+    ap.add_argument("--arch", action="append", help="interpreted: archs to capture for (default: sm_90a and sm_80)")
+    ap.add_argument("--release", default="triton,12.9.86,13.0.88,13.5.37",
+                    help="interpreted: the ptxas releases to sweep (default: %(default)s)")
+    ap.add_argument("--venv", default=os.path.join(tempfile.gettempdir(), "ptxprobe-atlas-venv"),
+                    help="interpreted: the atlas's environment, made if missing (default: %(default)s)")
+    ap.add_argument("--runs", default=os.path.join(tempfile.gettempdir(), "ptxprobe-atlas-runs"),
+                    help="interpreted: where the captures and sweeps go (default: %(default)s)")
     ap.add_argument("--downloads", default=os.path.join(tempfile.gettempdir(), "ptxprobe-atlas"),
                     help="where fetched wheels are kept (default: %(default)s)")
     ap.add_argument("--out", help="write the record here as JSON (default: print it)")
     args = ap.parse_args(argv)
-    unknown = sorted(set(args.library or ()) - set(corpus()))
+    kind = {"census": "wheel", "pilot": "wheel", "interpreted": "triton", "compare-captures": "triton"}[args.step]
+    unknown = sorted(set(args.library or ()) - set(corpus(kind)))
     if unknown:
-        ap.error(f"--library {unknown[0]}: not in {CORPUS.name} (it pins {', '.join(corpus())})")
+        ap.error(f"--library {unknown[0]}: not a {kind} library in {CORPUS.name} (those are "
+                 f"{', '.join(corpus(kind))})")
     downloads = Path(args.downloads)
     downloads.mkdir(parents=True, exist_ok=True)
-    record = (run_census(args.library or list(corpus()), downloads) if args.step == "census"
-              else run_pilot(downloads))
+    if args.step == "census":
+        record = run_census(args.library or list(corpus("wheel")), downloads)
+    elif args.step == "compare-captures":
+        if len(args.dirs) != 2:
+            ap.error("compare-captures takes two capture directories: the GPU's, then the interpreter's")
+        record = compare_captures(Path(args.dirs[0]), Path(args.dirs[1]))
+    elif args.step == "pilot":
+        record = run_pilot(downloads)
+    else:
+        record = run_interpreted(args.library or list(corpus("triton")), args.arch or ["sm_90a", "sm_80"],
+                                 args.release.split(","), Path(args.venv), Path(args.runs), downloads)
     record["command"] = " ".join(["python -m experiments.atlas", *(argv if argv is not None else sys.argv[1:])])
     text = json.dumps(record, indent=1)
     if args.out:

@@ -3,7 +3,7 @@
 # (device tool, one H200): ptxprobe from this checkout, the wheels the image lacks (pyelftools, capstone) carried in
 # .whl/, the third-party sources in external/ (fetched by experiments/external/fetch.py, never committed); results
 # tarred into $OUT.
-#   bash experiments/gpu/h200_study.sh sota|capture-tutorial|capture-inductor|names|cute-aot|smoke|probe|interleaved|fast|user-defaults|defaults|defaults-signed-rank|sampled-regimes|repro-defaults|overflow ...
+#   bash experiments/gpu/h200_study.sh sota|capture-tutorial|capture-inductor|names|cute-aot|smoke|probe|interleaved|fast|user-defaults|defaults|defaults-signed-rank|sampled-regimes|interpret-check|repro-defaults|overflow ...
 . "$(dirname "$0")/preamble.sh"  # wheels, toolchains, PYTHONPATH, $OUT and $RUNS, the card in $OUT/status.txt
 pp() { python3 -m ptxprobe.cli "$@"; }
 keep() {  # name: tar the run directory into $OUT (no ncu reports, no Triton caches)
@@ -90,6 +90,17 @@ for what in "$@"; do case "$what" in
       echo "h200-sampled-$r: exit $?" | tee -a "$OUT/status.txt"; tail -12 "$OUT/h200-sampled-$r.txt"
       keep h200-sampled-$r
     done ;;
+  interpret-check)  # capture --interpret (CPU tensors, the GPU unused) vs a GPU capture of the same liger-kernel
+    # driver (experiments/atlas/drivers; the liger-kernel wheel carried in .whl/): the same PTX, byte for byte?
+    timeout 240 python3 -m ptxprobe.cli capture -o /tmp/runs/gpu-capture -s repeat=1 -s ptxas=triton -q -- \
+      python3 experiments/atlas/drivers/drive_liger_kernel.py --device cuda > "$OUT/gpu-capture.txt" 2>&1
+    echo "gpu-capture: exit $?" | tee -a "$OUT/status.txt"
+    timeout 300 python3 -m ptxprobe.cli capture --interpret --arch sm_90a -o /tmp/runs/interpreted-capture -s repeat=1 \
+      -s ptxas=triton -q -- python3 experiments/atlas/drivers/drive_liger_kernel.py > "$OUT/interpreted-capture.txt" 2>&1
+    echo "interpreted-capture: exit $?" | tee -a "$OUT/status.txt"
+    python3 -m experiments.atlas compare-captures /tmp/runs/gpu-capture /tmp/runs/interpreted-capture \
+      --out "$OUT/interpret-check.json" | tail -30
+    for d in gpu-capture interpreted-capture; do cp /tmp/runs/$d/captured.json "$OUT/$d.captured.json"; done ;;
   repro-defaults)  # a defaults run (REPRO_OF, a committed directory) re-measured by `ptxprobe repro`
     timeout -s INT "${SECONDS_REPRO:-360}" python3 -m ptxprobe.cli repro --json -j 16 -o /tmp/runs/h200-defaults-repro \
       "${REPRO_OF:-experiments/results/2026-12-03-h200-defaults}" > "$OUT/h200-defaults-repro.json" \

@@ -83,14 +83,15 @@ class Recorder:
 
     def header(self) -> None:
         with self.log.open("a") as f:
-            f.write(json.dumps({"kind": "program", "argv": sys.argv, "sys_path": [p for p in sys.path if p],
-                                "cwd": os.getcwd()})
-                    + "\n")
+            f.write(json.dumps({"kind": "program", "argv": sys.argv, "executable": sys.executable,
+                                "sys_path": [p for p in sys.path if p], "cwd": os.getcwd()}) + "\n")
 
     def record(self, fn, args: tuple, kwargs: dict, via: str) -> None:
+        signature = inspect.signature(fn)
         options = {k: kwargs[k] for k in OPTION_KEYS if k in kwargs}
-        params = {k: v for k, v in kwargs.items() if k not in OPTION_KEYS}
-        bound = inspect.signature(fn).bind(*args, **params)
+        # a kernel may name a parameter after an option (``num_warps: tl.constexpr``): Triton hands it both
+        params = {k: v for k, v in kwargs.items() if k not in OPTION_KEYS or k in signature.parameters}
+        bound = signature.bind(*args, **params)
         bound.apply_defaults()
         launch = {"kind": "launch", "function": function_target(fn), "name": fn.__name__,
                   "args": [describe(v) for v in bound.arguments.values()], "options": options, "via": via}

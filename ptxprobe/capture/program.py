@@ -36,6 +36,7 @@ from ptxprobe.ptx.text import entries_of, target_of
 
 log = logging.getLogger("ptxprobe")
 CAPTURED = "captured.json"
+PROGRAM_LOG = "program.log"
 CUTE_FRONTEND = "cute-dsl"  # the frontend of a kernel the CuTe DSL compiled (its host code loads it by its own name)
 
 
@@ -91,6 +92,7 @@ def run_program(argv: list[str], out: Path, timeout: float, arch: str | None = N
     if interpret:
         env.update(interpret_env(out, interpret))
     run = run_tool(argv, timeout=timeout, env=env)
+    atomic_write(out / PROGRAM_LOG, (run.stdout + run.stderr).encode())  # what it said, kept beside its kernels
     failed = None if run.ok else f"the captured program failed: {run.describe()}"
     not_compiled: list[dict] = []
     if interpret:

@@ -200,9 +200,12 @@ def replay_here(log: Path, arch: str, out: Path) -> list[ReplayedLaunch]:
 
 
 def replay(log: Path, arch: str, out: Path, timeout: float) -> list[ReplayedLaunch]:
-    """``replay_here`` in a child process without ``TRITON_INTERPRET``; its records read back."""
+    """``replay_here`` in a child process without ``TRITON_INTERPRET``, run by the program's own Python (a library
+installed in its environment alone is importable there, as ptxprobe is: its hook ran there); records read back."""
+    header, _ = read_log(log)
+    python = header.get("executable") or sys.executable
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    run = run_tool([sys.executable, "-m", "ptxprobe.capture.replay", str(log), "--arch", arch, "--out", str(out)],
+    run = run_tool([python, "-m", "ptxprobe.capture.replay", str(log), "--arch", arch, "--out", str(out)],
                    timeout=timeout, env=env)
     if not run.ok:
         raise ToolFailed(f"compiling the recorded launches failed: {run.describe()}")

@@ -7,6 +7,8 @@ import importlib
 from dataclasses import dataclass
 
 from ptxprobe import __version__
+from ptxprobe.cli.tune_args import add_parsers as add_tune_parsers
+from ptxprobe.cli.tune_args import metric_regex, program_arch  # capture, tune and apply: one definition
 from ptxprobe.stats.regime import REGIMES
 
 
@@ -117,6 +119,8 @@ _COMMAND_MODULES = {
     "cmd_rename_sweep": "sweep_cmd",
     "cmd_capture": "capture_cmd",
     "cmd_reduce": "reduce_cmd",
+    "cmd_tune": "tune_cmd",
+    "cmd_apply": "tune_cmd",
     **dict.fromkeys(("cmd_bisect", "cmd_explain", "cmd_ptxas_scan", "cmd_report", "cmd_repro"), "study_cmds"),
 }
 
@@ -316,8 +320,6 @@ def _run_dir_parsers(sub) -> None:
 
 def _program_parsers(sub) -> None:
     """A user's program captured and A/B'd, and the why of a speed difference."""
-    from ptxprobe.cli.tune_cmd import metric_regex, program_arch  # capture, tune and apply: one definition
-
     s = _sub(sub, "capture", "run a Python program, keep every Triton kernel it compiles, rename-sweep them",
              "cmd_capture")
     s.add_argument("program", nargs="*", default=[], metavar="-- CMD",
@@ -414,8 +416,6 @@ def _reduce_parser(sub) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ptxprobe.cli.tune_cmd import add_parsers as add_tune_parsers
-
     p = _Parser(prog="ptxprobe", formatter_class=_Formatter, epilog=EPILOG,
                                 description="What does ptxas do differently depending on a kernel's entry name?")
     p.add_argument("--version", action="version", version=f"ptxprobe {__version__}")
@@ -426,5 +426,5 @@ def build_parser() -> argparse.ArgumentParser:
     _run_dir_parsers(sub)
     _program_parsers(sub)
     _reduce_parser(sub)
-    add_tune_parsers(sub, _Formatter, _common, _seconds, _at_least, regime_arg)
+    add_tune_parsers(sub, _Formatter, _common, _seconds, _at_least, regime_arg, _Command)
     return p

@@ -71,8 +71,9 @@ def offline_target(arch: str):
     try:
         import torch
 
-        patched = torch.cuda.get_device_capability
+        patched = torch.cuda.get_device_capability, torch.cuda.get_device_name
         torch.cuda.get_device_capability = lambda *a, **k: (cap // 10, cap % 10)
+        torch.cuda.get_device_name = lambda *a, **k: f"no GPU: ptxprobe compiling for {arch}"
     except ImportError:
         pass
     try:
@@ -82,7 +83,7 @@ def offline_target(arch: str):
         if patched is not None:
             import torch
 
-            torch.cuda.get_device_capability = patched
+            torch.cuda.get_device_capability, torch.cuda.get_device_name = patched
 
 
 def complete_signature(fn, signature: dict, is_gluon: bool) -> dict:

@@ -345,17 +345,23 @@ def unwrapped(obj) -> tuple[Any, list]:
     """The JIT function inside ``@triton.autotune``/``@triton.heuristics`` (Triton keeps it as ``.fn``), and the
     wrappers around it, outermost first; a ``triton.jit``/``gluon.jit`` function is its own."""
     wrappers = []
-    while obj is not None and not hasattr(obj, "params") and type(obj).__name__ in ("Autotuner", "Heuristics"):
+    while obj is not None and not hasattr(obj, "params") and _wrapper_kind(obj):
         wrappers.append(obj)
         obj = getattr(obj, "fn", None)
     return obj, wrappers
+
+
+def _wrapper_kind(obj) -> str | None:
+    """"Autotuner" or "Heuristics" for Triton's wrappers and a library's subclasses of them (fla's cached
+    autotuner), else None."""
+    return next((c.__name__ for c in type(obj).__mro__ if c.__name__ in ("Autotuner", "Heuristics")), None)
 
 
 def wrapped_note(target: str, wrappers: list) -> str | None:
     """What a sweep of an autotuned or heuristics-wrapped kernel compiles instead of what the wrappers choose."""
     said = []
     for w in wrappers:
-        if type(w).__name__ == "Autotuner":
+        if _wrapper_kind(w) == "Autotuner":
             said.append(f"@triton.autotune's {len(getattr(w, 'configs', []) or [])} configs are not swept")
         else:
             said.append(f"@triton.heuristics' values of {', '.join(getattr(w, 'values', {}) or {})} are not "

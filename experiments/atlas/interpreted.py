@@ -1,0 +1,119 @@
+"""The atlas's Triton libraries: each library's own ops driven on CPU tensors, captured with ``ptxprobe capture
+--interpret`` (no GPU) for each arch, rename-swept at every release, as a user runs it.
+
+Each library is installed, pinned by version and sha256 (corpus.toml), into one virtual environment of the atlas's
+own that sees this machine's torch and Triton; its code is imported from there and never copied. A cell is one
+library at one arch: its driver (``drivers/``) run once under the interpreter, the launches compiled for the arch,
+the sweep over the releases asked for. The record keeps, per arch and release, the kernels (distinct PTX), the
+source functions they come from, how many change under the trigger and under the control, and the register,
+spill and instruction changes, with the command that made it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from ptxprobe.api import open_run
+
+DRIVERS = Path(__file__).with_name("drivers")
+
+
+def environment(root: Path, libraries: dict[str, dict], downloads: Path) -> Path:
+    """The atlas's venv (this machine's torch and Triton seen through ``--system-site-packages``) with every
+    library's pinned wheel, checked against its sha256, installed without touching its dependencies; its Python."""
+    python = root / "bin" / "python"
+    if not python.exists():
+        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(root)], check=True)
+    for name, lib in libraries.items():
+        files = []
+        for pin, digest in zip([lib["pip"], *lib.get("with", [])], [lib["sha256"], *lib.get("with_sha256", [])],
+                               strict=True):
+            got = _downloaded(pin, downloads)
+            if hashlib.sha256(got.read_bytes()).hexdigest() != digest:
+                raise SystemExit(f"{got}: sha256 differs from the {digest} corpus.toml pins for {name}")
+            files.append(str(got))
+        subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", *files], check=True)
+    return python
+
+
+def _downloaded(pin: str, downloads: Path) -> Path:
+    name, version = pin.split("==")
+    stem = name.replace("-", "_").lower()
+    for found in downloads.glob("*.whl"):
+        if found.name.lower().startswith(f"{stem}-{version}-"):
+            return found
+    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(downloads), pin], check=True)
+    return _downloaded(pin, downloads)
+
+
+def capture_cell(python: Path, name: str, lib: dict, arch: str, releases: list[str], out: Path) -> dict:
+    """One library at one arch: ``ptxprobe capture --interpret`` of its driver, swept at ``releases``; summarised."""
+    run_dir = out / name / arch
+    driver = DRIVERS / lib["driver"]
+    argv = ["capture", "--interpret", "--arch", arch, "-s", f"archs={arch}", "-s", f"ptxas={','.join(releases)}",
+            "-q", "-o", str(run_dir), "--", str(python), str(driver)]
+    start = time.perf_counter()
+    done = subprocess.run([str(python), "-m", "ptxprobe", *argv], capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"ptxprobe {' '.join(argv)}: exit {done.returncode}: {done.stderr.strip()[-400:]}")
+    captured = json.loads((run_dir / "captured.json").read_text())
+    said = [json.loads(line.split("atlas-driver:", 1)[1]) for line in
+            (run_dir / "program.log").read_text().splitlines() if line.startswith("atlas-driver:")]
+    rows = [r for r in open_run(run_dir / "sweep").static_rows() if r["status"] == "ok"]
+    functions = {k["ptx"].split("/")[-1]: k["metadata"].get("function") for k in captured["kernels"]}
+    return {"library": name, "arch": arch, "command": "ptxprobe " + " ".join(argv[:-2] + ["PYTHON", driver.name]),
+            "wall_seconds": round(wall, 1), "ops": said,
+            "ops_ran": sum(s["ran"] for s in said), "ops_tried": len(said),
+            "launch_kinds": dict(Counter(k["metadata"].get("via", "launch").split(" ")[0]
+                                         for k in captured["kernels"])),
+            "not_compiled": len(captured.get("not_compiled", [])),
+            "not_compiled_reasons": dict(Counter(n["error"].split(": ")[-1][:120]
+                                                 for n in captured.get("not_compiled", []))),
+            "releases": [_release(rows, functions, release) for release in sorted({r["ptxas_version"] for r in rows})]}
+
+
+def _release(rows: list, functions: dict, version: str) -> dict:
+    """Per release: kernels, their source functions, and what each name template does to them (each variant's
+    first assembly; the verdict already weighs ptxas's own spread over the repeats)."""
+    first = {}
+    for r in sorted((r for r in rows if r["ptxas_version"] == version), key=lambda r: r["repeat"]):
+        first.setdefault((r["kernel"], r["name_template"]), r)
+    base = {k: r for (k, _), r in first.items() if r["is_baseline"]}
+    by_name: dict[str, dict] = {}
+    for template in sorted({t for (_, t), r in first.items() if not r["is_baseline"]}):
+        changed = [r for (_, t), r in first.items() if t == template and r["verdict"] == "differs"]
+        deltas = [r["registers"] - base[r["kernel"]]["registers"] for r in changed]
+        by_name[template] = {
+            "changed": len(changed),
+            "changed_functions": len({functions.get(r["kernel"]) for r in changed}),
+            "register_deltas": {str(d): n for d, n in sorted(Counter(deltas).items())},
+            "fewer_registers": sum(d < 0 for d in deltas), "more_registers": sum(d > 0 for d in deltas),
+            "same_registers": sum(d == 0 for d in deltas),
+            "median_register_delta": statistics.median(deltas) if deltas else None,
+            "spill_changed": sum(r["spill_store_bytes"] != base[r["kernel"]]["spill_store_bytes"] for r in changed),
+            "stack_changed": sum(r["stack_bytes"] != base[r["kernel"]]["stack_bytes"] for r in changed),
+        }
+    return {"ptxas_version": version, "kernels": len(base),
+            "source_functions": len({functions.get(k) for k in base}), "names": by_name}
+
+
+def compare_captures(gpu_dir: Path, interpreted_dir: Path) -> dict:
+    """A GPU capture and an interpreter capture of the same driver: which of the GPU's kernels (its PTX, byte for
+    byte) the interpreter's capture also holds, and which it lacks or adds."""
+    def kernels(d: Path) -> dict[str, dict]:
+        return {k["ptx_sha256"]: k for k in json.loads((d / "captured.json").read_text())["kernels"]}
+
+    gpu, cpu = kernels(gpu_dir), kernels(interpreted_dir)
+    return {"gpu_kernels": len(gpu), "interpreted_kernels": len(cpu), "same_ptx": len(gpu.keys() & cpu.keys()),
+            "only_gpu": sorted(f"{k['entry']} warps={k['metadata'].get('num_warps')}" for s, k in gpu.items()
+                               if s not in cpu),
+            "only_interpreted": sorted(f"{k['entry']} warps={k['metadata'].get('num_warps')} "
+                                       f"via={k['metadata'].get('via')}" for s, k in cpu.items() if s not in gpu)}
