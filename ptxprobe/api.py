@@ -22,8 +22,8 @@ import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from ptxprobe.runs.request import names_for_triggered_entries
-from ptxprobe.static.experiment import Experiment, load_experiment, override, parse_assignment
+from ptxprobe.runs.request import SweepRequest, plan_sweep
+from ptxprobe.static.experiment import Experiment, load_experiment, parse_assignment
 
 if TYPE_CHECKING:
     from ptxprobe.core.cache import Cache
@@ -146,11 +146,15 @@ def make_experiment(experiment: str | os.PathLike | Experiment | None = "default
     would (``archs="sm_90a"``, ``names=["{base}", "cutlass_{base}"]``, ``repeat=1``, ``ptx_files=[path]``). Your
     own kernels without ``names`` get the names the command line gives them: where their symbols already hold the
     trigger, the trigger-free spelling as the baseline (``runs.request.names_for_triggered_entries``)."""
+    return plan_sweep(_request(experiment, overrides)).experiment
+
+
+def _request(experiment, overrides: dict, **fields) -> SweepRequest:
+    """The static sweep the API asks for, as the command line would ask for it (``runs.request.plan_sweep`` then
+    checks it and chooses the names the CLI chooses)."""
     exp = experiment if isinstance(experiment, Experiment) else load_experiment(experiment)
-    exp = override(exp, {k: _axis_value(k, v) for k, v in overrides.items()}) if overrides else exp
-    if exp.has_user_kernels and "names" not in overrides:  # as the command line chooses for kernels it is given
-        exp = names_for_triggered_entries(exp)
-    return exp
+    return SweepRequest(experiment=exp, axes={k: _axis_value(k, v) for k, v in overrides.items()}, run=False,
+                        **fields)
 
 
 def sweep(experiment: str | os.PathLike | Experiment | None = "default", out: str | os.PathLike | None = None, *,
@@ -163,7 +167,8 @@ def sweep(experiment: str | os.PathLike | Experiment | None = "default", out: st
     ``RunDirBusy`` when another process writes ``out``."""
     from ptxprobe.static.sweep import default_out_dir, run_sweep
 
-    exp = make_experiment(experiment, **overrides)
+    plan = plan_sweep(_request(experiment, overrides, use_cache=cache is None or cache.enabled))
+    exp = plan.experiment
     return run_sweep(exp, out if out is not None else default_out_dir(exp), jobs=jobs, cache=cache,
                      progress=progress, fresh=fresh, executor=executor, ray_address=ray_address)
 

@@ -63,12 +63,15 @@ class UserKernels:
                 "triton_functions": [f"{self.triton}={self.spec}"] if self.triton else []}
 
 
+USER_KERNEL_AXES = tuple(UserKernels().axes())  # the experiment axes that hold a user's own kernels
+
+
 @dataclass(frozen=True, kw_only=True)
 class SweepRequest:
     """A rename sweep as asked for, nothing resolved yet. ``run``: None times on a GPU when one is there, False
     never, True insists."""
 
-    experiment: str = "default"
+    experiment: str | Experiment = "default"  # a shipped name, a TOML path, or an Experiment already made (the API)
     axes: Mapping[str, object] = field(default_factory=dict)  # typed axis values (the CLI reads -s into them)
     kernels: UserKernels = field(default_factory=UserKernels)
     names_from_scan: bool = False
@@ -131,7 +134,7 @@ def plan_sweep(req: SweepRequest) -> SweepPlan:
 
 def _experiment(req: SweepRequest, nvcc_assembles: bool) -> Experiment:
     """The experiment file, its overrides and the user's own kernels, as one Experiment."""
-    exp = load_experiment(req.experiment)
+    exp = req.experiment if isinstance(req.experiment, Experiment) else load_experiment(req.experiment)
     axes = dict(req.axes)
     k = req.kernels
     files = {axis: vals for axis, vals in k.axes().items() if vals}  # as given: never re-split at commas
@@ -150,7 +153,8 @@ def _experiment(req: SweepRequest, nvcc_assembles: bool) -> Experiment:
         exp = names_from_scan(exp)
     if req.regime is not None:
         exp = with_regime(exp, req.regime)
-    if (k.ptx or k.cubin or k.cu or k.lib or k.triton) and not req.names_set_later and "names" not in axes:
+    given = any(axes.get(axis) for axis in USER_KERNEL_AXES)  # by the file options, or as axes (the API, -s)
+    if given and not req.names_set_later and "names" not in axes:
         exp = names_for_triggered_entries(exp, req.use_cache)
     return exp
 
