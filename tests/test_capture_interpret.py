@@ -77,6 +77,8 @@ PROGRAM = textwrap.dedent('''
         z = torch.zeros_like(x)
         add_kernel[lambda meta: (triton.cdiv(4096, meta["BLOCK"]),)](x, x, z, 4096)
         fill_kernel[(1,)](torch.empty(64), num_warps=2)
+        if "--bad" in sys.argv:  # a launch whose arguments do not bind: Triton would refuse it
+            fill_kernel[(1,)](torch.empty(64), 4, 5)
         nested()[(1,)](z)
         if "--check" in sys.argv:  # the kernels' results, which only an executed launch computes
             assert torch.equal(z[1:], 2 * x[1:]), "add_kernel computed nothing"
@@ -84,12 +86,12 @@ PROGRAM = textwrap.dedent('''
 ''')
 
 
-def _capture(tmp_path, *extra):
+def _capture(tmp_path, *extra, program_args=("--check",)):
     prog = tmp_path / "prog.py"
     prog.write_text(PROGRAM)
     out = tmp_path / "cap"
     r = subprocess.run([sys.executable, "-m", "ptxprobe", "capture", "-o", str(out), "-s", "repeat=1", "-s",
-                        "ptxas=triton", "--arch", "sm_90a", *extra, "--", sys.executable, str(prog), "--check"],
+                        "ptxas=triton", "--arch", "sm_90a", *extra, "--", sys.executable, str(prog), *program_args],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode in (0, 1), r.stderr[-2000:]
     return prog, json.loads((out / "captured.json").read_text()), r
@@ -104,15 +106,17 @@ def _module(prog):
 
 def test_launches_recorded_under_the_interpreter_are_specialised_as_triton_specialises_them(tmp_path):
     """Record mode: the program's own check fails (nothing was computed), the kernels launched before are kept and
-    said; each is compiled for --arch with the specialisation Triton's binder gives the real tensors; the autotuner
+    said; a launch whose arguments do not bind is named as not compiled and the program goes on; each is
+    compiled for --arch with the specialisation Triton's binder gives the real tensors; the autotuner
     gives one kernel per config; a kernel defined inside a function is named as not compiled, with why."""
     from ptxprobe.sources.triton import specialize
 
-    prog, rec, r = _capture(tmp_path, "--interpret")
+    prog, rec, r = _capture(tmp_path, "--interpret", program_args=("--check", "--bad"))
     assert rec["interpret"] == "record" and "add_kernel computed nothing" in rec["program_failed"]
     assert "kept" in r.stderr and "Traceback (most recent call last)" not in r.stderr.split("program failed")[0]
-    (nested,) = rec["not_compiled"]
+    bad, nested = sorted(rec["not_compiled"], key=lambda n: n["function"])
     assert "inner_kernel" in nested["function"] and "defined inside a function" in nested["error"]
+    assert "fill_kernel" in bad["function"] and "do not bind" in bad["error"]
     kernels = rec["kernels"]
     assert all(k["arch"] == "sm_90a" and k["metadata"]["interpreted"] for k in kernels)
     mod = _module(prog)

@@ -4,7 +4,8 @@
     python -m experiments.atlas pilot [--downloads DIR] [--out FILE]
     python -m experiments.atlas compare-captures GPU_CAPTURE_DIR INTERPRETED_CAPTURE_DIR [--out FILE]
     python -m experiments.atlas interpreted [--library liger-kernel] [--arch sm_90a] [--release triton,13.0]
-                                             [--venv DIR] [--runs DIR] [--downloads DIR] [--out FILE]
+                                             [--venv DIR] [--runs DIR] [--ray-address ADDR] [--downloads DIR]
+                                             [--out FILE]
 
 ``census``: each pinned wheel fetched (pip download, checked against its sha256 in corpus.toml), every shared library
 that embeds PTX counted (experiments/atlas/census.py). ``pilot``: cold-cache rename sweeps of a few cells, as a
@@ -103,10 +104,12 @@ def run_pilot(downloads: Path) -> dict:
 
 
 def run_interpreted(names: list[str], archs: list[str], releases: list[str], venv: Path, runs: Path,
-                    downloads: Path) -> dict:
+                    downloads: Path, ray_address: str | None = None) -> dict:
     libraries = {n: corpus()[n] for n in names}
     python = environment(venv, libraries, downloads)
-    cells = [capture_cell(python, name, lib, arch, releases, runs) for name, lib in libraries.items() for arch in archs]
+    executor = ["--executor", "ray", "--ray-address", ray_address] if ray_address else []
+    cells = [capture_cell(python, name, lib, arch, releases, runs, executor)
+             for name, lib in libraries.items() for arch in archs]
     return {"what": "the atlas's Triton libraries, captured on CPU under Triton's interpreter and rename-swept "
                     "(python -m experiments.atlas interpreted)",
             "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
@@ -125,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="interpreted: the ptxas releases to sweep (default: %(default)s)")
     ap.add_argument("--venv", default=os.path.join(tempfile.gettempdir(), "ptxprobe-atlas-venv"),
                     help="interpreted: the atlas's environment, made if missing (default: %(default)s)")
+    ap.add_argument("--ray-address", help="interpreted: sweep on this Ray cluster (docs/ray.md); default: this machine")
     ap.add_argument("--runs", default=os.path.join(tempfile.gettempdir(), "ptxprobe-atlas-runs"),
                     help="interpreted: where the captures and sweeps go (default: %(default)s)")
     ap.add_argument("--downloads", default=os.path.join(tempfile.gettempdir(), "ptxprobe-atlas"),
@@ -148,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         record = run_pilot(downloads)
     else:
         record = run_interpreted(args.library or list(corpus("triton")), args.arch or ["sm_90a", "sm_80"],
-                                 args.release.split(","), Path(args.venv), Path(args.runs), downloads)
+                                 args.release.split(","), Path(args.venv), Path(args.runs), downloads,
+                                 args.ray_address)
     record["command"] = " ".join(["python -m experiments.atlas", *(argv if argv is not None else sys.argv[1:])])
     text = json.dumps(record, indent=1)
     if args.out:

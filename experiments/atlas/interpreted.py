@@ -53,12 +53,14 @@ def _downloaded(pin: str, downloads: Path) -> Path:
     return _downloaded(pin, downloads)
 
 
-def capture_cell(python: Path, name: str, lib: dict, arch: str, releases: list[str], out: Path) -> dict:
-    """One library at one arch: ``ptxprobe capture --interpret`` of its driver, swept at ``releases``; summarised."""
+def capture_cell(python: Path, name: str, lib: dict, arch: str, releases: list[str], out: Path,
+                 executor: list[str] = ()) -> dict:
+    """One library at one arch: ``ptxprobe capture --interpret`` of its driver, swept at ``releases`` (on a Ray
+    cluster with ``executor`` = ``--executor ray --ray-address ADDR``); summarised."""
     run_dir = out / name / arch
     driver = DRIVERS / lib["driver"]
     argv = ["capture", "--interpret", "--arch", arch, "-s", f"archs={arch}", "-s", f"ptxas={','.join(releases)}",
-            "-q", "-o", str(run_dir), "--", str(python), str(driver)]
+            *executor, "-q", "-o", str(run_dir), "--", str(python), str(driver)]
     start = time.perf_counter()
     done = subprocess.run([str(python), "-m", "ptxprobe", *argv], capture_output=True, text=True)
     wall = time.perf_counter() - start
@@ -100,9 +102,23 @@ def _release(rows: list, functions: dict, version: str) -> dict:
             "median_register_delta": statistics.median(deltas) if deltas else None,
             "spill_changed": sum(r["spill_store_bytes"] != base[r["kernel"]]["spill_store_bytes"] for r in changed),
             "stack_changed": sum(r["stack_bytes"] != base[r["kernel"]]["stack_bytes"] for r in changed),
+            "kinds": dict(Counter(_kind(r, base[r["kernel"]]) for r in changed)),
+            "changed_function_names": sorted({str(functions.get(r["kernel"])).rpartition(":")[2] for r in changed}),
         }
     return {"ptxas_version": version, "kernels": len(base),
             "source_functions": len({functions.get(k) for k in base}), "names": by_name}
+
+
+def _kind(row: dict, base: dict) -> str:
+    """What a change is, the coarsest first: spills, stack, registers, else the schedule alone (the same resources,
+    other machine code)."""
+    if row["spill_store_bytes"] != base["spill_store_bytes"] or row["spill_load_bytes"] != base["spill_load_bytes"]:
+        return "spills"
+    if row["stack_bytes"] != base["stack_bytes"]:
+        return "stack"
+    if row["registers"] != base["registers"]:
+        return "registers"
+    return "schedule only"
 
 
 def compare_captures(gpu_dir: Path, interpreted_dir: Path) -> dict:

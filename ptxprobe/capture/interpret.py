@@ -91,11 +91,16 @@ class Recorder:
         options = {k: kwargs[k] for k in OPTION_KEYS if k in kwargs}
         # a kernel may name a parameter after an option (``num_warps: tl.constexpr``): Triton hands it both
         params = {k: v for k, v in kwargs.items() if k not in OPTION_KEYS or k in signature.parameters}
-        bound = signature.bind(*args, **params)
-        bound.apply_defaults()
-        launch = {"kind": "launch", "function": function_target(fn), "name": fn.__name__,
-                  "args": [describe(v) for v in bound.arguments.values()], "options": options, "via": via}
-        key = json.dumps({k: launch[k] for k in ("function", "args", "options")}, sort_keys=True, default=repr)
+        launch = {"kind": "launch", "function": function_target(fn), "name": fn.__name__, "options": options,
+                  "via": via}
+        try:
+            bound = signature.bind(*args, **params)
+            bound.apply_defaults()
+            launch["args"] = [describe(v) for v in bound.arguments.values()]
+        except TypeError as exc:  # the program goes on; the replay says why this launch has no kernel
+            launch.update(args=[], error=f"its arguments do not bind to its parameters: {exc}")
+        key = json.dumps({k: launch.get(k) for k in ("function", "args", "options", "error")}, sort_keys=True,
+                         default=repr)
         if key in self.seen:
             self.seen[key] += 1
             return

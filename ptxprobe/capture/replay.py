@@ -47,6 +47,7 @@ class RecordedLaunch:
     options: dict  # num_warps, num_stages, ...
     via: str  # "launch", or "autotune i/n" (the autotuner's i-th config of n)
     launches: int = 1  # how often the program made it
+    error: str | None = None  # why it could not be recorded (its arguments did not bind)
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,8 @@ def read_log(path: Path) -> tuple[dict, list[RecordedLaunch]]:
         elif rec["kind"] == "counts":
             counts = rec["launches"]
     return header, [RecordedLaunch(r["function"], r["name"], tuple(r["args"]), r["options"], r["via"],
-                                   counts[i] if counts and i < len(counts) else 1) for i, r in enumerate(launches)]
+                                   counts[i] if counts and i < len(counts) else 1, r.get("error"))
+                    for i, r in enumerate(launches)]
 
 
 def stand_in(desc: list, resolve) -> Any:
@@ -165,6 +167,8 @@ def launches_do_nothing():
 
 def compile_launch(launch: RecordedLaunch, arch: str, load: _Loader, cache, out: Path) -> ReplayedLaunch:
     """One recorded launch to PTX for ``arch``; a refusal is kept with its reason, never raised."""
+    if launch.error:
+        return ReplayedLaunch(launch, error=f"{launch.function}: {launch.error}")
     try:
         fn = load(launch.function)
         args = [stand_in(d, load) for d in launch.args]

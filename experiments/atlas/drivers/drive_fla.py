@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 import torch
 import torch.nn.functional as F
@@ -60,12 +61,13 @@ def ops():
 def main() -> int:
     torch.manual_seed(0)
     for name, thunk in ops():
+        start = time.perf_counter()
         try:
             thunk()
             said = {"op": name, "dtype": "torch.bfloat16", "ran": True}
         except Exception as exc:  # noqa: BLE001 - counted per op, the driver goes on
             said = {"op": name, "dtype": "torch.bfloat16", "ran": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
-        print("atlas-driver:", json.dumps(said), flush=True)
+        print("atlas-driver:", json.dumps({**said, "seconds": round(time.perf_counter() - start, 2)}), flush=True)
     return 0
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from types import SimpleNamespace
 
 import torch
@@ -88,12 +89,13 @@ def main() -> int:
         torch.set_default_device(sys.argv[sys.argv.index("--device") + 1])
     for dtype in (torch.bfloat16, torch.float32):
         for name, thunk in ops(dtype):
+            start = time.perf_counter()
             try:
                 thunk()
                 said = {"op": name, "dtype": str(dtype), "ran": True}
             except Exception as exc:  # noqa: BLE001 - counted per op, the driver goes on
                 said = {"op": name, "dtype": str(dtype), "ran": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
-            print("atlas-driver:", json.dumps(said), flush=True)
+            print("atlas-driver:", json.dumps({**said, "seconds": round(time.perf_counter() - start, 2)}), flush=True)
     return 0
 
 
