@@ -45,7 +45,8 @@ PROGRAM = textwrap.dedent('''
     def add_kernel(x_ptr, y_ptr, z_ptr, n, BLOCK: tl.constexpr):
         i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         m = i < n
-        tl.store(z_ptr + i, tl.load(x_ptr + i, mask=m) + tl.load(y_ptr + i, mask=m), mask=m)
+        z = tl.load(z_ptr + i, mask=m)  # accumulates: a second execution would show
+        tl.store(z_ptr + i, z + tl.load(x_ptr + i, mask=m) + tl.load(y_ptr + i, mask=m), mask=m)
 
 
     @triton.jit
@@ -81,7 +82,7 @@ PROGRAM = textwrap.dedent('''
             fill_kernel[(1,)](torch.empty(64), 4, 5)
         nested()[(1,)](z)
         if "--check" in sys.argv:  # the kernels' results, which only an executed launch computes
-            assert torch.equal(z[1:], 2 * x[1:]), "add_kernel computed nothing"
+            assert torch.equal(z[1:], 2 * x[1:]), "add_kernel computed nothing, or more than once"
         print("done")
 ''')
 
@@ -143,7 +144,8 @@ def test_launches_recorded_under_the_interpreter_are_specialised_as_triton_speci
 
 
 def test_execute_mode_computes_what_the_program_reads_back(tmp_path):
-    """``--interpret execute`` runs each launch in the interpreter after recording it: the program's check passes."""
+    """``--interpret execute`` runs each launch in the interpreter after recording it, an autotuned one once (its
+    other configs recorded only): the program's check of an accumulating kernel's result passes."""
     _, rec, _ = _capture(tmp_path, "--interpret", "execute")
     assert rec["program_failed"] is None and len(rec["kernels"]) == 5
 

@@ -4,7 +4,7 @@
     python -m experiments.atlas pilot [--downloads DIR] [--out FILE]
     python -m experiments.atlas compare-captures GPU_CAPTURE_DIR INTERPRETED_CAPTURE_DIR [--out FILE]
     python -m experiments.atlas interpreted [--library liger-kernel] [--arch sm_90a] [--release triton,13.0]
-                                             [--venv DIR] [--runs DIR] [--ray-address ADDR] [--downloads DIR]
+                                             [--venv DIR] [--runs DIR] [--ray-address ADDR] [--fresh] [--downloads DIR]
                                              [--out FILE]
 
 ``census``: each pinned wheel fetched (pip download, checked against its sha256 in corpus.toml), every shared library
@@ -104,11 +104,11 @@ def run_pilot(downloads: Path) -> dict:
 
 
 def run_interpreted(names: list[str], archs: list[str], releases: list[str], venv: Path, runs: Path,
-                    downloads: Path, ray_address: str | None = None) -> dict:
+                    downloads: Path, ray_address: str | None = None, fresh: bool = False) -> dict:
     libraries = {n: corpus()[n] for n in names}
     python = environment(venv, libraries, downloads)
     executor = ["--executor", "ray", "--ray-address", ray_address] if ray_address else []
-    cells = [capture_cell(python, name, lib, arch, releases, runs, executor)
+    cells = [capture_cell(python, name, lib, arch, releases, runs, executor, fresh)
              for name, lib in libraries.items() for arch in archs]
     return {"what": "the atlas's Triton libraries, captured on CPU under Triton's interpreter and rename-swept "
                     "(python -m experiments.atlas interpreted)",
@@ -128,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="interpreted: the ptxas releases to sweep (default: %(default)s)")
     ap.add_argument("--venv", default=os.path.join(tempfile.gettempdir(), "ptxprobe-atlas-venv"),
                     help="interpreted: the atlas's environment, made if missing (default: %(default)s)")
+    ap.add_argument("--fresh", action="store_true",
+                    help="interpreted: capture and sweep every cell again (default: a finished cell is read back)")
     ap.add_argument("--ray-address", help="interpreted: sweep on this Ray cluster (docs/ray.md); default: this machine")
     ap.add_argument("--runs", default=os.path.join(tempfile.gettempdir(), "ptxprobe-atlas-runs"),
                     help="interpreted: where the captures and sweeps go (default: %(default)s)")
@@ -153,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         record = run_interpreted(args.library or list(corpus("triton")), args.arch or ["sm_90a", "sm_80"],
                                  args.release.split(","), Path(args.venv), Path(args.runs), downloads,
-                                 args.ray_address)
+                                 args.ray_address, args.fresh)
     record["command"] = " ".join(["python -m experiments.atlas", *(argv if argv is not None else sys.argv[1:])])
     text = json.dumps(record, indent=1)
     if args.out:

@@ -54,25 +54,32 @@ def _downloaded(pin: str, downloads: Path) -> Path:
 
 
 def capture_cell(python: Path, name: str, lib: dict, arch: str, releases: list[str], out: Path,
-                 executor: list[str] = ()) -> dict:
+                 executor: list[str] = (), fresh: bool = False) -> dict:
     """One library at one arch: ``ptxprobe capture --interpret`` of its driver, swept at ``releases`` (on a Ray
-    cluster with ``executor`` = ``--executor ray --ray-address ADDR``); summarised."""
+    cluster with ``executor`` = ``--executor ray --ray-address ADDR``); summarised. A cell whose run directory is
+    complete for these releases is read, not run again, unless ``fresh`` (the atlas resumes cell by cell)."""
     run_dir = out / name / arch
     driver = DRIVERS / lib["driver"]
     argv = ["capture", "--interpret", "--arch", arch, "-s", f"archs={arch}", "-s", f"ptxas={','.join(releases)}",
             *executor, "-q", "-o", str(run_dir), "--", str(python), str(driver)]
-    start = time.perf_counter()
-    done = subprocess.run([str(python), "-m", "ptxprobe", *argv], capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if done.returncode not in (0, 1):
-        raise SystemExit(f"ptxprobe {' '.join(argv)}: exit {done.returncode}: {done.stderr.strip()[-400:]}")
+    wall = None
+    if fresh or not _complete(run_dir, releases):
+        start = time.perf_counter()
+        done = subprocess.run([str(python), "-m", "ptxprobe", *argv], capture_output=True, text=True)
+        wall = round(time.perf_counter() - start, 1)
+        if done.returncode not in (0, 1):
+            raise SystemExit(f"ptxprobe {' '.join(argv)}: exit {done.returncode}: {done.stderr.strip()[-400:]}")
     captured = json.loads((run_dir / "captured.json").read_text())
     said = [json.loads(line.split("atlas-driver:", 1)[1]) for line in
             (run_dir / "program.log").read_text().splitlines() if line.startswith("atlas-driver:")]
     rows = [r for r in open_run(run_dir / "sweep").static_rows() if r["status"] == "ok"]
     functions = {k["ptx"].split("/")[-1]: k["metadata"].get("function") for k in captured["kernels"]}
-    return {"library": name, "arch": arch, "command": "ptxprobe " + " ".join(argv[:-2] + ["PYTHON", driver.name]),
-            "wall_seconds": round(wall, 1), "ops": said,
+    manifest = json.loads((run_dir / "sweep" / "manifest.json").read_text())
+    tools = {f"{t['kind']} {t['version']}": t["sha256"] for t in manifest["tools"] if t["kind"] == "ptxas"}
+    return {"library": name, "arch": arch, "triton": manifest.get("triton"), "ptxas_sha256": tools,
+            "command": "ptxprobe " + " ".join(argv[:-2] + ["PYTHON", driver.name]),
+            "wall_seconds": wall, "program_seconds": captured["seconds"],
+            "sweep_wall_seconds": manifest.get("wall_seconds"), "ops": said,
             "ops_ran": sum(s["ran"] for s in said), "ops_tried": len(said),
             "launch_kinds": dict(Counter(k["metadata"].get("via", "launch").split(" ")[0]
                                          for k in captured["kernels"])),
@@ -80,6 +87,15 @@ def capture_cell(python: Path, name: str, lib: dict, arch: str, releases: list[s
             "not_compiled_reasons": dict(Counter(n["error"].split(": ")[-1][:120]
                                                  for n in captured.get("not_compiled", []))),
             "releases": [_release(rows, functions, release) for release in sorted({r["ptxas_version"] for r in rows})]}
+
+
+def _complete(run_dir: Path, releases: list[str]) -> bool:
+    """A cell's capture and sweep finished, with the releases asked for (its manifest's command says which)."""
+    manifest = run_dir / "sweep" / "manifest.json"
+    if not (run_dir / "captured.json").exists() or not manifest.exists():
+        return False
+    rec = json.loads(manifest.read_text())
+    return bool(rec.get("finished")) and f"ptxas={','.join(releases)}" in " ".join(rec.get("command") or [])
 
 
 def _release(rows: list, functions: dict, version: str) -> dict:

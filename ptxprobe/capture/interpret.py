@@ -30,6 +30,7 @@ ENV = "PTXPROBE_LAUNCH_LOG"
 EXECUTE_ENV = "PTXPROBE_INTERPRET_EXECUTE"
 MODES = ("record", "execute")
 VIA = "_ptxprobe_via"  # a keyword the autotune patch hands the launch patch: which config this launch is
+RECORD_ONLY = "_ptxprobe_record_only"  # and whether, in execute mode, it is recorded without running
 INTERPRETER_MODULE = "triton.runtime.interpreter"
 AUTOTUNER_MODULE = "triton.runtime.autotuner"
 OPTION_KEYS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "launch_cooperative_grid",
@@ -120,9 +121,10 @@ def patch_interpreter(module, recorder: Recorder) -> None:
 
     def run(self, *args, grid, warmup, **kwargs):
         via = kwargs.pop(VIA, "launch")
+        record_only = kwargs.pop(RECORD_ONLY, False)
         if not warmup:
             recorder.record(self.fn, args, kwargs, via)
-            if not recorder.execute:
+            if not recorder.execute or record_only:
                 return None
         return original(self, *args, grid=grid, warmup=warmup, **kwargs)
 
@@ -130,7 +132,8 @@ def patch_interpreter(module, recorder: Recorder) -> None:
 
 
 def patch_autotuner(module, recorder: Recorder) -> None:
-    """``Autotuner.run`` launches once per config its pruning keeps (no timing on a CPU), then stops there."""
+    """``Autotuner.run`` records a launch per config its pruning keeps (no timing on a CPU) and runs the first (in
+    ``execute`` mode: once, after its pre-hook, as the autotuner would run its choice)."""
     cls = module.Autotuner
 
     def run(self, *args, **kwargs):
@@ -139,9 +142,14 @@ def patch_autotuner(module, recorder: Recorder) -> None:
             configs = self.prune_configs(kwargs) if len(self.configs) > 1 else self.configs
         except Exception:  # a pruning that asks the GPU (a perf model): every listed config
             configs = self.configs
-        for i, config in enumerate(configs):
-            self.fn.run(*args, **kwargs, **config.all_kwargs(), **{VIA: f"autotune {i + 1}/{len(configs)}"})
+        for i, config in enumerate(configs[1:], start=2):  # recorded only: the program's outputs are computed once
+            self.fn.run(*args, **kwargs, **config.all_kwargs(), **{VIA: f"autotune {i}/{len(configs)}"},
+                        **{RECORD_ONLY: True})
+        self.best_config = chosen = configs[0]  # the first stands for the choice a GPU's timing would make
+        if chosen.pre_hook is not None and recorder.execute:
+            chosen.pre_hook({**self.nargs, **kwargs, **chosen.all_kwargs()})
         self.nargs = None
+        return self.fn.run(*args, **kwargs, **chosen.all_kwargs(), **{VIA: f"autotune 1/{len(configs)}"})
 
     cls.run = run
 
