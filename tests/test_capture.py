@@ -121,3 +121,21 @@ def test_ctrl_c_during_the_program_ab_keeps_the_finished_runs(tmp_path):
     rec = json.loads((out / "ab" / "ab.json").read_text())
     assert rec["interrupted"] is True and len(rec["runs"]) == 2
     assert {c["verdict"] for c in rec["comparisons"]} == {"too_few_runs"}
+
+
+def test_a_capture_of_other_kernels_into_a_swept_directory_is_refused_and_loses_nothing(tmp_path):
+    """The directory's sweep holds the first capture's kernels: a capture of others is refused (exit 2, one line)
+    before its captured.json is written; --fresh replaces them."""
+    prog = tmp_path / "prog.py"
+    prog.write_text(PROGRAM)
+    out = tmp_path / "cap"
+    quick = ("-s", "repeat=1", "-s", "names={base},cutlass_{base}")
+    assert ptxprobe("capture", "-o", str(out), *quick, "--", sys.executable, str(prog)).returncode in (0, 1)
+    first = (out / "captured.json").read_text()
+    prog.write_text(PROGRAM.replace('"BLOCK": 256', '"BLOCK": 128'))
+    r = ptxprobe("capture", "-o", str(out), *quick, "--", sys.executable, str(prog))
+    assert r.returncode == 2 and "--fresh" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert (out / "captured.json").read_text() == first
+    r = ptxprobe("capture", "-o", str(out), *quick, "--fresh", "--", sys.executable, str(prog))
+    assert r.returncode in (0, 1), r.stderr[-2000:]
+    assert (out / "captured.json").read_text() != first

@@ -73,11 +73,12 @@ def cute_env(dump: Path, arch: str | None = None) -> dict[str, str]:
     return env
 
 
-def run_program(argv: list[str], out: Path, timeout: float, arch: str | None = None, interpret: str | None = None
-                ) -> tuple[list[CapturedKernel], dict]:
+def run_program(argv: list[str], out: Path, timeout: float, arch: str | None = None, interpret: str | None = None,
+                replace: bool = True) -> tuple[list[CapturedKernel], dict]:
     """Run ``argv`` with the dump knobs; collect the distinct PTX it compiled into ``out/ptx``. With ``interpret``
     (``record`` or ``execute``) its Triton launches are recorded under Triton's interpreter instead and compiled
-    for ``arch`` (``capture.interpret``): no GPU is needed."""
+    for ``arch`` (``capture.interpret``): no GPU is needed. Without ``replace``, a directory that holds a capture
+    of other kernels is refused before its ``captured.json`` is written."""
     if not argv:
         raise SpecError("capture needs a command after --, e.g. ptxprobe capture -- python prog.py")
     if interpret and not arch:
@@ -125,7 +126,13 @@ def run_program(argv: list[str], out: Path, timeout: float, arch: str | None = N
     }
     if interpret:
         record.update(interpret=interpret, arch=arch, program_failed=failed, not_compiled=not_compiled)
-    atomic_write(out / CAPTURED, json.dumps(record, indent=1).encode())
+    earlier = out / CAPTURED
+    if not replace and earlier.exists():  # its sweep holds the earlier kernels: refused before anything is lost
+        before = {k["ptx_sha256"] for k in json.loads(earlier.read_text()).get("kernels", [])}
+        if before != {k.ptx_sha256 for k in kernels}:
+            raise SpecError(f"{out} holds a capture of other kernels ({len(before)} then, {len(kernels)} now) and "
+                            "its sweep: use another -o, or --fresh to replace them")
+    atomic_write(earlier, json.dumps(record, indent=1).encode())
     return kernels, record
 
 

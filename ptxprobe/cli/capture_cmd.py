@@ -25,7 +25,8 @@ def cmd_capture(args) -> int:
         raise SpecError("--names takes three templates: BASE,TRIGGER,CONTROL")
     if args.interpret and args.run:
         raise SpecError("capture --interpret runs the program without a GPU and --run times it on one: drop one")
-    kernels, record = run_program(argv, out, args.program_timeout, arch=args.arch, interpret=args.interpret)
+    kernels, record = run_program(argv, out, args.program_timeout, arch=args.arch, interpret=args.interpret,
+                                  replace=args.fresh or not (out / "sweep").exists())
     if not args.json:
         how = f" under Triton's interpreter ({args.interpret})" if args.interpret else ""
         show(table(f"captured from {' '.join(argv)[:60]}{how} -> {out}/captured.json",
