@@ -328,7 +328,9 @@ def _program_parsers(sub) -> None:
     s.add_argument("--experiment", "-e", default="default", help="names, archs and repeats to sweep with")
     s.add_argument("--set", "-s", action="append", metavar="AXIS=V1,V2", default=[], help="override an axis")
     s.add_argument("--program-timeout", type=_seconds, default=1800.0, help="seconds the program may run")
-    s.add_argument("--fresh", action="store_true", help="discard the sweep directory's earlier results")
+    s.add_argument("--fresh", action="store_true",
+                   help="replace an earlier capture of other kernels in --out, and its sweep's results (without it "
+                        "such a directory is refused)")
     s.add_argument("--no-cache", action="store_true", help="do not read or write the content-addressed cache")
     s.add_argument("--run", action="store_true",
                    help="then re-run the program (GPU) with every kernel renamed, A/B: baseline, triggered and "
