@@ -119,10 +119,18 @@ def _release(rows: list, functions: dict, version: str) -> dict:
             "spill_changed": sum(r["spill_store_bytes"] != base[r["kernel"]]["spill_store_bytes"] for r in changed),
             "stack_changed": sum(r["stack_bytes"] != base[r["kernel"]]["stack_bytes"] for r in changed),
             "kinds": dict(Counter(_kind(r, base[r["kernel"]]) for r in changed)),
-            "changed_function_names": sorted({str(functions.get(r["kernel"])).rpartition(":")[2] for r in changed}),
+            "changed_function_names": sorted({_short(functions.get(r["kernel"])) for r in changed}),
         }
     return {"ptxas_version": version, "kernels": len(base),
             "source_functions": len({functions.get(k) for k in base}), "names": by_name}
+
+
+def _short(target: str | None) -> str:
+    """``package.sub.module:function`` without the package (a library's functions by one name live in several
+    modules: fla's ``delta_rule.wy_fast`` and ``gated_delta_rule.wy_fast``), a script's path as its file name."""
+    module, _, name = str(target).rpartition(":")
+    tail = module.rsplit("/", 1)[-1] if module.endswith(".py") else module.split(".", 1)[-1]
+    return f"{tail}:{name}"
 
 
 def _kind(row: dict, base: dict) -> str:

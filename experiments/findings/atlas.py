@@ -7,9 +7,12 @@ import json
 from experiments.analysis import static_runs as analysis
 
 ATLAS = "2026-12-05-cpu-atlas-pilot"  # experiments/atlas: census.json and pilot.json
+TRITON_ATLAS = "2026-12-06-cpu-atlas-triton"  # experiments/atlas interpreted: interpreted.json
+INTERPRET_CHECK = "2026-12-06-h100-interpret-check"  # h200_study.sh interpret-check: interpret-check.json
 INTRO = ("How common the name effect is in kernels libraries ship (`python -m experiments.atlas`, the corpus pinned "
-         "in `experiments/atlas/corpus.toml`; the wheels are fetched, never committed). A first step: what the "
-         "corpus holds, and what one kernel costs to sweep.")
+         "in `experiments/atlas/corpus.toml`; the wheels are fetched, never committed). So far: what the "
+         "corpus holds, what one kernel costs to sweep, and two Triton libraries' kernels as their own ops "
+         "launch them.")
 
 
 def _records() -> tuple[dict, dict]:
@@ -57,3 +60,69 @@ def section() -> list[str]:
             f"({pilot['machine']['cpus']} CPUs): the atlas needs more "
             "CPUs than this machine's (a Ray cluster: docs/ray.md) or a stratified sample of the large families "
             "(FA2's instantiations), as the issue plans.", ""]
+
+
+def triton_section() -> list[str]:
+    """The Triton libraries: each cell's kernels, and what the trigger and the control do to them."""
+    rec = json.loads((analysis.results_dir(TRITON_ATLAS) / "interpreted.json").read_text())
+    rows = ["| library | arch | ptxas | kernels (distinct PTX) | source functions | changed under `cutlass_` | "
+            "of source functions | fewer / more / same registers | what changed | changed under the control |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    said = []
+    for c in rec["cells"]:
+        lib = rec["libraries"][c["library"]]
+        for r in c["releases"]:
+            t, ctl = r["names"]["cutlass_{base}"], r["names"]["xutlass_{base}"]
+            kinds = ", ".join(f"{k} {n}" for k, n in sorted(t["kinds"].items(), key=lambda kv: -kv[1])) or "-"
+            rows.append(f"| {c['library']} {lib['pip'].split('==')[-1]} | {c['arch']} | {r['ptxas_version']} | "
+                        f"{r['kernels']} | {r['source_functions']} | {t['changed']} "
+                        f"({t['changed'] / r['kernels']:.0%}) | {t['changed_functions']} | "
+                        f"{t['fewer_registers']} / {t['more_registers']} / {t['same_registers']} | {kinds} | "
+                        f"{ctl['changed']} |")
+        first = c["releases"][0]["names"]["cutlass_{base}"]
+        counts = {(r["names"]["cutlass_{base}"]["changed"], r["kernels"]) for r in c["releases"]}
+        changed, kernels = min(counts)
+        failed = sorted({o["op"] for o in c["ops"] if not o["ran"]})
+        names = sorted({n.rpartition(":")[2] for n in first["changed_function_names"]})
+        said.append(f"{c['library']} {lib['pip'].split('==')[-1]} at {c['arch']}: "
+                    + (f"{changed} of its {kernels} kernels" if len(counts) == 1 else
+                       f"{changed} to {max(counts)[0]} of its {kernels} kernels, by release,")
+                    + f" compile differently when renamed `cutlass_…` ({first['changed_functions']} of "
+                    f"{c['releases'][0]['source_functions']} source functions) at every release swept; its driver "
+                    f"ran {c['ops_ran']} of {c['ops_tried']} op calls "
+                    f"({c['program_seconds']:.0f} s under the interpreter"
+                    + (f"; not run: {', '.join(failed)}" if failed else "") + f"); {c['not_compiled']} recorded "
+                    f"launches could not be compiled; the functions whose kernels change: "
+                    f"{', '.join(f'`{n}`' for n in names[:12])}" + (", …" if len(names) > 12 else "") + ".")
+    releases = sorted({r["ptxas_version"] for c in rec["cells"] for r in c["releases"]})
+    return [f"**Triton libraries, as their own ops launch them** (`{TRITON_ATLAS}`, `python -m experiments.atlas "
+            "interpreted`): each library's ops called forward and backward at a real model's shapes on CPU tensors "
+            "(`experiments/atlas/drivers/`), every launch recorded under Triton's interpreter and compiled for the "
+            "arch (`ptxprobe capture --interpret`, no GPU: an autotuned kernel at every config it lists), then "
+            f"rename-swept at {', '.join(releases)}. None of these kernels holds the trigger: the question is what "
+            "naming one `cutlass_…` would do. Under the interpreter a library's host code sees no GPU, so a choice "
+            "it makes from the device takes its no-GPU branch; a GPU capture of the same calls checks it (below).",
+            "", *rows, "", *[f"- {line}" for line in said], "", *_interpret_check()]
+
+
+def _interpret_check() -> list[str]:
+    """The interpreter's capture against a GPU capture of the same driver, on one card."""
+    d = analysis.results_dir(INTERPRET_CHECK)
+    check = json.loads((d / "interpret-check.json").read_text())
+    card = json.loads((d / "manifest.json").read_text())["gpu"].split(", ")
+    only_gpu = sorted({k.split(" ")[0] for k in check["only_gpu"]})
+    only_cpu = sorted({k.split(" ")[0] for k in check["only_interpreted"]})
+    gpu_dyt, cpu_dyt = (sum(k["entry"] == "_dyt_fwd_kernel" for k in json.loads((d / f).read_text())["kernels"])
+                        for f in ("gpu-capture.captured.json", "interpreted-capture.captured.json"))
+    return [f"**Checked on a GPU** (`{INTERPRET_CHECK}`, {card[0]} `{card[1][:12]}…`): the liger-kernel driver "
+            f"captured with CUDA tensors through Triton's own JIT compiled {check['gpu_kernels']} kernels; the "
+            f"interpreter's capture on the same machine's CPU holds {check['same_ptx']} of them byte for byte "
+            f"({check['same_ptx'] / check['gpu_kernels']:.0%}) and {check['interpreted_kernels']} in all. The "
+            f"{len(check['only_gpu'])} only the GPU compiled are of {', '.join(f'`{k}`' for k in only_gpu)}; the "
+            f"{len(check['only_interpreted'])} only the interpreter's of {', '.join(f'`{k}`' for k in only_cpu)}. "
+            "Both are the no-GPU branch of the library's host code: the norms' backward passes size their grid "
+            "by the GPU's SM count (1 without a GPU), so a row count that is a multiple of 16 on the CPU is not "
+            "on the card and specialises otherwise; `dyt`'s backward reads that count and fails without a GPU. "
+            f"`dyt`'s forward: the interpreter recorded every config its autotuner lists ({cpu_dyt} distinct "
+            f"kernels), the card compiled {gpu_dyt} (why fewer is not established here). Where host code does not "
+            "ask the device, the interpreter's capture is the GPU's.", ""]

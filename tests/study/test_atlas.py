@@ -43,3 +43,46 @@ def test_the_pilot_found_what_the_library_sweeps_found():
     for c in cells:
         assert c["wall_seconds_per_kernel"] == pytest.approx(c["wall_seconds"] / c["kernels"], abs=0.01)
         assert c["failed"] == 0 and c["ptxas_runs"] <= c["assemblies"]
+
+
+def test_the_triton_libraries_cells_hold_together():
+    """Each cell of the interpreter-captured Triton libraries: every changed kernel classified once and counted once
+    by its register change; the control changes nothing (a difference under it would be no name effect of the
+    trigger's); a cell's kernels are the same at every release; liger-kernel's count as first seen by hand."""
+    rec = _json("2026-12-06-cpu-atlas-triton", "interpreted.json")
+    assert {c["library"] for c in rec["cells"]} == set(rec["libraries"]) and rec["cells"]
+    for c in rec["cells"]:
+        assert c["ops_ran"] <= c["ops_tried"] == len(c["ops"]) and len({r["kernels"] for r in c["releases"]}) == 1
+        assert len(c["releases"]) == 4
+        for r in c["releases"]:
+            t = r["names"]["cutlass_{base}"]
+            assert t["changed"] == t["fewer_registers"] + t["more_registers"] + t["same_registers"]
+            assert t["changed"] == sum(t["kinds"].values()) == sum(t["register_deltas"].values()) <= r["kernels"]
+            assert t["changed_functions"] == len(t["changed_function_names"]) <= r["source_functions"]
+            assert r["names"]["xutlass_{base}"]["changed"] == 0
+    liger = next(c for c in rec["cells"] if c["library"] == "liger-kernel" and c["arch"] == "sm_90a")
+    first = next(r for r in liger["releases"] if r["ptxas_version"] == "12.8.93")
+    assert "ops.rms_norm:_rms_norm_backward_kernel" in first["names"]["cutlass_{base}"]["changed_function_names"]
+
+
+def test_the_interpreter_check_recomputes_from_its_two_captures(tmp_path):
+    """interpret-check.json is compare_captures of the two committed captures (the GPU's and the interpreter's),
+    and every kernel only one side holds is of a function both captured (the same calls, another specialisation)
+    or of dyt, whose host code reads the GPU's SM count."""
+    import shutil
+
+    from experiments.atlas.interpreted import compare_captures
+
+    run = RESULTS / "2026-12-06-h100-interpret-check"
+    for side in ("gpu-capture", "interpreted-capture"):
+        (tmp_path / side).mkdir()
+        shutil.copy(run / f"{side}.captured.json", tmp_path / side / "captured.json")
+    again = compare_captures(tmp_path / "gpu-capture", tmp_path / "interpreted-capture")
+    recorded = _json("2026-12-06-h100-interpret-check", "interpret-check.json")
+    assert again == {k: v for k, v in recorded.items() if k != "command"}
+    assert again["same_ptx"] < again["gpu_kernels"] and again["same_ptx"] >= 0.75 * again["gpu_kernels"]
+    sides = {side: {k["entry"] for k in json.loads((run / f"{side}.captured.json").read_text())["kernels"]}
+             for side in ("gpu-capture", "interpreted-capture")}
+    for k in again["only_gpu"] + again["only_interpreted"]:
+        entry = k.split(" ")[0]
+        assert entry.startswith("_dyt_") or entry in sides["gpu-capture"] & sides["interpreted-capture"], k
