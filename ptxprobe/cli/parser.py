@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from ptxprobe import __version__
 from ptxprobe.cli.tune_args import add_parsers as add_tune_parsers
 from ptxprobe.cli.tune_args import metric_regex, program_arch  # capture, tune and apply: one definition
-from ptxprobe.stats.regime import REGIMES
+from ptxprobe.stats import REGIMES
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -368,10 +368,15 @@ def _program_parsers(sub) -> None:
     _common(s, "print explain.json on stdout")
 
 
+REDUCE_EPILOG = """exit codes: 1 reduced (the name still changes the minimal kernel's machine code: DIR/minimal.ptx),
+0 no difference to start from (the name does not change the input's code under the predicate; nothing written but
+DIR/reduce.json), 2 bad usage or input (a bad --keep expression included), 3 a tool failed (ptxas missing, or
+failing on the input itself), 4 internal error, 130 interrupted (the best kernel so far is in DIR; re-running
+resumes)"""
+
+
 def _reduce_parser(sub) -> None:
     """``reduce`` (the smallest kernel the name still changes) and a cubin's facts."""
-    from ptxprobe.cli.reduce_cmd import REDUCE_EPILOG
-
     s = _sub(sub, "reduce", "the smallest kernel whose machine code the name still changes (delta debugging over PTX)",
              "cmd_reduce", epilog=REDUCE_EPILOG)
     s.add_argument("input", nargs="?", metavar="KERNEL", help="a registered kernel (see `ptxprobe kernels`); or give "

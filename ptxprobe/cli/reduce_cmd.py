@@ -13,13 +13,6 @@ from ptxprobe.reduce.remains import counted
 
 log = logging.getLogger("ptxprobe")
 
-REDUCE_EPILOG = """exit codes: 1 reduced (the name still changes the minimal kernel's machine code: DIR/minimal.ptx),
-0 no difference to start from (the name does not change the input's code under the predicate; nothing written but
-DIR/reduce.json), 2 bad usage or input (a bad --keep expression included), 3 a tool failed (ptxas missing, or
-failing on the input itself), 4 internal error, 130 interrupted (the best kernel so far is in DIR; re-running
-resumes)"""
-
-
 def request_from_args(args):
     from ptxprobe.reduce.run import Request
 
