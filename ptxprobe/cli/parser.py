@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from ptxprobe import __version__
 from ptxprobe.cli.tune_args import add_parsers as add_tune_parsers
 from ptxprobe.cli.tune_args import metric_regex, program_arch  # capture, tune and apply: one definition
-from ptxprobe.stats import REGIMES
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -33,7 +32,7 @@ class _Parser(argparse.ArgumentParser):
 
 def regime_arg(s, what: str) -> None:
     """``--regime``: the GPU regime a command measures in (rename-sweep --run, tune)."""
-    s.add_argument("--regime", choices=REGIMES, default=None,
+    s.add_argument("--regime", default=None, metavar="{burst,sustained}",  # checked with the request (with_regime)
                    help=f"{what}: burst (the default: short units of both codes interleaved under one clock, what a "
                         "kernel does per cycle) or sustained (each arm held alone for seconds once its clock settles, "
                         "at the card's power limit: what a long job sees; its GPU-time cost is said before it runs; "

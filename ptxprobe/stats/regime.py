@@ -31,8 +31,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ptxprobe.stats import BURST, PROGRAM, REGIMES, SUSTAINED, serial  # noqa: F401 (their home: read here)
+from ptxprobe.stats import serial
 
+BURST = "burst"  # short interleaved units, both codes under the one clock of the moment (the default)
+SUSTAINED = "sustained"  # each arm held alone for seconds at the card's power limit, after its clock settles
+REGIMES = (BURST, SUSTAINED)  # what a command can be asked to measure in (--regime)
+PROGRAM = "program"  # a program A/B: each arm a whole run of the program, the card read in the background
 RECORDED = (*REGIMES, PROGRAM)
 SLOPE_LEVEL = 0.95
 MIN_SLOPE_ROUNDS = 8  # fewer paired rounds with a clock reading: no regression
