@@ -279,3 +279,13 @@ def test_a_sustained_compare_holds_each_callable_and_reports_its_regime():
     assert reg.sm_clock_mhz is None or 500 < reg.sm_clock_mhz < 3000
     assert reg.power_limit_w is None or reg.power_w is None or 0 < reg.power_w <= 1.2 * reg.power_limit_w
     assert block.gpu_seconds >= 4 * 2 * (0.3 + 0.2)
+
+
+def test_a_module_wide_template_with_an_uncached_registered_kernel_plans(tmp_path):
+    """The one-name check reads a registered kernel only from the cache; uncached, there is nothing to check (it
+    raised AttributeError on the missing PTX when a template spans the module)."""
+    from ptxprobe.runs.request import SweepRequest, plan_sweep
+
+    req = SweepRequest(axes={"kernels": ["attention"], "names": ["{base}", "{module_untriggered}"]},
+                       use_cache=False, run=False, out=str(tmp_path / "o"))
+    assert plan_sweep(req).experiment.names == ("{base}", "{module_untriggered}")

@@ -188,7 +188,7 @@ def refuse_one_name(exp: Experiment, use_cache: bool = True) -> None:
         except PtxprobeError:  # it does not build, or a template makes no identifier: the sweep says so
             continue
         wide = any(module_wide(t) for t in exp.names)
-        holders = set(module_respellings(emitted.ptx)) if wide else set()  # read once per module, when asked
+        holders = set(module_respellings(emitted.ptx)) if wide and emitted else set()  # once per module, if asked
         for entry, names in zip(entries, named, strict=True):
             others = bool(holders - {entry})
             for i, name in enumerate(names):
