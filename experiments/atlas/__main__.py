@@ -18,7 +18,6 @@ release (experiments/atlas/interpreted.py). Nothing fetched is committed; the re
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import platform
@@ -35,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from experiments.atlas.census import as_json, census  # noqa: E402
 from experiments.atlas.interpreted import capture_cell, compare_captures, environment  # noqa: E402
+from experiments.atlas.pins import fetch_pinned  # noqa: E402
 from ptxprobe.api import Cache, open_run  # noqa: E402
 
 CORPUS = Path(__file__).with_name("corpus.toml")
@@ -51,14 +51,7 @@ def corpus(kind: str | None = None) -> dict[str, dict]:
 def fetched(name: str, downloads: Path) -> Path:
     """The pinned file of ``name``, downloaded once into ``downloads`` and checked against its sha256."""
     lib = corpus()[name]
-    path = downloads / lib["file"]
-    if not path.exists():
-        subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(downloads), lib["pip"]],
-                       check=True)
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != lib["sha256"]:
-        raise SystemExit(f"{path}: sha256 {digest}, corpus.toml pins {lib['sha256']}")
-    return path
+    return fetch_pinned(lib["pip"], lib["file"], lib["sha256"], downloads)
 
 
 def run_census(names: list[str], downloads: Path) -> dict:

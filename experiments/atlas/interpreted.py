@@ -11,7 +11,6 @@ spill and instruction changes, with the command that made it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import statistics
 import subprocess
@@ -20,6 +19,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from experiments.atlas.pins import fetch_pinned
 from ptxprobe.api import open_run
 
 DRIVERS = Path(__file__).with_name("drivers")
@@ -31,26 +31,12 @@ def environment(root: Path, libraries: dict[str, dict], downloads: Path) -> Path
     python = root / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(root)], check=True)
-    for name, lib in libraries.items():
-        files = []
-        for pin, digest in zip([lib["pip"], *lib.get("with", [])], [lib["sha256"], *lib.get("with_sha256", [])],
-                               strict=True):
-            got = _downloaded(pin, downloads)
-            if hashlib.sha256(got.read_bytes()).hexdigest() != digest:
-                raise SystemExit(f"{got}: sha256 differs from the {digest} corpus.toml pins for {name}")
-            files.append(str(got))
+    for lib in libraries.values():
+        pins = zip([lib["pip"], *lib.get("with", [])], [lib["file"], *lib.get("with_file", [])],
+                   [lib["sha256"], *lib.get("with_sha256", [])], strict=True)
+        files = [str(fetch_pinned(pip, file, digest, downloads)) for pip, file, digest in pins]
         subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", *files], check=True)
     return python
-
-
-def _downloaded(pin: str, downloads: Path) -> Path:
-    name, version = pin.split("==")
-    stem = name.replace("-", "_").lower()
-    for found in downloads.glob("*.whl"):
-        if found.name.lower().startswith(f"{stem}-{version}-"):
-            return found
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d", str(downloads), pin], check=True)
-    return _downloaded(pin, downloads)
 
 
 def capture_cell(python: Path, name: str, lib: dict, arch: str, releases: list[str], out: Path,
