@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 import json
 import os
 import sys
@@ -28,7 +27,7 @@ from ptxprobe.sources.registry import PointerArg
 from ptxprobe.sources.triton import (
     compile_failure,
     import_target,
-    script_folder_first,
+    run_file_module,
     specialize,
     triton_ptx,
     unwrapped,
@@ -129,25 +128,19 @@ class _Loader:
             self.loaded[target] = fn
         return self.loaded[target]
 
-
     def script(self, path: Path):
         """The program's own script, run again to define its kernels: its launches do nothing (no GPU is asked) and
         an error after the definitions (host code that needed the kernels' results) leaves them defined."""
         if path not in self.scripts:
-            spec = importlib.util.spec_from_file_location(path.stem, path)
-            if spec is None or spec.loader is None:
-                raise SpecError(f"capture --interpret: cannot load {path}")
-            module = importlib.util.module_from_spec(spec)
             argv = sys.argv
             sys.argv = [str(path), *self.argv]
             try:
-                with script_folder_first(path), launches_do_nothing():
-                    spec.loader.exec_module(module)
-            except (Exception, SystemExit) as exc:  # noqa: BLE001 - what ran before it defined the kernels
-                self.script_errors[path] = f"{type(exc).__name__}: {exc}"
+                with launches_do_nothing():
+                    self.scripts[path], raised = run_file_module(path, "capture --interpret")
             finally:
                 sys.argv = argv
-            self.scripts[path] = module
+            if raised is not None:
+                self.script_errors[path] = f"{type(raised).__name__}: {raised}"
         return self.scripts[path]
 
 

@@ -306,12 +306,9 @@ def import_target(target: str, what: str):
             path = Path(mod_name)
             if not path.is_file():
                 raise SpecError(f"{what}: no such file {path}")
-            spec = importlib.util.spec_from_file_location(path.stem, path)
-            if spec is None or spec.loader is None:
-                raise SpecError(f"{what}: cannot load {path}")
-            mod = importlib.util.module_from_spec(spec)
-            with script_folder_first(path):
-                spec.loader.exec_module(mod)
+            mod, raised = run_file_module(path, what)
+            if raised is not None:
+                raise raised
         else:
             mod = importlib.import_module(mod_name)
     except SpecError:  # said already, in its own words: not wrapped again
@@ -321,6 +318,21 @@ def import_target(target: str, what: str):
     except Exception as exc:  # the user's module ran code at import time that failed
         raise SpecError(f"{what}: importing {mod_name} raised {type(exc).__name__}: {exc}") from exc
     return getattr(mod, attr, None)
+
+
+def run_file_module(path: Path, what: str) -> tuple[Any, BaseException | None]:
+    """The module a ``.py`` file defines (named by its stem, so a ``__main__`` guard stays shut), run with its folder
+    first on ``sys.path``; and what its code raised, if it did, with the definitions made before it kept."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    if spec is None or spec.loader is None:
+        raise SpecError(f"{what}: cannot load {path}")
+    mod = importlib.util.module_from_spec(spec)
+    try:
+        with script_folder_first(path):
+            spec.loader.exec_module(mod)
+    except (Exception, SystemExit) as exc:  # noqa: BLE001 - the caller decides what a failed import means
+        return mod, exc
+    return mod, None
 
 
 @contextlib.contextmanager
