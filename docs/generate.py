@@ -191,7 +191,7 @@ def launch_keys() -> str:
 def method_constants() -> str:
     from ptxprobe.gpu.calibrate import AA_LABELS, CRITERIA, SIZING_REPLAYS
     from ptxprobe.gpu.plan import PLANTED, RunConfig
-    from ptxprobe.gpu.timing import DESIGNS, TimingPlan
+    from ptxprobe.gpu.timing import DESIGNS, STOPPINGS, TimingPlan
     from ptxprobe.reports.repro import BETWEEN_RUN_SD, MEASURED_BETWEEN_RUN
     from ptxprobe.stats.paired import EQUIVALENCE_MARGIN, INTERVAL_METHODS
 
@@ -211,6 +211,8 @@ def method_constants() -> str:
             ("target 95 % half-width (`target_halfwidth`)", pct(t.target_halfwidth)),
             ("ceiling half-width at `max_rounds` (`ceiling_halfwidth`)", pct(t.ceiling_halfwidth)),
             ("extra rounds above the ceiling (`overflow_rounds`)", str(t.overflow_rounds)),
+            ("when comparisons stop (`stopping`)",
+             ", ".join(f"`{m}`" for m in STOPPINGS) + f"; default `{t.stopping}`"),
             ("equivalence margin (TOST, `margin`)", "± " + pct(EQUIVALENCE_MARGIN)),
             ("reference (torch SDPA) rounds (`reference_rounds`)", str(t.reference_rounds)),
             ("planted slowdowns", ", ".join(pct(p) for p in PLANTED) + f"; `[run] plants` default `{r.plants}`"),

@@ -7,6 +7,7 @@ study's trace analysis: tests/study/test_design_stats.py.)"""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -492,6 +493,61 @@ def test_the_stopping_rule_reads_target_then_ceiling_then_cap():
     assert look_rounds(TimingPlan(rounds=25)) == [20, 25] and look_rounds(TimingPlan(rounds=10)) == [10]
     sizes = [len(batch) for batch in order_batches(plan, ["a", "b"], [], seed=3)]
     assert sizes == [20] + [10] * 10
+
+
+def test_each_comparison_stops_on_its_own_half_width_and_its_pair_is_timed_no_more(monkeypatch):
+    """On a simulated card, a block of two quiet comparisons and a noisy one: under ``each`` the quiet pairs stop at
+    the first look while the noisy one goes on alone (fewer replays, the same intervals); under ``together`` every
+    pair runs until all may stop. ``look_stops`` says the same look by look."""
+    from ptxprobe.gpu import timing
+    from ptxprobe.gpu.graphs import Unit
+    from ptxprobe.gpu.timing import look_stops, time_block
+
+    sd = {"a": 0.0002, "b": 0.0002, "c": 0.0002, "n": 0.004}
+    replays: dict[str, int] = {}
+
+    class Graph:  # each label's time per launch, with its own noise
+        def __init__(self, fn, k, tail=None):
+            self.label, self.k = fn.__name__, k
+            self.rng = np.random.default_rng(len(self.label) + ord(self.label))
+
+        def replay_ms(self) -> float:
+            replays[self.label] = replays.get(self.label, 0) + 1
+            return self.k * (1.0 + self.rng.normal(0.0, sd[self.label]))
+
+    class NoNvml:
+        def read(self):
+            return None, None, False
+
+    monkeypatch.setattr(timing, "GraphSample", Graph)
+    units = {label: Unit(_named(label), 1, 1.0) for label in sd}
+    compare = [("a", "b"), ("a", "c"), ("a", "n")]
+    plan = TimingPlan(design="pairs", warmup_s=0.0, card_warmup_s=0.0, min_rounds=20, max_rounds=60,
+                      overflow_rounds=0, interval=DESIGN_INTERVAL)
+    rounds = {}
+    for stopping in ("each", "together"):
+        replays.clear()
+        samples, _ = time_block(units, replace(plan, stopping=stopping), compare, seed=5, nvml=NoNvml())
+        rounds[stopping] = {o: len(stats.log_ratios(*samples["a"].paired_with(samples[o]))) for o in "bcn"}
+        rounds[stopping + " replays"] = dict(replays)
+    assert rounds["each"]["b"] == rounds["each"]["c"] == 20 and rounds["each"]["n"] == 60
+    assert rounds["together"] == {**rounds["together"], "b": 60, "c": 60, "n": 60}
+    # the warm-up replays each graph once, then b runs its rounds only
+    assert rounds["each replays"]["b"] == 1 + 20 and rounds["together replays"]["b"] == 1 + 60
+    assert rounds["each replays"]["a"] == 1 + 20 + 20 + 60 and rounds["together replays"]["a"] == 1 + 3 * 60
+    # the rule look by look, and the plan's word for it
+    assert look_stops(20, [0.0008, 0.003], plan) == ["target", None]
+    assert look_stops(20, [0.0008, 0.003], replace(plan, stopping="together")) == [None, None]
+    assert look_stops(60, [0.0008, 0.003], replace(plan, stopping="together")) == ["cap", "cap"]
+    with pytest.raises(ValueError, match="stopping 'first'"):
+        TimingPlan(stopping="first")
+
+
+def _named(label: str):
+    def fn():
+        return None
+    fn.__name__ = label
+    return fn
 
 
 def test_overflow_rounds_bring_a_noisy_comparison_under_the_ceiling_and_keep_the_coverage():

@@ -7,6 +7,7 @@ section are computed here from the committed data.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -210,10 +211,12 @@ def planted_rows(rec: dict) -> dict[str, dict]:
 
 def stopping_replay(run_dir: str | Path) -> pd.DataFrame:
     """Each group's names block replayed look by look from its recorded rounds through the timing's own stopping
-    rule and the run's recorded plan: where the rule stops (and why) against where the block did stop."""
+    rule (``look_stops``) and the run's recorded plan: where the rule stops each comparison (and why) against the
+    rounds each was timed for. A block's row: its longest comparison, why that one stopped, how many comparisons
+    stopped where they were recorded to."""
     from dataclasses import replace
 
-    from ptxprobe.api import TimingPlan, look_halfwidths, look_rounds, run_config, stop_reason
+    from ptxprobe.api import TimingPlan, look_halfwidths, look_rounds, look_stops, run_config
 
     rd = RunDir(run_dir)
     stated = run_config(rd.manifest["experiment"].get("run")).timing
@@ -227,21 +230,30 @@ def stopping_replay(run_dir: str | Path) -> pd.DataFrame:
         series = {**labels, **planted_rows(rec)}
         logs = [stats.log_ratios(*compared_series(series[a], series[b])) for a, b in pairs]
         # the plan the group recorded; older runs' groups did not: the experiment's keys over TimingPlan's defaults,
-        # with the interval their rows name (defaults change; ``ci_method`` absent meaning BCa)
+        # with the interval their rows name (defaults change; ``ci_method`` absent meaning BCa), every pair timed
+        # until all could stop
         plan = TimingPlan(**rec["timing_plan"]) if "timing_plan" in rec else replace(
-            stated, interval=stats.recorded_method(labels.values(), "bca"))
-        recorded = len(logs[0])
-        stop, why, widths, first = None, "not stopped", [], None
-        for done in (n for n in look_rounds(plan) if n <= recorded):
-            widths = look_halfwidths([x[:done] for x in logs], done, plan, rec.get("order_seed", 0))
-            first = max(widths) if first is None and widths else first
-            if (reason := stop_reason(done, widths, plan)) is not None:
-                stop, why = done, reason
+            stated, interval=stats.recorded_method(labels.values(), "bca"), stopping="together")
+        recorded = [len(x) for x in logs]
+        stops: list[int | None] = [None] * len(logs)
+        why = ["not stopped"] * len(logs)
+        timed, widths, first = list(range(len(logs))), [], None
+        for done in look_rounds(plan):
+            timed = [i for i in timed if done <= recorded[i]]  # a replay past a comparison's rounds cannot judge it
+            if not timed:
                 break
-        rows.append({"group_id": gid, "pairs": len(pairs), "rounds_recorded": recorded, "rounds_replayed": stop,
-                     "stopped_by": why, "first_look_max_half_width": first,
-                     "max_half_width": max(widths) if widths else None,
-                     "overflow_rounds_used": max(0, recorded - plan.max_rounds),
+            widths = look_halfwidths([logs[i][:done] for i in timed], done, plan, rec.get("order_seed", 0))
+            first = max(widths) if first is None and widths else first
+            for i, reason in zip(timed, look_stops(done, widths or [math.inf] * len(timed), plan), strict=True):
+                if reason is not None:
+                    stops[i], why[i] = done, reason
+            timed = [i for i in timed if stops[i] is None]
+        last = max(range(len(logs)), key=lambda i: (stops[i] or 0, recorded[i]))
+        rows.append({"group_id": gid, "pairs": len(pairs), "rounds_recorded": max(recorded),
+                     "rounds_replayed": None if None in stops else max(stops), "stopped_by": why[last],
+                     "comparisons_as_recorded": sum(s == n for s, n in zip(stops, recorded, strict=True)),
+                     "first_look_max_half_width": first, "max_half_width": max(widths) if widths else None,
+                     "overflow_rounds_used": max(0, max(recorded) - plan.max_rounds), "stopping": plan.stopping,
                      "plan_source": "recorded" if "timing_plan" in rec else "experiment and TimingPlan defaults"})
     return pd.DataFrame(rows)
 

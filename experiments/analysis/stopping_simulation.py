@@ -31,8 +31,8 @@ and the pool of resampled rounds are read from the committed every-default runs.
   ``autocorrelated-stress`` the same at the largest lag-1 a committed name comparison shows;
 * ``first-in-replay``: the label first in a replay runs slower by the largest penalty the runs measured
   (``gpu_runs.first_in_replay``), on top of the measured SD (which already holds the typical penalty);
-* ``three-pairs``: three comparisons of one block share the round's clock (correlation 0.5) and the block stops
-  only when all three are narrow;
+* ``three-pairs``: three comparisons of one block share the round's clock (correlation 0.5), each stopped on its
+  own half-width (``look_stops``; the block ends with the last);
 * ``overflow``: rounds 6 times as noisy, so blocks pass ``max_rounds`` above the ceiling and stop inside the
   overflow rounds; ``overflow-cap``: 8 times, so most run to the cap;
 * ``resampled-runs``: rounds drawn with replacement from one committed group's A/A log ratios (centred on their
@@ -77,6 +77,7 @@ from ptxprobe.api import (  # noqa: E402
     cp_lower,
     cp_upper,
     look_rounds,
+    look_stops,
     order_batches,
     stats,
     stop_reason,
@@ -233,25 +234,37 @@ def _errors(sc: Scenario, cap: int, rng: np.random.Generator, plan: TimingPlan, 
 
 def simulate_block(sc: Scenario, true_ratio: float, plan: TimingPlan, rng: np.random.Generator, seed: int,
                    pool: tuple = (), level_rule: LevelRule | None = None, stop_rule: StopRule | None = None) -> dict:
-    """One block run to its stop by the tool's rule: its rounds, why it stopped, each pair's final interval and
-    the true ratio over the rounds it ran (``level_rule`` / ``stop_rule`` replace the tool's for a
-    counterfactual only)."""
+    """One block run to its stop by the tool's rule (``look_stops``: each comparison on its own half-width, or all
+    together as the plan says): its rounds (the longest comparison's), why that one stopped, each pair's final
+    interval and the true ratio over the rounds it ran (``level_rule`` / ``stop_rule`` replace the tool's for a
+    counterfactual only; ``stop_rule`` judges one comparison's interval)."""
     cap = plan.round_cap
     trend = -sc.slope * np.arange(cap)  # the other arm slowing: log(base / other) falls
     logs = math.log(true_ratio) + trend + _errors(sc, cap, rng, plan, seed, pool)
     level_rule = level_rule or stats.sequential_level
+    ivs: list = [None] * len(logs)
+    rounds, why = [0] * len(logs), [""] * len(logs)
+    timed = list(range(len(logs)))
     for done in look_rounds(plan):
         level = level_rule(done, plan.min_rounds, plan.batch_rounds)
-        ivs = [stats.paired_interval(x[:done], level=level, method=plan.interval) for x in logs]
-        why = (stop_rule or stop_reason)(done, ivs if stop_rule else [stats.half_width(iv) for iv in ivs], plan)
-        if why:
-            truth = math.exp(math.log(true_ratio) + float(trend[:done].mean()))
-            return {"rounds": done, "why": why, "intervals": ivs, "truth": truth}
+        for i in timed:
+            ivs[i] = stats.paired_interval(logs[i][:done], level=level, method=plan.interval)
+        stops = ([stop_rule(done, [ivs[i]], plan) for i in timed] if stop_rule else
+                 look_stops(done, [stats.half_width(ivs[i]) for i in timed], plan))
+        for i, reason in zip(timed, stops, strict=True):
+            if reason:
+                rounds[i], why[i] = done, reason
+        timed = [i for i in timed if not rounds[i]]
+        if not timed:
+            last = max(range(len(logs)), key=lambda i: rounds[i])
+            truths = [math.exp(math.log(true_ratio) + float(trend[:n].mean())) for n in rounds]
+            return {"rounds": rounds[last], "why": why[last], "intervals": ivs, "truths": truths,
+                    "comparison_rounds": rounds}
     raise AssertionError("look_rounds ends at the cap, where stop_reason always stops")
 
 
 def stops_on_significance(done: int, ivs: list, plan: TimingPlan) -> str | None:
-    """The counterfactual rule: the tool's, plus a stop as soon as any interval excludes 1 (peeking)."""
+    """The counterfactual rule: the tool's, plus a stop as soon as the interval excludes 1 (peeking)."""
     if done >= plan.min_rounds and any(iv.low > 1.0 or iv.high < 1.0 for iv in ivs):
         return "significant"
     return stop_reason(done, [stats.half_width(iv) for iv in ivs], plan)
@@ -267,15 +280,16 @@ def run_scenario(sc: Scenario, true_ratio: float, plan: TimingPlan, sims: int, s
     """``sims`` blocks of one scenario at one true ratio, counted."""
     rng = np.random.default_rng(seed)
     covered = significant = total = in_overflow = 0
-    rounds, why = [], Counter()
+    rounds, why, comparison_rounds = [], Counter(), []
     for _ in range(sims):
         b = simulate_block(sc, true_ratio, plan, rng, int(rng.integers(1 << 31)), pool, level_rule, stop_rule)
         rounds.append(b["rounds"])
         why[b["why"]] += 1
         in_overflow += b["rounds"] > plan.max_rounds
-        for iv in b["intervals"]:
+        comparison_rounds += b["comparison_rounds"]
+        for iv, truth in zip(b["intervals"], b["truths"], strict=True):
             total += 1
-            covered += iv.low <= b["truth"] <= iv.high
+            covered += iv.low <= truth <= iv.high
             significant += iv.low > 1.0 or iv.high < 1.0
     cover = exact_interval(covered, total)
     return {"scenario": sc.name, "true_ratio": true_ratio, "seed": seed, "round_sd": sc.sd, "pairs": sc.pairs,
@@ -283,6 +297,7 @@ def run_scenario(sc: Scenario, true_ratio: float, plan: TimingPlan, sims: int, s
             "intervals": total, "covered": covered, "coverage": covered / total, "coverage_ci": cover,
             "undercovers": cover[1] < LEVEL, "significant": significant, "significant_rate": significant / total,
             "significant_ci": exact_interval(significant, total), "mean_rounds": float(np.mean(rounds)),
+            "mean_comparison_rounds": float(np.mean(comparison_rounds)),
             "max_rounds_used": int(max(rounds)), "stopped_by": dict(sorted(why.items())), "in_overflow": in_overflow}
 
 
@@ -328,7 +343,7 @@ def simulate(sims: int = SIMS, seed: int = SEED, measured: Measured | None = Non
                          "validated by this simulation; not alpha spending, not an anytime-valid sequence",
             "plan": {k: getattr(plan, k) for k in ("design", "min_rounds", "batch_rounds", "max_rounds",
                                                    "overflow_rounds", "target_halfwidth", "ceiling_halfwidth",
-                                                   "interval")},
+                                                   "interval", "stopping")},
             "measured": {"round_sd": m.round_sd, "lag1": m.lag1, "name_lag1_p90": m.name_lag1_p90,
                          "name_lag1_max": m.name_lag1_max, "first_penalty": m.first_penalty,
                          "slope": m.slope, "pool_groups": len(m.pool), "pool_rounds": int(sum(x.size for x in m.pool)),

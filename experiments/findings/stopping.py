@@ -57,8 +57,9 @@ def section() -> list[str]:
     n = 1 + -(-(p["max_rounds"] + p["overflow_rounds"] - p["min_rounds"]) // p["batch_rounds"])
     union = (1 - r["level"]) * sum(1 / k for k in range(1, n + 1))
     intro = (f"**The stopping rule, simulated** (`{SIMULATION}`, `experiments/analysis/stopping_simulation.py`): the "
-             "tool's own `look_rounds`, `order_batches`, `stop_reason`, `sequential_level` and default interval (the "
-             "signed-rank interval widened for serial correlation, below) "
+             "tool's own `look_rounds`, `order_batches`, `look_stops` (each comparison stopped on its own "
+             f"half-width: `stopping = \"{p.get('stopping', 'together')}\"`), `sequential_level` and default interval "
+             "(the signed-rank interval widened for serial correlation, below) "
              f"on simulated blocks, {pre['sims_per_cell']} per scenario and true ratio (seed {pre['seed']}, fixed in "
              f"advance), with the every-default plan ({p['min_rounds']} to {p['max_rounds']} rounds, looks every "
              f"{p['batch_rounds']}, {p['overflow_rounds']} overflow rounds above the "

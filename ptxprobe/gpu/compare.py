@@ -3,8 +3,8 @@
 ``compare`` is the public A/B: two or more zero-argument callables (each launches GPU work on the current
 stream; CUDA-graph capturable), the first the baseline. It times them exactly as a sweep times names
 (``gpu.timing``): one number of launches per unit so that every unit lasts >= ``segment_ms``, each pair
-with the baseline interleaved A B B A in one CUDA graph, pairs in a fresh random order each round, rounds
-until every interval is narrow enough (the look-adjusted signed-rank interval of the Hodges-Lehmann
+with the baseline interleaved A B B A in one CUDA graph, pairs in a fresh random order each round, each
+comparison timed until its interval is narrow enough (the look-adjusted signed-rank interval of the Hodges-Lehmann
 ratio), and ``stats.paired.decide`` with the +-0.5 % equivalence margin. ``time_callables`` times labels
 once per round in a random order (no comparison): a throughput, what a benchmark table needs.
 

@@ -18,9 +18,11 @@ The design (validated on simulated rounds in tests/test_design_stats.py):
   comparison's regime (``stats.regime``) is summarised from the readings of its paired rounds (``paired_readings``);
 * ``regime = "sustained"`` instead holds each arm of a pair alone for seconds once its clock settles
   (``gpu.sustained``): the pairs design, ``sustained_rounds`` rounds, no adaptive stopping;
-* rounds come in batches until every comparison's half-width (at the look-adjusted level) is
-  <= ``target_halfwidth``, or ``max_rounds`` is reached with every half-width under ``ceiling_halfwidth``
-  (else up to ``overflow_rounds`` more).
+* rounds come in batches; after each batch every comparison still timed is looked at, and stops once its
+  half-width (at the look-adjusted level) is <= ``target_halfwidth``, or at ``max_rounds`` under
+  ``ceiling_halfwidth`` (else up to ``overflow_rounds`` more). A stopped comparison's pair is no longer replayed
+  (``stopping = "each"``, the default); ``"together"`` times every pair until all may stop (the runs before
+  2026-12-06): the same intervals, each stopped on its own half-width alone, for fewer rounds.
 
 The stopping rule's guarantee is a *prespecified level validated by simulation*, not alpha spending and not an
 anytime-valid confidence sequence: ``stats.sequential_level`` sets each look's level in advance, and the intervals
@@ -49,6 +51,7 @@ THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80  # SW power cap, HW slowdown, SW/
 
 
 DESIGNS = ("interleaved", "pairs", "rounds")
+STOPPINGS = ("each", "together")
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,9 @@ class TimingPlan:
     # more (0: stop at max_rounds). The H200's noisiest group (one ~9 ms launch per unit) ended at 0.31 % after 60.
     ceiling_halfwidth: float = 0.0025
     overflow_rounds: int = 60
+    # each: a comparison stops on its own half-width and its pair is timed no more; together: every pair is timed
+    # until all may stop (the runs before 2026-12-06; what a group recorded without this key ran)
+    stopping: str = "each"
     margin: float = stats.EQUIVALENCE_MARGIN  # TOST equivalence margin on the throughput ratio
     # the Hodges-Lehmann interval: the signed-rank interval widened for serial correlation (the default), the exact
     # signed-rank interval alone (runs of 2026-12-03..05) or "bca" (bootstrap; the earlier runs)
@@ -96,6 +102,8 @@ class TimingPlan:
         if self.sustained_rounds < 3 or self.hold_s <= 0 or self.settle_s < 0 or self.settle_max_s < self.settle_s:
             raise ValueError("sustained: sustained_rounds >= 3, hold_s > 0, 0 <= settle_s <= settle_max_s (got "
                              f"{self.sustained_rounds}, {self.hold_s}, {self.settle_s}, {self.settle_max_s})")
+        if self.stopping not in STOPPINGS:
+            raise ValueError(f"stopping {self.stopping!r}: choose one of {', '.join(STOPPINGS)}")
         if self.interval not in stats.INTERVAL_METHODS:
             raise ValueError(f"interval {self.interval!r}: choose one of {', '.join(stats.INTERVAL_METHODS)}")
 
@@ -132,6 +140,16 @@ def stop_reason(done: int, halfwidths: list[float], plan: TimingPlan) -> str | N
 
 def should_stop(done: int, halfwidths: list[float], plan: TimingPlan) -> bool:
     return stop_reason(done, halfwidths, plan) is not None
+
+
+def look_stops(done: int, halfwidths: list[float], plan: TimingPlan) -> list[str | None]:
+    """Each comparison looked at after ``done`` rounds: why it stops here, or None to go on. Under ``each``,
+    ``stop_reason`` on its own half-width alone (the others' never hold it back, so it keeps the coverage a single
+    comparison has under the rule); under ``together``, every one stops when ``stop_reason`` stops the lot. Before
+    ``min_rounds`` give ``math.inf`` half-widths: only the round cap stops then."""
+    if plan.stopping == "together":
+        return [stop_reason(done, list(halfwidths), plan)] * len(halfwidths)
+    return [stop_reason(done, [h], plan) for h in halfwidths]
 
 
 def look_rounds(plan: TimingPlan) -> list[int]:
@@ -358,11 +376,13 @@ def time_block(units: dict[str, Unit], plan: TimingPlan, compare: list[tuple[str
         for (a, _), g in samplers.items():
             per_sample[a] = units[a].k * g.order.count(0)
     out = {label: Sampled(label, launches_per_sample=per_sample[label]) for label in units}
-    done = 0
+    done, timed = 0, list(compare)  # the comparisons still timed
     for orders in order_batches(plan, list(units), compare, seed):
         for order in orders:
             prev, pos = None, 0
             for unit in order:
+                if compare and not _serves(unit, timed, compare):
+                    continue
                 if interleave:  # both labels of the pair in one graph: one reading of the card for both
                     times = samplers[unit].replay()
                     reading = nvml.read()
@@ -386,10 +406,24 @@ def time_block(units: dict[str, Unit], plan: TimingPlan, compare: list[tuple[str
                         out[x].partners.setdefault(y, []).append(out[x].times_ms[-1])
                         out[x].partner_index.setdefault(y, []).append(len(out[x].times_ms) - 1)
         done += len(orders)
-        logs = [] if done < plan.min_rounds else [stats.log_ratios(*out[a].paired_with(out[b])) for a, b in compare]
-        if should_stop(done, look_halfwidths(logs, done, plan, seed), plan):
+        if not compare:
+            if should_stop(done, [], plan):
+                break
+            continue
+        logs = [stats.log_ratios(*out[a].paired_with(out[b])) for a, b in timed]
+        widths = look_halfwidths(logs, done, plan, seed) or [math.inf] * len(timed)
+        timed = [pair for pair, why in zip(timed, look_stops(done, widths, plan), strict=True) if why is None]
+        if not timed:
             break
     return out, time.perf_counter() - t0
+
+
+def _serves(unit: tuple, timed: list[tuple[str, str]], compare: list[tuple[str, str]]) -> bool:
+    """Whether a round's unit is still run: its pair (either way round) is being timed, or, where every label runs
+    alone, the label is in a comparison being timed or in none at all."""
+    if len(unit) == 2:
+        return unit in timed or unit[::-1] in timed
+    return any(unit[0] in pair for pair in timed) or not any(unit[0] in pair for pair in compare)
 
 
 def measured_peak_tflops(dtype: str) -> tuple[float | None, int | None]:

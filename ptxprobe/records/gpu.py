@@ -85,5 +85,6 @@ class GroupRecord(Record):
     @classmethod
     def upgrade(cls, doc: dict, version: int, where: str) -> dict:
         if isinstance(doc.get("timing_plan"), dict):  # the first GPU design's keys, accepted and never used
-            doc["timing_plan"] = without_superseded_timing(doc["timing_plan"])
+            # and a plan recorded before each comparison stopped on its own ran every pair until all could stop
+            doc["timing_plan"] = {"stopping": "together", **without_superseded_timing(doc["timing_plan"])}
         return doc
