@@ -141,12 +141,17 @@ def test_a_group_line_is_checked_before_either_log_is_written(tmp_path):
 
     log, group = tmp_path / "runtime.jsonl", SimpleNamespace(group_id="g1")
     record = {"aa": {"ratio_vs_baseline": 1.0}, "calibration": None, "identical_code": [], "order_seed": 7,
-              "compared": [["{base}", "cutlass_{base}"]], "timing_plan": {"rounds": 8}, "gpu_seconds": 2.5}
+              "compared": [["{base}", "cutlass_{base}"]], "timing_plan": {"rounds": 8, "stopping": "each"},
+                  "gpu_seconds": 2.5}
     with pytest.raises(DamagedRecord, match="'clock' not a field of GroupRecord"):
         append_group(str(log), group, [{"label": "{base}"}], {**record, "clock": 1980})
     assert not log.exists() and not (tmp_path / "groups.jsonl").exists()
     append_group(str(log), group, [{"label": "{base}"}], record)
     assert RunDir(tmp_path).groups == [{**record, "group_id": "g1"}]
+    # a plan recorded before comparisons stopped each on its own ran every pair until all could stop
+    old_plan = {**record, "timing_plan": {"rounds": 8}}
+    append_group(str(log), SimpleNamespace(group_id="g2"), [{"label": "{base}"}], old_plan)
+    assert RunDir(tmp_path).groups[1]["timing_plan"] == {"stopping": "together", "rounds": 8}
 
 
 def test_a_run_manifest_read_as_a_mapping_keeps_its_absent_keys_absent(tmp_path):
