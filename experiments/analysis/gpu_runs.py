@@ -209,11 +209,12 @@ def planted_rows(rec: dict) -> dict[str, dict]:
     return {label: {"label": label, "samples": s} for label, s in (rec.get("calibration_samples") or {}).items()}
 
 
-def stopping_replay(run_dir: str | Path) -> pd.DataFrame:
+def stopping_replay(run_dir: str | Path, stopping: str | None = None) -> pd.DataFrame:
     """Each group's names block replayed look by look from its recorded rounds through the timing's own stopping
     rule (``look_stops``) and the run's recorded plan: where the rule stops each comparison (and why) against the
     rounds each was timed for. A block's row: its longest comparison, why that one stopped, how many comparisons
-    stopped where they were recorded to."""
+    stopped where they were recorded to, each comparison's replayed rounds. ``stopping`` replays the block under
+    another rule than it ran (a comparison the rule would have timed longer than it was reads as not stopped)."""
     from dataclasses import replace
 
     from ptxprobe.api import TimingPlan, look_halfwidths, look_rounds, look_stops, run_config
@@ -234,6 +235,7 @@ def stopping_replay(run_dir: str | Path) -> pd.DataFrame:
         # until all could stop
         plan = TimingPlan(**rec["timing_plan"]) if "timing_plan" in rec else replace(
             stated, interval=stats.recorded_method(labels.values(), "bca"), stopping="together")
+        plan = replace(plan, stopping=stopping or plan.stopping)
         recorded = [len(x) for x in logs]
         stops: list[int | None] = [None] * len(logs)
         why = ["not stopped"] * len(logs)
@@ -252,10 +254,22 @@ def stopping_replay(run_dir: str | Path) -> pd.DataFrame:
         rows.append({"group_id": gid, "pairs": len(pairs), "rounds_recorded": max(recorded),
                      "rounds_replayed": None if None in stops else max(stops), "stopped_by": why[last],
                      "comparisons_as_recorded": sum(s == n for s, n in zip(stops, recorded, strict=True)),
+                     "comparison_rounds": stops,
                      "first_look_max_half_width": first, "max_half_width": max(widths) if widths else None,
                      "overflow_rounds_used": max(0, max(recorded) - plan.max_rounds), "stopping": plan.stopping,
                      "plan_source": "recorded" if "timing_plan" in rec else "experiment and TimingPlan defaults"})
     return pd.DataFrame(rows)
+
+
+def stopping_saving(run_dir: str | Path) -> dict:
+    """A run timed with every pair until all could stop, replayed with each comparison stopping on its own: the
+    pair-rounds each rule times (a pair-round: one round of one compared pair), from the recorded rounds."""
+    together, each = stopping_replay(run_dir, "together"), stopping_replay(run_dir, "each")
+    if together.comparison_rounds.map(lambda r: None in r).any() or each.comparison_rounds.map(
+            lambda r: None in r).any():
+        raise ValueError(f"{run_dir}: a comparison's replay needs rounds the run did not record")
+    return {"together": int(sum(len(r) * max(r) for r in together.comparison_rounds)),
+            "each": int(sum(sum(r) for r in each.comparison_rounds)), "blocks": len(each)}
 
 
 def _aa_pairs(run_dir: str | Path):

@@ -157,3 +157,47 @@ def cute_section() -> list[str]:
             "first rung, so nothing is proven and yours stayed; the two regimes' per-round gains "
             + ("overlap" if max(lo for lo, _ in spans) <= min(hi for _, hi in spans) else "do not overlap")
             + ". A program's regime is its own run length: a program tune measures the program as it runs.", ""]
+
+
+SAMPLED = {"burst": "2026-12-06-h100-sampled-burst", "sustained": "2026-12-06-h100-sampled-sustained"}
+
+
+def sampled_section() -> list[str]:
+    """Four groups of the every-default study timed in bursts and then held alone, on one card: what the sustained
+    regime says about the name, and what it costs."""
+    rows = {regime: {r["group_id"]: r for r in RunDir(analysis.results_dir(run)).runtime_rows()
+                     if r.get("block") == "names" and r.get("name_template") == "cutlass_{base}"}
+            for regime, run in SAMPLED.items()}
+    groups = {regime: RunDir(analysis.results_dir(run)).groups for regime, run in SAMPLED.items()}
+    gpu = {regime: json.loads((analysis.results_dir(run) / "gpu.json").read_text()) for regime, run in SAMPLED.items()}
+    if len({g["uuid"] for g in gpu.values()}) != 1:
+        raise ValueError(f"the runs of {SAMPLED} were timed on different cards")
+    table = ["| group | bursts: ratio [95 %], verdict (rounds) | held alone: ratio [95 %], verdict (rounds) | "
+             "clock (MHz), bursts / held |", "|---|---|---|---|"]
+    for gid, b in sorted(rows["burst"].items()):
+        s = rows["sustained"][gid]
+        table.append(f"| `{gid}` | {_ci(b['ratio_vs_baseline'], b['ratio_ci_low'], b['ratio_ci_high'])}, "
+                     f"{b['runtime_verdict']} ({b['rounds']}) | "
+                     f"{_ci(s['ratio_vs_baseline'], s['ratio_ci_low'], s['ratio_ci_high'])}, {s['runtime_verdict']} "
+                     f"({s['rounds']}) | {b['clock_mhz']:.0f} / {s['clock_mhz']:.0f} |")
+    seconds = {regime: sum(g["gpu_seconds"] for g in gs) for regime, gs in groups.items()}
+    aa = {regime: sorted(g["aa"]["half_width"] for g in gs) for regime, gs in groups.items()}
+    lower = sum(rows["sustained"][g]["ratio_vs_baseline"] < r["ratio_vs_baseline"] for g, r in rows["burst"].items())
+    faster = {regime: sum(r["runtime_verdict"] == "faster" for r in rs.values()) for regime, rs in rows.items()}
+    return [
+        f"**The every-default study's groups held alone** (`{SAMPLED['burst']}`, `{SAMPLED['sustained']}`; "
+        "`SAMPLED_REGIMES=burst bash experiments/gpu/h200_study.sh sampled-regimes`, then `SAMPLED_REGIMES=sustained`; "
+        "`experiments/definitions/h200_defaults_sampled_regimes.toml`): four of its groups where `cutlass_` changes "
+        f"the code, timed in bursts and then with each arm held alone, on one {gpu['burst']['gpu']} "
+        f"(`{gpu['burst']['uuid'][:12]}…`, the device lent no H200):",
+        "", *table, "",
+        f"Held alone, the name's gain is smaller than in bursts in {lower} of {len(rows['burst'])} groups, as the FFMA "
+        f"matmul's was, but the sustained regime's few long rounds cannot resolve it: `faster` in "
+        f"{faster['sustained']} of {len(rows['sustained'])} groups held alone against {faster['burst']} in bursts, "
+        f"the A/A half-widths {aa['sustained'][0] * 100:.2f}–{aa['sustained'][-1] * 100:.2f} % held alone against "
+        f"{aa['burst'][0] * 100:.2f}–{aa['burst'][-1] * 100:.2f} % in bursts, and "
+        f"{seconds['sustained']:.0f} GPU s for the four groups against {seconds['burst']:.0f} s. A sustained answer "
+        "at the precision a burst gives would take many more held rounds per group: the regime is for the few "
+        "comparisons whose answer must hold at the power limit, not a default for a study.",
+        "",
+    ]

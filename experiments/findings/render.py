@@ -419,7 +419,7 @@ def findings() -> str:
          *explain_section()], "speed")
     out += section("Which name, ptxas and options are fastest? (tune on the H200)", tuning.INTRO,
                    [*proof.section(), *proof.gpu_section(), *proof.program_race_section(), *regime.section(),
-                    *regime.cute_section(), *tuning.section()])
+                    *regime.sampled_section(), *regime.cute_section(), *tuning.section()])
     out += section(
         "Other people's kernels",
         "Kernels nobody here wrote (CuTe DSL, Triton's fused-attention tutorial and Gluon example, Inductor's "
@@ -432,7 +432,8 @@ def findings() -> str:
         "The timing design against its goals (A/A half-widths, A/A false positives, planted slowdowns found, GPU "
         "time), where the noise comes from, `repro` of a whole study, and what a sweep costs.",
         [*measurement.timing_design(), *remeasured.section(), *stopping.section(), *stopping.serial_section(),
-         *stopping.gpu_cost_section(), *noise_section(), *cost.bench_section(), *cost.ray_bench_section()],
+         *stopping.gpu_cost_section(), *stopping.stopping_cost_section(), *noise_section(), *cost.bench_section(),
+         *cost.ray_bench_section()],
         "measurement")
     out += section(
         "Appendix: superseded designs",

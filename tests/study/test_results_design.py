@@ -206,6 +206,23 @@ def test_every_recorded_stop_is_where_the_stopping_rule_stops():
     assert (t.stopped_by == "cap").all() and (t.overflow_rounds_used == 40).all()
 
 
+def test_stopping_each_comparison_alone_times_fewer_pair_rounds_and_stops_where_the_rule_says():
+    """The every-default study under each stopping rule on one card: every comparison of both runs stopped where
+    ``look_stops`` stops it on the recorded rounds, and stopping each on its own timed fewer pair-rounds; the
+    together run replayed under ``each`` predicts the each run's pair-rounds within 3 %."""
+    from experiments.findings.stopping import STOPPING_COST
+
+    t = {rule: analysis_gpu.stopping_replay(analysis.results_dir(run)) for rule, run in STOPPING_COST.items()}
+    for rule, table in t.items():
+        assert set(table.stopping) == {rule} and len(table) == 48
+        assert table.comparisons_as_recorded.sum() == table.pairs.sum()
+    each = sum(sum(r) for r in t["each"].comparison_rounds)
+    together = sum(len(r) * max(r) for r in t["together"].comparison_rounds)
+    predicted = analysis_gpu.stopping_saving(analysis.results_dir(STOPPING_COST["together"]))
+    assert each < together == predicted["together"]
+    assert abs(predicted["each"] / each - 1) < 0.03, (predicted, each)
+
+
 def test_a_replay_uses_the_plan_each_group_recorded(tmp_path):
     """A group that recorded its plan is replayed with it: record no overflow rounds, and the replay stops at
     max_rounds where the block ran on (planted: the recorded stop no longer matches)."""
