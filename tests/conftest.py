@@ -128,7 +128,12 @@ def no_network():
 
 @pytest.fixture(scope="session", autouse=True)
 def isolated_cache(tmp_path_factory):
-    root = tmp_path_factory.mktemp("ptxprobe-cache")
+    """One cache for the test run, shared by the xdist workers (content-addressed, written by atomic replace, so
+    concurrent sweeps may share it: test_sweep_lifecycle): a kernel one worker emitted or assembled is not done
+    again by the other. Tests that count what a run assembled give their runs a cache of their own."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "ptxprobe-cache"
+    root.mkdir(exist_ok=True)
     old = os.environ.get("PTXPROBE_CACHE")
     os.environ["PTXPROBE_CACHE"] = str(root)
     yield root

@@ -1,7 +1,8 @@
 """Bad input, as a user types it: a documented exit code and a one-line message, never a traceback.
 
-Each case runs the real command in a fresh process (an abort in a compiler would show here,
-not be hidden by an in-process call).
+A case that runs a tool or a compiler (ptxas, Triton) runs the real command in a fresh process (an abort there
+would show here, not be hidden by an in-process call); a case refused before any of them runs goes through the
+same ``main`` in this process, which is what the command's process would run.
 """
 
 from __future__ import annotations
@@ -46,7 +47,23 @@ def files(tmp_path_factory):
     return d
 
 
+def _tool_cases(d):
+    """Refused by a tool or a compiler, or after one ran: each in a fresh process."""
+    k = str(d / "k.ptx")
+    sweep = ["rename-sweep", "-q", "--no-run"]
+    return [
+        ([*sweep, "--ptx", k, "-s", "ptxas=99.9"], TOOL, "no ptxas 99.9"),
+        ([*sweep, "--ptx", k, "-s", "flags=-bogus", "-o", str(d / "o-flags")], USAGE, "-bogus"),
+        ([*sweep, "--ptx", str(d / "bogus.ptx"), "-o", str(d / "o-bogus")], TOOL, "Unknown modifier '.globl'"),
+        ([*sweep, "--triton", f"{d / 'k.py'}:k", "--spec", str(d / "bad_dtype.toml")], USAGE, "not a Triton dtype"),
+        (["rename-sweep", "-q", "--run", "-e", str(d / "bad_design.toml"), "-o", str(d / "bd")], USAGE,
+         "design 'abab'"),
+        (["bisect", "--versions", "99.9"], USAGE, "no ptxas 99.9 installed"),
+    ]
+
+
 def _cases(d):
+    """Refused before any tool or compiler runs."""
     k = str(d / "k.ptx")
     sweep = ["rename-sweep", "-q", "--no-run"]
     return [
@@ -67,14 +84,9 @@ def _cases(d):
         ([*sweep, "--ptx", k, "-o", "/proc/ptxprobe-cannot-write"], USAGE, "cannot write"),
         ([*sweep, "-e", str(d / "bad.toml")], USAGE, "not valid TOML"),
         ([*sweep, "-e", str(d / "nothing.toml")], USAGE, "not found"),
-        (["rename-sweep", "-q", "--run", "-e", str(d / "bad_design.toml"), "-o", str(d / "bd")], USAGE,
-         "design 'abab'"),
         ([*sweep, "--ptx", k, "-s", "names={base},bad-name"], USAGE, "not a valid PTX identifier"),
         ([*sweep, "--spec", str(d / "a_file")], USAGE, "--spec goes with"),
         ([*sweep, "--entry", "x"], USAGE, "--entry goes with"),
-        ([*sweep, "--ptx", k, "-s", "ptxas=99.9"], TOOL, "no ptxas 99.9"),
-        ([*sweep, "--ptx", k, "-s", "flags=-bogus", "-o", str(d / "o-flags")], USAGE, "-bogus"),
-        ([*sweep, "--ptx", str(d / "bogus.ptx"), "-o", str(d / "o-bogus")], TOOL, "Unknown modifier '.globl'"),
         (["emit", "--arch", "sm_42"], USAGE, "sm_42"),
         (["emit", "--arch", "sm90"], USAGE, "sm90"),
         (["emit", "--kernel", "nope"], USAGE, "unknown kernel"),
@@ -88,7 +100,6 @@ def _cases(d):
         (["capture", "-o", str(d / "o-cap")], USAGE, "needs a command"),
         (["capture", "-o", str(d / "o-cap2"), "--names", "{base},cutlass_{base}", "--", "true"], USAGE,
          "three templates"),
-        ([*sweep, "--triton", f"{d / 'k.py'}:k", "--spec", str(d / "bad_dtype.toml")], USAGE, "not a Triton dtype"),
         ([*sweep, "--ptx", k, "--executor", "ray", "--ray-address", "nohost"], USAGE, "host:port"),
         ([*sweep, "--ptx", k, "--ray-address", "127.0.0.1:1"], USAGE, "goes with --executor ray"),
         ([*sweep, "--ptx", k, "-s", "flags=--apply-controls"], USAGE, "needs an existing file"),
@@ -99,7 +110,6 @@ def _cases(d):
         (["diff"], USAGE, "two cubins"),
         (["report", str(d / "nothing")], USAGE, "not a run directory"),
         (["repro", str(d / "a_dir")], USAGE, "not a ptxprobe run directory"),
-        (["bisect", "--versions", "99.9"], USAGE, "no ptxas 99.9 installed"),
         (["bisect", "--arch", "sm90"], USAGE, "sm90"),
         (["check-rename", k, str(d / "missing.ptx")], USAGE, "no such"),
         (["rename", k, "--name", "a b"], USAGE, "not a valid PTX identifier"),
@@ -108,19 +118,34 @@ def _cases(d):
     ]
 
 
-def test_every_bad_input_gets_its_exit_code_and_one_line(files):
+def _in_process(argv: list[str], capsys) -> tuple[int, str]:
+    """(exit code, stderr) of ``main`` run here, as ``python -m ptxprobe.cli`` runs it."""
+    from ptxprobe.cli import main
+
+    capsys.readouterr()
+    try:
+        code = main(argv)
+    except SystemExit as stop:  # argparse's own refusals
+        code = stop.code if isinstance(stop.code, int) else 2
+    return code, capsys.readouterr().err
+
+
+def test_every_bad_input_gets_its_exit_code_and_one_line(files, capsys, monkeypatch, tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 
+    tools = _tool_cases(files)
+    with ThreadPoolExecutor(3) as pool:  # each its own process, three at a time
+        runs = [(r.returncode, r.stderr) for r in pool.map(lambda case: ptxprobe(*case[0]), tools)]
+    monkeypatch.chdir(tmp_path)  # as the fresh processes run from a scratch directory
     cases = _cases(files)
-    with ThreadPoolExecutor(4) as pool:  # each case still its own process; four at a time (most wait on imports)
-        runs = list(pool.map(lambda case: ptxprobe(*case[0]), cases))
+    runs += [_in_process(argv, capsys) for argv, _, _ in cases]
     failures = []
-    for (argv, code, words), r in zip(cases, runs, strict=True):
-        err = r.stderr.strip()
+    for (argv, code, words), (returncode, stderr) in zip([*tools, *cases], runs, strict=True):
+        err = stderr.strip()
         lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("    ")]
         problems = []
-        if r.returncode != code:
-            problems.append(f"exit {r.returncode}, expected {code}")
+        if returncode != code:
+            problems.append(f"exit {returncode}, expected {code}")
         if "Traceback" in err or "Error:" in err.split("ptxprobe:")[0]:
             problems.append("a traceback reached the user")
         if words and words not in " ".join(err.split()):

@@ -33,7 +33,8 @@ from tests.recorded_env import needs_recorded_triton  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
-SETS = ["repeat=2", "causal=false,true"]  # 2 archs x 2 causal x 3 names x 2 repeats = 24 assemblies
+SETS = ["repeat=1", "causal=false,true"]  # 2 archs x 2 causal x 3 names = 12 assemblies
+ASSEMBLIES = 12
 
 
 @pytest.fixture(scope="module")
@@ -65,13 +66,13 @@ def _executor_record(out: Path) -> dict:
 def test_ray_sweep_gives_the_local_rows_and_fills_the_driver_cache(cluster, exp, local_rows, tmp_path):
     cache = Cache(tmp_path / "cache")
     res = run_sweep(exp, tmp_path / "ray", cache=cache, progress=False, executor="ray", ray_address=cluster)
-    assert len(res.rows) == len(local_rows) == 24
+    assert len(res.rows) == len(local_rows) == ASSEMBLIES
     assert _facts(res.rows) == _facts(local_rows)
     assert all(not r["cached"] for r in res.rows)
     used = _executor_record(tmp_path / "ray")
     assert used["kind"] == "ray" and used["nodes"] == 2
     assert len(used["tasks_by_node"]) == 2, used  # both nodes assembled
-    assert sum(used["tasks_by_node"].values()) == 24
+    assert sum(used["tasks_by_node"].values()) == ASSEMBLIES
     # the driver wrote the cache: a second sweep is served from it, with no task sent
     again = run_sweep(exp, tmp_path / "again", cache=cache, progress=False, executor="ray", ray_address=cluster)
     assert all(r["cached"] for r in again.rows)
@@ -85,9 +86,9 @@ def test_interrupted_ray_sweep_resumes_like_a_local_one(cluster, exp, local_rows
                       max_variants=7)
     assert first.ran == 7
     rest = run_sweep(exp, tmp_path / "out", cache=cache, progress=False, executor="ray", ray_address=cluster)
-    assert rest.skipped == 7 and rest.ran == 24 - 7
+    assert rest.skipped == 7 and rest.ran == ASSEMBLIES - 7
     ids = [json.loads(ln)["variant_id"] for ln in (tmp_path / "out" / "variants.jsonl").read_text().splitlines()]
-    assert len(ids) == len(set(ids)) == 24
+    assert len(ids) == len(set(ids)) == ASSEMBLIES
     assert _facts(rest.rows) == _facts(local_rows)
 
 
@@ -117,7 +118,7 @@ def _kill_first(prefix: str, roots: set[int], deadline_s: float, stop: threading
 
 def test_a_worker_killed_mid_task_loses_and_duplicates_nothing(cluster, local_rows, tmp_path):
     out = tmp_path / "out"
-    argv = [sys.executable, "-m", "ptxprobe", "rename-sweep", "-e", str(REPRO_SMALL), "--set", "repeat=2",
+    argv = [sys.executable, "-m", "ptxprobe", "rename-sweep", "-e", str(REPRO_SMALL), "--set", "repeat=1",
             "--set", "causal=false,true", "--executor", "ray", "--ray-address", cluster, "-o", str(out),
             "--no-cache", "--no-run", "-q"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -126,7 +127,7 @@ def test_a_worker_killed_mid_task_loses_and_duplicates_nothing(cluster, local_ro
     assert killed is not None, "no task was ever seen running"
     assert proc.returncode == 1, stderr[-2000:]  # the names change code: exit 1, not a failure
     ids = [json.loads(ln)["variant_id"] for ln in (out / "variants.jsonl").read_text().splitlines()]
-    assert len(ids) == len(set(ids)) == 24  # every assembly once
+    assert len(ids) == len(set(ids)) == ASSEMBLIES  # every assembly once
     rows = [json.loads(ln) for ln in (out / "results.jsonl").read_text().splitlines()]
     assert all(r["status"] == "ok" for r in rows)
     expected = {(r["kernel"], r["arch"], r["name_template"]): r["code_sha256"] for r in local_rows}
@@ -154,7 +155,7 @@ def test_a_task_whose_every_worker_dies_is_a_retriable_row_and_resume_redoes_it(
     assert first.failed == lost  # said as a failure, never as a result
     again = run_sweep(exp, tmp_path / "out", cache=Cache(tmp_path / "cache"), progress=False, executor="ray",
                       ray_address=cluster)
-    assert again.ran == 1 and again.skipped == 23
+    assert again.ran == 1 and again.skipped == ASSEMBLIES - 1
     assert _facts(again.rows) == _facts(local_rows)
 
 
