@@ -162,7 +162,7 @@ def test_a_task_whose_every_worker_dies_is_a_retriable_row_and_resume_redoes_it(
 def test_ctrl_c_stops_a_local_ray_sweep_keeps_its_rows_and_leaves_no_ray_behind(cluster, tmp_path):
     """Without --ray-address a Ray instance of its own is started (not the cluster above) and stopped."""
     out = tmp_path / "out"
-    argv = [sys.executable, "-m", "ptxprobe", "rename-sweep", "-e", str(REPRO_SMALL), "--set", "repeat=2",
+    argv = [sys.executable, "-m", "ptxprobe", "rename-sweep", "-e", str(REPRO_SMALL), "--set", "repeat=1",
             "--set", "causal=false,true", "--executor", "ray", "-j", "2", "-o", str(out), "--no-cache", "--no-run",
             "-q"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -179,7 +179,7 @@ def test_ctrl_c_stops_a_local_ray_sweep_keeps_its_rows_and_leaves_no_ray_behind(
     assert time.monotonic() - stopped < 30
     assert "Traceback" not in stderr
     kept = (out / "variants.jsonl").read_text().splitlines()
-    assert 0 < len(kept) < 24
+    assert 0 < len(kept) < ASSEMBLIES
     time.sleep(1)
     assert not alive(own), "the sweep's own Ray instance outlived it"
     # resumed by the local pool: what the interrupted Ray run kept is what any resume starts from (a Ray resume on
@@ -187,7 +187,7 @@ def test_ctrl_c_stops_a_local_ray_sweep_keeps_its_rows_and_leaves_no_ray_behind(
     local = [a for a in argv if a != "ray" and a != "--executor"]
     resumed = subprocess.run(local, capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 1, resumed.stderr[-2000:]
-    assert f"{24 - len(kept)} assembled, {len(kept)} already done" in resumed.stdout
+    assert f"{ASSEMBLIES - len(kept)} assembled, {len(kept)} already done" in resumed.stdout
 
 
 def test_repro_through_the_cluster_reproduces_the_committed_run(cluster, tmp_path):
