@@ -272,6 +272,17 @@ def stopping_saving(run_dir: str | Path) -> dict:
             "each": int(sum(sum(r) for r in each.comparison_rounds)), "blocks": len(each)}
 
 
+def pair_rounds_by_kind(run_dir: str | Path) -> dict[str, int]:
+    """The pair-rounds a run's names blocks timed, by what each comparison is: a name, the A/A pair or a plant."""
+    rd = RunDir(run_dir)
+    compared = {g["group_id"]: [tuple(p) for p in g["compared"]] for g in rd.groups}
+    kinds = {"name": 0, "aa": 0, "plant": 0}
+    for _, row in stopping_replay(run_dir).iterrows():
+        for (_, b), rounds in zip(compared[row.group_id], row.comparison_rounds, strict=True):
+            kinds["aa" if "#AA" in b else "plant" if "#planted" in b else "name"] += rounds
+    return kinds
+
+
 def _aa_pairs(run_dir: str | Path):
     """(group id, AA1 row, AA2 row) of every group of a run that timed two A/A copies."""
     return [(g, labels["{base}#AA1"], labels["{base}#AA2"]) for g, labels in sorted(_names_blocks(run_dir).items())

@@ -250,7 +250,7 @@ STOPPING_REPLAYED = ("2026-12-05-h100-defaults", "2026-12-05-h100-defaults-third
 def stopping_cost_section() -> list[str]:
     """Each comparison stopping on its own half-width: the pair-rounds it saves replayed on the committed runs, and
     the same study under each rule on one card."""
-    from experiments.analysis.gpu_runs import stopping_replay, stopping_saving
+    from experiments.analysis.gpu_runs import pair_rounds_by_kind, stopping_replay, stopping_saving
 
     runs = {rule: _defaults_run(run) for rule, run in STOPPING_COST.items()}
     if len({r["uuid"] for r in runs.values()}) != 1:
@@ -265,6 +265,8 @@ def stopping_cost_section() -> list[str]:
     saved = {run: stopping_saving(analysis.results_dir(run)) for run in (*STOPPING_REPLAYED, STOPPING_COST["together"])}
     shares = [s["each"] / s["together"] for s in saved.values()]
     each, together = runs["each"], runs["together"]
+    kinds = pair_rounds_by_kind(analysis.results_dir(STOPPING_COST["each"]))
+    spent = sum(kinds.values())
     rows = ["| stopping | run | GPU s per 48 groups | pair-rounds timed | rounds per names block, median (mean) | "
             "planted 0.5 % detected | calibration |", "|---|---|---|---|---|---|---|"]
     for rule, r in runs.items():
@@ -286,6 +288,9 @@ def stopping_cost_section() -> list[str]:
              f"seconds ({each['seconds']:.1f} against {together['seconds']:.1f} per 48 groups) and "
              f"{(timed['each'] / timed['together'] - 1) * 100:+.1f} % pair-rounds; the GPU seconds fall by less "
              "than the rounds because compiling, warm-up, the numerics and the SDPA references are fixed costs. "
+             f"Of the pair-rounds stopping each comparison alone timed, the names took {kinds['name'] / spent:.0%}, "
+             f"the A/A pairs {kinds['aa'] / spent:.0%} and the plants {kinds['plant'] / spent:.0%}: the study's "
+             "calibration, an A/A pair and a plant in every group, is most of its GPU time. "
              f"Replayed look by look, every comparison stopped where the rule says ({where['each']} under `each`, "
              f"{where['together']} under `together`). On this card the goal of ≤ {GPU_SECONDS_GOAL} s is "
              + ("met" if each["seconds"] <= GPU_SECONDS_GOAL else "still missed")
