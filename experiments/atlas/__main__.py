@@ -11,8 +11,10 @@
 that embeds PTX counted (experiments/atlas/census.py). ``pilot``: cold-cache rename sweeps of a few cells, as a
 user runs them (``ptxprobe rename-sweep --lib WHEEL``, its own cache empty), timed: wall and ptxas seconds per
 kernel per cell, what the whole atlas's CPU budget is computed from. ``interpreted``: the Triton libraries, each
-library's driver captured on CPU tensors with ``ptxprobe capture --interpret`` for each arch and swept at each
-release (experiments/atlas/interpreted.py). Nothing fetched is committed; the records say where it came from.
+library's driver captured on CPU tensors with ``ptxprobe capture --interpret`` (a CuTe DSL library's, compiled ahead
+of time, with ``capture --arch``) for each arch and swept at each release (experiments/atlas/interpreted.py); with
+``--out`` an existing record keeps the cells this run did not make. Nothing fetched is committed; the records say
+where it came from.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from experiments.atlas.census import as_json, census  # noqa: E402
-from experiments.atlas.interpreted import capture_cell, compare_captures, environment  # noqa: E402
+from experiments.atlas.interpreted import capture_cell, compare_captures, environment, merged  # noqa: E402
 from experiments.atlas.pins import fetch_pinned  # noqa: E402
 from ptxprobe.api import Cache, open_run  # noqa: E402
 
@@ -103,7 +105,8 @@ def run_interpreted(names: list[str], archs: list[str], releases: list[str], ven
     executor = ["--executor", "ray", "--ray-address", ray_address] if ray_address else []
     cells = [capture_cell(python, name, lib, arch, releases, runs, executor, fresh)
              for name, lib in libraries.items() for arch in archs]
-    return {"what": "the atlas's Triton libraries, captured on CPU under Triton's interpreter and rename-swept "
+    return {"what": "the atlas's Triton libraries, captured on CPU under Triton's interpreter, and its CuTe DSL "
+                    "libraries, compiled ahead of time for the arch, rename-swept "
                     "(python -m experiments.atlas interpreted)",
             "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
             "libraries": {n: {k: v for k, v in lib.items() if k != "kind"} for n, lib in libraries.items()},
@@ -116,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("dirs", nargs="*", help="compare-captures: a GPU capture's directory, then an interpreter's")
     ap.add_argument("--library", action="append",
                     help="census, interpreted: these libraries (default: every one of the step's kind in corpus.toml)")
-    ap.add_argument("--arch", action="append", help="interpreted: archs to capture for (default: sm_90a and sm_80)")
+    ap.add_argument("--arch", action="append",
+                    help="interpreted: archs to capture for, repeated or comma-separated (default: sm_90a and sm_80)")
     ap.add_argument("--release", default="triton,12.9.86,13.0.88,13.5.37",
                     help="interpreted: the ptxas releases to sweep (default: %(default)s)")
     ap.add_argument("--venv", default=os.path.join(tempfile.gettempdir(), "ptxprobe-atlas-venv"),
@@ -146,9 +150,11 @@ def main(argv: list[str] | None = None) -> int:
     elif args.step == "pilot":
         record = run_pilot(downloads)
     else:
-        record = run_interpreted(args.library or list(corpus("triton")), args.arch or ["sm_90a", "sm_80"],
-                                 args.release.split(","), Path(args.venv), Path(args.runs), downloads,
-                                 args.ray_address, args.fresh)
+        archs = [a for given in args.arch or ["sm_90a,sm_80"] for a in given.split(",")]
+        record = run_interpreted(args.library or list(corpus("triton")), archs, args.release.split(","),
+                                 Path(args.venv), Path(args.runs), downloads, args.ray_address, args.fresh)
+        if args.out and Path(args.out).exists():
+            record = merged(json.loads(Path(args.out).read_text()), record)
     record["command"] = " ".join(["python -m experiments.atlas", *(argv if argv is not None else sys.argv[1:])])
     text = json.dumps(record, indent=1)
     if args.out:

@@ -1,5 +1,8 @@
 """The atlas's Triton libraries: each library's own ops driven on CPU tensors, captured with ``ptxprobe capture
---interpret`` (no GPU) for each arch, rename-swept at every release, as a user runs it.
+--interpret`` (no GPU) for each arch, rename-swept at every release, as a user runs it. A CuTe DSL library
+(``capture = "arch"`` in corpus.toml) compiles ahead of time on fake tensors: its driver is captured with ``ptxprobe
+capture --arch`` alone, the DSL's target pinned, no interpreter and no GPU; its kernels are born ``kernel_cutlass_…``,
+so the sweep compares each with the trigger spelled out of its name.
 
 Each library is installed, pinned by version and sha256 (corpus.toml), into one virtual environment of the atlas's
 own that sees this machine's torch and Triton; its code is imported from there and never copied. A cell is one
@@ -12,6 +15,7 @@ spill and instruction changes, with the command that made it.
 from __future__ import annotations
 
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -41,30 +45,33 @@ def environment(root: Path, libraries: dict[str, dict], downloads: Path) -> Path
 
 def capture_cell(python: Path, name: str, lib: dict, arch: str, releases: list[str], out: Path,
                  executor: list[str] = (), fresh: bool = False) -> dict:
-    """One library at one arch: ``ptxprobe capture --interpret`` of its driver, swept at ``releases`` (on a Ray
-    cluster with ``executor`` = ``--executor ray --ray-address ADDR``); summarised. A cell whose run directory is
-    complete for these releases is read, not run again, unless ``fresh`` (the atlas resumes cell by cell)."""
+    """One library at one arch: ``ptxprobe capture --interpret`` of its driver (``--arch`` alone for a library
+    captured by ``capture = "arch"``), swept at ``releases`` (on a Ray cluster with ``executor`` = ``--executor ray
+    --ray-address ADDR``); summarised. A cell whose run directory is complete for these releases is read, not run
+    again, unless ``fresh`` (the atlas resumes cell by cell)."""
     run_dir = out / name / arch
     driver = DRIVERS / lib["driver"]
-    argv = ["capture", "--interpret", "--arch", arch, "-s", f"archs={arch}", "-s", f"ptxas={','.join(releases)}",
+    mode = ["--interpret"] if lib.get("capture", "interpret") == "interpret" else []
+    argv = ["capture", *mode, "--arch", arch, "-s", f"archs={arch}", "-s", f"ptxas={','.join(releases)}",
             *executor, "-q", "-o", str(run_dir), "--", str(python), str(driver)]
-    wall = None
+    wall = cpu = None
     if fresh or not _complete(run_dir, releases):
-        start = time.perf_counter()
+        start, used = time.perf_counter(), _children_cpu()
         done = subprocess.run([str(python), "-m", "ptxprobe", *argv], capture_output=True, text=True)
-        wall = round(time.perf_counter() - start, 1)
+        wall, cpu = round(time.perf_counter() - start, 1), round(_children_cpu() - used, 1)
         if done.returncode not in (0, 1):
             raise SystemExit(f"ptxprobe {' '.join(argv)}: exit {done.returncode}: {done.stderr.strip()[-400:]}")
     captured = json.loads((run_dir / "captured.json").read_text())
     said = [json.loads(line.split("atlas-driver:", 1)[1]) for line in
             (run_dir / "program.log").read_text().splitlines() if line.startswith("atlas-driver:")]
     rows = [r for r in open_run(run_dir / "sweep").static_rows() if r["status"] == "ok"]
-    functions = {k["ptx"].split("/")[-1]: k["metadata"].get("function") for k in captured["kernels"]}
+    functions = {k["ptx"].split("/")[-1]: _cute_function(k["entry"]) if k.get("frontend") == "cute-dsl"
+                 else k["metadata"].get("function") for k in captured["kernels"]}
     manifest = json.loads((run_dir / "sweep" / "manifest.json").read_text())
     tools = {f"{t['kind']} {t['version']}": t["sha256"] for t in manifest["tools"] if t["kind"] == "ptxas"}
     return {"library": name, "arch": arch, "triton": manifest.get("triton"), "ptxas_sha256": tools,
             "command": "ptxprobe " + " ".join(argv[:-2] + ["PYTHON", driver.name]),
-            "wall_seconds": wall, "program_seconds": captured["seconds"],
+            "wall_seconds": wall, "cpu_seconds": cpu, "program_seconds": captured["seconds"],
             "sweep_wall_seconds": manifest.get("wall_seconds"), "ops": said,
             "ops_ran": sum(s["ran"] for s in said), "ops_tried": len(said),
             "launch_kinds": dict(Counter(k["metadata"].get("via", "launch").split(" ")[0]
@@ -73,6 +80,21 @@ def capture_cell(python: Path, name: str, lib: dict, arch: str, releases: list[s
             "not_compiled_reasons": dict(Counter(n["error"].split(": ")[-1][:120]
                                                  for n in captured.get("not_compiled", []))),
             "releases": [_release(rows, functions, release) for release in sorted({r["ptxas_version"] for r in rows})]}
+
+
+def _children_cpu() -> float:
+    """CPU seconds (user and system) of this process's finished children: ptxprobe, its program and its ptxas."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def merged(before: dict, now: dict) -> dict:
+    """The record ``now`` with the cells of ``before`` (the same step's record, read back from its file) that ``now``
+    did not run, another library's or another arch's, kept in their place: a library added to the record does not
+    drop, nor run again, the cells already in it."""
+    ran = {(c["library"], c["arch"]) for c in now["cells"]}
+    kept = [c for c in before.get("cells", []) if (c["library"], c["arch"]) not in ran]
+    return {**now, "libraries": {**before.get("libraries", {}), **now["libraries"]}, "cells": kept + now["cells"]}
 
 
 def _complete(run_dir: Path, releases: list[str]) -> bool:
@@ -111,9 +133,18 @@ def _release(rows: list, functions: dict, version: str) -> dict:
             "source_functions": len({functions.get(k) for k in base}), "names": by_name}
 
 
+def _cute_function(entry: str) -> str:
+    """A CuTe DSL kernel's source function, as its symbol spells it: the method and the module and class its object
+    is of, ``kernel_quackrmsnormRMSNorm`` (``kernel_cutlass_kernel_quackrmsnormRMSNorm_object_at_<arguments>``)."""
+    return entry.removeprefix("kernel_cutlass_").split("_object_at_")[0]
+
+
 def _short(target: str | None) -> str:
     """``package.sub.module:function`` without the package (a library's functions by one name live in several
-    modules: fla's ``delta_rule.wy_fast`` and ``gated_delta_rule.wy_fast``), a script's path as its file name."""
+    modules: fla's ``delta_rule.wy_fast`` and ``gated_delta_rule.wy_fast``), a script's path as its file name; a
+    name without a module (a CuTe DSL kernel's) as it is."""
+    if ":" not in str(target):
+        return str(target)
     module, _, name = str(target).rpartition(":")
     tail = module.rsplit("/", 1)[-1] if module.endswith(".py") else module.split(".", 1)[-1]
     return f"{tail}:{name}"

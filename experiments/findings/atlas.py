@@ -11,8 +11,8 @@ TRITON_ATLAS = "2026-12-06-cpu-atlas-triton"  # experiments/atlas interpreted: i
 INTERPRET_CHECK = "2026-12-06-h100-interpret-check"  # h200_study.sh interpret-check: interpret-check.json
 INTRO = ("How common the name effect is in kernels libraries ship (`python -m experiments.atlas`, the corpus pinned "
          "in `experiments/atlas/corpus.toml`; the wheels are fetched, never committed). So far: what the "
-         "corpus holds, what one kernel costs to sweep, and two Triton libraries' kernels as their own ops "
-         "launch them.")
+         "corpus holds, what one kernel costs to sweep, and the kernels of Triton and CuTe DSL libraries as "
+         "their own ops launch or compile them.")
 
 
 def _records() -> tuple[dict, dict]:
@@ -62,47 +62,83 @@ def section() -> list[str]:
             "(FA2's instantiations), as the issue plans.", ""]
 
 
+def _templates(release: dict) -> tuple[str, str, bool]:
+    """The name templates of a cell's trigger and control, and whether its kernels are born with the trigger: a
+    Triton library's kernels are renamed ``cutlass_…`` (control ``xutlass_…``); a CuTe DSL library's, born
+    ``kernel_cutlass_…``, are compared as shipped (``{base}``) with the trigger spelled out (the baseline,
+    ``kernel_xutlass_…``), the control respelling it ``zutlass``."""
+    if "cutlass_{base}" in release["names"]:
+        return "cutlass_{base}", "xutlass_{base}", False
+    return "{base}", "{base_control}", True
+
+
 def triton_section() -> list[str]:
-    """The Triton libraries: each cell's kernels, and what the trigger and the control do to them."""
+    """The Triton libraries and the CuTe DSL library: each cell's kernels, and what the trigger and the control do
+    to them; a library whose kernels are born with the trigger is measured by removing it."""
     rec = json.loads((analysis.results_dir(TRITON_ATLAS) / "interpreted.json").read_text())
-    rows = ["| library | arch | ptxas | kernels (distinct PTX) | source functions | changed under `cutlass_` | "
-            "of source functions | fewer / more / same registers | what changed | changed under the control |",
-            "|---|---|---|---|---|---|---|---|---|---|"]
-    said = []
+    rows = ["| library | arch | ptxas | kernels (distinct PTX) | source functions | the kernels' own names | "
+            "changed by the trigger | of source functions | fewer / more / same registers with the trigger | "
+            "what changed | changed under the control |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    said, born = [], set()
     for c in rec["cells"]:
         lib = rec["libraries"][c["library"]]
+        label = f"{c['library']} {lib['pip'].split('==')[-1]}"
+        trigger, control, holds = _templates(c["releases"][0])
+        if holds:
+            born.add(label)
         for r in c["releases"]:
-            t, ctl = r["names"]["cutlass_{base}"], r["names"]["xutlass_{base}"]
+            t, ctl = r["names"][trigger], r["names"][control]
             kinds = ", ".join(f"{k} {n}" for k, n in sorted(t["kinds"].items(), key=lambda kv: -kv[1])) or "-"
-            rows.append(f"| {c['library']} {lib['pip'].split('==')[-1]} | {c['arch']} | {r['ptxas_version']} | "
-                        f"{r['kernels']} | {r['source_functions']} | {t['changed']} "
-                        f"({t['changed'] / r['kernels']:.0%}) | {t['changed_functions']} | "
+            rows.append(f"| {label} | {c['arch']} | {r['ptxas_version']} | {r['kernels']} | {r['source_functions']} | "
+                        + ("`kernel_cutlass_…`: trigger removed" if holds else "no trigger: `cutlass_` added")
+                        + f" | {t['changed']} ({t['changed'] / r['kernels']:.0%}) | {t['changed_functions']} | "
                         f"{t['fewer_registers']} / {t['more_registers']} / {t['same_registers']} | {kinds} | "
                         f"{ctl['changed']} |")
-        first = c["releases"][0]["names"]["cutlass_{base}"]
-        counts = {(r["names"]["cutlass_{base}"]["changed"], r["kernels"]) for r in c["releases"]}
+        first = c["releases"][0]["names"][trigger]
+        counts = {(r["names"][trigger]["changed"], r["kernels"]) for r in c["releases"]}
         changed, kernels = min(counts)
         failed = sorted({o["op"] for o in c["ops"] if not o["ran"]})
         names = sorted({n.rpartition(":")[2] for n in first["changed_function_names"]})
-        said.append(f"{c['library']} {lib['pip'].split('==')[-1]} at {c['arch']}: "
+        how = ("compile differently as shipped than with `cutlass` spelled out of their names, `kernel_xutlass_…` "
+               if holds else "compile differently when renamed `cutlass_…` ")
+        ran = (f"its driver compiled {c['ops_ran']} of {c['ops_tried']} op calls ahead of time "
+               f"({c['program_seconds']:.0f} s" if holds else
+               f"its driver ran {c['ops_ran']} of {c['ops_tried']} op calls "
+               f"({c['program_seconds']:.0f} s under the interpreter")
+        cost = (f"; the cell took {c['wall_seconds']:.0f} s and {c['cpu_seconds']:.0f} CPU s, from an empty cache"
+                if c.get("cpu_seconds") is not None else "")
+        registers = (f"; as shipped (ptxas {c['releases'][0]['ptxas_version']}), {first['more_registers']} of them "
+                     f"hold more registers than with it spelled out and {first['fewer_registers']} fewer (the median "
+                     f"change {first['median_register_delta']:+g} registers), {first['spill_changed']} change their "
+                     "spills" if holds else "")
+        said.append(f"{label} at {c['arch']}: "
                     + (f"{changed} of its {kernels} kernels" if len(counts) == 1 else
                        f"{changed} to {max(counts)[0]} of its {kernels} kernels, by release,")
-                    + f" compile differently when renamed `cutlass_…` ({first['changed_functions']} of "
-                    f"{c['releases'][0]['source_functions']} source functions) at every release swept; its driver "
-                    f"ran {c['ops_ran']} of {c['ops_tried']} op calls "
-                    f"({c['program_seconds']:.0f} s under the interpreter"
-                    + (f"; not run: {', '.join(failed)}" if failed else "") + f"); {c['not_compiled']} recorded "
-                    f"launches could not be compiled; the functions whose kernels change: "
+                    + f" {how}({first['changed_functions']} of "
+                    f"{c['releases'][0]['source_functions']} source functions) at every release swept{registers}; "
+                    f"{ran}" + (f"; not run: {', '.join(failed)}" if failed else "") + f"){cost}; "
+                    + ("" if holds else f"{c['not_compiled']} recorded launches could not be compiled; ")
+                    + "the functions whose kernels change: "
                     f"{', '.join(f'`{n}`' for n in names[:12])}" + (", …" if len(names) > 12 else "") + ".")
     releases = sorted({r["ptxas_version"] for c in rec["cells"] for r in c["releases"]})
-    return [f"**Triton libraries, as their own ops launch them** (`{TRITON_ATLAS}`, `python -m experiments.atlas "
-            "interpreted`): each library's ops called forward and backward at a real model's shapes on CPU tensors "
-            "(`experiments/atlas/drivers/`), every launch recorded under Triton's interpreter and compiled for the "
-            "arch (`ptxprobe capture --interpret`, no GPU: an autotuned kernel at every config it lists), then "
-            f"rename-swept at {', '.join(releases)}. None of these kernels holds the trigger: the question is what "
-            "naming one `cutlass_…` would do. Under the interpreter a library's host code sees no GPU, so a choice "
-            "it makes from the device takes its no-GPU branch; a GPU capture of the same calls checks it (below).",
-            "", *rows, "", *[f"- {line}" for line in said], "", *_interpret_check()]
+    triton = sorted({f"{c['library']}" for c in rec["cells"]} - {b.rsplit(' ', 1)[0] for b in born})
+    cute = (f" A CuTe DSL library's kernels are born with the trigger (every symbol the DSL makes is "
+            f"`kernel_cutlass_…`): {', '.join(sorted(born))} is compiled ahead of time on fake tensors by its own "
+            "compile functions (`ptxprobe capture --arch`: the DSL's target pinned, no interpreter, no GPU; quack's "
+            "choices that ask the device read `QUACK_ARCH`, set to the target; its GEMMs at quack's default config "
+            "for the arch, since its autotuner needs a GPU), and the direction is the other one: what removing the "
+            "trigger does, each kernel as shipped against its name with `cutlass` spelled out (`xutlass`, the "
+            "baseline), the control respelling it `zutlass`." if born else "")
+    return [f"**Triton and CuTe DSL libraries, as their own ops launch or compile them** (`{TRITON_ATLAS}`, `python "
+            "-m experiments.atlas interpreted`): each library's ops called forward and backward at a real model's "
+            "shapes (`experiments/atlas/drivers/`), then rename-swept at "
+            f"{', '.join(releases)}. The Triton libraries' ({', '.join(triton)}) launches run on CPU tensors, each "
+            "recorded under Triton's interpreter and compiled for the arch (`ptxprobe capture --interpret`, no GPU: "
+            "an autotuned kernel at every config it lists); none of their kernels holds the trigger: the question "
+            "is what naming one `cutlass_…` would do. Under the interpreter a library's host code sees no GPU, so a "
+            "choice it makes from the device takes its no-GPU branch; a GPU capture of the same calls checks it "
+            f"(below).{cute}", "", *rows, "", *[f"- {line}" for line in said], "", *_interpret_check()]
 
 
 def _interpret_check() -> list[str]:

@@ -4,6 +4,7 @@ library sweeps committed before it, and the pilot's cells with what the sweeps f
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -48,21 +49,80 @@ def test_the_pilot_found_what_the_library_sweeps_found():
 def test_the_triton_libraries_cells_hold_together():
     """Each cell of the interpreter-captured Triton libraries: every changed kernel classified once and counted once
     by its register change; the control changes nothing (a difference under it would be no name effect of the
-    trigger's); a cell's kernels are the same at every release; liger-kernel's count as first seen by hand."""
+    trigger's); a cell's kernels are the same at every release (four, three at sm_100a, where Triton's own ptxas is
+    12.9.86); liger-kernel's count as first seen by hand. A CuTe DSL library's kernels, born with the trigger, are
+    counted under their own names against the trigger spelled out, and the control respells it."""
     rec = _json("2026-12-06-cpu-atlas-triton", "interpreted.json")
     assert {c["library"] for c in rec["cells"]} == set(rec["libraries"]) and rec["cells"]
     for c in rec["cells"]:
         assert c["ops_ran"] <= c["ops_tried"] == len(c["ops"]) and len({r["kernels"] for r in c["releases"]}) == 1
-        assert len(c["releases"]) == 4
+        assert len(c["releases"]) == (3 if c["arch"] == "sm_100a" else 4)
         for r in c["releases"]:
-            t = r["names"]["cutlass_{base}"]
+            trigger, control = (("cutlass_{base}", "xutlass_{base}") if "cutlass_{base}" in r["names"] else
+                                ("{base}", "{base_control}"))
+            t = r["names"][trigger]
             assert t["changed"] == t["fewer_registers"] + t["more_registers"] + t["same_registers"]
             assert t["changed"] == sum(t["kinds"].values()) == sum(t["register_deltas"].values()) <= r["kernels"]
             assert t["changed_functions"] == len(t["changed_function_names"]) <= r["source_functions"]
-            assert r["names"]["xutlass_{base}"]["changed"] == 0
+            assert r["names"][control]["changed"] == 0
     liger = next(c for c in rec["cells"] if c["library"] == "liger-kernel" and c["arch"] == "sm_90a")
     first = next(r for r in liger["releases"] if r["ptxas_version"] == "12.8.93")
     assert "ops.rms_norm:_rms_norm_backward_kernel" in first["names"]["cutlass_{base}"]["changed_function_names"]
+
+
+def _recomputed_cute_cell(c: dict) -> list[str]:
+    """What is wrong with one CuTe DSL cell against its own ops and register deltas (empty: nothing)."""
+    wrong = []
+    compiled = [o for o in c["ops"] if o["ran"] and o["compiled"]]
+    if "--interpret" in c["command"] or f"--arch {c['arch']}" not in c["command"]:
+        wrong.append(f"command {c['command']}")
+    if not c["ops_ran"] == c["ops_tried"] == len(c["ops"]) == sum(o["ran"] for o in c["ops"]):
+        wrong.append("ops ran")
+    if sum(o["ptx_files"] for o in c["ops"]) != len(compiled):  # one PTX a compile, none for a reused kernel
+        wrong.append("ptx files")
+    for r in c["releases"]:
+        t, where = r["names"]["{base}"], f"{c['arch']} {r['ptxas_version']}"
+        deltas = [int(d) for d, n in t["register_deltas"].items() for _ in range(n)]
+        if set(r["names"]) != {"{base}", "{base_control}"}:
+            wrong.append(f"{where}: names {sorted(r['names'])}")
+        if (r["kernels"], r["source_functions"]) != (len(compiled), len({o["function"] for o in compiled})):
+            wrong.append(f"{where}: kernels {r['kernels']}, source functions {r['source_functions']}")
+        if (t["fewer_registers"], t["more_registers"], t["same_registers"], t["changed"]) != (
+                sum(d < 0 for d in deltas), sum(d > 0 for d in deltas), sum(d == 0 for d in deltas), len(deltas)):
+            wrong.append(f"{where}: fewer / more / same / changed")
+        if t["median_register_delta"] != (statistics.median(deltas) if deltas else None):
+            wrong.append(f"{where}: median")
+        if t["spill_changed"] == t["stack_changed"] == 0 and (
+                t["kinds"].get("registers", 0), t["kinds"].get("schedule only", 0)) != (
+                t["fewer_registers"] + t["more_registers"], t["same_registers"]):
+            wrong.append(f"{where}: kinds")
+        if r["names"]["{base_control}"]["changed"] != 0:
+            wrong.append(f"{where}: the control")
+    return wrong
+
+
+def test_the_cute_dsl_library_cells_recompute_from_their_ops():
+    """quack-kernels (CuTe DSL, compiled ahead of time: capture --arch, no interpreter) at sm_90a and sm_100a: its
+    kernels are born ``kernel_cutlass_…``, so each is swept as shipped against its name with the trigger spelled out,
+    the control respelling it; a cell's kernels are the compiles its driver said it made (one PTX each), its source
+    functions the quack compile functions it called; the summary counts recompute from the register deltas; the
+    control changes nothing; the GEMM changes at sm_100a and not at sm_90a, as first seen. A planted fault (one count
+    off in a copy) is found."""
+    rec = _json("2026-12-06-cpu-atlas-triton", "interpreted.json")
+    assert rec["libraries"]["quack-kernels"]["capture"] == "arch"
+    cells = {c["arch"]: c for c in rec["cells"] if c["library"] == "quack-kernels"}
+    assert set(cells) == {"sm_90a", "sm_100a"}
+    for c in cells.values():
+        assert _recomputed_cute_cell(c) == [], c["arch"]
+    gemm = {arch: any("Gemm" in n for r in c["releases"] for n in r["names"]["{base}"]["changed_function_names"])
+            for arch, c in cells.items()}
+    assert gemm == {"sm_90a": False, "sm_100a": True}
+    planted = json.loads(json.dumps(cells["sm_100a"]))
+    planted["releases"][1]["names"]["{base}"]["more_registers"] += 1
+    planted["releases"][2]["kernels"] -= 1
+    found = _recomputed_cute_cell(planted)
+    assert found == ["sm_100a 13.0.88: fewer / more / same / changed", "sm_100a 13.0.88: kinds",
+                     "sm_100a 13.5.37: kernels 57, source functions 12"]
 
 
 def test_the_interpreter_check_recomputes_from_its_two_captures(tmp_path):
