@@ -52,10 +52,26 @@ def when_imported(name: str, patch: Callable) -> None:
         sys.meta_path.insert(0, _AfterImport(name, patch))
 
 
-def write_site(folder: Path, module: str, purpose: str) -> Path:
-    """A ``sitecustomize`` in ``folder`` that installs ``module``'s hook (``install_from_env``): the folder goes
-    first on the program's ``PYTHONPATH``."""
+def write_site(folder: Path, modules: str | tuple[str, ...], purpose: str) -> Path:
+    """A ``sitecustomize`` in ``folder`` that installs each of ``modules``' hooks (``install_from_env``), then runs
+    the sitecustomize it shadows, if the program's Python has one: the folder goes first on its ``PYTHONPATH``."""
     folder.mkdir(parents=True, exist_ok=True)
+    modules = (modules,) if isinstance(modules, str) else modules
+    hooks = "".join(f"from {m} import install_from_env\ninstall_from_env()\n" for m in modules)
     (folder / "sitecustomize.py").write_text(
-        f"# written by ptxprobe: {purpose}\nfrom {module} import install_from_env\ninstall_from_env()\n")
+        f"# written by ptxprobe: {purpose}\n{hooks}from ptxprobe.capture.hooks import run_shadowed_site\n"
+        "run_shadowed_site(__file__)\n")
     return folder
+
+
+def run_shadowed_site(own: str) -> None:
+    """Run the ``sitecustomize.py`` the one at ``own`` shadows (the next on ``sys.path``), as Python would have run
+    it without ptxprobe's: a program's environment keeps its own start-up code."""
+    import runpy
+
+    here = Path(own).resolve().parent
+    for entry in sys.path:
+        folder = Path(entry or ".").resolve()
+        if folder != here and (folder / "sitecustomize.py").is_file():
+            runpy.run_path(str(folder / "sitecustomize.py"), run_name="sitecustomize")
+            return

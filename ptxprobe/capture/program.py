@@ -25,7 +25,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ptxprobe.capture import interpret
+from ptxprobe.capture import cute_keep, interpret
 from ptxprobe.capture.hooks import write_site
 from ptxprobe.capture.replay import replay
 from ptxprobe.core.cache import atomic_write, sha256_file, sha256_text
@@ -57,7 +57,7 @@ def capture_env(dump: Path, cache: Path, cute_dump: Path | None = None, arch: st
     env = {**os.environ, "TRITON_KERNEL_DUMP": "1", "TRITON_DUMP_DIR": str(dump), "TRITON_ALWAYS_COMPILE": "1",
            "TRITON_CACHE_DIR": str(cache)}
     if cute_dump is not None:
-        env.update(cute_env(cute_dump, arch))
+        env.update(cute_env(cute_dump, arch), **{cute_keep.ENV: "1"})  # each compile's PTX kept apart (cute_keep)
     elif arch:
         env["CUTE_DSL_ARCH"] = arch
     return env
@@ -90,8 +90,11 @@ def run_program(argv: list[str], out: Path, timeout: float, arch: str | None = N
         d.mkdir(parents=True)
     started = time.time()
     env = capture_env(dump, cache, cute_dump, arch)
+    hooks = ["ptxprobe.capture.cute_keep"]
     if interpret:
         env.update(interpret_env(out, interpret))
+        hooks.append("ptxprobe.capture.interpret")
+    env.update(site_env(out / "capture-site", tuple(hooks), env.get("PYTHONPATH")))
     run = run_tool(argv, timeout=timeout, env=env)
     atomic_write(out / PROGRAM_LOG, (run.stdout + run.stderr).encode())  # what it said, kept beside its kernels
     failed = None if run.ok else f"the captured program failed: {run.describe()}"
@@ -137,13 +140,18 @@ def run_program(argv: list[str], out: Path, timeout: float, arch: str | None = N
 
 
 def interpret_env(out: Path, mode: str) -> dict[str, str]:
-    """Triton's interpreter on, and the recorder installed by a sitecustomize first on the program's path."""
-    site = write_site(out / "interpret-site", "ptxprobe.capture.interpret", "record Triton launches")
+    """Triton's interpreter on, and the launch recorder told where to write (its hook: ``site_env``)."""
     log_path = out / "launches.jsonl"
     log_path.unlink(missing_ok=True)
-    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
-    return {"TRITON_INTERPRET": "1", "PYTHONPATH": path, interpret.ENV: str(log_path),
+    return {"TRITON_INTERPRET": "1", interpret.ENV: str(log_path),
             interpret.EXECUTE_ENV: "1" if mode == "execute" else "0"}
+
+
+def site_env(folder: Path, hooks: tuple[str, ...], path: str | None) -> dict[str, str]:
+    """The capture's hooks installed by a sitecustomize first on the program's path, ptxprobe importable there."""
+    site = write_site(folder, hooks, "capture the program's kernels")
+    root = str(Path(__file__).resolve().parents[2])
+    return {"PYTHONPATH": os.pathsep.join(p for p in (str(site), root, path or "") if p)}
 
 
 def interpreted(out: Path, arch: str, timeout: float) -> tuple[list[CapturedKernel], list[dict]]:
