@@ -28,6 +28,7 @@ import os
 import sys
 import time
 from dataclasses import asdict, is_dataclass
+from pathlib import Path
 
 ARCH = os.environ.get("CUTE_DSL_ARCH")
 if not ARCH:
@@ -160,21 +161,12 @@ def ops():
     return calls
 
 
-def _keep_apart(index: int, op: str) -> int:
-    """Move the PTX this call left in the CuTe DSL's dump folder into a folder of its own; how many files. The DSL
-    names a dump by the function and its arguments as printed, so two compiles that differ only in the kernel
-    object's own fields (rotary's ``conjugate``) would write one file, the second over the first; ``ptxprobe
-    capture`` reads the folder's subfolders too."""
+def _ptx_count() -> int:
+    """PTX files in the CuTe DSL's dump folder and below. ``ptxprobe capture`` moves each compile's PTX into a folder
+    of its own as the compile returns (the DSL names a dump after the function and its arguments as printed, so two
+    compiles that differ only in the kernel object's own fields, rotary's ``conjugate``, would write one file)."""
     dump = os.environ.get("CUTE_DSL_DUMP_DIR")
-    if not dump or not os.path.isdir(dump):
-        return 0
-    files = sorted(f for f in os.listdir(dump) if f.endswith(".ptx"))
-    if files:
-        apart = os.path.join(dump, f"{index:03d}-{op}")
-        os.makedirs(apart, exist_ok=True)
-        for f in files:
-            os.replace(os.path.join(dump, f), os.path.join(apart, f))
-    return len(files)
+    return sum(1 for _ in Path(dump).rglob("*.ptx")) if dump and os.path.isdir(dump) else 0
 
 
 def main() -> int:
@@ -182,16 +174,16 @@ def main() -> int:
     calls = ops()
     print("atlas-driver-setup:", json.dumps({"arch": ARCH, "quack_arch": os.environ["QUACK_ARCH"],
                                               "seconds": round(time.perf_counter() - start, 2)}), flush=True)
-    for index, (op, function, dtype, shape, config, fn, thunk) in enumerate(calls):
+    for op, function, dtype, shape, config, fn, thunk in calls:
         start = time.perf_counter()
-        before = fn.cache_info().misses
+        before, files = fn.cache_info().misses, _ptx_count()
         said = {"op": op, "function": function, "dtype": dtype, "shape": shape, "config": config}
         try:
             thunk()
             said |= {"ran": True, "compiled": fn.cache_info().misses > before}
         except Exception as exc:  # noqa: BLE001 - counted per op, the driver goes on
             said |= {"ran": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
-        said["ptx_files"] = _keep_apart(index, op)
+        said["ptx_files"] = _ptx_count() - files
         print("atlas-driver:", json.dumps({**said, "seconds": round(time.perf_counter() - start, 2)}), flush=True)
     return 0
 
