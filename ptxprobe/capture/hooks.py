@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.util
+import runpy
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -67,8 +68,6 @@ def write_site(folder: Path, modules: str | tuple[str, ...], purpose: str) -> Pa
 def run_shadowed_site(own: str) -> None:
     """Run the ``sitecustomize.py`` the one at ``own`` shadows (the next on ``sys.path``), as Python would have run
     it without ptxprobe's: a program's environment keeps its own start-up code."""
-    import runpy
-
     here = Path(own).resolve().parent
     for entry in sys.path:
         folder = Path(entry or ".").resolve()
