@@ -98,7 +98,8 @@ def triton_section() -> list[str]:
         first = c["releases"][0]["names"][trigger]
         counts = {(r["names"][trigger]["changed"], r["kernels"]) for r in c["releases"]}
         changed, kernels = min(counts)
-        failed = sorted({o["op"] for o in c["ops"] if not o["ran"]})
+        failed = sorted({o["op"] for o in c["ops"] if not o["ran"] and "refused" not in o})
+        refused = [o for o in c["ops"] if "refused" in o]
         names = sorted({n.rpartition(":")[2] for n in first["changed_function_names"]})
         how = ("compile differently as shipped than with `cutlass` spelled out of their names, `kernel_xutlass_…` "
                if holds else "compile differently when renamed `cutlass_…` ")
@@ -112,22 +113,29 @@ def triton_section() -> list[str]:
                      f"hold more registers than with it spelled out and {first['fewer_registers']} fewer (the median "
                      f"change {first['median_register_delta']:+g} registers), {first['spill_changed']} change their "
                      "spills" if holds else "")
+        controls = ", ".join(f"{r['names'][control]['changed']} at {r['ptxas_version']}" for r in c["releases"]
+                             if r["names"][control]["changed"])
+        registers += f"; the control changes {controls}" if controls else ""
         said.append(f"{label} at {c['arch']}: "
                     + (f"{changed} of its {kernels} kernels" if len(counts) == 1 else
                        f"{changed} to {max(counts)[0]} of its {kernels} kernels, by release,")
                     + f" {how}({first['changed_functions']} of "
                     f"{c['releases'][0]['source_functions']} source functions) at every release swept{registers}; "
-                    f"{ran}" + (f"; not run: {', '.join(failed)}" if failed else "") + f"){cost}; "
+                    f"{ran}" + (f"; not run: {', '.join(failed)}" if failed else "")
+                    + (f"; {len(refused)} refused by the library for the arch" if refused else "") + f"){cost}; "
                     + ("" if holds else f"{c['not_compiled']} recorded launches could not be compiled; ")
                     + "the functions whose kernels change: "
                     f"{', '.join(f'`{n}`' for n in names[:12])}" + (", …" if len(names) > 12 else "") + ".")
     releases = sorted({r["ptxas_version"] for c in rec["cells"] for r in c["releases"]})
     triton = sorted({f"{c['library']}" for c in rec["cells"]} - {b.rsplit(' ', 1)[0] for b in born})
     cute = (f" A CuTe DSL library's kernels are born with the trigger (every symbol the DSL makes is "
-            f"`kernel_cutlass_…`): {', '.join(sorted(born))} is compiled ahead of time on fake tensors by its own "
-            "compile functions (`ptxprobe capture --arch`: the DSL's target pinned, no interpreter, no GPU; quack's "
-            "choices that ask the device read `QUACK_ARCH`, set to the target; its GEMMs at quack's default config "
-            "for the arch, since its autotuner needs a GPU), and the direction is the other one: what removing the "
+            f"`kernel_cutlass_…`): {' and '.join(sorted(born))} are compiled ahead of time on fake tensors by "
+            "their own compile functions (`ptxprobe capture --arch`: the DSL's target pinned, no interpreter, no GPU; "
+            "quack's choices that ask the device read `QUACK_ARCH`, set to the target; its GEMMs at quack's default "
+            "config for the arch, since its autotuner needs a GPU; FlashAttention-4's forward, its training forward "
+            "and its backward as its own interface compiles them under torch's `FakeTensorMode`, the kernel class "
+            "and config picked for `FLASH_ATTENTION_ARCH`, set to the target, and a card's SM count), and the "
+            "direction is the other one: what removing the "
             "trigger does, each kernel as shipped against its name with `cutlass` spelled out (`xutlass`, the "
             "baseline), the control respelling it `zutlass`." if born else "")
     return [f"**Triton and CuTe DSL libraries, as their own ops launch or compile them** (`{TRITON_ATLAS}`, `python "
