@@ -37,8 +37,8 @@ import json
 import os
 import sys
 import time
-from dataclasses import asdict, is_dataclass
-from pathlib import Path
+
+from dsl_lines import plain, ptx_count
 
 ARCH = os.environ.get("CUTE_DSL_ARCH")
 if not ARCH:
@@ -59,21 +59,6 @@ CONFIG = ("tile_m", "tile_n", "m_block_size", "n_block_size", "num_stages", "q_s
           "is_causal", "is_local", "qhead_per_kvhead")
 
 
-def _plain(value):
-    if is_dataclass(value):
-        return {k: _plain(v) for k, v in asdict(value).items()}
-    if isinstance(value, (tuple, list)):
-        return [_plain(v) for v in value]
-    return value if isinstance(value, (int, float, str, bool, type(None))) else str(value)
-
-
-def _ptx_count() -> int:
-    """PTX files in the CuTe DSL's dump folder and below (``ptxprobe capture`` moves each compile's PTX into a
-    folder of its own as the compile returns)."""
-    dump = os.environ.get("CUTE_DSL_DUMP_DIR")
-    return sum(1 for _ in Path(dump).rglob("*.ptx")) if dump and os.path.isdir(dump) else 0
-
-
 def main() -> int:
     start = time.perf_counter()
     import flash_attn.cute.interface as fa4
@@ -85,7 +70,7 @@ def main() -> int:
 
     def spy(kernel, *args, **kwargs):  # FA4's interface calls cute.compile through its own module attribute
         compiled.append({"class": type(kernel).__name__,
-                         "config": {k: _plain(getattr(kernel, k)) for k in CONFIG if hasattr(kernel, k)}})
+                         "config": {k: plain(getattr(kernel, k)) for k in CONFIG if hasattr(kernel, k)}})
         return real(kernel, *args, **kwargs)
 
     fa4.cute.compile = spy
@@ -129,7 +114,7 @@ def main() -> int:
                              ("bwd", bwd, lambda q=q, k=k, v=v, causal=causal, saved=saved: bwd(
                                  q, k, v, saved["out"], torch.empty_like(saved["out"]), saved["lse"], None, causal)))
                     for op, fn, thunk in calls:
-                        t0, files, n = time.perf_counter(), _ptx_count(), len(compiled)
+                        t0, files, n = time.perf_counter(), ptx_count(), len(compiled)
                         said = {"op": op, "function": names[fn], "dtype": dname, "shape": shape}
                         if op == "bwd" and "lse" not in saved:
                             said |= {"ran": False, "error": "no training forward to differentiate"}
@@ -143,7 +128,7 @@ def main() -> int:
                                     exc, (AssertionError, NotImplementedError, ValueError))
                                 said |= {"ran": False, "refused" if refused else "error":
                                          f"{type(exc).__name__}: {exc}"[:300]}
-                        said |= {"compiled": compiled[n:], "ptx_files": _ptx_count() - files,
+                        said |= {"compiled": compiled[n:], "ptx_files": ptx_count() - files,
                                  "seconds": round(time.perf_counter() - t0, 2)}
                         print("atlas-driver:", json.dumps(said), flush=True)
     return 0

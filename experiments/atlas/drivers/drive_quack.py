@@ -27,8 +27,8 @@ import math
 import os
 import sys
 import time
-from dataclasses import asdict, is_dataclass
-from pathlib import Path
+
+from dsl_lines import plain, ptx_count
 
 ARCH = os.environ.get("CUTE_DSL_ARCH")
 if not ARCH:
@@ -44,14 +44,6 @@ SPLIT_K = 4
 # Llama-3-8B's linear layers at 8192 tokens: (name, in_features K, out_features N)
 PROJECTIONS = (("qkv_proj", HIDDEN, (HEADS + 2 * KV_HEADS) * HEAD_DIM), ("o_proj", HIDDEN, HIDDEN),
                ("gate_up_proj", HIDDEN, 2 * MLP), ("down_proj", MLP, HIDDEN), ("lm_head", HIDDEN, VOCABS[1]))
-
-
-def _plain(value):
-    if is_dataclass(value):
-        return {k: _plain(v) for k, v in asdict(value).items()}
-    if isinstance(value, (tuple, list)):
-        return [_plain(v) for v in value]
-    return value if isinstance(value, (int, float, str, bool, type(None))) else str(value)
 
 
 def ops():
@@ -78,7 +70,7 @@ def ops():
 
     def add(op, fn, dtype, shape, thunk, config=None):
         calls.append((op, f"{fn.__module__}.{fn.__qualname__}", names.get(dtype, str(dtype)), shape,
-                      _plain(config), fn, thunk))
+                      plain(config), fn, thunk))
 
     def norm(d, n, residual=False, layernorm=False, out="fwd"):
         """rmsnorm()/layernorm_fwd() forward as autograd calls it (rstd kept for the backward; the weight in the
@@ -132,7 +124,7 @@ def ops():
             lambda d=d: TopK.compile(d, EXPERTS, TOP_K, True))
         add("topk_softmax_bwd", TopKBackward.compile, d, {"N": EXPERTS, "k": TOP_K},
             lambda d=d: TopKBackward.compile(d, d, d, EXPERTS, TOP_K, True))
-        cfg = {k: v for k, v in _plain(gemm_config).items() if k not in ("split_k", "swap_ab", "use_tma_gather")}
+        cfg = {k: v for k, v in plain(gemm_config).items() if k not in ("split_k", "swap_ab", "use_tma_gather")}
         for name, k_in, n_out in PROJECTIONS:  # Linear: x @ W.T, dout @ W (dynamic scheduler), dout.T @ x
             for op, thunk in (("linear_fwd", gemm(d, d, "k", "k", False)),
                               ("linear_dgrad", gemm(d, d, "k", "n", True)),
@@ -154,19 +146,11 @@ def ops():
         lambda: CrossEntropyBackward.compile(Float32, Int64, VOCABS[1], None))
     add("linear_fwd", _compile_gemm, Float8E4M3FN, {"layer": "o_proj", "M": TOKENS, "K": HIDDEN, "N": HIDDEN,
                                                      "out": "bf16"}, gemm(Float8E4M3FN, BFloat16, "k", "k", False),
-        {k: v for k, v in _plain(gemm_config).items() if k not in ("split_k", "swap_ab", "use_tma_gather")})
+        {k: v for k, v in plain(gemm_config).items() if k not in ("split_k", "swap_ab", "use_tma_gather")})
     tiles = -(-HIDDEN // gemm_config.tile_n)  # gemm_rms: per-tile squared-sum partials, one per tile of N
     add("rms_final_reduce", _compile_rms_final_reduce, Float32, {"N": tiles, "hidden": HIDDEN},
         lambda: _compile_rms_final_reduce(Float32, tiles), {"tile_n": gemm_config.tile_n})
     return calls
-
-
-def _ptx_count() -> int:
-    """PTX files in the CuTe DSL's dump folder and below. ``ptxprobe capture`` moves each compile's PTX into a folder
-    of its own as the compile returns (the DSL names a dump after the function and its arguments as printed, so two
-    compiles that differ only in the kernel object's own fields, rotary's ``conjugate``, would write one file)."""
-    dump = os.environ.get("CUTE_DSL_DUMP_DIR")
-    return sum(1 for _ in Path(dump).rglob("*.ptx")) if dump and os.path.isdir(dump) else 0
 
 
 def main() -> int:
@@ -176,14 +160,14 @@ def main() -> int:
                                               "seconds": round(time.perf_counter() - start, 2)}), flush=True)
     for op, function, dtype, shape, config, fn, thunk in calls:
         start = time.perf_counter()
-        before, files = fn.cache_info().misses, _ptx_count()
+        before, files = fn.cache_info().misses, ptx_count()
         said = {"op": op, "function": function, "dtype": dtype, "shape": shape, "config": config}
         try:
             thunk()
             said |= {"ran": True, "compiled": fn.cache_info().misses > before}
         except Exception as exc:  # noqa: BLE001 - counted per op, the driver goes on
             said |= {"ran": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
-        said["ptx_files"] = _ptx_count() - files
+        said["ptx_files"] = ptx_count() - files
         print("atlas-driver:", json.dumps({**said, "seconds": round(time.perf_counter() - start, 2)}), flush=True)
     return 0
 
