@@ -91,10 +91,14 @@ def _children_cpu() -> float:
 def merged(before: dict, now: dict) -> dict:
     """The record ``now`` with the cells of ``before`` (the same step's record, read back from its file) that ``now``
     did not run, another library's or another arch's, kept in their place: a library added to the record does not
-    drop, nor run again, the cells already in it."""
+    drop, nor run again, the cells already in it; a cell ``now`` read back from its run directory keeps the timings
+    its run recorded."""
     ran = {(c["library"], c["arch"]) for c in now["cells"]}
     kept = [c for c in before.get("cells", []) if (c["library"], c["arch"]) not in ran]
-    return {**now, "libraries": {**before.get("libraries", {}), **now["libraries"]}, "cells": kept + now["cells"]}
+    timed = {(c["library"], c["arch"]): c for c in before.get("cells", [])}
+    cells = [{**c, **{k: timed[(c["library"], c["arch"])].get(k) for k in ("wall_seconds", "cpu_seconds")}}
+             if c.get("wall_seconds") is None and (c["library"], c["arch"]) in timed else c for c in now["cells"]]
+    return {**now, "libraries": {**before.get("libraries", {}), **now["libraries"]}, "cells": kept + cells}
 
 
 def _complete(run_dir: Path, releases: list[str]) -> bool:
@@ -129,8 +133,14 @@ def _release(rows: list, functions: dict, version: str) -> dict:
             "kinds": dict(Counter(_kind(r, base[r["kernel"]]) for r in changed)),
             "changed_function_names": sorted({_short(functions.get(r["kernel"])) for r in changed}),
         }
+    codes: dict[str, set] = {}
+    for r in rows:
+        if r["ptxas_version"] == version and r["is_baseline"]:
+            codes.setdefault(r["kernel"], set()).add(r["machine_code_sha256"])
     return {"ptxas_version": version, "kernels": len(base),
-            "source_functions": len({functions.get(k) for k in base}), "names": by_name}
+            "source_functions": len({functions.get(k) for k in base}), "names": by_name,
+            # ptxas's own spread: kernels whose baseline assemblies (its repeats) gave more than one machine code
+            "baseline_spread": sum(len(c) > 1 for c in codes.values())}
 
 
 def _cute_function(entry: str) -> str:

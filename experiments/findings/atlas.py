@@ -113,8 +113,10 @@ def triton_section() -> list[str]:
                      f"hold more registers than with it spelled out and {first['fewer_registers']} fewer (the median "
                      f"change {first['median_register_delta']:+g} registers), {first['spill_changed']} change their "
                      "spills" if holds else "")
-        controls = ", ".join(f"{r['names'][control]['changed']} at {r['ptxas_version']}" for r in c["releases"]
-                             if r["names"][control]["changed"])
+        controls = ", ".join(f"{r['names'][control]['changed']} at {r['ptxas_version']}" + (
+            f" (a release whose own output varies: {r['baseline_spread']} of the {r['kernels']} baselines gave more "
+            "than one machine code over their repeats, so a control's difference there may be that variation)"
+            if r.get("baseline_spread") else "") for r in c["releases"] if r["names"][control]["changed"])
         registers += f"; the control changes {controls}" if controls else ""
         said.append(f"{label} at {c['arch']}: "
                     + (f"{changed} of its {kernels} kernels" if len(counts) == 1 else

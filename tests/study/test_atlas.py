@@ -179,3 +179,22 @@ def test_the_interpreter_check_recomputes_from_its_two_captures(tmp_path):
     for k in again["only_gpu"] + again["only_interpreted"]:
         entry = k.split(" ")[0]
         assert entry.startswith("_dyt_") or entry in sides["gpu-capture"] & sides["interpreted-capture"], k
+
+
+def test_a_record_merged_with_a_read_back_keeps_the_cells_and_timings_it_had():
+    """``--out`` merges: cells not run are kept; a cell read back from its run directory (no timings: nothing ran)
+    keeps the timings its run recorded, and takes the new summary (here a new field)."""
+    from experiments.atlas.interpreted import merged
+
+    before = {"libraries": {"a": {}, "b": {}}, "cells": [
+        {"library": "a", "arch": "sm_90a", "wall_seconds": 10.0, "cpu_seconds": 20.0, "releases": [{}]},
+        {"library": "b", "arch": "sm_90a", "wall_seconds": 5.0, "cpu_seconds": 6.0}]}
+    now = {"libraries": {"a": {}}, "cells": [{"library": "a", "arch": "sm_90a", "wall_seconds": None,
+                                              "cpu_seconds": None, "releases": [{"baseline_spread": 3}]}]}
+    out = merged(before, now)
+    cells = {c["library"]: c for c in out["cells"]}
+    assert set(cells) == {"a", "b"} and cells["b"] == before["cells"][1]
+    assert cells["a"]["wall_seconds"] == 10.0 and cells["a"]["cpu_seconds"] == 20.0
+    assert cells["a"]["releases"] == [{"baseline_spread": 3}]
+    ran = {"libraries": {"a": {}}, "cells": [{**now["cells"][0], "wall_seconds": 1.0, "cpu_seconds": 2.0}]}
+    assert {c["library"]: c for c in merged(before, ran)["cells"]}["a"]["wall_seconds"] == 1.0  # a rerun's own
