@@ -261,23 +261,28 @@ def stopping_replay(run_dir: str | Path, stopping: str | None = None) -> pd.Data
     return pd.DataFrame(rows)
 
 
-def stopping_saving(run_dir: str | Path) -> dict:
+def pair_rounds(replay: pd.DataFrame) -> int:
+    """The pair-rounds (one round of one compared pair) a ``stopping_replay`` table's rule times: each comparison's
+    replayed rounds, summed (under ``together`` every comparison of a block stops at the block's round)."""
+    if replay.comparison_rounds.map(lambda r: None in r).any():
+        raise ValueError("a comparison's replay needs rounds the run did not record")
+    return int(sum(sum(r) for r in replay.comparison_rounds))
+
+
+def stopping_saving(run_dir: str | Path, together: pd.DataFrame | None = None) -> dict:
     """A run timed with every pair until all could stop, replayed with each comparison stopping on its own: the
-    pair-rounds each rule times (a pair-round: one round of one compared pair), from the recorded rounds."""
-    together, each = stopping_replay(run_dir, "together"), stopping_replay(run_dir, "each")
-    if together.comparison_rounds.map(lambda r: None in r).any() or each.comparison_rounds.map(
-            lambda r: None in r).any():
-        raise ValueError(f"{run_dir}: a comparison's replay needs rounds the run did not record")
-    return {"together": int(sum(len(r) * max(r) for r in together.comparison_rounds)),
-            "each": int(sum(sum(r) for r in each.comparison_rounds)), "blocks": len(each)}
+    pair-rounds each rule times, from the recorded rounds (``together``: its replay under that rule, if made)."""
+    together = stopping_replay(run_dir, "together") if together is None else together
+    return {"together": pair_rounds(together), "each": pair_rounds(stopping_replay(run_dir, "each")),
+            "blocks": len(together)}
 
 
-def pair_rounds_by_kind(run_dir: str | Path) -> dict[str, int]:
-    """The pair-rounds a run's names blocks timed, by what each comparison is: a name, the A/A pair or a plant."""
-    rd = RunDir(run_dir)
-    compared = {g["group_id"]: [tuple(p) for p in g["compared"]] for g in rd.groups}
+def pair_rounds_by_kind(run_dir: str | Path, replay: pd.DataFrame | None = None) -> dict[str, int]:
+    """The pair-rounds a run's names blocks timed, by what each comparison is: a name, the A/A pair or a plant
+    (``replay``: the run's ``stopping_replay``, if made)."""
+    compared = {g["group_id"]: [tuple(p) for p in g["compared"]] for g in RunDir(run_dir).groups}
     kinds = {"name": 0, "aa": 0, "plant": 0}
-    for _, row in stopping_replay(run_dir).iterrows():
+    for _, row in (stopping_replay(run_dir) if replay is None else replay).iterrows():
         for (_, b), rounds in zip(compared[row.group_id], row.comparison_rounds, strict=True):
             kinds["aa" if "#AA" in b else "plant" if "#planted" in b else "name"] += rounds
     return kinds

@@ -250,7 +250,7 @@ STOPPING_REPLAYED = ("2026-12-05-h100-defaults", "2026-12-05-h100-defaults-third
 def stopping_cost_section() -> list[str]:
     """Each comparison stopping on its own half-width: the pair-rounds it saves replayed on the committed runs, and
     the same study under each rule on one card."""
-    from experiments.analysis.gpu_runs import pair_rounds_by_kind, stopping_replay, stopping_saving
+    from experiments.analysis.gpu_runs import pair_rounds, pair_rounds_by_kind, stopping_replay, stopping_saving
 
     runs = {rule: _defaults_run(run) for rule, run in STOPPING_COST.items()}
     if len({r["uuid"] for r in runs.values()}) != 1:
@@ -259,13 +259,14 @@ def stopping_cost_section() -> list[str]:
     for rule, t in replays.items():
         if set(t.stopping) != {rule}:
             raise ValueError(f"{STOPPING_COST[rule]} was not timed with stopping = {rule}")
-    timed = {rule: int(sum(sum(r) if rule == "each" else len(r) * max(r) for r in t.comparison_rounds))
-             for rule, t in replays.items()}
+    timed = {rule: pair_rounds(t) for rule, t in replays.items()}
     where = {rule: f"{int(t.comparisons_as_recorded.sum())} of {int(t.pairs.sum())}" for rule, t in replays.items()}
-    saved = {run: stopping_saving(analysis.results_dir(run)) for run in (*STOPPING_REPLAYED, STOPPING_COST["together"])}
+    saved = {run: stopping_saving(analysis.results_dir(run)) for run in STOPPING_REPLAYED}
+    saved[STOPPING_COST["together"]] = stopping_saving(analysis.results_dir(STOPPING_COST["together"]),
+                                                       replays["together"])
     shares = [s["each"] / s["together"] for s in saved.values()]
     each, together = runs["each"], runs["together"]
-    kinds = pair_rounds_by_kind(analysis.results_dir(STOPPING_COST["each"]))
+    kinds = pair_rounds_by_kind(analysis.results_dir(STOPPING_COST["each"]), replays["each"])
     spent = sum(kinds.values())
     rows = ["| stopping | run | GPU s per 48 groups | pair-rounds timed | rounds per names block, median (mean) | "
             "planted 0.5 % detected | calibration |", "|---|---|---|---|---|---|---|"]
