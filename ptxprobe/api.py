@@ -83,6 +83,7 @@ SURFACE: dict[str, str] = {
     "look_rounds": "ptxprobe.gpu.timing", "look_stops": "ptxprobe.gpu.timing",
     "names_compared": "ptxprobe.gpu.calibrate",
     "order_batches": "ptxprobe.gpu.timing", "paired_readings": "ptxprobe.gpu.timing",
+    "plant_delivered": "ptxprobe.gpu.calibrate",
     "pooled_calibration": "ptxprobe.gpu.calibrate:pooled", "registered_workload": "ptxprobe.gpu.workload",
     "run_config": "ptxprobe.gpu.plan", "stop_reason": "ptxprobe.gpu.timing",
     "summarize_calibration": "ptxprobe.gpu.calibrate:summarize", "time_block": "ptxprobe.gpu.timing",

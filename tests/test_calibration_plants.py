@@ -14,6 +14,7 @@ from ptxprobe.gpu.calibrate import (
     AA_LABELS,
     CODE_PLANT_LABEL,
     Sizing,
+    delivered,
     judge_code_plant,
     judge_plant,
     names_compared,
@@ -159,6 +160,40 @@ def test_a_direct_sizing_is_the_mean_log_ratio_with_its_standard_error():
     iv = stats.Interval(1 / 1.0105, 1 / 1.0115, 1 / 1.0095)
     assert judge_plant(iv, 0.01, sized=Sizing(0.0092, 0.0006, 24))["verified"]
     assert not judge_plant(iv, 0.01, sized=Sizing(0.0092, 0.00005, 24))["verified"]
+
+
+def _plant_group(gid: str, true_fraction: float, sized: Sizing | None, stated: float = 0.005) -> dict:
+    """A group whose ``stated`` sleep plant slowed the unit by ``true_fraction``, measured narrowly (0.05 %)."""
+    est = 1 / (1 + true_fraction)
+    iv = stats.Interval(est, est * (1 - 0.0005), est * (1 + 0.0005), level=0.99)
+    return {"group_id": gid, "aa": {"runtime_verdict": stats.EQUIVALENT, "half_width": 0.001},
+            "calibration": {"planted": {f"{stated:g}": judge_plant(iv, stated, sized=sized)}}}
+
+
+def test_a_plant_its_sizing_rules_out_is_left_out_of_the_power_found_or_not():
+    """A sleep the card gave back as clock (sized near zero) is missed, and says nothing of the power at its stated
+    size: it is undelivered, named, and out of the power's count; so is one sized well short that was found, so that
+    leaving out only the misses cannot inflate the power. A record without a sizing counts as before."""
+    good = [_plant_group(f"g{i}", 0.005, Sizing(0.005, 0.0005, 24)) for i in range(5)]
+    given_back = _plant_group("given-back", 0.0, Sizing(0.0005, 0.0005, 24))
+    short_found = _plant_group("short", 0.002, Sizing(0.002, 0.0003, 24))
+    assert given_back["calibration"]["planted"]["0.005"]["delivered"] is False
+    assert good[0]["calibration"]["planted"]["0.005"]["delivered"] is True
+    only = {"power_min": {"0.005": 0.95}}  # the one size planted here
+    c = summarize([*good, given_back, short_found], only)
+    assert c["planted_in_groups"]["0.005"] == 7 and c["delivered_in_groups"]["0.005"] == 5
+    assert c["detected_in_groups"]["0.005"] == 5 and c["power"]["0.005"] == 1.0 and c["passed"], c["failures"]
+    assert [u.split(":")[0] for u in c["undelivered"]] == ["given-back", "short"] and c["undelivered"][1].endswith(
+        ", found")
+    unsized = _plant_group("unsized", 0.0, None)
+    assert "delivered" not in unsized["calibration"]["planted"]["0.005"]
+    before = summarize([*good, unsized], only)
+    assert before["power"]["0.005"] == pytest.approx(5 / 6) and not before["passed"]
+    none_given = summarize([given_back], only)
+    assert any("undelivered" in f for f in none_given["failures"]) and "0.005" not in none_given["power"]
+    # the rule's edge: the sized slowdown plus z (99 %: 2.58) standard errors against log(1.005)
+    assert delivered(0.005, 0.0035, 0.0006, 0.99) and not delivered(0.005, 0.0035, 0.0005, 0.99)
+    assert delivered(0.005, None, None, 0.99) is None
 
 
 # --- the bounds ----------------------------------------------------------------------------------------------------

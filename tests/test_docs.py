@@ -33,7 +33,7 @@ def test_the_docs_check_can_fail(tmp_path, monkeypatch):
         (tmp_path / page).write_text((ROOT / "docs" / page).read_text())
     monkeypatch.setattr(mod, "DOCS", tmp_path)
     assert mod.main(["--check"]) == 0
-    for page, old, new in (("gpu-method.md", "| 0.1 s |", "| 0.2 s |"),
+    for page, old, new in (("gpu-method.md", "| 0.02 s |", "| 0.2 s |"),
                            ("schema.md", "- `verdict` (str, always set)", "- `verdict` (str)"),
                            ("cli.md", "| `--timeout` | TIMEOUT | `600.0` |", "| `--timeout` | TIMEOUT | `60.0` |"),
                            ("development.md", "| `registry-index` | `kernels`, `triton`, `env` |",

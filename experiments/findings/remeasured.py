@@ -55,11 +55,17 @@ def pooled_calibration() -> list[str]:
             f"positives {p['aa_false_positives']} of {p['groups']} groups ({fp_each} run by run), certified at most "
             f"{p['aa_false_positive_upper_95'] * 100:.1f} % (goal ≤ 5 %; one run alone certifies no better than "
             f"{min(r['aa_false_positive_upper_95'] for r in p['per_run']) * 100:.1f} %); the 0.2 % plant found in "
-            f"{p['detected_in_groups'][f]} of {p['planted_in_groups'][f]} groups "
-            f"({p['power'][f]:.0%}, at least {p['power_lower_95'][f]:.0%}; goal 90 %); 0.5 %, 1 % and 2 % in "
-            + ", ".join(f"{p['detected_in_groups'][k]} of {p['planted_in_groups'][k]}"
-                        for k in ("0.005", "0.01", "0.02"))
-            + ".", ""]
+            f"{_of_delivered(p, f)} groups ({p['power'][f]:.0%}, at least {p['power_lower_95'][f]:.0%}; goal 90 %); "
+            "0.5 %, 1 % and 2 % in " + ", ".join(_of_delivered(p, k) for k in ("0.005", "0.01", "0.02"))
+            + " (a plant whose sizing ruled out its stated size is undelivered and counts for no power: "
+            "`gpu.calibrate.delivered`).", ""]
+
+
+def _of_delivered(p: dict, f: str) -> str:
+    """Found of those delivered, and the undelivered beside them."""
+    more = p["planted_in_groups"][f] - p["delivered_in_groups"][f]
+    found = f"{p['detected_in_groups'][f]} of {p['delivered_in_groups'][f]}"
+    return found + (f" (+{more} undelivered)" if more else "")
 
 
 def _size_ratios(run: str, key: str) -> np.ndarray:

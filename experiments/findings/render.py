@@ -432,8 +432,8 @@ def findings() -> str:
         "The timing design against its goals (A/A half-widths, A/A false positives, planted slowdowns found, GPU "
         "time), where the noise comes from, `repro` of a whole study, and what a sweep costs.",
         [*measurement.timing_design(), *remeasured.section(), *stopping.section(), *stopping.serial_section(),
-         *stopping.gpu_cost_section(), *stopping.stopping_cost_section(), *noise_section(), *cost.bench_section(),
-         *cost.ray_bench_section()],
+         *stopping.gpu_cost_section(), *stopping.stopping_cost_section(), *stopping.warmup_cost_section(),
+         *noise_section(), *cost.bench_section(), *cost.ray_bench_section()],
         "measurement")
     out += section(
         "Appendix: superseded designs",

@@ -6,6 +6,7 @@ that changes the answer changes the sentence rather than leaving a claim behind.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from statistics import median
 
 from experiments.analysis import static_runs as analysis
@@ -153,9 +154,12 @@ H200_SIGNED_RANK = ("2026-12-04-h200-defaults", "2026-12-04-h200-defaults-repro"
 
 
 def _defaults_run(run: str) -> dict:
-    """What one every-default run cost and found: GPU seconds per 48 groups, rounds per names block, 0.5 % power."""
+    """What one every-default run cost and found, its calibration judged by today's rule (``goal_figures``, from
+    its groups): GPU seconds per 48 groups, rounds per names block, the 0.5 % plants found of those delivered."""
+    from experiments.analysis.gpu_runs import goal_figures
+
     d = analysis.results_dir(run)
-    cal = json.loads((d / "calibration.json").read_text())
+    cal = goal_figures(d)
     gpu = json.loads((d / "gpu.json").read_text())
     rows = [r for r in read_log(d / "runtime.jsonl") if r.get("block") == "names" and not r.get("is_baseline")]
     rounds: dict[str, int] = {}
@@ -163,10 +167,18 @@ def _defaults_run(run: str) -> dict:
         rounds[r["group_id"]] = max(rounds.get(r["group_id"], 0), r["rounds"])
     plan = read_log(d / "groups.jsonl")[0]["timing_plan"]
     return {"gpu": gpu["gpu"], "uuid": gpu.get("uuid"), "interval": plan.get("interval"),
-            "seconds": cal["gpu_seconds"] * 48 / cal["groups"], "groups": cal["groups"],
-            "rounds": sorted(rounds.values()), "max_rounds": plan["max_rounds"],
+            "warmup_s": plan.get("warmup_s"), "seconds": cal["gpu_seconds"] * 48 / cal["groups"],
+            "groups": cal["groups"], "rounds": sorted(rounds.values()), "max_rounds": plan["max_rounds"],
             "power": cal["power"]["0.005"], "detected": cal["detected_in_groups"]["0.005"],
-            "planted": cal["planted_in_groups"]["0.005"], "passed": cal["passed"]}
+            "delivered": cal["delivered_in_groups"]["0.005"], "planted": cal["planted_in_groups"]["0.005"],
+            "passed": cal["passed"], "aa_halfwidth": cal["aa_halfwidth_median"],
+            "aa_false_positives": cal["aa_false_positives"]}
+
+
+def _found(r: dict) -> str:
+    """The 0.5 % plants found of those delivered, and how many more were not (``gpu.calibrate.delivered``)."""
+    more = r["planted"] - r["delivered"]
+    return f"{r['detected']} of {r['delivered']}" + (f" (+{more} undelivered)" if more else "")
 
 
 def _cost_pair(pair: dict[str, str]) -> dict[str, dict]:
@@ -197,20 +209,20 @@ def gpu_cost_section() -> list[str]:
     cards."""
     pairs = [(GPU_COST, _cost_pair(GPU_COST)), (GPU_COST_OTHER_CARD, _cost_pair(GPU_COST_OTHER_CARD))]
     rows = ["| card | interval | run | groups timed | GPU s per 48 groups | rounds per names block, median (mean) | "
-            "blocks at or past max_rounds | planted 0.5 % detected | calibration |",
+            "blocks at or past max_rounds | planted 0.5 % found, of those delivered | calibration |",
             "|---|---|---|---|---|---|---|---|---|"]
     for pair, runs in pairs:
         for m, r in runs.items():
             rows.append(f"| `{r['uuid'][:12]}…` | `{m}` | `{pair[m]}` | {r['groups']} | {r['seconds']:.1f} | "
                         f"{median(r['rounds']):.0f} ({sum(r['rounds']) / len(r['rounds']):.1f}) | "
                         f"{sum(x >= r['max_rounds'] for x in r['rounds'])} of {len(r['rounds'])} | "
-                        f"{r['detected']} of {r['planted']} | {'passed' if r['passed'] else 'failed'} |")
+                        f"{_found(r)} | {'passed' if r['passed'] else 'failed'} |")
     alone = {run: _defaults_run(run) for run in GPU_COST_ALONE}
     for run, r in alone.items():
         rows.append(f"| `{r['uuid'][:12]}…` | `{r['interval']}` | `{run}` (alone on its card) | {r['groups']} | "
                     f"{r['seconds']:.1f} | {median(r['rounds']):.0f} ({sum(r['rounds']) / len(r['rounds']):.1f}) | "
                     f"{sum(x >= r['max_rounds'] for x in r['rounds'])} of {len(r['rounds'])} | "
-                    f"{r['detected']} of {r['planted']} | {'passed' if r['passed'] else 'failed'} |")
+                    f"{_found(r)} | {'passed' if r['passed'] else 'failed'} |")
     new = pairs[0][1]["signed-rank-hac"]
     scales = [p["signed-rank-hac"]["seconds"] / p["signed-rank"]["seconds"] for _, p in pairs]
     over = sorted({m for _, p in pairs for m, r in p.items() if r["seconds"] > GPU_SECONDS_GOAL})
@@ -220,7 +232,7 @@ def gpu_cost_section() -> list[str]:
     text = (f"**The widening's cost, measured on the GPU.** The every-default study run twice back to back on one "
             f"{new['gpu']}, the interval the only difference, on {len(pairs)} cards (the device lent no H200 for "
             "it):")
-    found = sorted({f"{r['detected']} of {r['planted']}" for _, p in pairs for r in p.values()})
+    found = sorted({_found(r) for _, p in pairs for r in p.values()})
     after = (f"The widened interval costs {' and '.join(f'{(x - 1) * 100:+.0f} %' for x in scales)} GPU seconds per "
              "48 groups on the two cards (`signed-rank` "
              + " and ".join(f"{p['signed-rank']['seconds']:.1f}" for _, p in pairs) + " s, `signed-rank-hac` "
@@ -233,8 +245,9 @@ def gpu_cost_section() -> list[str]:
              + f". On the H200 the same study under `signed-rank` took {' and '.join(f'{x:.1f}' for x in h200)} s "
              f"({', '.join(f'`{r}`' for r in H200_SIGNED_RANK)}); scaled by the first H100's ratio that is "
              f"{' and '.join(f'{x * scales[0]:.0f}' for x in h200)} s under the widened "
-             "interval, a projection and not a measurement: the H200 run is still to be made. "
-             + _spread_across_cards(pairs, alone))
+             f"interval, a projection; measured since on an H200 with each comparison stopping on its own as well "
+             f"(`{_h200_measured()}`, the warm-up comparison below): {_defaults_run(_h200_measured())['seconds']:.1f} "
+             "s. " + _spread_across_cards(pairs, alone))
     return [text, "", *rows, "", after, ""]
 
 
@@ -269,11 +282,11 @@ def stopping_cost_section() -> list[str]:
     kinds = pair_rounds_by_kind(analysis.results_dir(STOPPING_COST["each"]), replays["each"])
     spent = sum(kinds.values())
     rows = ["| stopping | run | GPU s per 48 groups | pair-rounds timed | rounds per names block, median (mean) | "
-            "planted 0.5 % detected | calibration |", "|---|---|---|---|---|---|---|"]
+            "planted 0.5 % found, of those delivered | calibration |", "|---|---|---|---|---|---|---|"]
     for rule, r in runs.items():
         rows.append(f"| `{rule}` | `{STOPPING_COST[rule]}` | {r['seconds']:.1f} | {timed[rule]} | "
                     f"{median(r['rounds']):.0f} ({sum(r['rounds']) / len(r['rounds']):.1f}) | "
-                    f"{r['detected']} of {r['planted']} | {'passed' if r['passed'] else 'failed'} |")
+                    f"{_found(r)} | {'passed' if r['passed'] else 'failed'} |")
     h200 = [_defaults_run(r)["seconds"] for r in H200_SIGNED_RANK]
     hac = _cost_pair(GPU_COST)
     scale = hac["signed-rank-hac"]["seconds"] / hac["signed-rank"]["seconds"] * each["seconds"] / together["seconds"]
@@ -297,6 +310,138 @@ def stopping_cost_section() -> list[str]:
              + ("met" if each["seconds"] <= GPU_SECONDS_GOAL else "still missed")
              + f" in the burst regime ({each['seconds']:.1f} s). On the H200 the study under `signed-rank` took "
              f"{' and '.join(f'{x:.1f}' for x in h200)} s; scaled by the H100's costs of the widened interval and "
-             f"of stopping each comparison, that is {' and '.join(f'{x * scale:.0f}' for x in h200)} s: a "
-             "projection from another card's ratios, not a measurement (the device lent no H200 for it).")
+             f"of stopping each comparison, that is {' and '.join(f'{x * scale:.0f}' for x in h200)} s, a "
+             "projection from another card's ratios; measured on an H200 since (the warm-up comparison below, "
+             f"the same defaults): {_defaults_run(_h200_measured())['seconds']:.1f} s, "
+             + ("above" if _defaults_run(_h200_measured())["seconds"] > max(h200) * scale else "within")
+             + " the projection.")
     return [text, "", *rows, "", after, ""]
+
+
+# the every-default study twice back to back on each of two cards, the warm-up per label the only difference (0.02 s,
+# h200_defaults.toml since 2026-12-06; 0.1 s, h200_defaults_long_warmup.toml, the default before), in the order run
+WARMUP_COST = {"H100": {0.02: "2026-12-06-h100-defaults-third-card", 0.1: "2026-12-06-h100-defaults-long-warmup"},
+               "H200": {0.1: "2026-12-06-h200-defaults-long-warmup", 0.02: "2026-12-06-h200-defaults"}}
+# every committed every-default run whose plants carry a direct sizing (the delivered rule applies to them)
+SIZED_DEFAULTS = ("2026-12-04-h200-defaults-sized-plants", "2026-12-05-h100-defaults",
+                  "2026-12-05-h100-defaults-other-card", "2026-12-05-h100-defaults-signed-rank",
+                  "2026-12-05-h100-defaults-signed-rank-fourth-card", "2026-12-05-h100-defaults-signed-rank-other-card",
+                  "2026-12-05-h100-defaults-third-card", "2026-12-06-h100-defaults",
+                  "2026-12-06-h100-defaults-other-card", "2026-12-06-h100-defaults-together",
+                  *(r for p in WARMUP_COST.values() for r in p.values()))
+
+
+def _h200_measured() -> str:
+    """The H200's run of today's interval and stopping with the warm-up those projections assumed (0.1 s)."""
+    return WARMUP_COST["H200"][0.1]
+
+
+def _warmup_pair(runs: dict[float, str]) -> dict[float, dict]:
+    from experiments.analysis.gpu_cost import gpu_time_parts
+    from experiments.analysis.gpu_runs import pair_rounds, stopping_replay
+
+    out = {}
+    for warmup, run in runs.items():
+        r = _defaults_run(run)
+        if r["warmup_s"] != warmup:
+            raise ValueError(f"{run} was timed with warmup_s = {r['warmup_s']}, not {warmup}")
+        d = analysis.results_dir(run)
+        out[warmup] = {**r, "run": run, "parts": gpu_time_parts(d), "pair_rounds": pair_rounds(stopping_replay(d))}
+    if len({r["uuid"] for r in out.values()}) != 1:
+        raise ValueError(f"the runs of {runs} were timed on different cards")
+    return out
+
+
+def _plants_delivered() -> tuple[dict[str, list[int]], Counter, int]:
+    """Over the sized every-default runs, per plant size: planted, delivered, found among the delivered, and the
+    undelivered ones missed; where the missed undelivered 0.5 % plants were (card, group without its ptxas); and how
+    many runs their recorded calibration failed on the 0.5 % plant's power (the rule they ran under)."""
+    from experiments.analysis.gpu_runs import goal_figures
+    from ptxprobe.api import RunDir, plant_delivered
+
+    out: dict[str, list[int]] = {}
+    where: Counter = Counter()
+    failed = 0
+    for run in SIZED_DEFAULTS:
+        d = analysis.results_dir(run)
+        cal = goal_figures(d)
+        recorded = json.loads((d / "calibration.json").read_text())
+        failed += any(f.startswith("planted 0.5% detected") for f in recorded.get("failures", []))
+        for f, n in cal["planted_in_groups"].items():
+            t = out.setdefault(f, [0, 0, 0, 0])
+            t[0] += n
+            t[1] += cal["delivered_in_groups"][f]
+            t[2] += cal["detected_in_groups"][f]
+        card = json.loads((d / "gpu.json").read_text())["gpu"]
+        for g in RunDir(d).groups:
+            for f, rec in ((g.get("calibration") or {}).get("planted") or {}).items():
+                if f in out and plant_delivered(rec, f) is False and not rec["detected"]:
+                    out[f][3] += 1
+                    if f == "0.005":
+                        where[(card, g["group_id"].split("@ptxas")[0])] += 1
+    return out, where, failed
+
+
+def warmup_cost_section() -> list[str]:
+    """The warm-up's share of the study's GPU time, measured on two cards both ways round, and the plants that did
+    not slow the unit, judged by their sizings."""
+    from experiments.analysis.gpu_runs import goal_figures
+
+    pairs = {card: _warmup_pair(runs) for card, runs in WARMUP_COST.items()}
+    rows = ["| card | warm-up per label | run | GPU s per 48 groups | untimed s (the warm-up planned) | pair-rounds | "
+            "A/A half-width median | A/A false positives | planted 0.5 % found, of those delivered | calibration |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for card, runs in pairs.items():
+        for w, r in runs.items():
+            p = r["parts"]
+            rows.append(f"| {card} `{r['uuid'][:12]}…` | {w:g} s | `{r['run']}` | {r['seconds']:.1f} | "
+                        f"{p.untimed:.1f} ({p.planned_warmup:.1f}) | {r['pair_rounds']} | "
+                        f"{r['aa_halfwidth'] * 100:.3f} % | {r['aa_false_positives']} of {r['groups']} | {_found(r)} | "
+                        f"{'passed' if r['passed'] else 'failed'} |")
+    cut = {c: p[0.1]["parts"].untimed - p[0.02]["parts"].untimed for c, p in pairs.items()}
+    planned = {c: p[0.1]["parts"].planned_warmup - p[0.02]["parts"].planned_warmup for c, p in pairs.items()}
+    total = {c: p[0.02]["seconds"] - p[0.1]["seconds"] for c, p in pairs.items()}
+    short = {c: p[0.02]["seconds"] for c, p in pairs.items()}
+    met = [c for c, x in short.items() if x <= GPU_SECONDS_GOAL]
+    share = [p[0.1]["parts"].planned_warmup / p[0.1]["seconds"] for p in pairs.values()]
+    text = (f"**The warm-up, {min(share):.0%} to {max(share):.0%} of the study's GPU time.** Before every block "
+            "each label's graphs were "
+            "replayed for 0.1 s (`warmup_s`), the SDPA references' too: no sample covers that time. The interleaved "
+            "design does not need it (the drift after a short warm-up is the same for both labels of a pair, as the "
+            "timing plan's note records), so the default is now 0.02 s per label, which still replays every graph "
+            "once. Measured: the every-default study twice back to back on each of two cards, the warm-up the only "
+            "difference, in both orders (the H100 with the short warm-up first, the H200 with the long one first):")
+    plants, where, failed = _plants_delivered()
+    half = plants["0.005"]
+    (card, group), most = where.most_common(1)[0]
+    goals = ("aa_halfwidth_median", "aa_halfwidth_max", "aa_false_positives", "power_0.5%", "power_1%")
+    held = all(goal_figures(analysis.results_dir(r["run"]))["goals_met"][k] for p in pairs.values()
+               for r in p.values() for k in goals)
+    after = ("The shorter warm-up took "
+             + " and ".join(f"{cut[c]:.1f} s" for c in pairs) + f" of untimed time off the {' and '.join(pairs)} runs "
+             "per 48 groups (the plan's warm-up alone: " + " and ".join(f"{planned[c]:.1f} s" for c in pairs)
+             + "); the totals moved by " + " and ".join(f"{total[c]:+.1f} s" for c in pairs) + ", the rest being the "
+             "rounds the stopping rule needed, which vary from run to run ("
+             + "; ".join(f"{c} {p[0.02]['pair_rounds']} against {p[0.1]['pair_rounds']} pair-rounds"
+                         for c, p in pairs.items())
+             + "). The A/A goals and the delivered plants' power "
+             + ("hold under either warm-up" if held else "do not all hold (see the table)")
+             + ". With the new default the "
+             f"study took {' and '.join(f'{short[c]:.1f} s on the {c}' for c in pairs)}: the goal of ≤ "
+             f"{GPU_SECONDS_GOAL} s is " + ("met on both cards" if len(met) == len(short) else
+                                           f"met on {' and '.join(met) or 'neither card'}") + ".")
+    sized = (f"**Plants that did not slow the unit.** A sleep plant is sized directly before its block; on a "
+             "power-capped card a sleep can be given back as clock, and such a plant tests no power. A plant whose "
+             "sizing rules out its stated size (its sized log slowdown plus the level's z times its standard error "
+             "short of it: `gpu.calibrate.delivered`) is now *undelivered*: named in `calibration.json`, left out of "
+             "the power found or not, and every run above is judged so. Over the "
+             f"{len(SIZED_DEFAULTS)} every-default runs with sizings, the 0.5 % plant was undelivered in "
+             f"{half[0] - half[1]} of {half[0]} groups and missed in {half[3]} of those; of the {half[1]} delivered, "
+             f"{half[2]} were found; 1 % and 2 %: "
+             + ", ".join(f"{plants[f][2]} of {plants[f][1]} delivered found ({plants[f][0] - plants[f][1]} "
+                         "undelivered)" for f in ("0.01", "0.02"))
+             + f". This reverses what {failed} of these runs recorded, a calibration failed on the 0.5 % plant's "
+             "power: " + ("every 0.5 % plant they missed was undelivered" if half[1] == half[2] else
+                          f"{half[1] - half[2]} delivered 0.5 % plants were missed all the same")
+             + f" ({most} of the {half[3]} missed undelivered ones after `{group}` on an {card}).")
+    return [text, "", *rows, "", after, "", sized, ""]

@@ -3,7 +3,7 @@
 # (device tool, one H200): ptxprobe from this checkout, the wheels the image lacks (pyelftools, capstone) carried in
 # .whl/, the third-party sources in external/ (fetched by experiments/external/fetch.py, never committed); results
 # tarred into $OUT.
-#   bash experiments/gpu/h200_study.sh sota|capture-tutorial|capture-inductor|names|cute-aot|smoke|probe|interleaved|fast|user-defaults|defaults|defaults-together|defaults-signed-rank|sampled-regimes|interpret-check|repro-defaults|overflow ...
+#   bash experiments/gpu/h200_study.sh sota|capture-tutorial|capture-inductor|names|cute-aot|smoke|probe|interleaved|fast|user-defaults|defaults|defaults-together|defaults-long-warmup|defaults-signed-rank|sampled-regimes|interpret-check|repro-defaults|overflow ...
 . "$(dirname "$0")/preamble.sh"  # wheels, toolchains, PYTHONPATH, $OUT and $RUNS, the card in $OUT/status.txt
 pp() { python3 -m ptxprobe.cli "$@"; }
 keep() {  # name: tar the run directory into $OUT (no ncu reports, no Triton caches)
@@ -82,6 +82,13 @@ for what in "$@"; do case "$what" in
       --run -j 16 -q -o /tmp/runs/h200-defaults-together > "$OUT/h200-defaults-together.txt" 2>&1
     echo "h200-defaults-together: exit $?" | tee -a "$OUT/status.txt"; tail -12 "$OUT/h200-defaults-together.txt"
     keep h200-defaults-together ;;
+  defaults-long-warmup)  # the same study with the warm-up the defaults had before (0.1 s per label, now 0.02 s):
+    # what the shorter warm-up saves, and the A/A and planted goals without it, on one card
+    timeout -s INT "${SECONDS_FAST:-420}" python3 -m ptxprobe.cli rename-sweep -e experiments/definitions/h200_defaults_long_warmup.toml \
+      --run -j 16 -q -o /tmp/runs/h200-defaults-long-warmup > "$OUT/h200-defaults-long-warmup.txt" 2>&1
+    echo "h200-defaults-long-warmup: exit $?" | tee -a "$OUT/status.txt"; tail -12 "$OUT/h200-defaults-long-warmup.txt"
+    python3 experiments/benchmarks/gpu_noise.py /tmp/runs/h200-defaults-long-warmup 2>&1 | tail -30
+    keep h200-defaults-long-warmup ;;
   defaults-signed-rank)  # the same study under the exact signed-rank interval: what the default's widening costs
     timeout -s INT "${SECONDS_FAST:-420}" python3 -m ptxprobe.cli rename-sweep -e experiments/definitions/h200_defaults_signed_rank.toml \
       --run -j 16 -q -o /tmp/runs/h200-defaults-signed-rank > "$OUT/h200-defaults-signed-rank.txt" 2>&1

@@ -252,7 +252,13 @@ def _say_calibration(c: dict) -> None:
     low = c.get("power_lower_95", {})
     found = c.get("detected_in_groups", {})
     planted = c.get("planted_in_groups", {})
-    power = ", ".join(f"{float(f) * 100:g}% in {found.get(f, '?')}/{planted.get(f, '?')} (power >= "
+    given = c.get("delivered_in_groups", planted)
+
+    def undelivered(f: str) -> str:
+        n = planted.get(f, 0) - given.get(f, planted.get(f, 0))
+        return f", {n} more undelivered" if n else ""
+
+    power = ", ".join(f"{float(f) * 100:g}% in {found.get(f, '?')}/{given.get(f, '?')}{undelivered(f)} (power >= "
                       f"{low[f]:.0%})" if low.get(f) is not None else f"{float(f) * 100:g}%: {p:.0%}"
                       for f, p in sorted(c.get("power", {}).items()))
     fp, fp_up = c.get("aa_false_positive_rate"), c.get("aa_false_positive_upper_95")

@@ -15,8 +15,11 @@ z times the two standard errors combined (``judge_plant``). On the H200 the slee
 out 0.65-1.46 times its nominal 0.2 % (the fit's own noise, 0.05-0.1 % of the unit), so a nominal size covered by a
 0.06 % interval tested the sizing, not the measurement. At the level some plants of the right size disagree, so a
 calibration fails on the sizes only when more do than that level allows (the exact binomial bound).
-It also fails on a missed 0.5 % or 1 % plant or too many A/A "differences"; ``summarize`` states the
-Clopper-Pearson bounds of the A/A false-positive rate and of each plant's power, ``pooled`` the same over runs.
+A plant whose sizing rules out its stated size did not slow the unit as stated (on a power-capped card a sleep can
+give its time back as clock) and tests no power: it is *undelivered*, said apart and left out of the power
+(``delivered``). A calibration also fails on a missed 0.5 % or 1 % plant or too many A/A "differences"; ``summarize``
+states the Clopper-Pearson bounds of the A/A false-positive rate and of each plant's power, ``pooled`` the same over
+runs.
 """
 
 from __future__ import annotations
@@ -134,6 +137,18 @@ def size_plant(base: Unit, cycles: int, replays: int = SIZING_REPLAYS) -> Sizing
     return sizing_of(np.array(logs))
 
 
+def delivered(fraction: float, sized_fraction: float | None, sized_se: float | None, level: float) -> bool | None:
+    """Whether a sleep plant's direct sizing leaves its stated ``fraction`` possible: the sized log slowdown plus the
+    level's z times its standard error reaches log(1 + fraction). On power-capped H100s a 0.5 % sleep after the
+    causal fp16 attention at N=16384 was sized near zero in several runs of the defaults study and missed there: a
+    plant that did not slow the unit as stated cannot show whether a slowdown of that size is found (left out, found
+    or not, so that the power stays an estimate for plants of the stated size). None without a sizing (records
+    before it; counted as delivered)."""
+    if sized_fraction is None or sized_se is None:
+        return None
+    return math.log1p(sized_fraction) + meta.z_critical(level) * sized_se >= math.log1p(fraction)
+
+
 def judge_plant(iv: stats.Interval, fraction: float, margin: float = stats.EQUIVALENCE_MARGIN,
                 sized: Sizing | None = None, sustained: bool = False) -> dict:
     """A sleep plant's comparison (baseline vs plant, ratio < 1: the plant is slower) judged: detected when found
@@ -146,6 +161,8 @@ def judge_plant(iv: stats.Interval, fraction: float, margin: float = stats.EQUIV
            "measured_fraction": 1.0 / iv.estimate - 1.0,
            "measured_fraction_ci": [1.0 / iv.high - 1.0, 1.0 / iv.low - 1.0],
            "verdict": stats.decide(iv, margin), "detected": iv.high < 1.0}
+    if sized is not None:
+        out["delivered"] = delivered(fraction, sized.fraction, sized.se, iv.level)
     if sustained:
         return {**out, "verified": None, "size_rule": DIRECTION_RULE,
                 **({"sized_fraction": sized.fraction, "sized_se": sized.se} if sized else {})}
@@ -189,12 +206,20 @@ def _sizes(groups: list[dict]) -> list[str]:
     return sorted(keys, key=float)
 
 
+def plant_delivered(rec: dict, key: str) -> bool | None:
+    """``delivered`` for a plant record of any age, from its sizing (records before the rule carry none of
+    their own, so the rule is applied to what they stored)."""
+    return delivered(float(key), rec.get("sized_fraction"), rec.get("sized_se"), rec.get("ci_level", 0.95))
+
+
 @dataclass(frozen=True)
 class PlantCounts:
-    """Per planted size (its key): in how many groups it was planted and found, the power and its lower bound, the
-    median size measured, how many judged plants covered their size; what disagreed with its size, said."""
+    """Per planted size (its key): in how many groups it was planted, delivered (``delivered``) and found among
+    those, the power and its lower bound over the delivered, the median size measured, how many judged plants
+    covered their size; what disagreed with its size or was not delivered, said."""
 
     planted_in: dict
+    delivered_in: dict
     detected_in: dict
     power: dict
     power_low: dict
@@ -202,19 +227,25 @@ class PlantCounts:
     covered: dict
     unverified: list
     size_failures: list
+    undelivered: list
 
 
 def plant_counts(groups: list[dict]) -> PlantCounts:
-    planted_in, detected_in, power, power_low, measured, covered = {}, {}, {}, {}, {}, {}
-    unverified, size_failures = [], []
+    planted_in, delivered_in, detected_in, power, power_low, measured, covered = {}, {}, {}, {}, {}, {}, {}
+    unverified, size_failures, undelivered = [], [], []
     for f in _sizes(groups):
         rows = _records(groups, f)
         if not rows:
             continue
         planted_in[f] = len(rows)
-        detected_in[f] = int(sum(bool(r["detected"]) for _, r in rows))
-        power[f] = detected_in[f] / len(rows)
-        power_low[f] = bounds.cp_lower(detected_in[f], len(rows))
+        kept = [r for _, r in rows if plant_delivered(r, f) is not False]
+        undelivered += [f"{gid}: planted {float(f) * 100:g}% sized {r['sized_fraction']:.3%} (se {r['sized_se']:.3%})"
+                        f"{', found' if r['detected'] else ''}" for gid, r in rows if plant_delivered(r, f) is False]
+        delivered_in[f] = len(kept)
+        detected_in[f] = int(sum(bool(r["detected"]) for r in kept))
+        if kept:
+            power[f] = detected_in[f] / len(kept)
+            power_low[f] = bounds.cp_lower(detected_in[f], len(kept))
         measured[f] = float(np.median([r["measured_fraction"] for _, r in rows]))
         unverified += [f"{gid}: planted {f} measured {r['measured_fraction']:.4f}" for gid, r in rows
                        if r.get("size_rule") not in (*JUDGED_RULES, DIRECTION_RULE) and not r["verified"]]
@@ -227,7 +258,8 @@ def plant_counts(groups: list[dict]) -> PlantCounts:
                         else "missed the stated size")
                 size_failures.append(f"planted {float(f) * 100:g}%: its interval {what} in {misses} "
                                      f"of {len(judged)} groups (more than {SIZE_MISS_RATE_MAX:.0%} allows)")
-    return PlantCounts(planted_in, detected_in, power, power_low, measured, covered, unverified, size_failures)
+    return PlantCounts(planted_in, delivered_in, detected_in, power, power_low, measured, covered, unverified,
+                       size_failures, undelivered)
 
 
 def calibration_failures(fp_rate: float | None, counts: PlantCounts, crit: dict, calibrated: bool) -> list[str]:
@@ -237,8 +269,10 @@ def calibration_failures(fp_rate: float | None, counts: PlantCounts, crit: dict,
     if fp_rate is not None and fp_rate > crit["aa_false_positive_rate_max"]:
         failures.append(f"A/A false-positive rate {fp_rate:.2f} > {crit['aa_false_positive_rate_max']}")
     for f, need in crit["power_min"].items():
-        if calibrated and f not in counts.power:
+        if calibrated and f not in counts.planted_in:
             failures.append(f"planted {float(f) * 100:g}% was planted in no group")
+        elif calibrated and f not in counts.power:
+            failures.append(f"planted {float(f) * 100:g}% slowed the unit as stated in no group (undelivered)")
         elif f in counts.power and counts.power[f] < need:
             failures.append(f"planted {float(f) * 100:g}% detected in {counts.power[f]:.0%} of groups (< {need:.0%})")
     return failures + [f"plant not of its stated size: {u}" for u in counts.unverified] + counts.size_failures
@@ -284,6 +318,8 @@ def summarize(groups: list[dict], criteria: dict | None = None) -> dict:
         "aa_halfwidth_max": float(np.max(hws)) if hws else None,
         "power": counts.power,
         "planted_in_groups": counts.planted_in,
+        "delivered_in_groups": counts.delivered_in,
+        "undelivered": counts.undelivered,
         "planted_measured_fraction_median": counts.measured,
         "gpu_seconds": float(sum(g.get("gpu_seconds", 0.0) for g in groups)),
         "criteria": crit,
@@ -304,8 +340,8 @@ def summarize(groups: list[dict], criteria: dict | None = None) -> dict:
 
 
 BOUND_KEYS = ("groups", "aa_false_positives", "aa_false_positive_rate", "aa_false_positive_upper_95", "power",
-              "planted_in_groups", "detected_in_groups", "power_lower_95", "planted_size_covered_in_groups",
-              "code_plant")
+              "planted_in_groups", "delivered_in_groups", "detected_in_groups", "power_lower_95",
+              "planted_size_covered_in_groups", "code_plant")
 
 
 def pooled(runs: list[list[dict]]) -> dict:

@@ -61,11 +61,12 @@ class TimingPlan:
     design: str = "interleaved"
     min_sample_ms: float = 10.0  # per label per sample
     segment_ms: float = 1.0  # interleaved: each unit (k launches) lasts at least this
-    # warm-up by time before a block's first round: ``warmup_s`` per label, and ``card_warmup_s`` more before the
-    # first block a process times (the card leaves idle). Interleaving cancels the drift that follows: on the H200
-    # the unit times of the first 3 rounds ran 1.2 % faster than the rest while the A/A and planted log ratios of
-    # those rounds matched the rest within 0.03 % (experiments/results/2026-12-03-h200-interleaved)
-    warmup_s: float = 0.1
+    # warm-up by time before a block's first round: ``warmup_s`` per label (every graph replays at least once), and
+    # ``card_warmup_s`` more before the first block a process times (the card leaves idle). Interleaving cancels the
+    # drift that follows: on the H200 the unit times of the first 3 rounds ran 1.2 % faster than the rest while the
+    # A/A and planted log ratios of those rounds matched the rest within 0.03 % (2026-12-03-h200-interleaved). 0.1 s
+    # per label, the default before, was untimed GPU time the A/A and planted goals did not need (FINDINGS: the warm-up)
+    warmup_s: float = 0.02
     card_warmup_s: float = 1.0
     reference_rounds: int = 10  # rounds of a block with nothing to compare (torch SDPA: a reference rate)
     batch_rounds: int = 10

@@ -29,7 +29,10 @@ class Calibration(Record):
     power: Json = doc("per planted size: the share of groups that found the plant")
     power_lower_95: Json = doc("per planted size: the power's exact one-sided 95 % lower bound")
     planted_in_groups: Json = doc("per planted size: the groups that carried the plant")
-    detected_in_groups: Json = doc("per planted size: the groups that found it")
+    delivered_in_groups: Json = doc("per planted size: the groups whose sizing left its stated size possible (the "
+                                    "power's denominator)")
+    undelivered: tuple[str, ...] = doc("each plant whose sizing ruled out its stated size, in words", default=())
+    detected_in_groups: Json = doc("per planted size: the delivered plants found")
     planted_measured_fraction_median: Json = doc("per planted size: the median slowdown measured")
     planted_size_covered_in_groups: Json = doc("per planted size: the groups whose interval held the plant's size")
     code_plant: Json = doc("the planted code change (a dependent chain): where it was found and how large")
