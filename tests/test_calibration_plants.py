@@ -379,3 +379,15 @@ def test_the_calibration_line_says_what_its_plants_certify_not_their_point_rate(
     _say_calibration(summarize(groups))
     err = capsys.readouterr().err
     assert "0.5% in 6/6 (power >= 61%)" in err and "A/A false positives 0.00 (<= 39%)" in err
+
+
+def test_the_report_counts_a_plants_power_over_the_delivered_and_says_the_rest():
+    """The HTML report's calibration sentence: found in so many of the delivered plants, the undelivered said beside
+    them (power times the planted count would claim a plant found that was left out)."""
+    from ptxprobe.reports.gpu_section import calibration_words
+
+    good = [_plant_group(f"g{i}", 0.005, Sizing(0.005, 0.0005, 24)) for i in range(5)]
+    c = summarize([*good, _plant_group("given-back", 0.0, Sizing(0.0005, 0.0005, 24))],
+                  {"power_min": {"0.005": 0.95}})
+    words = " ".join(calibration_words(c, [])["parts"])
+    assert "0.5 % slower found in 5 of 5 groups (1 more not delivered" in words, words

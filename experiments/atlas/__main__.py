@@ -2,6 +2,8 @@
 
     python -m experiments.atlas census [--library xformers --library vllm] [--downloads DIR] [--out FILE]
     python -m experiments.atlas pilot [--downloads DIR] [--out FILE]
+    python -m experiments.atlas shipped [--library xformers] [--arch sm_90a] [--release triton,13.0] [--runs DIR]
+                                        [--ray-address ADDR] [--fresh] [--downloads DIR] [--out FILE]
     python -m experiments.atlas compare-captures GPU_CAPTURE_DIR INTERPRETED_CAPTURE_DIR [--out FILE]
     python -m experiments.atlas interpreted [--library liger-kernel] [--arch sm_90a] [--release triton,13.0]
                                              [--venv DIR] [--runs DIR] [--ray-address ADDR] [--fresh] [--downloads DIR]
@@ -10,7 +12,9 @@
 ``census``: each pinned wheel fetched (pip download, checked against its sha256 in corpus.toml), every shared library
 that embeds PTX counted (experiments/atlas/census.py). ``pilot``: cold-cache rename sweeps of a few cells, as a
 user runs them (``ptxprobe rename-sweep --lib WHEEL``, its own cache empty), timed: wall and ptxas seconds per
-kernel per cell, what the whole atlas's CPU budget is computed from. ``interpreted``: the Triton libraries, each
+kernel per cell, what the whole atlas's CPU budget is computed from. ``shipped``: each wheel's embedded PTX (or the
+family its ``sample`` picks) rename-swept at each arch and release, the trigger added to or spelled out of each
+entry (experiments/atlas/shipped.py). ``interpreted``: the Triton libraries, each
 library's driver captured on CPU tensors with ``ptxprobe capture --interpret`` (a CuTe DSL library's, compiled ahead
 of time, with ``capture --arch``) for each arch and swept at each release (experiments/atlas/interpreted.py); with
 ``--out`` an existing record keeps the cells this run did not make. Nothing fetched is committed; the records say
@@ -37,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 from experiments.atlas.census import as_json, census  # noqa: E402
 from experiments.atlas.interpreted import capture_cell, compare_captures, environment, merged  # noqa: E402
 from experiments.atlas.pins import fetch_pinned  # noqa: E402
+from experiments.atlas.shipped import shipped_cell  # noqa: E402
 from ptxprobe.api import Cache, open_run  # noqa: E402
 
 CORPUS = Path(__file__).with_name("corpus.toml")
@@ -113,28 +118,46 @@ def run_interpreted(names: list[str], archs: list[str], releases: list[str], ven
             "cells": cells}
 
 
+def run_shipped(names: list[str], archs: list[str], releases: list[str], runs: Path, downloads: Path,
+                ray_address: str | None = None, fresh: bool = False) -> dict:
+    libraries = {n: corpus()[n] for n in names}
+    executor = ["--executor", "ray", "--ray-address", ray_address] if ray_address else []
+    cells = [shipped_cell(fetched(name, downloads), name, lib, arch, releases, runs, executor, fresh)
+             for name, lib in libraries.items() for arch in archs]
+    return {"what": "the atlas's wheels, their embedded PTX rename-swept as the driver's JIT assembles it "
+                    "(python -m experiments.atlas shipped)",
+            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+            "libraries": {n: {k: v for k, v in lib.items() if k != "kind"} for n, lib in libraries.items()},
+            "cells": cells}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m experiments.atlas", description=__doc__.splitlines()[0])
-    ap.add_argument("step", choices=("census", "pilot", "interpreted", "compare-captures"))
+    ap.add_argument("step", choices=("census", "pilot", "shipped", "interpreted", "compare-captures"))
     ap.add_argument("dirs", nargs="*", help="compare-captures: a GPU capture's directory, then an interpreter's")
     ap.add_argument("--library", action="append",
-                    help="census, interpreted: these libraries (default: every one of the step's kind in corpus.toml)")
+                    help="census, shipped, interpreted: these libraries (default: every one of the step's kind in "
+                         "corpus.toml)")
     ap.add_argument("--arch", action="append",
-                    help="interpreted: archs to capture for, repeated or comma-separated (default: sm_90a and sm_80)")
+                    help="shipped, interpreted: archs to sweep for, repeated or comma-separated (default: sm_90a and "
+                         "sm_80)")
     ap.add_argument("--release", default="triton,12.9.86,13.0.88,13.5.37",
-                    help="interpreted: the ptxas releases to sweep (default: %(default)s)")
+                    help="shipped, interpreted: the ptxas releases to sweep (default: %(default)s)")
     ap.add_argument("--venv", default=os.path.join(tempfile.gettempdir(), "ptxprobe-atlas-venv"),
                     help="interpreted: the atlas's environment, made if missing (default: %(default)s)")
     ap.add_argument("--fresh", action="store_true",
-                    help="interpreted: capture and sweep every cell again (default: a finished cell is read back)")
-    ap.add_argument("--ray-address", help="interpreted: sweep on this Ray cluster (docs/ray.md); default: this machine")
+                    help="shipped, interpreted: capture and sweep every cell again (default: a finished cell is read "
+                         "back)")
+    ap.add_argument("--ray-address",
+                    help="shipped, interpreted: sweep on this Ray cluster (docs/ray.md); default: this machine")
     ap.add_argument("--runs", default=os.path.join(tempfile.gettempdir(), "ptxprobe-atlas-runs"),
-                    help="interpreted: where the captures and sweeps go (default: %(default)s)")
+                    help="shipped, interpreted: where the captures and sweeps go (default: %(default)s)")
     ap.add_argument("--downloads", default=os.path.join(tempfile.gettempdir(), "ptxprobe-atlas"),
                     help="where fetched wheels are kept (default: %(default)s)")
     ap.add_argument("--out", help="write the record here as JSON (default: print it)")
     args = ap.parse_args(argv)
-    kind = {"census": "wheel", "pilot": "wheel", "interpreted": "triton", "compare-captures": "triton"}[args.step]
+    kind = {"census": "wheel", "pilot": "wheel", "shipped": "wheel", "interpreted": "triton",
+            "compare-captures": "triton"}[args.step]
     unknown = sorted(set(args.library or ()) - set(corpus(kind)))
     if unknown:
         ap.error(f"--library {unknown[0]}: not a {kind} library in {CORPUS.name} (those are "
@@ -151,8 +174,11 @@ def main(argv: list[str] | None = None) -> int:
         record = run_pilot(downloads)
     else:
         archs = [a for given in args.arch or ["sm_90a,sm_80"] for a in given.split(",")]
-        record = run_interpreted(args.library or list(corpus("triton")), archs, args.release.split(","),
-                                 Path(args.venv), Path(args.runs), downloads, args.ray_address, args.fresh)
+        run = run_shipped if args.step == "shipped" else run_interpreted
+        where = (Path(args.runs), downloads) if args.step == "shipped" else (Path(args.venv), Path(args.runs),
+                                                                              downloads)
+        record = run(args.library or list(corpus(kind)), archs, args.release.split(","), *where, args.ray_address,
+                     args.fresh)
         if args.out and Path(args.out).exists():
             record = merged(json.loads(Path(args.out).read_text()), record)
     record["command"] = " ".join(["python -m experiments.atlas", *(argv if argv is not None else sys.argv[1:])])

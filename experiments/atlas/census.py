@@ -76,5 +76,18 @@ def census(wheel: Path, cache: Cache) -> list[LibraryCensus]:
     return out
 
 
+def entry_bodies(wheel: Path, cache: Cache) -> dict[str, str]:
+    """Every entry of ``wheel``'s PTX, as a sweep of it names its kernels (``member:module:entry``), to its body key
+    (``body_key``): entries with one key are one kernel."""
+    out = {}
+    extraction = extract_library(wheel, cache)
+    for lib in extraction.libraries:
+        for m in lib.modules:
+            lines = cache.get(STAGE, extraction.key, m.file).decode(errors="replace").splitlines(keepends=True)
+            starts = entry_lines(lines)
+            out.update({f"{lib.member or wheel.name}:{m.name}:{e}": body_key(lines, e, starts[e]) for e in m.entries})
+    return out
+
+
 def as_json(rows: list[LibraryCensus]) -> list[dict]:
     return [asdict(r) for r in rows]

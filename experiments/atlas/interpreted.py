@@ -102,9 +102,14 @@ def merged(before: dict, now: dict) -> dict:
 
 
 def _complete(run_dir: Path, releases: list[str]) -> bool:
-    """A cell's capture and sweep finished, with the releases asked for (its manifest's command says which)."""
-    manifest = run_dir / "sweep" / "manifest.json"
-    if not (run_dir / "captured.json").exists() or not manifest.exists():
+    """A cell's capture and sweep finished, with the releases asked for."""
+    return (run_dir / "captured.json").exists() and _complete_sweep(run_dir / "sweep", releases)
+
+
+def _complete_sweep(sweep_dir: Path, releases: list[str]) -> bool:
+    """A sweep finished, with the releases asked for (its manifest's command says which)."""
+    manifest = sweep_dir / "manifest.json"
+    if not manifest.exists():
         return False
     rec = json.loads(manifest.read_text())
     return bool(rec.get("finished")) and f"ptxas={','.join(releases)}" in " ".join(rec.get("command") or [])

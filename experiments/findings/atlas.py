@@ -11,8 +11,8 @@ TRITON_ATLAS = "2026-12-06-cpu-atlas-triton"  # experiments/atlas interpreted: i
 INTERPRET_CHECK = "2026-12-06-h100-interpret-check"  # h200_study.sh interpret-check: interpret-check.json
 INTRO = ("How common the name effect is in kernels libraries ship (`python -m experiments.atlas`, the corpus pinned "
          "in `experiments/atlas/corpus.toml`; the wheels are fetched, never committed). So far: what the "
-         "corpus holds, what one kernel costs to sweep, and the kernels of Triton and CuTe DSL libraries as "
-         "their own ops launch or compile them.")
+         "corpus holds, what one kernel costs to sweep, the PTX wheels ship as the driver's JIT assembles it, and "
+         "the kernels of Triton and CuTe DSL libraries as their own ops launch or compile them.")
 
 
 def _records() -> tuple[dict, dict]:
@@ -172,3 +172,64 @@ def _interpret_check() -> list[str]:
             f"`dyt`'s forward: the interpreter recorded every config its autotuner lists ({cpu_dyt} distinct "
             f"kernels), the card compiled {gpu_dyt} (why fewer is not established here). Where host code does not "
             "ask the device, the interpreter's capture is the GPU's.", ""]
+
+
+SHIPPED_ATLAS = "2026-12-06-cpu-atlas-shipped"  # experiments/atlas shipped: shipped.json
+
+
+def _shipped_templates(release: dict) -> tuple[str, str]:
+    """A shipped cell's trigger and control templates: the library entries' defaults compare each entry with the
+    trigger (``{base}`` where every entry holds it, ``{base_triggered}`` where only some do: as shipped, or added)
+    against the name without it (the baseline), and the control."""
+    control = next(t for t in release["names"] if "control" in t)
+    return next(t for t in release["names"] if t != control), control
+
+
+def shipped_section() -> list[str]:
+    """The wheels' embedded PTX, assembled as the driver's JIT assembles it: per library, arch and release, how many
+    kernels compile differently with the trigger than with it spelled out."""
+    rec = json.loads((analysis.results_dir(SHIPPED_ATLAS) / "shipped.json").read_text())
+    rows = ["| library | entries | arch | ptxas | kernels (distinct bodies) | source functions | where their names "
+            "hold the trigger (identifier / template arguments or scope / nowhere) | changed by the trigger | "
+            "of source functions | fewer / more / same registers with the trigger | what changed | changed under the "
+            "control | baselines varying over repeats |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    said = []
+    for c in rec["cells"]:
+        lib = rec["libraries"][c["library"]]
+        label = f"{c['library']} {lib['pip'].split('==')[-1]}"
+        where = c["trigger_where"]
+        held = f"{where.get('identifier', 0)} / {where.get('elsewhere', 0)} / {where.get('none', 0)}"
+        changed = []
+        for r in c["releases"]:
+            trigger, control = _shipped_templates(r)
+            t, ctl = r["names"][trigger], r["names"][control]
+            kinds = ", ".join(f"{k} {n}" for k, n in sorted(t["kinds"].items(), key=lambda kv: -kv[1])) or "-"
+            changed.append(t["changed"])
+            rows.append(f"| {label} | `{c['entries']}` | {c['arch']} | {r['ptxas_version']} | {r['kernels']} | "
+                        f"{r['source_functions']} | {held} | {t['changed']} ({t['changed'] / r['kernels']:.0%}) | "
+                        f"{t['changed_functions']} | {t['fewer_registers']} / {t['more_registers']} / "
+                        f"{t['same_registers']} | {kinds} | {ctl['changed']} | {r['baseline_spread']} |")
+        kernels = c["releases"][0]["kernels"]
+        count = (f"{min(changed)} of {kernels} kernels compile differently with the trigger than without it at "
+                 f"every release swept ({len(c['releases'])})" if min(changed) == max(changed) else
+                 f"{min(changed)} to {max(changed)} of {kernels} kernels, by release, compile differently with the "
+                 "trigger than without it")
+        medians = sorted({t["median_register_delta"] for r in c["releases"]
+                          if (t := r["names"][_shipped_templates(r)[0]])["median_register_delta"] is not None})
+        regs = (f"; the median register change with the trigger {medians[0]:+g}" if len(medians) == 1 else
+                f"; the median register change with the trigger {medians[0]:+g} to {medians[-1]:+g} by release"
+                if medians else "")
+        cost = (f" (the cell {c['wall_seconds']:.0f} s, {c['cpu_seconds']:.0f} CPU s from an empty cache)"
+                if c.get("cpu_seconds") is not None else "")
+        said.append(f"{label} (`{c['entries']}`) at {c['arch']}: {count}{regs}{cost}.")
+    return [f"**Shipped PTX, as the driver's JIT assembles it** (`{SHIPPED_ATLAS}`, `python -m experiments.atlas "
+            "shipped`): each wheel's embedded PTX read with `ptxprobe rename-sweep --lib` (a family sampled where "
+            "corpus.toml names one) and assembled for each arch at each release; each entry compared with the "
+            "trigger in its name against the name without it, the baseline (the sweep's names for library entries, "
+            "`ptx.rename`): an "
+            "entry whose name holds `cutlass`, in its identifier or only in its template arguments or scope, as "
+            "shipped against it spelled `xutlass` (the control `zutlass`); one whose name holds none, renamed "
+            "`cutlass_…` against its own name (the control `xutlass_…`). A kernel is a distinct entry body "
+            "(instantiations whose PTX is the same with the name normalised count once).", "", *rows, "",
+            *[f"- {line}" for line in said], ""]

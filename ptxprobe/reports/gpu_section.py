@@ -254,10 +254,13 @@ def calibration_words(calibration: dict | None, groups: list[dict]) -> dict | No
                      f"{pct(crit['aa_false_positive_rate_max'])} allowed)")
     planted = []
     for f, power in sorted((calibration.get("power") or {}).items(), key=lambda kv: float(kv[0])):
-        n = (calibration.get("planted_in_groups") or {}).get(f) or 0
+        planted_in = (calibration.get("planted_in_groups") or {}).get(f) or 0
+        n = (calibration.get("delivered_in_groups") or {}).get(f, planted_in)  # the power's denominator
         need = crit["power_min"].get(f)
         measured = (calibration.get("planted_measured_fraction_median") or {}).get(f)
         planted.append(f"{pct(float(f))} slower found in {round(power * n)} of {groups_word(n)}"
+                       + (f" ({planted_in - n} more not delivered: their sizing ruled the size out)"
+                          if planted_in > n else "")
                        + (f" (at least {pct(need, 0)} required)" if need is not None else "")
                        + (f", measured as {pct(measured, 2)}" if measured is not None else ""))
     if planted:

@@ -198,3 +198,31 @@ def test_a_record_merged_with_a_read_back_keeps_the_cells_and_timings_it_had():
     assert cells["a"]["releases"] == [{"baseline_spread": 3}]
     ran = {"libraries": {"a": {}}, "cells": [{**now["cells"][0], "wall_seconds": 1.0, "cpu_seconds": 2.0}]}
     assert {c["library"]: c for c in merged(before, ran)["cells"]}["a"]["wall_seconds"] == 1.0  # a rerun's own
+
+
+def test_the_shipped_cells_count_the_census_kernels_and_hold_together():
+    """Each cell of the wheels' shipped PTX: its kernels are the census's distinct bodies (xformers whole: the
+    census's count; vLLM's FA2 sparse forward family: the pilot's 32), the same at every release, every one's
+    trigger placed once; every changed kernel classified once and counted once by its register change."""
+    rec = _json("2026-12-06-cpu-atlas-shipped", "shipped.json")
+    census = _json("2026-12-05-cpu-atlas-pilot", "census.json")["libraries"]
+    assert {c["library"] for c in rec["cells"]} == {"xformers", "vllm"}
+    for c in rec["cells"]:
+        kernels = {r["kernels"] for r in c["releases"]}
+        assert len(kernels) == 1 and sum(c["trigger_where"].values()) == kernels.pop()
+        if c["library"] == "xformers":
+            (lib,) = census["xformers"]["libraries"]
+            assert c["entries"] == "all" and c["entries_swept"] == lib["entries"]
+            assert c["releases"][0]["kernels"] == lib["kernels"]
+            assert c["releases"][0]["source_functions"] <= lib["source_functions"]
+        else:
+            assert c["entries"] == "*flash_fwd_sparse*" and c["releases"][0]["kernels"] == 32
+            assert c["trigger_where"] == {"elsewhere": 32}  # a cutlass type in the template arguments of each
+        for r in c["releases"]:  # entries of which only some hold the trigger, or (FA2's) all of them
+            trigger, control = (("{base_triggered}", "{base_triggered_control}") if c["library"] == "xformers" else
+                                ("{base}", "{base_control}"))
+            assert set(r["names"]) == {trigger, control}
+            t = r["names"][trigger]
+            assert t["changed"] == t["fewer_registers"] + t["more_registers"] + t["same_registers"]
+            assert t["changed"] == sum(t["kinds"].values()) == sum(t["register_deltas"].values()) <= r["kernels"]
+            assert t["changed_functions"] == len(t["changed_function_names"]) <= r["source_functions"]

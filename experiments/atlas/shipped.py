@@ -1,0 +1,58 @@
+"""The atlas's shipped PTX: a wheel's shared libraries read with ``ptxprobe rename-sweep --lib`` (the driver's JIT
+path: the PTX the library embeds, assembled for the arch), each entry with the trigger and with it spelled out, at
+every release, as a user runs it. A cell is one library (its entries, or the family ``sample`` in corpus.toml
+picks) at one arch; its kernels are the distinct entry bodies (``census.body_key``: instantiations whose PTX is the
+same with the name normalised count once), summarised per release as the Triton cells are
+(``interpreted._release``), with where each kernel's trigger is: its own identifier, only its template arguments or
+scope, or nowhere."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from experiments.atlas.census import entry_bodies
+from experiments.atlas.interpreted import _children_cpu, _complete_sweep, _release
+from ptxprobe.api import TRIGGER, Cache, open_run, own_identifier, trigger_origin
+
+
+def shipped_cell(wheel: Path, name: str, lib: dict, arch: str, releases: list[str], out: Path,
+                 executor: list[str] = (), fresh: bool = False) -> dict:
+    """One wheel library at one arch: its entries (or ``lib["sample"]``, an entry pattern) rename-swept at
+    ``releases`` with the sweep's default names for library entries (the trigger added to an entry without it,
+    spelled out of one that holds it, and the control), one kernel per distinct body; read back when complete."""
+    run_dir = out / "shipped" / name / arch
+    item = f"{wheel}:{lib['sample']}" if lib.get("sample") else str(wheel)
+    argv = ["rename-sweep", "--lib", item, "-s", f"archs={arch}", "-s", f"ptxas={','.join(releases)}", *executor,
+            "-q", "--no-run", "-o", str(run_dir)]
+    wall = cpu = None
+    if fresh or not _complete_sweep(run_dir, releases):
+        start, used = time.perf_counter(), _children_cpu()
+        done = subprocess.run([sys.executable, "-m", "ptxprobe", *argv], capture_output=True, text=True)
+        wall, cpu = round(time.perf_counter() - start, 1), round(_children_cpu() - used, 1)
+        if done.returncode not in (0, 1):
+            raise SystemExit(f"ptxprobe {' '.join(argv)}: exit {done.returncode}: {done.stderr.strip()[-400:]}")
+    bodies = entry_bodies(wheel, Cache())
+    rows = [r for r in open_run(run_dir).static_rows() if r["status"] == "ok"]
+    first: dict[str, str] = {}  # one entry per body: the first in order stands for its kernel
+    for kernel in sorted({r["kernel"] for r in rows}):
+        first.setdefault(bodies[kernel], kernel)
+    kept = set(first.values())
+    rows = [r for r in rows if r["kernel"] in kept]
+    entries = {k: k.rsplit(":", 1)[-1] for k in kept}
+    origins = Counter("identifier" if o.in_identifier else "elsewhere" if o.elsewhere else "none"
+                      for o in (trigger_origin(e, TRIGGER) for e in entries.values()))
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    return {"library": name, "arch": arch, "entries": lib.get("sample") or "all",
+            "ptxas_sha256": {f"{t['kind']} {t['version']}": t["sha256"] for t in manifest["tools"]
+                             if t["kind"] == "ptxas"},
+            "command": "ptxprobe " + " ".join(argv[:2] + [Path(item).name] + argv[3:-2]),
+            "wall_seconds": wall, "cpu_seconds": cpu, "sweep_wall_seconds": manifest.get("wall_seconds"),
+            "entries_swept": len({r["kernel"] for r in open_run(run_dir).static_rows()}),
+            "trigger_where": dict(origins),
+            "releases": [_release(rows, {k: own_identifier(e) for k, e in entries.items()}, release)
+                         for release in sorted({r["ptxas_version"] for r in rows})]}
