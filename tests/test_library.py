@@ -258,3 +258,15 @@ def test_a_library_of_a_wheel_where_entry_chose_nothing_says_so_in_words():
 
     note = LibraryNote("w.whl:pkg/other.so", "0" * 64, 0, (), ("sm_90a",), ("sm_90",), 1, 21)
     assert note.line() == "w.whl:pkg/other.so: none of its 21 PTX modules holds a kernel --entry chose"
+
+
+def test_an_entry_longer_than_a_file_name_may_be_is_split_from_its_path(tmp_path):
+    """``--lib lib.so:ENTRY`` with a mangled entry of thousands of characters (vLLM's FA2 instantiations): the OS
+    refuses such a text as a path ("File name too long"), which must not end the split."""
+    from ptxprobe.sources.kinds import split_entry
+
+    lib = tmp_path / "k.so"
+    lib.write_bytes(b"\x7fELF")
+    entry = "_ZN5flash16flash_fwd_kernelI" + "Li128E" * 400 + "EEvNS_16Flash_fwd_paramsE"
+    assert split_entry(f"{lib}:{entry}") == (str(lib), entry)
+    assert split_entry(f"{tmp_path / 'missing.so'}:{entry}") == (str(tmp_path / "missing.so"), entry)

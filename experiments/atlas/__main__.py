@@ -3,7 +3,8 @@
     python -m experiments.atlas census [--library xformers --library vllm] [--downloads DIR] [--out FILE]
     python -m experiments.atlas pilot [--downloads DIR] [--out FILE]
     python -m experiments.atlas shipped [--library xformers] [--arch sm_90a] [--release triton,13.0] [--runs DIR]
-                                        [--ray-address ADDR] [--fresh] [--downloads DIR] [--out FILE]
+                                        [--per-function N] [--ray-address ADDR] [--fresh] [--downloads DIR]
+                                        [--out FILE]
     python -m experiments.atlas compare-captures GPU_CAPTURE_DIR INTERPRETED_CAPTURE_DIR [--out FILE]
     python -m experiments.atlas interpreted [--library liger-kernel] [--arch sm_90a] [--release triton,13.0]
                                              [--venv DIR] [--runs DIR] [--ray-address ADDR] [--fresh] [--downloads DIR]
@@ -119,10 +120,10 @@ def run_interpreted(names: list[str], archs: list[str], releases: list[str], ven
 
 
 def run_shipped(names: list[str], archs: list[str], releases: list[str], runs: Path, downloads: Path,
-                ray_address: str | None = None, fresh: bool = False) -> dict:
+                ray_address: str | None = None, fresh: bool = False, per_function: int | None = None) -> dict:
     libraries = {n: corpus()[n] for n in names}
     executor = ["--executor", "ray", "--ray-address", ray_address] if ray_address else []
-    cells = [shipped_cell(fetched(name, downloads), name, lib, arch, releases, runs, executor, fresh)
+    cells = [shipped_cell(fetched(name, downloads), name, lib, arch, releases, runs, executor, fresh, per_function)
              for name, lib in libraries.items() for arch in archs]
     return {"what": "the atlas's wheels, their embedded PTX rename-swept as the driver's JIT assembles it "
                     "(python -m experiments.atlas shipped)",
@@ -154,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="shipped, interpreted: where the captures and sweeps go (default: %(default)s)")
     ap.add_argument("--downloads", default=os.path.join(tempfile.gettempdir(), "ptxprobe-atlas"),
                     help="where fetched wheels are kept (default: %(default)s)")
+    ap.add_argument("--per-function", type=int,
+                    help="shipped: a stratified sample, at most this many kernels of each source function (default: "
+                         "the library's sample in corpus.toml, or every entry)")
     ap.add_argument("--out", help="write the record here as JSON (default: print it)")
     args = ap.parse_args(argv)
     kind = {"census": "wheel", "pilot": "wheel", "shipped": "wheel", "interpreted": "triton",
@@ -177,8 +181,9 @@ def main(argv: list[str] | None = None) -> int:
         run = run_shipped if args.step == "shipped" else run_interpreted
         where = (Path(args.runs), downloads) if args.step == "shipped" else (Path(args.venv), Path(args.runs),
                                                                               downloads)
+        more = {"per_function": args.per_function} if args.step == "shipped" else {}
         record = run(args.library or list(corpus(kind)), archs, args.release.split(","), *where, args.ray_address,
-                     args.fresh)
+                     args.fresh, **more)
         if args.out and Path(args.out).exists():
             record = merged(json.loads(Path(args.out).read_text()), record)
     record["command"] = " ".join(["python -m experiments.atlas", *(argv if argv is not None else sys.argv[1:])])

@@ -93,11 +93,14 @@ def merged(before: dict, now: dict) -> dict:
     did not run, another library's or another arch's, kept in their place: a library added to the record does not
     drop, nor run again, the cells already in it; a cell ``now`` read back from its run directory keeps the timings
     its run recorded."""
-    ran = {(c["library"], c["arch"]) for c in now["cells"]}
-    kept = [c for c in before.get("cells", []) if (c["library"], c["arch"]) not in ran]
-    timed = {(c["library"], c["arch"]): c for c in before.get("cells", [])}
-    cells = [{**c, **{k: timed[(c["library"], c["arch"])].get(k) for k in ("wall_seconds", "cpu_seconds")}}
-             if c.get("wall_seconds") is None and (c["library"], c["arch"]) in timed else c for c in now["cells"]]
+    def key(c: dict) -> tuple:  # a shipped cell is also its entries: a library's samples are cells apart
+        return c["library"], c["arch"], c.get("entries")
+
+    ran = {key(c) for c in now["cells"]}
+    kept = [c for c in before.get("cells", []) if key(c) not in ran]
+    timed = {key(c): c for c in before.get("cells", [])}
+    cells = [{**c, **{k: timed[key(c)].get(k) for k in ("wall_seconds", "cpu_seconds")}}
+             if c.get("wall_seconds") is None and key(c) in timed else c for c in now["cells"]]
     return {**now, "libraries": {**before.get("libraries", {}), **now["libraries"]}, "cells": kept + cells}
 
 

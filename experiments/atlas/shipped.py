@@ -20,15 +20,40 @@ from experiments.atlas.interpreted import _children_cpu, _complete_sweep, _relea
 from ptxprobe.api import TRIGGER, Cache, open_run, own_identifier, trigger_origin
 
 
+def stratified(bodies: dict[str, str], per_function: int) -> list[str]:
+    """A stratified sample of a wheel's kernels: of each source function (its shared library and own identifier),
+    at most ``per_function`` of its distinct bodies, evenly spaced over them in the order of their first entries'
+    names (a template's instantiations sort by their arguments: head dimensions, dtypes, tile shapes); one entry
+    (``member:module:entry``) per body chosen."""
+    by: dict[tuple[str, str], dict[str, str]] = {}
+    for kernel, body in sorted(bodies.items()):
+        function = (kernel.split(":", 1)[0], own_identifier(kernel.rsplit(":", 1)[1]))
+        by.setdefault(function, {}).setdefault(body, kernel)
+    out = []
+    for _, firsts in sorted(by.items()):
+        kernels = sorted(firsts.values())
+        step = max(1.0, len(kernels) / per_function)
+        out += [kernels[int(i * step)] for i in range(min(per_function, len(kernels)))]
+    return out
+
+
 def shipped_cell(wheel: Path, name: str, lib: dict, arch: str, releases: list[str], out: Path,
-                 executor: list[str] = (), fresh: bool = False) -> dict:
-    """One wheel library at one arch: its entries (or ``lib["sample"]``, an entry pattern) rename-swept at
-    ``releases`` with the sweep's default names for library entries (the trigger added to an entry without it,
-    spelled out of one that holds it, and the control), one kernel per distinct body; read back when complete."""
-    run_dir = out / "shipped" / name / arch
-    item = f"{wheel}:{lib['sample']}" if lib.get("sample") else str(wheel)
-    argv = ["rename-sweep", "--lib", item, "-s", f"archs={arch}", "-s", f"ptxas={','.join(releases)}", *executor,
-            "-q", "--no-run", "-o", str(run_dir)]
+                 executor: list[str] = (), fresh: bool = False, per_function: int | None = None) -> dict:
+    """One wheel library at one arch: its entries (``lib["sample"]``, an entry pattern, or with ``per_function`` a
+    stratified sample, ``stratified``) rename-swept at ``releases`` with the sweep's default names for library
+    entries (the trigger added to an entry without it, spelled out of one that holds it, and the control), one
+    kernel per distinct body; read back when complete."""
+    bodies = entry_bodies(wheel, Cache())
+    if per_function:
+        entries = f"at most {per_function} of each source function's kernels"
+        run_dir = out / "shipped" / name / f"{arch}-per-function-{per_function}"
+        items = sorted({f"{wheel}:{k.rsplit(':', 1)[1]}" for k in stratified(bodies, per_function)})
+    else:
+        entries = lib.get("sample") or "all"
+        run_dir = out / "shipped" / name / arch
+        items = [f"{wheel}:{lib['sample']}" if lib.get("sample") else str(wheel)]
+    argv = ["rename-sweep", *(x for item in items for x in ("--lib", item)), "-s", f"archs={arch}", "-s",
+            f"ptxas={','.join(releases)}", *executor, "-q", "--no-run", "-o", str(run_dir)]
     wall = cpu = None
     if fresh or not _complete_sweep(run_dir, releases):
         start, used = time.perf_counter(), _children_cpu()
@@ -36,23 +61,24 @@ def shipped_cell(wheel: Path, name: str, lib: dict, arch: str, releases: list[st
         wall, cpu = round(time.perf_counter() - start, 1), round(_children_cpu() - used, 1)
         if done.returncode not in (0, 1):
             raise SystemExit(f"ptxprobe {' '.join(argv)}: exit {done.returncode}: {done.stderr.strip()[-400:]}")
-    bodies = entry_bodies(wheel, Cache())
     rows = [r for r in open_run(run_dir).static_rows() if r["status"] == "ok"]
     first: dict[str, str] = {}  # one entry per body: the first in order stands for its kernel
     for kernel in sorted({r["kernel"] for r in rows}):
         first.setdefault(bodies[kernel], kernel)
     kept = set(first.values())
     rows = [r for r in rows if r["kernel"] in kept]
-    entries = {k: k.rsplit(":", 1)[-1] for k in kept}
+    symbols = {k: k.rsplit(":", 1)[-1] for k in kept}
     origins = Counter("identifier" if o.in_identifier else "elsewhere" if o.elsewhere else "none"
-                      for o in (trigger_origin(e, TRIGGER) for e in entries.values()))
+                      for o in (trigger_origin(e, TRIGGER) for e in symbols.values()))
     manifest = json.loads((run_dir / "manifest.json").read_text())
-    return {"library": name, "arch": arch, "entries": lib.get("sample") or "all",
+    shown = ["--lib", f"{wheel.name}:{lib['sample']}" if lib.get("sample") else wheel.name] if not per_function \
+        else ["--lib", f"{wheel.name}:ENTRY", "(one for each sampled entry)"]
+    return {"library": name, "arch": arch, "entries": entries,
             "ptxas_sha256": {f"{t['kind']} {t['version']}": t["sha256"] for t in manifest["tools"]
                              if t["kind"] == "ptxas"},
-            "command": "ptxprobe " + " ".join(argv[:2] + [Path(item).name] + argv[3:-2]),
+            "command": "ptxprobe " + " ".join([argv[0], *shown, *argv[1 + 2 * len(items):-2]]),
             "wall_seconds": wall, "cpu_seconds": cpu, "sweep_wall_seconds": manifest.get("wall_seconds"),
             "entries_swept": len({r["kernel"] for r in open_run(run_dir).static_rows()}),
             "trigger_where": dict(origins),
-            "releases": [_release(rows, {k: own_identifier(e) for k, e in entries.items()}, release)
+            "releases": [_release(rows, {k: own_identifier(e) for k, e in symbols.items()}, release)
                          for release in sorted({r["ptxas_version"] for r in rows})]}

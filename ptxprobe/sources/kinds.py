@@ -265,14 +265,23 @@ def split_spec(item: str) -> tuple[str, str | None]:
     return (target, spec) if eq else (item, None)
 
 
+def _is_path(text: str, file: bool = False) -> bool:
+    """Whether ``text`` names an existing path (a file): a text the OS cannot take as a path (a mangled entry of
+    thousands of characters after the colon, longer than a file name may be) names none."""
+    try:
+        return Path(text).is_file() if file else Path(text).exists()
+    except OSError:
+        return False
+
+
 def split_entry(target: str) -> tuple[str, str | None]:
     """``file.cu:entry`` -> (file, entry). The path is the first prefix before a colon that is a file, so an entry
     may hold colons itself (``tile::ffma_tile<float, 128>``); for a path that does not exist (said later as such), a
     colon-free, Windows-free path has no entry."""
-    if Path(target).exists():
+    if _is_path(target):
         return target, None
     for i, ch in enumerate(target):
-        if ch == ":" and i and Path(target[:i]).is_file():
+        if ch == ":" and i and _is_path(target[:i], file=True):
             return target[:i], target[i + 1 :] or None
     path, sep, entry = target.rpartition(":")
     if sep and path and not entry.endswith((".ptx", ".cu", ".cubin", ".cuh")) and "/" not in entry:

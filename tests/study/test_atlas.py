@@ -215,9 +215,14 @@ def test_the_shipped_cells_count_the_census_kernels_and_hold_together():
             assert c["entries"] == "all" and c["entries_swept"] == lib["entries"]
             assert c["releases"][0]["kernels"] == lib["kernels"]
             assert c["releases"][0]["source_functions"] <= lib["source_functions"]
-        else:
-            assert c["entries"] == "*flash_fwd_sparse*" and c["releases"][0]["kernels"] == 32
+        elif c["entries"] == "*flash_fwd_sparse*":
+            assert c["releases"][0]["kernels"] == 32
             assert c["trigger_where"] == {"elsewhere": 32}  # a cutlass type in the template arguments of each
+        else:  # the stratified sample: at most 12 of each source function's kernels (an entry of several modules
+            # sweeps in each: more kernels than entries chosen)
+            assert c["entries"] == "at most 12 of each source function's kernels"
+            assert c["releases"][0]["source_functions"] <= sum(lib["source_functions"]
+                                                               for lib in census["vllm"]["libraries"])
         for r in c["releases"]:  # entries of which only some hold the trigger, or (FA2's) all of them
             trigger, control = (("{base_triggered}", "{base_triggered_control}") if c["library"] == "xformers" else
                                 ("{base}", "{base_control}"))
@@ -226,3 +231,19 @@ def test_the_shipped_cells_count_the_census_kernels_and_hold_together():
             assert t["changed"] == t["fewer_registers"] + t["more_registers"] + t["same_registers"]
             assert t["changed"] == sum(t["kinds"].values()) == sum(t["register_deltas"].values()) <= r["kernels"]
             assert t["changed_functions"] == len(t["changed_function_names"]) <= r["source_functions"]
+
+
+def test_a_stratified_sample_takes_at_most_so_many_bodies_of_each_function_evenly_spaced():
+    """Of each source function (its library and own identifier) at most N distinct bodies, one entry each, spread
+    over its bodies in order; a function with fewer is taken whole; two entries of one body count once."""
+    from experiments.atlas.shipped import stratified
+
+    bodies = {f"lib.so:m.ptx:_Z4gemmILi{i:02d}EEvv": f"g{i}" for i in range(10)}  # gemm<i>, 10 bodies
+    bodies |= {"lib.so:m.ptx:_Z4copyILi1EEvv": "c1", "lib.so:m.ptx:_Z4copyILi2EEvv": "c1",  # one body, two entries
+               "other.so:n.ptx:_Z4gemmILi00EEvv": "h0"}  # gemm of another library: a function apart
+    sample = stratified(bodies, 4)
+    gemm = [k for k in sample if k.startswith("lib.so") and "gemm" in k]
+    assert gemm == [f"lib.so:m.ptx:_Z4gemmILi{i:02d}EEvv" for i in (0, 2, 5, 7)]  # every 2.5th, in order
+    assert [k for k in sample if "copy" in k] == ["lib.so:m.ptx:_Z4copyILi1EEvv"]
+    assert "other.so:n.ptx:_Z4gemmILi00EEvv" in sample and len(sample) == 6
+    assert len(stratified(bodies, 20)) == 12  # every body once
