@@ -196,3 +196,17 @@ def test_table_names_of_instantiations_that_differ_deep_inside_an_argument_stay_
     assert len(set(short.values())) == len(labels) and all(len(v) <= 60 for v in short.values())
     for label, name in short.items():
         assert ("false" in name) == ("<false>" in label) and (", 4," in label) == ("4" in name.split("…", 2)[1])
+
+
+def test_a_mangled_entry_absent_from_a_module_is_answered_without_reading_its_names(monkeypatch):
+    """``--lib wheel:_ZN...`` picks the modules that hold that symbol: a module without it answers at once (vLLM's
+    wheel has 110 modules and 4455 entries; reading every module's readable names took 1-2 s per item given), a
+    glob or a readable name still reads them."""
+    from ptxprobe.sources import files
+
+    names = ["_Z6kernelIfEvPT_", "_Z6kernelIdEvPT_"]
+    monkeypatch.setattr(files, "display_names", lambda n: (_ for _ in ()).throw(AssertionError("read")))
+    assert files.entry_matches(names, "_Z6kernelIiEvPT_") == []
+    assert files.entry_matches(names, "_Z6kernelIfEvPT_") == ["_Z6kernelIfEvPT_"]
+    with pytest.raises(AssertionError, match="read"):
+        files.entry_matches(names, "_Z6kernel*")

@@ -24,16 +24,28 @@ def stratified(bodies: dict[str, str], per_function: int) -> list[str]:
     """A stratified sample of a wheel's kernels: of each source function (its shared library and own identifier),
     at most ``per_function`` of its distinct bodies, evenly spaced over them in the order of their first entries'
     names (a template's instantiations sort by their arguments: head dimensions, dtypes, tile shapes); one entry
-    (``member:module:entry``) per body chosen."""
+    (``member:module:entry``) per body chosen. A sweep picks an entry by its name in every module that has it and
+    takes a module once, so an entry is taken only where none of the modules holding its name is taken yet (the next
+    body in order stands in for one left out)."""
     by: dict[tuple[str, str], dict[str, str]] = {}
+    modules: dict[str, set[str]] = {}
     for kernel, body in sorted(bodies.items()):
-        function = (kernel.split(":", 1)[0], own_identifier(kernel.rsplit(":", 1)[1]))
-        by.setdefault(function, {}).setdefault(body, kernel)
-    out = []
+        where, _, entry = kernel.rpartition(":")
+        modules.setdefault(entry, set()).add(where)
+        by.setdefault((kernel.split(":", 1)[0], own_identifier(entry)), {}).setdefault(body, kernel)
+    out, taken = [], set()
     for _, firsts in sorted(by.items()):
         kernels = sorted(firsts.values())
         step = max(1.0, len(kernels) / per_function)
-        out += [kernels[int(i * step)] for i in range(min(per_function, len(kernels)))]
+        spread = [kernels[int(i * step)] for i in range(min(per_function, len(kernels)))]
+        chosen = 0
+        for kernel in [*spread, *(k for k in kernels if k not in spread)]:
+            held = modules[kernel.rpartition(":")[2]]
+            if chosen == per_function or held & taken:
+                continue
+            out.append(kernel)
+            taken |= held
+            chosen += 1
     return out
 
 

@@ -19,6 +19,8 @@ def entry_matches(names: list[str], selector: str, shown: dict[str, str] | None 
     (``'kernel<*'``)."""
     if selector in names:
         return [selector]
+    if selector.startswith("_Z") and not any(c in selector for c in "*?["):
+        return []  # a mangled symbol names itself alone (no readable spelling starts with the reserved _Z)
     shown = shown or display_names(names)
 
     def spellings(n: str) -> list[str]:

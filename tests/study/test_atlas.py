@@ -238,12 +238,22 @@ def test_a_stratified_sample_takes_at_most_so_many_bodies_of_each_function_evenl
     over its bodies in order; a function with fewer is taken whole; two entries of one body count once."""
     from experiments.atlas.shipped import stratified
 
-    bodies = {f"lib.so:m.ptx:_Z4gemmILi{i:02d}EEvv": f"g{i}" for i in range(10)}  # gemm<i>, 10 bodies
-    bodies |= {"lib.so:m.ptx:_Z4copyILi1EEvv": "c1", "lib.so:m.ptx:_Z4copyILi2EEvv": "c1",  # one body, two entries
-               "other.so:n.ptx:_Z4gemmILi00EEvv": "h0"}  # gemm of another library: a function apart
+    bodies = {f"lib.so:g{i}.ptx:_Z4gemmILi{i:02d}EEvv": f"g{i}" for i in range(10)}  # gemm<i>, 10 bodies
+    bodies |= {"lib.so:c.ptx:_Z4copyILi1EEvv": "c1", "lib.so:c.ptx:_Z4copyILi2EEvv": "c1",  # one body, two entries
+               "other.so:n.ptx:_Z4gemmILi99EEvv": "h0"}  # gemm of another library: a function apart
     sample = stratified(bodies, 4)
     gemm = [k for k in sample if k.startswith("lib.so") and "gemm" in k]
-    assert gemm == [f"lib.so:m.ptx:_Z4gemmILi{i:02d}EEvv" for i in (0, 2, 5, 7)]  # every 2.5th, in order
-    assert [k for k in sample if "copy" in k] == ["lib.so:m.ptx:_Z4copyILi1EEvv"]
-    assert "other.so:n.ptx:_Z4gemmILi00EEvv" in sample and len(sample) == 6
+    assert gemm == [f"lib.so:g{i}.ptx:_Z4gemmILi{i:02d}EEvv" for i in (0, 2, 5, 7)]  # every 2.5th, in order
+    assert [k for k in sample if "copy" in k] == ["lib.so:c.ptx:_Z4copyILi1EEvv"]
+    assert "other.so:n.ptx:_Z4gemmILi99EEvv" in sample and len(sample) == 6
     assert len(stratified(bodies, 20)) == 12  # every body once
+    # a sweep takes a module once and an entry's name in every module holding it: one entry per module, the next
+    # body in order standing in for one whose module is taken
+    apart = {f"lib.so:m{i % 3}.ptx:_Z4gemmILi{i:02d}EEvv": f"g{i}" for i in range(9)}
+    apart["lib.so:m1.ptx:_Z4copyILi1EEvv"] = "c1"
+    apart["lib.so:m2.ptx:_Z4copyILi1EEvv"] = "c1b"  # the same name in another module
+    picked = stratified(apart, 4)
+    held = [{k.rpartition(":")[0] for k in apart if k.endswith(":" + p.rpartition(":")[2])} for p in picked]
+    assert sum(map(len, held)) == len(set().union(*held)), picked  # no module taken twice
+    # copy's name holds m1 and m2 (taken first: its function sorts first), so gemm gets m0 alone
+    assert picked == ["lib.so:m1.ptx:_Z4copyILi1EEvv", "lib.so:m0.ptx:_Z4gemmILi00EEvv"]
