@@ -3,8 +3,8 @@
     python -m experiments.atlas census [--library xformers --library vllm] [--downloads DIR] [--out FILE]
     python -m experiments.atlas pilot [--downloads DIR] [--out FILE]
     python -m experiments.atlas shipped [--library xformers] [--arch sm_90a] [--release triton,13.0] [--runs DIR]
-                                        [--per-function N] [--ray-address ADDR] [--fresh] [--downloads DIR]
-                                        [--out FILE]
+                                        [--per-function N [--without FUNCTION]] [--ray-address ADDR] [--fresh]
+                                        [--downloads DIR] [--out FILE]
     python -m experiments.atlas compare-captures GPU_CAPTURE_DIR INTERPRETED_CAPTURE_DIR [--out FILE]
     python -m experiments.atlas interpreted [--library liger-kernel] [--arch sm_90a] [--release triton,13.0]
                                              [--venv DIR] [--runs DIR] [--ray-address ADDR] [--fresh] [--downloads DIR]
@@ -120,10 +120,12 @@ def run_interpreted(names: list[str], archs: list[str], releases: list[str], ven
 
 
 def run_shipped(names: list[str], archs: list[str], releases: list[str], runs: Path, downloads: Path,
-                ray_address: str | None = None, fresh: bool = False, per_function: int | None = None) -> dict:
+                ray_address: str | None = None, fresh: bool = False, per_function: int | None = None,
+                without: tuple[str, ...] = ()) -> dict:
     libraries = {n: corpus()[n] for n in names}
     executor = ["--executor", "ray", "--ray-address", ray_address] if ray_address else []
-    cells = [shipped_cell(fetched(name, downloads), name, lib, arch, releases, runs, executor, fresh, per_function)
+    cells = [shipped_cell(fetched(name, downloads), name, lib, arch, releases, runs, executor, fresh, per_function,
+                          without)
              for name, lib in libraries.items() for arch in archs]
     return {"what": "the atlas's wheels, their embedded PTX rename-swept as the driver's JIT assembles it "
                     "(python -m experiments.atlas shipped)",
@@ -158,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-function", type=int,
                     help="shipped: a stratified sample, at most this many kernels of each source function (default: "
                          "the library's sample in corpus.toml, or every entry)")
+    ap.add_argument("--without", action="append", default=[],
+                    help="shipped, with --per-function: leave out this source function (its own identifier), "
+                         "repeated")
     ap.add_argument("--out", help="write the record here as JSON (default: print it)")
     args = ap.parse_args(argv)
     kind = {"census": "wheel", "pilot": "wheel", "shipped": "wheel", "interpreted": "triton",
@@ -181,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         run = run_shipped if args.step == "shipped" else run_interpreted
         where = (Path(args.runs), downloads) if args.step == "shipped" else (Path(args.venv), Path(args.runs),
                                                                               downloads)
-        more = {"per_function": args.per_function} if args.step == "shipped" else {}
+        more = {"per_function": args.per_function, "without": tuple(args.without)} if args.step == "shipped" else {}
         record = run(args.library or list(corpus(kind)), archs, args.release.split(","), *where, args.ray_address,
                      args.fresh, **more)
         if args.out and Path(args.out).exists():

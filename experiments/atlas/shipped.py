@@ -20,13 +20,13 @@ from experiments.atlas.interpreted import _children_cpu, _complete_sweep, _relea
 from ptxprobe.api import TRIGGER, Cache, open_run, own_identifier, trigger_origin
 
 
-def stratified(bodies: dict[str, str], per_function: int) -> list[str]:
+def stratified(bodies: dict[str, str], per_function: int, without: tuple[str, ...] = ()) -> list[str]:
     """A stratified sample of a wheel's kernels: of each source function (its shared library and own identifier),
     at most ``per_function`` of its distinct bodies, evenly spaced over them in the order of their first entries'
     names (a template's instantiations sort by their arguments: head dimensions, dtypes, tile shapes); one entry
     (``member:module:entry``) per body chosen. A sweep picks an entry by its name in every module that has it and
     takes a module once, so an entry is taken only where none of the modules holding its name is taken yet (the next
-    body in order stands in for one left out)."""
+    body in order stands in for one left out). Functions whose own identifier is in ``without`` are left out."""
     by: dict[tuple[str, str], dict[str, str]] = {}
     modules: dict[str, set[str]] = {}
     for kernel, body in sorted(bodies.items()):
@@ -34,7 +34,9 @@ def stratified(bodies: dict[str, str], per_function: int) -> list[str]:
         modules.setdefault(entry, set()).add(where)
         by.setdefault((kernel.split(":", 1)[0], own_identifier(entry)), {}).setdefault(body, kernel)
     out, taken = [], set()
-    for _, firsts in sorted(by.items()):
+    for (_, function), firsts in sorted(by.items()):
+        if function in without:
+            continue
         kernels = sorted(firsts.values())
         step = max(1.0, len(kernels) / per_function)
         spread = [kernels[int(i * step)] for i in range(min(per_function, len(kernels)))]
@@ -50,16 +52,18 @@ def stratified(bodies: dict[str, str], per_function: int) -> list[str]:
 
 
 def shipped_cell(wheel: Path, name: str, lib: dict, arch: str, releases: list[str], out: Path,
-                 executor: list[str] = (), fresh: bool = False, per_function: int | None = None) -> dict:
+                 executor: list[str] = (), fresh: bool = False, per_function: int | None = None,
+                 without: tuple[str, ...] = ()) -> dict:
     """One wheel library at one arch: its entries (``lib["sample"]``, an entry pattern, or with ``per_function`` a
-    stratified sample, ``stratified``) rename-swept at ``releases`` with the sweep's default names for library
-    entries (the trigger added to an entry without it, spelled out of one that holds it, and the control), one
-    kernel per distinct body; read back when complete."""
+    stratified sample, ``stratified``, of the functions not ``without``) rename-swept at ``releases`` with the
+    sweep's default names for library entries (the trigger added to an entry without it, spelled out of one that
+    holds it, and the control), one kernel per distinct body; read back when complete."""
     bodies = entry_bodies(wheel, Cache())
     if per_function:
-        entries = f"at most {per_function} of each source function's kernels"
-        run_dir = out / "shipped" / name / f"{arch}-per-function-{per_function}"
-        items = sorted({f"{wheel}:{k.rsplit(':', 1)[1]}" for k in stratified(bodies, per_function)})
+        entries = f"at most {per_function} of each source function's kernels" + (
+            f", without {', '.join(without)}" if without else "")
+        run_dir = out / "shipped" / name / f"{arch}-per-function-{per_function}{''.join(f'-{w}' for w in without)}"
+        items = sorted({f"{wheel}:{k.rsplit(':', 1)[1]}" for k in stratified(bodies, per_function, without)})
     else:
         entries = lib.get("sample") or "all"
         run_dir = out / "shipped" / name / arch

@@ -233,3 +233,25 @@ def shipped_section() -> list[str]:
             "`cutlass_…` against its own name (the control `xutlass_…`). A kernel is a distinct entry body "
             "(instantiations whose PTX is the same with the name normalised count once).", "", *rows, "",
             *[f"- {line}" for line in said], ""]
+
+
+FLOOR, CAP, GOAL = 50, 0.40, 1000  # the atlas's goals: kernels per library at least, share of the whole at most, all
+
+
+def standing() -> list[str]:
+    """Where the atlas stands against its goals: per library the kernels swept (its largest cell: a library's cells
+    at several archs hold the same kernels), their share of all, and which floor or cap each misses."""
+    shipped = json.loads((analysis.results_dir(SHIPPED_ATLAS) / "shipped.json").read_text())
+    triton = json.loads((analysis.results_dir(TRITON_ATLAS) / "interpreted.json").read_text())
+    kernels: dict[str, int] = {}
+    for c in [*shipped["cells"], *triton["cells"]]:
+        kernels[c["library"]] = max(kernels.get(c["library"], 0), max(r["kernels"] for r in c["releases"]))
+    total = sum(kernels.values())
+    low = [f"{n} ({k})" for n, k in kernels.items() if k < FLOOR]
+    high = [f"{n} ({k / total:.0%})" for n, k in kernels.items() if k / total > CAP]
+    return [f"**Where the atlas stands** (its goals: at least {GOAL} kernels from at least 6 libraries, each with at "
+            f"least {FLOOR} and none more than {CAP:.0%} of all): {total} kernels from {len(kernels)} libraries "
+            "(each library's largest cell: " + ", ".join(f"{n} {k}" for n, k in sorted(kernels.items())) + "); "
+            + (f"under the floor: {', '.join(low)}" if low else "every library at its floor")
+            + "; " + (f"over the cap: {', '.join(high)}" if high else "none over the cap")
+            + ". A library's cells at several archs hold the same kernels, so they count once.", ""]
