@@ -270,3 +270,17 @@ def test_an_entry_longer_than_a_file_name_may_be_is_split_from_its_path(tmp_path
     entry = "_ZN5flash16flash_fwd_kernelI" + "Li128E" * 400 + "EEvNS_16Flash_fwd_paramsE"
     assert split_entry(f"{lib}:{entry}") == (str(lib), entry)
     assert split_entry(f"{tmp_path / 'missing.so'}:{entry}") == (str(tmp_path / "missing.so"), entry)
+
+
+def test_two_lib_items_choosing_entries_of_one_module_are_refused_with_what_to_do(built, cache, tmp_path, capsys):
+    """A module is swept once: ``--lib k.so:vadd --lib k.so:scale_t<float*`` (two entries of one module) is bad
+    input that says so and how to give them (one glob), not "the same kernel given twice"."""
+    from ptxprobe.cli import main
+
+    so = built["k.so"]
+    rc = main(["rename-sweep", "--lib", f"{so}:vadd", "--lib", f"{so}:scale_t<float*", "-s", "archs=sm_80",
+               "--no-run", "-q", "-o", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1, err
+    assert "k.1.sm_80.ptx: one PTX module chosen by 2 --lib items (scale_t<float*, vadd)" in err[0], err
+    assert "choose its entries with one item" in err[0] and not (tmp_path / "run").exists()
