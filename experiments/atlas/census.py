@@ -60,12 +60,10 @@ def census(wheel: Path, cache: Cache) -> list[LibraryCensus]:
         bodies, functions, entries = set(), set(), 0
         in_id = elsewhere = stubs = 0
         for m in lib.modules:
-            lines = cache.get(STAGE, extraction.key, m.file).decode(errors="replace").splitlines(keepends=True)
-            starts = entry_lines(lines)
             stubs += len(m.stubs)
-            for e in m.entries:
+            for e, body in module_bodies(extraction, m, cache).items():
                 entries += 1
-                bodies.add(body_key(lines, e, starts[e]))
+                bodies.add(body)
                 functions.add(own_identifier(e))
                 origin = trigger_origin(e, TRIGGER)
                 in_id += origin.in_identifier
@@ -76,17 +74,19 @@ def census(wheel: Path, cache: Cache) -> list[LibraryCensus]:
     return out
 
 
+def module_bodies(extraction, module, cache: Cache) -> dict[str, str]:
+    """Each entry of one extracted PTX module (its text read from ``cache``) to its body key (``body_key``)."""
+    lines = cache.get(STAGE, extraction.key, module.file).decode(errors="replace").splitlines(keepends=True)
+    starts = entry_lines(lines)
+    return {e: body_key(lines, e, starts[e]) for e in module.entries}
+
+
 def entry_bodies(wheel: Path, cache: Cache) -> dict[str, str]:
     """Every entry of ``wheel``'s PTX, as a sweep of it names its kernels (``member:module:entry``), to its body key
     (``body_key``): entries with one key are one kernel."""
-    out = {}
     extraction = extract_library(wheel, cache)
-    for lib in extraction.libraries:
-        for m in lib.modules:
-            lines = cache.get(STAGE, extraction.key, m.file).decode(errors="replace").splitlines(keepends=True)
-            starts = entry_lines(lines)
-            out.update({f"{lib.member or wheel.name}:{m.name}:{e}": body_key(lines, e, starts[e]) for e in m.entries})
-    return out
+    return {f"{lib.member or wheel.name}:{m.name}:{e}": body for lib in extraction.libraries for m in lib.modules
+            for e, body in module_bodies(extraction, m, cache).items()}
 
 
 def as_json(rows: list[LibraryCensus]) -> list[dict]:

@@ -56,11 +56,7 @@ def capture_cell(python: Path, name: str, lib: dict, arch: str, releases: list[s
             *executor, "-q", "-o", str(run_dir), "--", str(python), str(driver)]
     wall = cpu = None
     if fresh or not _complete(run_dir, releases):
-        start, used = time.perf_counter(), _children_cpu()
-        done = subprocess.run([str(python), "-m", "ptxprobe", *argv], capture_output=True, text=True)
-        wall, cpu = round(time.perf_counter() - start, 1), round(_children_cpu() - used, 1)
-        if done.returncode not in (0, 1):
-            raise SystemExit(f"ptxprobe {' '.join(argv)}: exit {done.returncode}: {done.stderr.strip()[-400:]}")
+        wall, cpu = timed_ptxprobe(python, argv)
     captured = json.loads((run_dir / "captured.json").read_text())
     said = [json.loads(line.split("atlas-driver:", 1)[1]) for line in
             (run_dir / "program.log").read_text().splitlines() if line.startswith("atlas-driver:")]
@@ -82,8 +78,19 @@ def capture_cell(python: Path, name: str, lib: dict, arch: str, releases: list[s
             "releases": [_release(rows, functions, release) for release in sorted({r["ptxas_version"] for r in rows})]}
 
 
+def timed_ptxprobe(python: Path | str, argv: list[str]) -> tuple[float, float]:
+    """``python -m ptxprobe ARGV`` run to its end: its wall seconds and the CPU seconds (user and system) it and
+    its children took (its program, its ptxas); an exit other than 0 or 1 ends the atlas with ptxprobe's words."""
+    start, used = time.perf_counter(), _children_cpu()
+    done = subprocess.run([str(python), "-m", "ptxprobe", *argv], capture_output=True, text=True)
+    wall, cpu = round(time.perf_counter() - start, 1), round(_children_cpu() - used, 1)
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"ptxprobe {' '.join(argv)}: exit {done.returncode}: {done.stderr.strip()[-400:]}")
+    return wall, cpu
+
+
 def _children_cpu() -> float:
-    """CPU seconds (user and system) of this process's finished children: ptxprobe, its program and its ptxas."""
+    """CPU seconds (user and system) of this process's finished children."""
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     return used.ru_utime + used.ru_stime
 

@@ -9,14 +9,12 @@ scope, or nowhere."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
 from experiments.atlas.census import entry_bodies
-from experiments.atlas.interpreted import _children_cpu, _complete_sweep, _release
+from experiments.atlas.interpreted import _complete_sweep, _release, timed_ptxprobe
 from ptxprobe.api import TRIGGER, Cache, open_run, own_identifier, trigger_origin
 
 
@@ -42,8 +40,10 @@ def stratified(bodies: dict[str, str], per_function: int, without: tuple[str, ..
         spread = [kernels[int(i * step)] for i in range(min(per_function, len(kernels)))]
         chosen = 0
         for kernel in [*spread, *(k for k in kernels if k not in spread)]:
+            if chosen == per_function:
+                break
             held = modules[kernel.rpartition(":")[2]]
-            if chosen == per_function or held & taken:
+            if held & taken:
                 continue
             out.append(kernel)
             taken |= held
@@ -72,12 +72,9 @@ def shipped_cell(wheel: Path, name: str, lib: dict, arch: str, releases: list[st
             f"ptxas={','.join(releases)}", *executor, "-q", "--no-run", "-o", str(run_dir)]
     wall = cpu = None
     if fresh or not _complete_sweep(run_dir, releases):
-        start, used = time.perf_counter(), _children_cpu()
-        done = subprocess.run([sys.executable, "-m", "ptxprobe", *argv], capture_output=True, text=True)
-        wall, cpu = round(time.perf_counter() - start, 1), round(_children_cpu() - used, 1)
-        if done.returncode not in (0, 1):
-            raise SystemExit(f"ptxprobe {' '.join(argv)}: exit {done.returncode}: {done.stderr.strip()[-400:]}")
-    rows = [r for r in open_run(run_dir).static_rows() if r["status"] == "ok"]
+        wall, cpu = timed_ptxprobe(sys.executable, argv)
+    swept = open_run(run_dir).static_rows()
+    rows = [r for r in swept if r["status"] == "ok"]
     first: dict[str, str] = {}  # one entry per body: the first in order stands for its kernel
     for kernel in sorted({r["kernel"] for r in rows}):
         first.setdefault(bodies[kernel], kernel)
@@ -94,7 +91,7 @@ def shipped_cell(wheel: Path, name: str, lib: dict, arch: str, releases: list[st
                              if t["kind"] == "ptxas"},
             "command": "ptxprobe " + " ".join([argv[0], *shown, *argv[1 + 2 * len(items):-2]]),
             "wall_seconds": wall, "cpu_seconds": cpu, "sweep_wall_seconds": manifest.get("wall_seconds"),
-            "entries_swept": len({r["kernel"] for r in open_run(run_dir).static_rows()}),
+            "entries_swept": len({r["kernel"] for r in swept}),
             "trigger_where": dict(origins),
             "releases": [_release(rows, {k: own_identifier(e) for k, e in symbols.items()}, release)
                          for release in sorted({r["ptxas_version"] for r in rows})]}

@@ -238,9 +238,10 @@ def plant_counts(groups: list[dict]) -> PlantCounts:
         if not rows:
             continue
         planted_in[f] = len(rows)
-        kept = [r for _, r in rows if plant_delivered(r, f) is not False]
+        given = [(gid, r, plant_delivered(r, f) is not False) for gid, r in rows]
+        kept = [r for _, r, ok in given if ok]
         undelivered += [f"{gid}: planted {float(f) * 100:g}% sized {r['sized_fraction']:.3%} (se {r['sized_se']:.3%})"
-                        f"{', found' if r['detected'] else ''}" for gid, r in rows if plant_delivered(r, f) is False]
+                        f"{', found' if r['detected'] else ''}" for gid, r, ok in given if not ok]
         delivered_in[f] = len(kept)
         detected_in[f] = int(sum(bool(r["detected"]) for r in kept))
         if kept:
