@@ -302,3 +302,23 @@ def test_a_runs_files_share_one_mode(tmp_path):
         os.umask(old)
     modes = {f.name: stat.S_IMODE(f.stat().st_mode) for f in out.iterdir() if f.is_file()}
     assert {"manifest.json", "results.jsonl"} <= set(modes) and set(modes.values()) == {0o644}, modes
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_sweep_without_the_cache_leaves_nothing_in_the_temporary_folder(tmp_path, jobs):
+    """--no-cache still needs each cubin as a file (cuobjdump reads it): they go to one scratch folder per process,
+    removed at its exit, pool workers included (seen leaking one folder per cubin, 1389 after one test run)."""
+    ptx = tmp_path / "k.ptx"
+    ptx.write_text(NVCC_STYLE)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    p = _cli("rename-sweep", "-q", "--no-run", "--no-cache", "--ptx", str(ptx), "-s", "repeat=1", "-s", "archs=sm_90a",
+             "-j", jobs, "-o", str(tmp_path / "out"), cwd=tmp_path,
+             env={"TMPDIR": str(scratch), "PTXPROBE_CACHE": str(tmp_path / "cache")})
+    out, err = p.communicate(timeout=240)
+    assert p.returncode in (0, 1), err
+    rows = [json.loads(ln) for ln in (tmp_path / "out" / "variants.jsonl").read_text().splitlines()]
+    assert len(rows) >= 3 and all(r["status"] == "ok" for r in rows)  # cubins were made and read
+    remembered = {"tool-identity", "ptxas-capabilities", "ptxas-options", "registry-index"}  # as --help says
+    assert {p.name for p in (tmp_path / "cache").iterdir()} <= remembered
+    assert sorted(os.listdir(scratch)) == []

@@ -7,8 +7,8 @@ import importlib
 from dataclasses import dataclass
 
 from ptxprobe import __version__
+from ptxprobe.cli.tune_args import NO_CACHE_HELP, metric_regex, program_arch  # capture, tune and apply: one definition
 from ptxprobe.cli.tune_args import add_parsers as add_tune_parsers
-from ptxprobe.cli.tune_args import metric_regex, program_arch  # capture, tune and apply: one definition
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -171,7 +171,7 @@ def _sweep_parser(sub) -> None:
     _executor_args(s)
     s.add_argument("--timeout", type=_seconds, default=600.0, help="seconds before a ptxas run counts as hung")
     s.add_argument("--fresh", action="store_true", help="discard what the output dir holds and start over")
-    s.add_argument("--no-cache", action="store_true", help="do not read or write the content-addressed cache")
+    s.add_argument("--no-cache", action="store_true", help=NO_CACHE_HELP)
     s.add_argument("--details", action="store_true", help="also print the per-variant table")
     s.add_argument("--names-from-scan", action="store_true",
                    help="also test a name for every trigger literal ptxas-scan finds in the sweep's ptxas")
@@ -330,7 +330,7 @@ def _program_parsers(sub) -> None:
     s.add_argument("--fresh", action="store_true",
                    help="replace an earlier capture of other kernels in --out, and its sweep's results (without it "
                         "such a directory is refused)")
-    s.add_argument("--no-cache", action="store_true", help="do not read or write the content-addressed cache")
+    s.add_argument("--no-cache", action="store_true", help=NO_CACHE_HELP)
     s.add_argument("--run", action="store_true",
                    help="then re-run the program (GPU) with every kernel renamed, A/B: baseline, triggered and "
                         "control names and an A/A copy, each arm assembled by one ptxas (ab.json)")

@@ -10,6 +10,9 @@ from ptxprobe.core.errors import SpecError
 from ptxprobe.static.experiment import check_arch
 from ptxprobe.tune.space import PREFERENCES
 
+NO_CACHE_HELP = ("do not read or write results in the content-addressed cache (facts about the tools and the "
+                 "registered kernels, keyed by their hashes, are still remembered there)")
+
 TUNE_DESCRIPTION = """the fastest entry name x ptxas release x ptxas options per kernel: every candidate assembled
 once (OUT/static), candidates with the same machine code pruned, the rest raced on the GPU against your own
 configuration with the calibrated paired timing and gated on their numbers; then, with a program after --, that
@@ -73,7 +76,7 @@ def add_parsers(sub, formatter, common, seconds, at_least, regime_arg, command) 
     s.add_argument("--jobs", "-j", type=at_least(1), help="parallel ptxas processes (default: all cores)")
     s.add_argument("--timeout", type=seconds, default=600.0, help="seconds before a ptxas run counts as hung")
     s.add_argument("--fresh", action="store_true", help="discard the static sweep's earlier results")
-    s.add_argument("--no-cache", action="store_true", help="do not read or write the content-addressed cache")
+    s.add_argument("--no-cache", action="store_true", help=NO_CACHE_HELP)
     program_args(s, seconds, at_least, rounds=10,
                  what="then run this program with the tuned configuration, A/B against yours (as `apply`)")
     common(s, "print tuned.json as one JSON document")

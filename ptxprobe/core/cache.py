@@ -6,8 +6,10 @@ concurrent writers never leave a half-written entry.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import multiprocessing.util
 import os
 import shutil
 import tempfile
@@ -122,3 +124,19 @@ class Cache:
 
     def put_json(self, namespace: str, key: str, value: Any, name: str = "record.json") -> None:
         self.put(namespace, key, name, json.dumps(value, sort_keys=True).encode())
+
+
+def file_store(cache: Cache) -> Cache:
+    """Where bytes that must exist as a file go (a cubin for cuobjdump, a library module's text): the cache itself,
+    or with the cache off (``--no-cache``) one scratch folder of this process, so nothing is served to a later run
+    and nothing is left behind: it is removed when the process exits (pool workers included)."""
+    return cache if cache.enabled else _scratch_store()
+
+
+@functools.cache
+def _scratch_store() -> Cache:
+    root = tempfile.mkdtemp(prefix="ptxprobe-scratch-")
+    # multiprocessing's finalizers run at a pool worker's exit too (atexit handlers do not), and a forked child
+    # clears the ones it inherits: each process removes only the folder it made
+    multiprocessing.util.Finalize(None, shutil.rmtree, args=(root, True), exitpriority=0)
+    return Cache(root)

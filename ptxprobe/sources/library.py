@@ -14,7 +14,6 @@ the GPU's own arch with the driver's ptxas, and only where no SASS ships): the n
 
 from __future__ import annotations
 
-import atexit
 import functools
 import re
 import shutil
@@ -23,7 +22,7 @@ import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ptxprobe.core.cache import Cache, sha256_bytes, sha256_file
+from ptxprobe.core.cache import Cache, file_store, sha256_bytes, sha256_file
 from ptxprobe.core.errors import MalformedPtx, PtxprobeError, SpecError, ToolFailed
 from ptxprobe.core.proc import FAILED, OK, run_tool
 from ptxprobe.core.stages import stage_key
@@ -97,7 +96,7 @@ def extract(path: str | Path, cache: Cache) -> Extraction:
         st = p.stat()
     except FileNotFoundError:
         raise SpecError(f"{p}: no such file") from None
-    store = _store(cache)
+    store = file_store(cache)
     return _extract(str(p), st.st_mtime_ns, st.st_size, str(store.root), store.enabled)
 
 
@@ -235,19 +234,6 @@ def _is_stub(lines: list[str], opened: int, closed: int) -> bool:
     return True
 
 
-@functools.cache
-def _scratch_store() -> Cache:
-    """Where the modules' text goes when the cache is off (``--no-cache``): a folder of this process, removed at
-    exit, so the text still never has to sit in memory."""
-    root = tempfile.mkdtemp(prefix="ptxprobe-lib-nocache-")
-    atexit.register(shutil.rmtree, root, True)
-    return Cache(root)
-
-
-def _store(cache: Cache) -> Cache:
-    return cache if cache.enabled else _scratch_store()
-
-
 # --- one kernel source per PTX module ---------------------------------------------------------------------------
 
 
@@ -297,13 +283,13 @@ class LibraryModuleSource(KernelSource):
     def emit(self, arch: str, cache: Cache, only_cached: bool = False) -> Emitted | None:
         from ptxprobe.sources.files import choose_entries
 
-        data = _store(cache).get(STAGE, self.key, self.module.file)
+        data = file_store(cache).get(STAGE, self.key, self.module.file)
         if data is None:
             if only_cached:
                 return None
             if extract(self.path, cache).key != self.key:
                 raise SpecError(f"{self.path} changed since the sweep was planned: run it again")
-            data = _store(cache).get(STAGE, self.key, self.module.file)
+            data = file_store(cache).get(STAGE, self.key, self.module.file)
             if data is None:
                 raise ToolFailed(f"{self.label}: extracted, yet not in the cache")
         ptx = data.decode("utf-8", errors="replace")

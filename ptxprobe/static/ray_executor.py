@@ -16,7 +16,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from ptxprobe.core.cache import Cache
+from ptxprobe.core.cache import Cache, file_store
 from ptxprobe.core.cluster import RaySession, require_ray, worker_identity
 from ptxprobe.core.errors import ToolMismatch
 from ptxprobe.sources import KernelSource
@@ -94,7 +94,7 @@ def adopt(returned: RemoteAssembly, key: str, cache: Cache) -> list[dict]:
     """Write what a task produced into the driver's cache (cubin, assembly record, cubin facts); give its rows."""
     art = dict(returned.artifact)
     if returned.cubin is not None:
-        art["cubin_path"] = str(cache.put("cubin", art["cubin_sha256"], "kernel.cubin", returned.cubin))
+        art["cubin_path"] = str(file_store(cache).put("cubin", art["cubin_sha256"], "kernel.cubin", returned.cubin))
         for name, columns in (returned.columns or {}).items():
             if columns is not None:
                 cache.put_json("cubin-facts", cubin_columns_key(art["cubin_sha256"], name), columns)

@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from ptxprobe.core.cache import Cache, sha256_bytes, sha256_file, sha256_text
+from ptxprobe.core.cache import Cache, file_store, sha256_bytes, sha256_file, sha256_text
 from ptxprobe.core.errors import SpecError, UnsupportedPtxVersion
 from ptxprobe.core.proc import CRASHED, FAILED, OK, TIMEOUT, run_tool
 from ptxprobe.core.stages import stage_key
@@ -258,10 +258,7 @@ def _run_ptxas(
             return replace(art, signal=run.signal_name)
         data = dst.read_bytes()
     digest = sha256_bytes(data)
-    path = cache.put("cubin", digest, "kernel.cubin", data)
-    if not cache.enabled:  # keep the bytes reachable even without a cache
-        path = Path(tempfile.mkdtemp(prefix="ptxprobe-cubin-")) / "kernel.cubin"
-        path.write_bytes(data)
+    path = file_store(cache).put("cubin", digest, "kernel.cubin", data)  # a file even with the cache off
     return _artifact(OK, arch, tool, flags, ptx, digest, str(path), parse_verbose(log), log, run.seconds, note)
 
 
