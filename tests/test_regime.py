@@ -243,7 +243,7 @@ def test_a_program_run_keeps_what_the_card_said_while_it_ran_and_the_a_b_carries
     import time
 
     from ptxprobe.capture import ab
-    from ptxprobe.gpu.monitor import Monitor, summarize
+    from ptxprobe.gpu.monitor import Monitor, program_reader, summarize
 
     clocks = iter(range(1800, 100_000))
     with Monitor(lambda: (next(clocks), 600.0, True), period=0.001) as card:
@@ -252,6 +252,20 @@ def test_a_program_run_keeps_what_the_card_said_while_it_ran_and_the_a_b_carries
     with Monitor(None) as nothing:
         pass
     assert nothing.result.sm_clock_mhz is None and summarize([(None, None, False)]).readings == 0
+    # a program idles the card while it imports and compiles: its kernels' regime is read while the card was busy
+    run = [(1980, 120.0, False, False)] * 40 + [(1830, 690.0, True, True)] * 5 + [(1980, 118.0, False, None)] * 3
+    seen = summarize(run)
+    assert (seen.sm_clock_mhz, seen.power_w, seen.throttled_share, seen.readings) == (1830, 690.0, 1.0, 5)
+    assert summarize([(1980, 120.0, False, False)] * 3).power_w == 120.0  # none busy: every reading counts
+
+    class Card:
+        def read(self):
+            return 1900, 500.0, False
+
+        def busy(self):
+            return True
+
+    assert program_reader(Card())() == (1900, 500.0, False, True)
     runs = [ab.Run(arm, r, 0, True, 1.0, (1.0 if arm == "baseline" else 0.99) * (1 + 0.001 * (r % 3)), 1, "",
                    1900.0 - (20 if arm == "trigger" else 0), 650.0, 1.0)
             for r in range(8) for arm in ("baseline", "trigger", "control", "aa")]

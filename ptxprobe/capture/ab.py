@@ -34,7 +34,7 @@ from ptxprobe.capture.swap import ENV, write_swap_site
 from ptxprobe.core.cache import Cache, atomic_write, sha256_text
 from ptxprobe.core.errors import SpecError, ToolFailed
 from ptxprobe.core.proc import run_tool
-from ptxprobe.gpu.monitor import Monitor, mostly_throttled
+from ptxprobe.gpu.monitor import Monitor, mostly_throttled, program_reader
 from ptxprobe.gpu.timing import Nvml
 from ptxprobe.ptx.rename import TRIGGER, TRIGGER_FREE_NAMES, apply_template, renamed_ptx
 from ptxprobe.records.program import ProgramAB
@@ -193,7 +193,7 @@ def run_rounds(argv: list[str], arms: list[Arm], out: Path, rounds: int, timeout
     pattern = re.compile(metric) if metric else None
     by_label = {a.label: a for a in arms}
     runs = [] if runs is None else runs
-    read = Nvml().read
+    read = program_reader(Nvml())
     for r, order in enumerate(stats.random_orders([a.label for a in arms], rounds, seed=seed)):
         for pos, label in enumerate(order):
             arm = by_label[label]

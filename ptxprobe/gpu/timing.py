@@ -261,6 +261,15 @@ class Nvml:
         except Exception:
             return None, None, False
 
+    def busy(self) -> bool | None:
+        """Whether a kernel ran during NVML's last sample period (utilisation above 0; None without NVML)."""
+        if self._nv is None:
+            return None
+        try:
+            return self._nv.nvmlDeviceGetUtilizationRates(self._h).gpu > 0
+        except Exception:
+            return None
+
     def power_limit_w(self) -> float | None:
         """The power limit the card enforces, watts (None without NVML)."""
         if self._nv is None:
