@@ -4,13 +4,13 @@ clock-dependence flag validated on the committed runs (render.py). Every number 
 from __future__ import annotations
 
 import json
-import re
 
 from experiments.analysis import static_runs as analysis
 from ptxprobe.api import CLOCK_STEP_MHZ, RunDir
 
 RUNS = ("2026-12-05-h200-regime", "2026-12-05-h100-regime")
-CUTE = "2026-12-05-h100-cute-regime"  # the static-layout CuTe FA2 program in its two run lengths, cut before a proof
+CUTE = "2026-12-06-h100-cute-regime"  # the static-layout CuTe FA2 program in its two run lengths, each proven
+CUTE_CUT = "2026-12-05-h100-cute-regime"  # the same, cut by the call's limit before a proof
 CLOCK_SLOPE = "2026-12-05-cpu-clock-slope"
 REGIMES = ("burst", "sustained")
 
@@ -120,43 +120,43 @@ def _across(a: dict) -> str:
             "both runs' regimes beside the gap instead.")
 
 
-def cute_rounds(regime: str) -> list[tuple[float, float]]:
-    """(yours, the contender) per race round of one CuTe run, from its log: the race was cut inside its first rung,
-    before tuned.json could keep the runs (a tune cut there now keeps them)."""
-    text = (analysis.results_dir(CUTE) / regime / "run.log").read_text()
-    rounds = []
-    for line in re.findall(r"round \d+/\d+: (.+)", text)[1:]:  # the first is the gate's single round
-        values = dict(re.findall(r"(c\d+) ([\d.]+)", line))
-        rounds.append((float(values["c0"]), float(values["c1"])))
-    return rounds
+def cute_regimes() -> dict[str, dict]:
+    """Per run length: the tune's race, its proof on fresh rounds and its regime, and the program A/B (apply)."""
+    d = analysis.results_dir(CUTE)
+    out = {}
+    for regime in REGIMES:
+        k = json.loads((d / regime / "tuned.json").read_text())["kernels"][0]
+        ab = {c["arm"]: c for c in json.loads((d / regime / "apply.json").read_text())["comparisons"]}
+        out[regime] = {"race": k["race"], "proof": k["proof"], "regime": k["regime"], "outcome": k["outcome"],
+                       "tuned": ab["tuned"], "aa": ab["aa"]}
+    return out
 
 
 def cute_section() -> list[str]:
-    """The CuTe DSL FA2 program in bursts and held, as far as the device's time went."""
-    import numpy as np
-
-    from ptxprobe.api import stats
-
-    d = analysis.results_dir(CUTE)
-    parts, spans = [], []
-    for regime in REGIMES:
-        k = json.loads((d / regime / "tuned.json").read_text())["kernels"][0]
-        pairs = cute_rounds(regime)
-        logs = stats.log_ratios([a for a, _ in pairs], [b for _, b in pairs])
-        gains = np.exp(logs)
-        spans.append((gains.min(), gains.max()))
-        parts.append(f"{regime}: {len(pairs)} rounds, yours {np.median([a for a, _ in pairs]):.0f} µs against "
-                     f"{np.median([b for _, b in pairs]):.0f} µs, the trigger-free name {gains.min():.4f}–"
-                     f"{gains.max():.4f} × as fast in every round (exact signed-rank p "
-                     f"{stats.signed_rank_pvalue(logs):.4f}), `{k['note']}`")
+    """The CuTe DSL FA2 program tuned in bursts and held, each proven on fresh rounds."""
+    runs = cute_regimes()
+    parts = []
+    for regime, r in runs.items():
+        race, proof, t, aa = r["race"]["standings"][0], r["proof"], r["tuned"], r["aa"]
+        parts.append(f"{regime}: the race {_ci(race['ratio'], race['low'], race['high'])} in {race['rounds']} rounds "
+                     f"(stopped by {r['race']['stopped_by']}), the proof on {proof['rounds']} fresh rounds "
+                     f"{_ci(proof['ratio'], proof['low'], proof['high'])}, {r['outcome']}; the program A/B "
+                     f"{_ci(t['ratio'], t['low'], t['high'])} {t['verdict']}, its A/A {aa['verdict']}")
+    b, s = runs["burst"]["proof"], runs["sustained"]["proof"]
+    overlap = max(b["low"], s["low"]) <= min(b["high"], s["high"])
+    power = {regime: r["regime"]["power_w"] for regime, r in runs.items()}
+    limit = runs["burst"]["regime"]["power_limit_w"]
     return [f"**The CuTe DSL FA2 program in both regimes** (`{CUTE}`, one H100; `bash experiments/gpu/h200_tune.sh "
             "cute-regime`): the static-layout program, whose kernel the DSL names `kernel_cutlass_…`, tuned against "
             "the trigger-free spelling in runs of 20 timed launches (a burst) and in runs that launch for 1.5 s "
-            "before timing 500 (meant to hold the card at its power limit; the runs' clock and power readings were "
-            "lost with the race). " + "; ".join(parts) + ". The call's time limit cut both races inside their "
-            "first rung, so nothing is proven and yours stayed; the two regimes' per-round gains "
-            + ("overlap" if max(lo for lo, _ in spans) <= min(hi for _, hi in spans) else "do not overlap")
-            + ". A program's regime is its own run length: a program tune measures the program as it runs.", ""]
+            "before timing 500. " + "; ".join(parts) + ". The trigger-free name is faster in both, and the two "
+            "proofs' intervals " + ("overlap: the run length does not move this gain" if overlap else
+                                    "do not overlap: the run length moves this gain")
+            + f". The regime recorded beside them is the median over each whole program run ({power['burst']:.0f} "
+            f"and {power['sustained']:.0f} W of {limit:.0f}), mostly the card idling through the DSL's JIT compile; "
+            "the monitor now reads a program's clock and power only while a kernel runs. An earlier call "
+            f"(`{CUTE_CUT}`) was cut inside both races' first rung: nothing was proven there, and these runs "
+            "complete it.", ""]
 
 
 SAMPLED = {"burst": "2026-12-06-h100-sampled-burst", "sustained": "2026-12-06-h100-sampled-sustained"}
