@@ -59,6 +59,7 @@ SURFACE: dict[str, str] = {
     "own_identifier": "ptxprobe.ptx.mangling", "trigger_origin": "ptxprobe.ptx.mangling",
     "apply_template": "ptxprobe.ptx.rename", "entries_of": "ptxprobe.ptx.text",
     "entry_of": "ptxprobe.ptx.text", "entry_params": "ptxprobe.ptx.text", "loops_of": "ptxprobe.ptx.plant",
+    "pruned_to": "ptxprobe.ptx.text",
     "rename_entries": "ptxprobe.ptx.rename", "rename_entry": "ptxprobe.ptx.rename",
     # binary
     "Listing": "ptxprobe.binary.sass", "diff_listings": "ptxprobe.binary.diff",

@@ -32,9 +32,12 @@ __global__ void scale_t(T *x, T a) {
 template __global__ void scale_t<float, 4>(float *, float);
 template __global__ void scale_t<double, 2>(double *, double);
 
+__device__ float bias = 0.5f;
+__device__ __noinline__ float biased(float x) { return x + bias; }
+
 extern "C" __global__ void vadd(const float *a, const float *b, float *c, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) c[i] = a[i] + b[i];
+  if (i < n) c[i] = biased(a[i] + b[i]);
 }
 
 __global__ void hopper_only(float *x) {
@@ -284,3 +287,34 @@ def test_two_lib_items_choosing_entries_of_one_module_are_refused_with_what_to_d
     assert rc == 2 and len(err) == 1, err
     assert "k.1.sm_80.ptx: one PTX module chosen by 2 --lib items (scale_t<float*, vadd)" in err[0], err
     assert "choose its entries with one item" in err[0] and not (tmp_path / "run").exists()
+
+
+def test_a_kernel_chosen_from_a_module_is_assembled_alone_with_what_it_reaches_and_the_same_code(built, cache):
+    """ptxas assembles every entry it is given: a kernel chosen from a large module (vLLM's hold thousands) is
+    assembled from the module cut to it. vadd keeps its callee and the global the callee reads; scale_t<float>
+    leaves them out; each kernel's code is the code the whole module gives it, and the note says what was cut."""
+    from ptxprobe.binary.cubin import read_cubin
+    from ptxprobe.toolchain.assemble import assemble
+    from ptxprobe.toolchain.tools import triton_ptxas
+
+    tool = triton_ptxas("sm_90a")
+    (whole,) = library_sources(str(built["k.so"]), ("sm_90a",), cache)
+    full = whole.emit("sm_90a", cache)
+    assert "entries_left_out" not in full.metadata
+    full_cubin = read_cubin(assemble(full.ptx, "sm_90a", tool, cache=cache).cubin())
+    for entry, cut, callee in (("vadd", 3, True), ("scale_t<float*", 3, False)):
+        (src,) = library_sources(f"{built['k.so']}:{entry}", ("sm_90a",), cache)
+        e = src.emit("sm_90a", cache)
+        (kernel,) = e.swept_entries
+        assert entries_of(e.ptx) == [kernel] and e.metadata["entries_left_out"] == cut
+        assert e.metadata["functions_left_out"] == (0 if callee else 1)
+        assert ("biased" in e.ptx) == callee and ".global .align 4 .f32 bias" in e.ptx
+        alone = read_cubin(assemble(e.ptx, "sm_90a", tool, cache=cache).cubin()).kernel(kernel)
+        k = full_cubin.kernel(kernel)
+        assert (alone.regcount, alone.n_instructions) == (k.regcount, k.n_instructions)
+        if not callee:  # no global address in its code: byte for byte
+            assert alone.machine_code_sha256 == k.machine_code_sha256
+    class Exp:
+        lib_files, file_archs = (f"{built['k.so']}:vadd",), ("sm_90a",)
+    (note,) = library_notes(Exp, cache)
+    assert note.entries_cut == 3 and "the 3 other entries of its module cut before ptxas" in note.line()

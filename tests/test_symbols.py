@@ -210,3 +210,61 @@ def test_a_mangled_entry_absent_from_a_module_is_answered_without_reading_its_na
     assert files.entry_matches(names, "_Z6kernelIfEvPT_") == ["_Z6kernelIfEvPT_"]
     with pytest.raises(AssertionError, match="read"):
         files.entry_matches(names, "_Z6kernel*")
+
+
+MODULE = """.version 8.0
+.target sm_90a
+.address_size 64
+.global .align 8 .u64 table[1] = {g};
+.extern .func (.param .b32 r) vprintf(.param .b64 fmt, .param .b64 args);
+.func (.param .b32 r) f(.param .b32 x)
+{
+\tret;
+}
+.func g()
+{
+\tret;
+}
+.func h()  // calls f
+{
+\tcall f, (1);
+\tret;
+}
+\t// .globl\ta
+.visible .entry a(.param .u64 p)
+{
+\tcall h, ();
+\tret;
+}
+\t// .globl\tb
+.visible .entry b(.param .u64 p)
+{
+\tcall f, (2);
+\tret;
+}
+.visible .entry c()
+{
+\tmov.u64 %rd1, b;  // h named only in a comment
+\tret;
+}
+"""
+
+
+@pytest.mark.parametrize(("keep", "entries_out", "functions_out"), [
+    ({"a"}, ("b", "c"), ()),  # a -> h -> f; g through the table's initialiser
+    ({"b"}, ("a", "c"), ("h",)),
+    ({"c"}, ("a",), ("h",)),  # c takes b's address: b stays, and f with it
+    ({"a", "b", "c"}, (), ()),
+])
+def test_a_module_pruned_to_its_chosen_entries_keeps_everything_they_reach(keep, entries_out, functions_out):
+    from ptxprobe.ptx.text import entries_of, pruned_to
+
+    p = pruned_to(MODULE, frozenset(keep))
+    assert (p.entries_left_out, p.functions_left_out) == (entries_out, functions_out)
+    kept_entries = [e for e in ("a", "b", "c") if e not in entries_out]
+    assert entries_of(p.ptx) == kept_entries
+    for gone in entries_out + functions_out:
+        assert f" {gone}(" not in p.ptx and f" {gone}()" not in p.ptx
+    assert "vprintf" in p.ptx and "table[1] = {g}" in p.ptx and ".func g()" in p.ptx  # declarations stay
+    if not entries_out:
+        assert p.ptx == MODULE

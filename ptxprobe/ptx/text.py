@@ -67,6 +67,68 @@ def brace_span(lines: list[str], start: int) -> tuple[int, int]:
     raise MalformedPtx(f"unbalanced braces in the PTX from line {start + 1}")
 
 
+_SYMBOL_TOKEN_RE = re.compile(r"[A-Za-z_$%][\w$]*")
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """A module cut down to some of its entries (``pruned_to``)."""
+
+    ptx: str
+    entries_left_out: tuple[str, ...]
+    functions_left_out: tuple[str, ...]
+
+
+def _definitions(lines: list[str]) -> list[tuple[str, int, int]]:
+    """(symbol, first line, last line) of every ``.entry`` and ``.func`` with a body, in order."""
+    out, i = [], 0
+    while i < len(lines):
+        m = ENTRY_RE.match(lines[i]) or _FUNC_RE.match(lines[i])
+        if m is None:
+            i += 1
+            continue
+        opened, closed = brace_span(lines, i)
+        if opened != closed or "{" in code_of(lines[opened]):
+            out.append((m.group(1), i, closed))
+        i = closed + 1
+    return out
+
+
+def pruned_to(ptx: str, keep: set[str] | frozenset[str]) -> Pruned:
+    """The module with only the entries in ``keep`` and the functions they reach: ptxas assembles every entry it
+    is given, so one kernel chosen from a library module of hundreds would cost what they all cost. A symbol the
+    kept code names (a call, an address taken, a variable's initialiser) keeps its definition, entries included;
+    declarations, variables and every other directive stay as they are. Unchanged when every entry is kept."""
+    lines = ptx.splitlines(keepends=True)
+    blocks = _definitions(lines)
+    entries = set(entries_of(ptx))
+    if not entries - set(keep):
+        return Pruned(ptx, (), ())
+    names = {name for name, _, _ in blocks}
+    inside = [False] * len(lines)
+    refs: dict[str, set[str]] = {}
+    for name, first, last in blocks:
+        for i in range(first, last + 1):
+            inside[i] = True
+        body = " ".join(code_of(ln) for ln in lines[first:last + 1])
+        refs.setdefault(name, set()).update(t for t in _SYMBOL_TOKEN_RE.findall(body) if t in names and t != name)
+    outside = " ".join(code_of(ln) for ln, is_in in zip(lines, inside, strict=True) if not is_in)
+    reached = set(keep) | {t for t in _SYMBOL_TOKEN_RE.findall(outside) if t in names}
+    todo = list(reached)
+    while todo:
+        for t in refs.get(todo.pop(), ()):
+            if t not in reached:
+                reached.add(t)
+                todo.append(t)
+    dropped = [(name, first, last) for name, first, last in blocks if name not in reached]
+    gone = set()
+    for _, first, last in dropped:
+        gone.update(range(first, last + 1))
+    text = "".join(ln for i, ln in enumerate(lines) if i not in gone)
+    return Pruned(text, tuple(n for n, _, _ in dropped if n in entries),
+                  tuple(n for n, _, _ in dropped if n not in entries))
+
+
 def target_of(ptx: str) -> str:
     """The first ``.target`` operand (``sm_90a``), the arch the PTX was written for."""
     m = _TARGET_RE.search(ptx)

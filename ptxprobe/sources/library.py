@@ -26,7 +26,7 @@ from ptxprobe.core.cache import Cache, file_store, sha256_bytes, sha256_file
 from ptxprobe.core.errors import MalformedPtx, PtxprobeError, SpecError, ToolFailed
 from ptxprobe.core.proc import FAILED, OK, run_tool
 from ptxprobe.core.stages import stage_key
-from ptxprobe.ptx.text import ENTRY_RE, brace_span, code_of, ptx_isa, retargeted, target_of
+from ptxprobe.ptx.text import ENTRY_RE, brace_span, code_of, pruned_to, ptx_isa, retargeted, target_of
 from ptxprobe.sources.base import Emitted, KernelSource
 from ptxprobe.toolchain.tools import arch_order, find_tool
 
@@ -300,6 +300,12 @@ class LibraryModuleSource(KernelSource):
                 "ptxas_options": self.module.ptxas_options}
         if self.member:
             meta.update(wheel=self.path, wheel_sha256=self.file_sha256)
+        # some kernels chosen from a module (vLLM's hold thousands): the rest are cut before ptxas, never assembled
+        pruned = pruned_to(ptx, frozenset(chosen)) if self.entry not in (None, "all") else None
+        if pruned and pruned.entries_left_out:
+            ptx = pruned.ptx
+            meta.update(entries_left_out=len(pruned.entries_left_out),
+                        functions_left_out=len(pruned.functions_left_out))
         if arch != self.module.target:
             meta["retargeted_from"] = self.module.target
             ptx = retargeted(ptx, arch)
@@ -388,6 +394,7 @@ class LibraryNote:
     sass_archs: tuple[str, ...]
     stub_entries: int  # left out, over all its modules
     ptx_modules: int  # every PTX module it embeds
+    entries_cut: int = 0  # other entries of the swept modules, cut from their text before ptxas (``pruned_to``)
 
     def line(self) -> str:
         if not self.ptx_modules:
@@ -402,12 +409,17 @@ class LibraryNote:
         if self.modules != self.ptx_modules:
             mods += f" of {self.ptx_modules}"
         stubs = f"{self.stub_entries} stub entr{'ies' if self.stub_entries != 1 else 'y'} left out"
+        plural = self.modules != 1
+        cut = (f"; the {self.entries_cut} other entr{'ies' if self.entries_cut != 1 else 'y'} of "
+               f"{'their modules' if plural else 'its module'} cut before ptxas (their globals go with them: the "
+               "chosen kernels' constant-bank offsets may differ from the whole module's)" if self.entries_cut else "")
         return (f"{self.library}: {mods} (targets {targets}), {built}: neither the SASS the library ships "
-                f"({', '.join(self.sass_archs) or 'none'}) nor what the driver's JIT would make; {stubs}")
+                f"({', '.join(self.sass_archs) or 'none'}) nor what the driver's JIT would make; {stubs}{cut}")
 
 
 def library_notes(exp, cache: Cache | None = None) -> list[LibraryNote]:
     """One note per library the experiment sweeps (a wheel: per library inside it with device code)."""
+    from ptxprobe.sources.files import choose_entries
     from ptxprobe.sources.kinds import split_entry, split_spec
 
     notes = []
@@ -419,8 +431,10 @@ def library_notes(exp, cache: Cache | None = None) -> list[LibraryNote]:
         for lib in ext.libraries:
             chosen = _chosen_modules(lib, entry, ext.path)
             name = f"{Path(ext.path).name}:{lib.member}" if lib.member else ext.path
+            cut = sum(len(m.entries) + len(m.stubs) - len(choose_entries(list(m.entries), entry, name))
+                      for m in chosen) if entry not in (None, "all") else 0
             notes.append(LibraryNote(name, lib.sha256, len(chosen),
                                      tuple(sorted({m.target for m in chosen}, key=arch_order)),
                                      archs, lib.sass_archs,
-                                     sum(len(m.stubs) for m in lib.modules), len(lib.modules)))
+                                     sum(len(m.stubs) for m in lib.modules), len(lib.modules), cut))
     return notes
