@@ -6,6 +6,7 @@ the groups already there.
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -80,8 +81,6 @@ def dispatch(groups: list, devices: list[str], work, *work_args) -> None:
         for g in groups:
             work(devices[0] if devices else "0", g, *work_args)
         return
-    import multiprocessing as mp
-
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     for g in groups:
@@ -141,8 +140,6 @@ def runtime_sweep(
         notify(note)
     devices = devices or visible_devices()
     if len(devices) > 1:
-        import multiprocessing as mp
-
         lock = mp.get_context("spawn").Lock()
         dispatch(groups, devices, _run_one, templates, cfg, str(log), str(cache.root), lock)
     else:

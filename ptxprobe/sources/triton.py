@@ -16,6 +16,7 @@ import importlib
 import importlib.util
 import inspect
 import logging
+import multiprocessing
 import os
 import sys
 from dataclasses import dataclass
@@ -391,8 +392,6 @@ def load_kernel(target: str, arch: str = "sm_90a", what: str = "--triton") -> tu
     autotune/heuristics wrappers around it); without a GPU the module's import-time device questions are answered
     for ``arch``. That the wrappers' choices are not swept is said once, by the process that plans (not by the
     pool's workers, which import it again)."""
-    import multiprocessing
-
     with offline_target(arch):
         fn, wrappers = unwrapped(import_target(target, what))  # errors name what the user typed
     if fn is None or not hasattr(fn, "params"):
