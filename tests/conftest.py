@@ -69,6 +69,13 @@ def _local(host) -> bool:
 TIERS = ("unit", "integration", "e2e", "gpu", "study")  # registered in pyproject.toml
 # each tier's per-test limit (seconds): a hung unit test fails in two minutes, not in the suite's fifteen
 TIER_TIMEOUT_S = {"unit": 120, "integration": 600, "e2e": 900, "gpu": 900, "study": 600}
+# the files that take longest on a 2-core machine (seconds summed over their tests, --durations), dealt out first:
+# xdist hands each worker whole files (--dist loadfile, without its reordering by test count), so a long file dealt
+# last would leave the other worker idle at the end; the rest keep their order after these
+LONGEST_FIRST = ("test_ray_executor", "test_repro", "test_tune_program", "test_module_assembly",
+                 "test_committed_runs", "test_user_kernels", "test_tune", "test_design_stats",
+                 "test_self_contained_runs", "test_notebook", "test_capture", "test_sweep_lifecycle",
+                 "test_user_journey")
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m selects: a module's TIER is a mark by then
@@ -88,6 +95,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.timeout(TIER_TIMEOUT_S[next(iter(tiers))]))
     if problems:
         raise pytest.UsageError(f"every test has exactly one tier ({', '.join(TIERS)}): " + "; ".join(problems[:10]))
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.module.__name__.rsplit(".", 1)[-1], len(rank)))  # stable: files whole
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -381,7 +381,7 @@ def test_the_calibration_line_says_what_its_plants_certify_not_their_point_rate(
     assert "0.5% in 6/6 (power >= 61%)" in err and "A/A false positives 0.00 (<= 39%)" in err
 
 
-def test_the_report_counts_a_plants_power_over_the_delivered_and_says_the_rest():
+def test_the_report_counts_a_plants_power_over_the_delivered_and_says_the_rest(capsys):
     """The HTML report's calibration sentence: found in so many of the delivered plants, the undelivered said beside
     them (power times the planted count would claim a plant found that was left out)."""
     from ptxprobe.reports.gpu_section import calibration_words
@@ -391,3 +391,7 @@ def test_the_report_counts_a_plants_power_over_the_delivered_and_says_the_rest()
                   {"power_min": {"0.005": 0.95}})
     words = " ".join(calibration_words(c, [])["parts"])
     assert "0.5 % slower found in 5 of 5 groups (1 more not delivered" in words, words
+    from ptxprobe.cli.sweep_cmd import _say_calibration  # the terminal line counts them alike
+
+    _say_calibration(c)
+    assert "0.5% in 5/5, 1 more undelivered (power >=" in capsys.readouterr().err

@@ -5,6 +5,7 @@
     python -m experiments.atlas shipped [--library xformers] [--arch sm_90a] [--release triton,13.0] [--runs DIR]
                                         [--per-function N [--without FUNCTION]] [--ray-address ADDR] [--fresh]
                                         [--downloads DIR] [--out FILE]
+    python -m experiments.atlas prune-check [--library xformers] [--per-module N] [--downloads DIR] [--out FILE]
     python -m experiments.atlas compare-captures GPU_CAPTURE_DIR INTERPRETED_CAPTURE_DIR [--out FILE]
     python -m experiments.atlas interpreted [--library liger-kernel] [--arch sm_90a] [--release triton,13.0]
                                              [--venv DIR] [--runs DIR] [--ray-address ADDR] [--fresh] [--downloads DIR]
@@ -15,7 +16,9 @@ that embeds PTX counted (experiments/atlas/census.py). ``pilot``: cold-cache ren
 user runs them (``ptxprobe rename-sweep --lib WHEEL``, its own cache empty), timed: wall and ptxas seconds per
 kernel per cell, what the whole atlas's CPU budget is computed from. ``shipped``: each wheel's embedded PTX (or the
 family its ``sample`` picks) rename-swept at each arch and release, the trigger added to or spelled out of each
-entry (experiments/atlas/shipped.py). ``interpreted``: the Triton libraries, each
+entry (experiments/atlas/shipped.py). ``prune-check``: sampled entries of each wheel's modules assembled whole and
+cut to themselves (what ``--lib LIB:ENTRY`` assembles), their code compared (experiments/atlas/prune_check.py).
+``interpreted``: the Triton libraries, each
 library's driver captured on CPU tensors with ``ptxprobe capture --interpret`` (a CuTe DSL library's, compiled ahead
 of time, with ``capture --arch``) for each arch and swept at each release (experiments/atlas/interpreted.py); with
 ``--out`` an existing record keeps the cells this run did not make. Nothing fetched is committed; the records say
@@ -42,6 +45,7 @@ sys.path.insert(0, str(ROOT))
 from experiments.atlas.census import as_json, census  # noqa: E402
 from experiments.atlas.interpreted import capture_cell, compare_captures, environment, merged  # noqa: E402
 from experiments.atlas.pins import fetch_pinned  # noqa: E402
+from experiments.atlas.prune_check import check_library, summary  # noqa: E402
 from experiments.atlas.shipped import shipped_cell  # noqa: E402
 from ptxprobe.api import Cache, open_run  # noqa: E402
 
@@ -134,9 +138,21 @@ def run_shipped(names: list[str], archs: list[str], releases: list[str], runs: P
             "cells": cells}
 
 
+def run_prune_check(names: list[str], per_module: int, max_mb: float, downloads: Path) -> dict:
+    libraries = {n: corpus()[n] for n in names}
+    rows = [r for name in names for r in check_library(fetched(name, downloads), name, per_module,
+                                                       int(max_mb * 1e6), 11, Cache())]
+    return {"what": "sampled kernels of each wheel's PTX modules assembled whole and cut to themselves "
+                    "(python -m experiments.atlas prune-check): the same code?",
+            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+            "libraries": {n: {k: v for k, v in lib.items() if k != "kind"} for n, lib in libraries.items()},
+            "per_module": per_module, "max_module_mb": max_mb, "seed": 11,
+            "summary": {n: summary([r for r in rows if r["library"] == n]) for n in names}, "entries": rows}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m experiments.atlas", description=__doc__.splitlines()[0])
-    ap.add_argument("step", choices=("census", "pilot", "shipped", "interpreted", "compare-captures"))
+    ap.add_argument("step", choices=("census", "pilot", "shipped", "interpreted", "compare-captures", "prune-check"))
     ap.add_argument("dirs", nargs="*", help="compare-captures: a GPU capture's directory, then an interpreter's")
     ap.add_argument("--library", action="append",
                     help="census, shipped, interpreted: these libraries (default: every one of the step's kind in "
@@ -163,9 +179,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--without", action="append", default=[],
                     help="shipped, with --per-function: leave out this source function (its own identifier), "
                          "repeated")
+    ap.add_argument("--per-module", type=int, default=2,
+                    help="prune-check: entries sampled from each PTX module (default: %(default)s)")
+    ap.add_argument("--max-module-mb", type=float, default=6.0,
+                    help="prune-check: leave out modules with more PTX than this (default: %(default)s)")
     ap.add_argument("--out", help="write the record here as JSON (default: print it)")
     args = ap.parse_args(argv)
-    kind = {"census": "wheel", "pilot": "wheel", "shipped": "wheel", "interpreted": "triton",
+    kind = {"census": "wheel", "pilot": "wheel", "shipped": "wheel", "prune-check": "wheel", "interpreted": "triton",
             "compare-captures": "triton"}[args.step]
     unknown = sorted(set(args.library or ()) - set(corpus(kind)))
     if unknown:
@@ -181,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
         record = compare_captures(Path(args.dirs[0]), Path(args.dirs[1]))
     elif args.step == "pilot":
         record = run_pilot(downloads)
+    elif args.step == "prune-check":
+        record = run_prune_check(args.library or list(corpus("wheel")), args.per_module, args.max_module_mb,
+                                 downloads)
     else:
         archs = [a for given in args.arch or ["sm_90a,sm_80"] for a in given.split(",")]
         run = run_shipped if args.step == "shipped" else run_interpreted

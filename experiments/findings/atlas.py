@@ -255,3 +255,30 @@ def standing() -> list[str]:
             + (f"under the floor: {', '.join(low)}" if low else "every library at its floor")
             + "; " + (f"over the cap: {', '.join(high)}" if high else "none over the cap")
             + ". A library's cells at several archs hold the same kernels, so they count once.", ""]
+
+
+PRUNE_CHECK = "2026-12-06-cpu-atlas-prune-check"  # experiments/atlas prune-check: prune_check.json
+
+
+def prune_check_section() -> list[str]:
+    """Whether a kernel cut from its module (what ``--lib LIB:ENTRY`` assembles) gets the whole module's code."""
+    rec = json.loads((analysis.results_dir(PRUNE_CHECK) / "prune_check.json").read_text())
+    parts = []
+    for name, s in rec["summary"].items():
+        n = s["assembled_both_ways"]
+        parts.append(f"{name} {rec['libraries'][name]['pip'].split('==')[-1]}: {n} kernels of as many modules, "
+                     f"{s['same_bytes']} byte for byte, {s['same_masked']} the same with the module's addresses "
+                     f"masked, {s['same_registers']} with the same registers and {s['same_instructions']} with as "
+                     f"many instructions; {s['whole_s']:.0f} s of ptxas for the whole modules against "
+                     f"{s['alone_s']:.0f} s cut")
+    return [f"**A kernel cut from its module** (`{PRUNE_CHECK}`, `python -m experiments.atlas prune-check`): "
+            "`ptxprobe rename-sweep --lib LIB:ENTRY` assembles the chosen kernels from their module cut to them "
+            "(`ptx.text.pruned_to`: they and what their code names), not the whole module (ptxas assembles every "
+            f"entry it is given). {rec['per_module']} sampled entry of each PTX module of at most "
+            f"{rec['max_module_mb']:g} MB (seed {rec['seed']}), assembled both ways by Triton's ptxas: "
+            + "; ".join(parts) + ". " + (
+                "Where the bytes differ, the differences are the addresses of the module's globals (constant bank 4 "
+                "offsets, relocated immediates), which move when the other kernels' globals go"
+                if all(s["same_masked"] == s["assembled_both_ways"] for s in rec["summary"].values()) else
+                "Some differ beyond the module's addresses: a cut module's answer is not the whole module's")
+            + "; a name comparison sets both names in the same cut text.", ""]

@@ -426,8 +426,9 @@ def findings() -> str:
         "kernels of a torch.compile'd block), and a Gluon Hopper attention written to match the state of the art.",
         [*external_kernels.external_section(), "", *measurement.programs_section(), *external_kernels.gluon_hopper()],
         "external")
-    out += section("The name in the wild (the atlas)", atlas.INTRO, [*atlas.section(), *atlas.shipped_section(),
-                                                                            *atlas.triton_section(), *atlas.standing()])
+    out += section("The name in the wild (the atlas)", atlas.INTRO,
+                   [*atlas.section(), *atlas.shipped_section(), *atlas.prune_check_section(), *atlas.triton_section(),
+                    *atlas.standing()])
     out += section(
         "How good is the measurement?",
         "The timing design against its goals (A/A half-widths, A/A false positives, planted slowdowns found, GPU "

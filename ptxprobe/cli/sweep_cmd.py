@@ -249,16 +249,20 @@ def _say_calibration(c: dict) -> None:
     """The calibration's verdict on stderr, with what it certifies: each plant's power as found and its exact
     one-sided 95 % lower bound (6 of 6 found certifies 61 %, not 100 %), the A/A rate with its upper bound; a
     failure is loud."""
+    from ptxprobe.gpu.calibrate import delivered_counts  # numpy and scipy: loaded once a GPU run is there to say
+
     low = c.get("power_lower_95", {})
     found = c.get("detected_in_groups", {})
-    planted = c.get("planted_in_groups", {})
-    given = c.get("delivered_in_groups", planted)
+    counts = delivered_counts(c)
+
+    def given(f: str) -> str:
+        return str(counts[f][0]) if f in counts else "?"
 
     def undelivered(f: str) -> str:
-        n = planted.get(f, 0) - given.get(f, planted.get(f, 0))
+        n = counts.get(f, (0, 0))[1]
         return f", {n} more undelivered" if n else ""
 
-    power = ", ".join(f"{float(f) * 100:g}% in {found.get(f, '?')}/{given.get(f, '?')}{undelivered(f)} (power >= "
+    power = ", ".join(f"{float(f) * 100:g}% in {found.get(f, '?')}/{given(f)}{undelivered(f)} (power >= "
                       f"{low[f]:.0%})" if low.get(f) is not None else f"{float(f) * 100:g}%: {p:.0%}"
                       for f, p in sorted(c.get("power", {}).items()))
     fp, fp_up = c.get("aa_false_positive_rate"), c.get("aa_false_positive_upper_95")

@@ -212,6 +212,14 @@ def plant_delivered(rec: dict, key: str) -> bool | None:
     return delivered(float(key), rec.get("sized_fraction"), rec.get("sized_se"), rec.get("ci_level", 0.95))
 
 
+def delivered_counts(calibration: dict) -> dict[str, tuple[int, int]]:
+    """Per planted size in a calibration record: (groups where it was delivered, the power's denominator; groups
+    where it was planted but not delivered). Records before the delivery rule count every plant delivered."""
+    planted = calibration.get("planted_in_groups") or {}
+    given = calibration.get("delivered_in_groups") or {}
+    return {f: (given.get(f, n), n - given.get(f, n)) for f, n in planted.items()}
+
+
 @dataclass(frozen=True)
 class PlantCounts:
     """Per planted size (its key): in how many groups it was planted, delivered (``delivered``) and found among

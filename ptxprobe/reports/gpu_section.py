@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from ptxprobe.core.display import problem_label
-from ptxprobe.gpu.calibrate import CRITERIA
+from ptxprobe.gpu.calibrate import CRITERIA, delivered_counts
 from ptxprobe.ptx.labels import table_names
 from ptxprobe.runs.rundir import RunDir
 from ptxprobe.stats import paired as stats
@@ -253,14 +253,14 @@ def calibration_words(calibration: dict | None, groups: list[dict]) -> dict | No
         parts.append(f"A/A false positives {round(rate * n_aa)} of {n_aa} ({pct(rate)}; at most "
                      f"{pct(crit['aa_false_positive_rate_max'])} allowed)")
     planted = []
+    counts = delivered_counts(calibration)
     for f, power in sorted((calibration.get("power") or {}).items(), key=lambda kv: float(kv[0])):
-        planted_in = (calibration.get("planted_in_groups") or {}).get(f) or 0
-        n = (calibration.get("delivered_in_groups") or {}).get(f, planted_in)  # the power's denominator
+        n, undelivered = counts.get(f, (0, 0))  # n: the power's denominator
         need = crit["power_min"].get(f)
         measured = (calibration.get("planted_measured_fraction_median") or {}).get(f)
         planted.append(f"{pct(float(f))} slower found in {round(power * n)} of {groups_word(n)}"
-                       + (f" ({planted_in - n} more not delivered: their sizing ruled the size out)"
-                          if planted_in > n else "")
+                       + (f" ({undelivered} more not delivered: their sizing ruled the size out)"
+                          if undelivered else "")
                        + (f" (at least {pct(need, 0)} required)" if need is not None else "")
                        + (f", measured as {pct(measured, 2)}" if measured is not None else ""))
     if planted:

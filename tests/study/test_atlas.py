@@ -233,6 +233,21 @@ def test_the_shipped_cells_count_the_census_kernels_and_hold_together():
             assert t["changed_functions"] == len(t["changed_function_names"]) <= r["source_functions"]
 
 
+def test_the_prune_check_summary_recomputes_from_its_kernels():
+    """What FINDINGS says of kernels cut from their modules is what the committed entries say (each library's counts
+    and seconds, and that a kernel with other bytes keeps its registers and instructions)."""
+    from experiments.atlas.prune_check import summary
+
+    rec = _json("2026-12-06-cpu-atlas-prune-check", "prune_check.json")
+    assert set(rec["summary"]) == {"xformers", "vllm"}
+    for name, s in rec["summary"].items():
+        rows = [r for r in rec["entries"] if r["library"] == name]
+        assert summary(rows) == s and s["assembled_both_ways"] > 0
+        for r in rows:
+            assert r["entries_left_out"] <= r["module_entries"] - 1
+            assert r["same_bytes"] <= r["same_masked"]
+
+
 def test_a_stratified_sample_takes_at_most_so_many_bodies_of_each_function_evenly_spaced():
     """Of each source function (its library and own identifier) at most N distinct bodies, one entry each, spread
     over its bodies in order; a function with fewer is taken whole; two entries of one body count once."""
