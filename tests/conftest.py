@@ -96,7 +96,7 @@ def pytest_collection_modifyitems(config, items):
     if problems:
         raise pytest.UsageError(f"every test has exactly one tier ({', '.join(TIERS)}): " + "; ".join(problems[:10]))
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.module.__name__.rsplit(".", 1)[-1], len(rank)))  # stable: files whole
+    items.sort(key=lambda item: rank.get(getattr(item.module, "__name__", "").rsplit(".", 1)[-1], len(rank)))  # stable
 
 
 @pytest.fixture(scope="session", autouse=True)
