@@ -9,7 +9,7 @@ reference rate).
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 
 from ptxprobe.core.cache import Cache
 from ptxprobe.gpu.calibrate import (
@@ -261,22 +261,8 @@ def run_group(w: Workload, templates: list[str], cfg: RunConfig, info: dict, too
     limit = nvml.power_limit_w()
     samples, seconds = time_block(units, plan, compare, order_seed, nvml)
     planted_samples = {label: samples.pop(label) for label in planted_units}
-    calib = None
-    if plants:
-        calib = {"in_names_block": True, "gpu_seconds": setup_seconds,
-                 **{k: v for k, v in calib_meta.items() if k not in ("cycles", "code_plant", "sizing")}, "planted": {}}
-        for p in kinds:
-            label = planted_label(p)
-            logs, iv = paired_estimate(samples[templates[0]], planted_samples[label], plan, seed)
-            judged = (judge_code_plant(iv, plan.margin) if p == CODE_PLANT
-                      else judge_plant(iv, float(p), plan.margin, calib_meta["sizing"][plant_key(p)],
-                                       sustained=plan.regime == SUSTAINED))
-            extra = calib_meta.get("code_plant", {}) if p == CODE_PLANT else {
-                "cycles": calib_meta["cycles"][plant_key(p)]}
-            calib["planted"][plant_key(p)] = {"label": label, **extra, **judged, "rounds": len(logs),
-                                             "ci_method": plan.interval}
-        if CODE_PLANT in plants and CODE_PLANT not in kinds:
-            calib["code_plant_skipped"] = calib_meta["code_plant"].get("skipped", "not planted")
+    calib = _calibration(plants, kinds, samples[templates[0]], planted_samples, calib_meta, plan, seed,
+                         setup_seconds) if plants else None
     extra_fns = w.extras(timed)
     extra_samples: dict[str, Sampled] = {}
     ref_plan = reference_plan(plan)
@@ -286,34 +272,14 @@ def run_group(w: Workload, templates: list[str], cfg: RunConfig, info: dict, too
         extra_samples, more = time_block(eu, ref_plan, [], order_seed + 2, nvml)
         seconds += more
     nums = draw_numerics(w, kernels, templates, gen, cfg.numerics_draws)
-    rows = []
     aa = comparison(samples[AA_LABELS[0]], samples[AA_LABELS[1]], plan, seed, limit)
-    for t in same:
-        rows.append(untimed_row(w, info, t, names[templates.index(t)], names[0], facts[t], nums[t], tool, aa))
+    rows = [untimed_row(w, info, t, names[templates.index(t)], names[0], facts[t], nums[t], tool, aa) for t in same]
     if templates[0] not in samples:  # only the A/A pair was timed: the baseline's rates are its first copy's
         samples = {templates[0]: samples[AA_LABELS[0]], **samples}
-    for label, s in samples.items():
-        template = label if label in templates else None
-        row = {**w.common, "arch": info["arch"], "block": "names", "label": label, "name_template": template,
-               "name": names[templates.index(label)] if template else label, "baseline_name": names[0],
-               "is_baseline": label == templates[0], **_rates(s, w.work, plan, seed, peak, info, w.dtype),
-               **comparison(reference_of(samples, label, templates[0]), s, plan, seed, limit), "samples": s.to_json(),
-               "gpu": info.get("gpu"),
-               "driver": info.get("driver"), "run_ptxas_version": tool.version, "run_ptxas_sha256": tool.sha256,
-               "aa_ratio": aa["ratio_vs_baseline"], "aa_ci_low": aa["ratio_ci_low"], "aa_ci_high": aa["ratio_ci_high"],
-               "aa_verdict": aa["runtime_verdict"]}
-        if template:
-            row.update(facts[template])
-            row.update(nums[template])
-        rows.append(row)
-    for label, s in extra_samples.items():
-        if label == templates[0]:
-            continue
-        rows.append({**w.common, "arch": info["arch"], "block": "sdpa", "label": label, "name_template": None,
-                     "name": label, "baseline_name": names[0], "is_baseline": False,
-                     **_rates(s, w.work, plan, seed, peak, info, w.dtype),
-                     **comparison(extra_samples[templates[0]], s, ref_plan, seed, limit), "samples": s.to_json(),
-                     "gpu": info.get("gpu"), "run_ptxas_version": tool.version})
+    timing = _Timing(w, info, tool, plan, seed, peak, limit)
+    rows += [_names_row(timing, label, s, samples, templates, names, facts, nums, aa) for label, s in samples.items()]
+    rows += [_sdpa_row(replace(timing, plan=ref_plan), label, s, extra_samples[templates[0]], names[0])
+             for label, s in extra_samples.items() if label != templates[0]]
     record = {"aa": aa, "calibration": calib, "identical_code": same, "order_seed": order_seed,
               "compared": [list(p) for p in compare],  # the names block's pairs, in the order its orders were drawn
               "timing_plan": asdict(plan),  # as resolved (defaults included): a replay of the block needs it
@@ -321,3 +287,64 @@ def run_group(w: Workload, templates: list[str], cfg: RunConfig, info: dict, too
     if planted_samples:
         record["calibration_samples"] = {label: s.to_json() for label, s in planted_samples.items()}
     return rows, record
+
+
+def _calibration(plants: tuple, kinds: tuple, base: Sampled, planted_samples: dict[str, Sampled], calib_meta: dict,
+                 plan, seed: int, setup_seconds: float) -> dict:
+    """The group's calibration record: each plant delivered into the names block judged against the baseline."""
+    calib = {"in_names_block": True, "gpu_seconds": setup_seconds,
+             **{k: v for k, v in calib_meta.items() if k not in ("cycles", "code_plant", "sizing")}, "planted": {}}
+    for p in kinds:
+        label = planted_label(p)
+        logs, iv = paired_estimate(base, planted_samples[label], plan, seed)
+        judged = (judge_code_plant(iv, plan.margin) if p == CODE_PLANT
+                  else judge_plant(iv, float(p), plan.margin, calib_meta["sizing"][plant_key(p)],
+                                   sustained=plan.regime == SUSTAINED))
+        extra = calib_meta.get("code_plant", {}) if p == CODE_PLANT else {"cycles": calib_meta["cycles"][plant_key(p)]}
+        calib["planted"][plant_key(p)] = {"label": label, **extra, **judged, "rounds": len(logs),
+                                         "ci_method": plan.interval}
+    if CODE_PLANT in plants and CODE_PLANT not in kinds:
+        calib["code_plant_skipped"] = calib_meta["code_plant"].get("skipped", "not planted")
+    return calib
+
+
+@dataclass(frozen=True)
+class _Timing:
+    """What every timed row of one group is computed with."""
+
+    w: Workload
+    info: dict
+    tool: Tool
+    plan: object
+    seed: int
+    peak: float | None
+    limit: float | None
+
+    def measured(self, s: Sampled, reference: Sampled) -> dict:
+        """A label's rates and its comparison with ``reference``, and its samples."""
+        t = self
+        return {**_rates(s, t.w.work, t.plan, t.seed, t.peak, t.info, t.w.dtype),
+                **comparison(reference, s, t.plan, t.seed, t.limit), "samples": s.to_json()}
+
+
+def _names_row(t: _Timing, label: str, s: Sampled, samples: dict[str, Sampled], templates: list[str],
+               names: list[str], facts: dict, nums: dict, aa: dict) -> dict:
+    """One label of the names block (a name, or an A/A copy) against its reference, with its facts and numerics."""
+    template = label if label in templates else None
+    row = {**t.w.common, "arch": t.info["arch"], "block": "names", "label": label, "name_template": template,
+           "name": names[templates.index(label)] if template else label, "baseline_name": names[0],
+           "is_baseline": label == templates[0], **t.measured(s, reference_of(samples, label, templates[0])),
+           "gpu": t.info.get("gpu"), "driver": t.info.get("driver"), "run_ptxas_version": t.tool.version,
+           "run_ptxas_sha256": t.tool.sha256, "aa_ratio": aa["ratio_vs_baseline"], "aa_ci_low": aa["ratio_ci_low"],
+           "aa_ci_high": aa["ratio_ci_high"], "aa_verdict": aa["runtime_verdict"]}
+    if template:
+        row.update(facts[template])
+        row.update(nums[template])
+    return row
+
+
+def _sdpa_row(t: _Timing, label: str, s: Sampled, baseline: Sampled, baseline_name: str) -> dict:
+    """A reference of the SDPA block (torch's attention) against the baseline timed beside it."""
+    return {**t.w.common, "arch": t.info["arch"], "block": "sdpa", "label": label, "name_template": None,
+            "name": label, "baseline_name": baseline_name, "is_baseline": False, **t.measured(s, baseline),
+            "gpu": t.info.get("gpu"), "run_ptxas_version": t.tool.version}
