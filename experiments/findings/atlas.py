@@ -266,7 +266,8 @@ def prune_check_section() -> list[str]:
     parts = []
     for name, s in rec["summary"].items():
         n = s["assembled_both_ways"]
-        parts.append(f"{name} {rec['libraries'][name]['pip'].split('==')[-1]}: {n} kernels of as many modules, "
+        modules = len({(r["member"], r["module"]) for r in rec["entries"] if r["library"] == name})
+        parts.append(f"{name} {rec['libraries'][name]['pip'].split('==')[-1]}: {n} kernels from {modules} modules, "
                      f"{s['same_bytes']} byte for byte, {s['same_masked']} the same with the module's addresses "
                      f"masked, {s['same_registers']} with the same registers and {s['same_instructions']} with as "
                      f"many instructions; {s['whole_s']:.0f} s of ptxas for the whole modules against "
@@ -274,11 +275,29 @@ def prune_check_section() -> list[str]:
     return [f"**A kernel cut from its module** (`{PRUNE_CHECK}`, `python -m experiments.atlas prune-check`): "
             "`ptxprobe rename-sweep --lib LIB:ENTRY` assembles the chosen kernels from their module cut to them "
             "(`ptx.text.pruned_to`: they and what their code names), not the whole module (ptxas assembles every "
-            f"entry it is given). {rec['per_module']} sampled entry of each PTX module of at most "
+            f"entry it is given). Up to {rec['per_module']} sampled entries of each PTX module of at most "
             f"{rec['max_module_mb']:g} MB (seed {rec['seed']}), assembled both ways by Triton's ptxas: "
             + "; ".join(parts) + ". " + (
                 "Where the bytes differ, the differences are the addresses of the module's globals (constant bank 4 "
                 "offsets, relocated immediates), which move when the other kernels' globals go"
                 if all(s["same_masked"] == s["assembled_both_ways"] for s in rec["summary"].values()) else
                 "Some differ beyond the module's addresses: a cut module's answer is not the whole module's")
-            + "; a name comparison sets both names in the same cut text.", ""]
+            + "; a name comparison sets both names in the same cut text. " + _cut_cells(), ""]
+
+
+def _cut_cells() -> str:
+    """The shipped cells swept again with their modules cut to the sampled family: the same answers?"""
+    cut = json.loads((analysis.results_dir(PRUNE_CHECK) / "shipped_cut.json").read_text())
+    whole = {(c["library"], c["arch"], c["entries"]): c for c in
+             json.loads((analysis.results_dir(SHIPPED_ATLAS) / "shipped.json").read_text())["cells"]}
+    same, cpu = [], []
+    for c in cut["cells"]:
+        w = whole[(c["library"], c["arch"], c["entries"])]
+        same.append(c["releases"] == w["releases"] and c["trigger_where"] == w["trigger_where"])
+        cpu.append(f"{c['arch']} {c['cpu_seconds']:.0f} CPU s against {w['cpu_seconds']:.0f}")
+    c0 = cut["cells"][0]
+    return (f"The {c0['library']} `{c0['entries']}` cells of the shipped step swept again so (`shipped_cut.json`, "
+            f"each module cut to its family's kernels): " + (
+                "every release's summary the same as the whole modules gave, field for field" if all(same) else
+                f"{len(same) - sum(same)} of {len(same)} cells answer otherwise than the whole modules")
+            + f", at {len(same)} archs ({'; '.join(cpu)}, from an empty cache).")

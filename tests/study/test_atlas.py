@@ -246,6 +246,10 @@ def test_the_prune_check_summary_recomputes_from_its_kernels():
         for r in rows:
             assert r["entries_left_out"] <= r["module_entries"] - 1
             assert r["same_bytes"] <= r["same_masked"]
+    cut = _json("2026-12-06-cpu-atlas-prune-check", "shipped_cut.json")
+    whole = {(c["library"], c["arch"], c["entries"]) for c in _json("2026-12-06-cpu-atlas-shipped",
+                                                                     "shipped.json")["cells"]}
+    assert {(c["library"], c["arch"], c["entries"]) for c in cut["cells"]} <= whole  # the same cells, swept cut
 
 
 def test_a_stratified_sample_takes_at_most_so_many_bodies_of_each_function_evenly_spaced():
