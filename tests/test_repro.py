@@ -22,12 +22,18 @@ pytestmark = pytest.mark.study
 COMMITTED = Path(__file__).resolve().parent.parent / "experiments" / "results" / "2026-12-02-cpu-repro-small"
 
 
-def test_committed_run_reproduces():
+def test_committed_run_reproduces(tmp_path, monkeypatch):
+    """The committed run reproduces, and without --out nothing of the re-run is left behind (one folder per repro
+    was left, its path never said)."""
+    import tempfile
+
     needs_recorded_triton(COMMITTED)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     out = repro.repro(COMMITTED, jobs=2)
     assert not out.problems, out.problems
     assert out.rows and all(r.status in (repro.MATCH, repro.WITHIN_SET) for r in out.rows), out.rows
     assert out.ok
+    assert not list(tmp_path.glob("ptxprobe-repro-*"))
 
 
 def _copy(tmp_path) -> Path:

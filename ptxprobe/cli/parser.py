@@ -304,7 +304,7 @@ def _run_dir_parsers(sub) -> None:
 
     s = _sub(sub, "repro", "re-run a recorded sweep with its recorded tools and compare", "cmd_repro")
     s.add_argument("run_dir", help="a recorded run directory")
-    s.add_argument("--out", "-o", help="where the re-run goes (default: a temporary directory)")
+    s.add_argument("--out", "-o", help="where the re-run goes (default: a temporary directory, removed after)")
     _executor_args(s)
     _common(s)
 

@@ -411,11 +411,17 @@ def repro(
     exp_d = recorded_axes(manifest)
     out = Path(out_dir) if out_dir else Path(tempfile.mkdtemp(prefix="ptxprobe-repro-"))
     try:
-        staged = _staged(run, manifest, out / INPUTS)  # the inputs the run kept, laid out again (None: an older run)
-    except DamagedRecord:
-        if not out_dir:  # nothing was re-run: the scratch directory goes with the refusal
+        return _rerun_and_compare(run, manifest, recorded, found, problems, exp_d, out, jobs, progress, executor,
+                                  ray_address)
+    finally:
+        if not out_dir:  # the re-run's own files: nothing of them is in the outcome, and no one was told where
             shutil.rmtree(out, ignore_errors=True)
-        raise
+
+
+def _rerun_and_compare(run: Path, manifest: dict, recorded: list[dict], found: dict, problems: list[str],
+                       exp_d: dict, out: Path, jobs: int | None, progress: bool, executor: str,
+                       ray_address: str | None) -> ReproOutcome:
+    staged = _staged(run, manifest, out / INPUTS)  # the inputs the run kept, laid out again (None: an older run)
     relabel = {}
     if staged is not None:
         exp_d = {**exp_d, **staged.axes}
