@@ -53,7 +53,7 @@ def capture_cell(python: Path, name: str, lib: dict, arch: str, releases: list[s
     driver = DRIVERS / lib["driver"]
     mode = ["--interpret"] if lib.get("capture", "interpret") == "interpret" else []
     argv = ["capture", *mode, "--arch", arch, "-s", f"archs={arch}", "-s", f"ptxas={','.join(releases)}",
-            *executor, "-q", "-o", str(run_dir), "--", str(python), str(driver)]
+            *executor, *(["--fresh"] if fresh else []), "-q", "-o", str(run_dir), "--", str(python), str(driver)]
     wall = cpu = None
     if fresh or not _complete(run_dir, releases):
         wall, cpu = timed_ptxprobe(python, argv)

@@ -69,7 +69,8 @@ def shipped_cell(wheel: Path, name: str, lib: dict, arch: str, releases: list[st
         run_dir = out / "shipped" / name / arch
         items = [f"{wheel}:{lib['sample']}" if lib.get("sample") else str(wheel)]
     argv = ["rename-sweep", *(x for item in items for x in ("--lib", item)), "-s", f"archs={arch}", "-s",
-            f"ptxas={','.join(releases)}", *executor, "-q", "--no-run", "-o", str(run_dir)]
+            f"ptxas={','.join(releases)}", *executor, *(["--fresh"] if fresh else []), "-q", "--no-run", "-o",
+            str(run_dir)]  # --fresh: an earlier sweep's rows of other PTX (whole modules) never mix into the cell
     wall = cpu = None
     if fresh or not _complete_sweep(run_dir, releases):
         wall, cpu = timed_ptxprobe(sys.executable, argv)
