@@ -223,8 +223,9 @@ def test_the_shipped_cells_count_the_census_kernels_and_hold_together():
             assert c["entries"].startswith("at most 12 of each source function's kernels")
             assert c["releases"][0]["source_functions"] <= sum(lib["source_functions"]
                                                                for lib in census["vllm"]["libraries"])
-        for r in c["releases"]:  # entries of which only some hold the trigger, or (FA2's) all of them
-            trigger, control = (("{base_triggered}", "{base_triggered_control}") if c["library"] == "xformers" else
+        for r in c["releases"]:  # entries of which only some hold the trigger (xformers, vLLM's sample), or all
+            mixed = c["trigger_where"].get("none", 0) and set(c["trigger_where"]) - {"none"}
+            trigger, control = (("{base_triggered}", "{base_triggered_control}") if mixed else
                                 ("{base}", "{base_control}"))
             assert set(r["names"]) == {trigger, control}
             t = r["names"][trigger]
