@@ -62,7 +62,7 @@ SURFACE: dict[str, str] = {
     "pruned_to": "ptxprobe.ptx.text",
     "rename_entries": "ptxprobe.ptx.rename", "rename_entry": "ptxprobe.ptx.rename",
     # binary
-    "Listing": "ptxprobe.binary.sass", "diff_listings": "ptxprobe.binary.diff",
+    "Listing": "ptxprobe.binary.sass", "diff_listings": "ptxprobe.binary.diff", "disassemble": "ptxprobe.binary.sass",
     "parse_nvdisasm": "ptxprobe.binary.sass", "read_cubin": "ptxprobe.binary.cubin",
     # sources
     "Problem": "ptxprobe.sources.registry", "RegisteredSource": "ptxprobe.sources",

@@ -15,23 +15,35 @@ from ptxprobe.api import (
     STAGE,
     Cache,
     assemble,
+    disassemble,
     extract_library,
-    find_tool,
     pruned_to,
     read_cubin,
-    run_tool,
     triton_ptxas,
 )
 
 _BANK4_RE = re.compile(r"c\[0x4\]\[0x[0-9a-f]+\]")
-_MOV_IMMEDIATE_RE = re.compile(r"\b(MOV R\d+), 0x[0-9a-f]+")
+_IMMEDIATE_RE = re.compile(r"^0x[0-9a-f]+$")
+_LABEL_REF_RE = re.compile(r"`\((\.L_\w+)\)")
 
 
-def masked_sass(cubin_path: str, entry: str) -> list[str]:
-    """The entry's instructions (cuobjdump -sass), encodings dropped, module-level addresses masked."""
-    out = run_tool([find_tool("cuobjdump").path, "-sass", "-fun", entry, cubin_path], timeout=300).stdout
-    code = [ln.split("*/", 1)[1].split(";")[0].strip() for ln in out.splitlines() if ln.strip().startswith("/*0")]
-    return [_MOV_IMMEDIATE_RE.sub(r"\1, <address>", _BANK4_RE.sub("c[0x4][<offset>]", c)) for c in code]
+def masked_sass(cubin_path: str, entry: str) -> list[tuple]:
+    """The entry's instructions (``ptxprobe.api.disassemble``), encodings and control words dropped, a branch
+    target read as its offset in the kernel (nvdisasm numbers its labels across the module), and the module-level
+    addresses masked: constant bank 4 offsets anywhere, and the immediate a ``MOV`` loads."""
+    listing = disassemble(cubin_path)[entry]
+
+    def operand(op: str) -> str:
+        op = _LABEL_REF_RE.sub(lambda m: f"`(+{listing.labels.get(m.group(1), m.group(1))})", op)
+        return _BANK4_RE.sub("c[0x4][<offset>]", op)
+
+    out = []
+    for ins in listing.instructions:
+        ops = tuple(operand(op) for op in ins.operands)
+        if ins.opcode == "MOV" and ops and _IMMEDIATE_RE.match(ops[-1]):
+            ops = (*ops[:-1], "<address>")
+        out.append((ins.predicate, ins.opcode, ops))
+    return out
 
 
 def check_library(wheel: Path, name: str, per_module: int, max_bytes: int, seed: int, cache: Cache) -> list[dict]:
