@@ -11,6 +11,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import shutil
+import signal
 import socket
 import stat
 import subprocess
@@ -97,6 +98,15 @@ def pytest_collection_modifyitems(config, items):
         raise pytest.UsageError(f"every test has exactly one tier ({', '.join(TIERS)}): " + "; ".join(problems[:10]))
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(getattr(item.module, "__name__", "").rsplit(".", 1)[-1], len(rank)))  # stable
+
+
+def pytest_configure(config):
+    """Ctrl-C reaches the programs the tests start as it does from a terminal. A suite started in the background by
+    a shell without job control (``pytest &`` in a script) inherits SIGINT ignored, and an ignored signal stays
+    ignored through exec: every ptxprobe a test then interrupts would finish its work instead (the tests that press
+    Ctrl-C failed so, each after running to its end). A handler set here is reset to the default in children."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -169,10 +169,20 @@ def test_ctrl_c_stops_a_local_ray_sweep_keeps_its_rows_and_leaves_no_ray_behind(
     end = time.monotonic() + 120
     log = out / "variants.jsonl"
     own: set = set()  # the sweep's own Ray: below it while it runs, by pid and start time after
+    interrupted = threading.Event()
+
+    def watch() -> None:  # a scan of the process tree takes long on a loaded machine: never between row and signal
+        while not interrupted.is_set():
+            own.update(_titled("ray::", {proc.pid}))
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
     while not (log.exists() and log.read_text().strip()) and time.monotonic() < end:  # some rows finished
-        own |= _titled("ray::", {proc.pid})  # read before the first row: on a loaded machine the scan takes long
-        time.sleep(0.01)  # enough for the rest of the sweep to end before the interrupt
+        time.sleep(0.005)
     proc.send_signal(signal.SIGINT)
+    interrupted.set()
+    watcher.join()
     assert own, "no Ray worker seen while the sweep ran"
     stopped = time.monotonic()
     _, stderr = proc.communicate(timeout=120)
