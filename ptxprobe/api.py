@@ -45,7 +45,8 @@ SURFACE: dict[str, str] = {
     # runs
     "RunDir": "ptxprobe.runs.rundir",
     # core
-    "Cache": "ptxprobe.core.cache", "MANIFEST": "ptxprobe.core.store", "atomic_write": "ptxprobe.core.cache",
+    "Cache": "ptxprobe.core.cache", "KernelItem": "ptxprobe.core.items", "MANIFEST": "ptxprobe.core.store",
+    "atomic_write": "ptxprobe.core.cache",
     "local_cluster": "ptxprobe.core.cluster", "problem_label": "ptxprobe.core.display",
     "read_log": "ptxprobe.core.store", "run_tool": "ptxprobe.core.proc", "sha256_file": "ptxprobe.core.cache",
     "sha256_text": "ptxprobe.core.cache",
@@ -59,7 +60,7 @@ SURFACE: dict[str, str] = {
     "own_identifier": "ptxprobe.ptx.mangling", "trigger_origin": "ptxprobe.ptx.mangling",
     "apply_template": "ptxprobe.ptx.rename", "entries_of": "ptxprobe.ptx.text",
     "entry_of": "ptxprobe.ptx.text", "entry_params": "ptxprobe.ptx.text", "loops_of": "ptxprobe.ptx.plant",
-    "pruned_to": "ptxprobe.ptx.text",
+    "pruned_to": "ptxprobe.ptx.text", "jit_reaches": "ptxprobe.ptx.text",
     "rename_entries": "ptxprobe.ptx.rename", "rename_entry": "ptxprobe.ptx.rename",
     # binary
     "Listing": "ptxprobe.binary.sass", "diff_listings": "ptxprobe.binary.diff", "disassemble": "ptxprobe.binary.sass",
@@ -146,9 +147,10 @@ def _axis_value(axis: str, value) -> object:
 
 def make_experiment(experiment: str | os.PathLike | Experiment | None = "default", **overrides) -> Experiment:
     """An experiment (a shipped name, a TOML path, or an Experiment) with axes overridden as ``-s axis=values``
-    would (``archs="sm_90a"``, ``names=["{base}", "cutlass_{base}"]``, ``repeat=1``, ``ptx_files=[path]``). Your
-    own kernels without ``names`` get the names the command line gives them: where their symbols already hold the
-    trigger, the trigger-free spelling as the baseline (``runs.request.names_for_triggered_entries``)."""
+    would (``archs="sm_90a"``, ``names=["{base}", "cutlass_{base}"]``, ``repeat=1``, ``ptx_files=[path]`` or
+    ``[KernelItem(path, entry, spec)]``). Your own kernels without ``names`` get the names the command line gives
+    them: where their symbols already hold the trigger, the trigger-free spelling as the baseline
+    (``runs.request.names_for_triggered_entries``)."""
     return plan_sweep(_request(experiment, overrides)).experiment
 
 

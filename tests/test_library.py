@@ -16,7 +16,8 @@ import pytest
 from ptxprobe.cli import main
 from ptxprobe.core.cache import Cache, sha256_file
 from ptxprobe.core.errors import PtxprobeError, SpecError, ToolNotFound
-from ptxprobe.ptx.text import code_of, entries_of, ptx_isa
+from ptxprobe.core.items import KernelItem
+from ptxprobe.ptx.text import code_of, entries_of, jit_reaches, ptx_isa
 from ptxprobe.sources import library
 from ptxprobe.sources.library import STAGE, extract, library_notes, library_sources, split_stubs
 
@@ -47,6 +48,7 @@ __global__ void hopper_only(float *x) {
 }
 """
 SM80 = "-gencode=arch=compute_80,code=[compute_80,sm_80]"
+HOPPER_PTX = "-gencode=arch=compute_90,code=compute_90"
 SWEPT = ("_Z7scale_tIfLi4EEvPT_S0_", "_Z7scale_tIdLi2EEvPT_S0_", "vadd")
 STUB = "_Z11hopper_onlyPf"
 
@@ -54,7 +56,8 @@ STUB = "_Z11hopper_onlyPf"
 @pytest.fixture(scope="module")
 def built(tmp_path_factory) -> dict[str, Path]:
     """k.so and k.fatbin (sm_80 SASS and PTX), rdc.so (relocatable device code), sass.so (SASS for sm_80 and sm_90,
-    no PTX), k.ptx (nvcc -ptx), a host-only .so, a wheel holding them, and a text file: built in parallel."""
+    no PTX), k.ptx (nvcc -ptx), two.fatbin (sm_80 and sm_90 PTX), k90.fatbin (sm_90 PTX), a host-only .so, a wheel
+    holding some, and a text file: built in parallel."""
     from ptxprobe.toolchain.tools import find_tool
 
     try:
@@ -68,7 +71,8 @@ def built(tmp_path_factory) -> dict[str, Path]:
     so = [nvcc, "-shared", "-Xcompiler", "-fPIC", f"-L{Path(nvcc).parent.parent / 'lib'}"]
     jobs = {"k.so": [*so, SM80], "k.fatbin": [nvcc, "-fatbin", SM80], "rdc.so": [*so, "-rdc=true", SM80],
             "sass.so": [*so, "-gencode=arch=compute_80,code=sm_80", "-gencode=arch=compute_90,code=sm_90"],
-            "k.ptx": [nvcc, "-ptx", "-arch=compute_80"]}
+            "k.ptx": [nvcc, "-ptx", "-arch=compute_80"], "two.fatbin": [nvcc, "-fatbin", SM80, HOPPER_PTX],
+            "k90.fatbin": [nvcc, "-fatbin", HOPPER_PTX]}
     procs = [subprocess.Popen([*argv, "-o", name, "k.cu"], cwd=d, stderr=subprocess.PIPE, text=True)
              for name, argv in jobs.items()]
     procs.append(subprocess.Popen(["gcc", "-shared", "-fPIC", "-o", "host.so", "host.c"], cwd=d,
@@ -87,6 +91,10 @@ def built(tmp_path_factory) -> dict[str, Path]:
 def cache(tmp_path) -> Cache:
     library._extract.cache_clear()  # every test extracts through its own cache
     return Cache(tmp_path / "cache")
+
+
+def lib_item(text: str) -> KernelItem:
+    return KernelItem.parse("lib_files", text)
 
 
 def normalized(ptx: str) -> list[str]:
@@ -153,14 +161,14 @@ def test_a_wheel_is_each_library_inside_it(built, cache):
     assert ext.host_only == ("pkg/host.so",)
     k, sass = ext.libraries
     assert k.sha256 == sha256_file(built["k.so"]) and sass.sass_archs == ("sm_80", "sm_90") and not sass.modules
-    (src,) = library_sources(str(built["wheel"]), (), cache)
+    (src,) = library_sources(lib_item(str(built["wheel"])), (), cache)
     assert src.label == "pkg/k.so:k.1.sm_80.ptx"
     e = src.emit("sm_80", cache)
     assert e.metadata["library"] == "pkg/k.so" and e.metadata["wheel_sha256"] == ext.sha256
     assert "retargeted_from" not in e.metadata
 
     class Exp:
-        lib_files, file_archs = (str(built["wheel"]),), ("sm_90a",)
+        lib_files, file_archs = (lib_item(str(built["wheel"])),), ("sm_90a",)
 
     lines = [n.line() for n in library_notes(Exp, cache)]
     assert lines == [f"{built['wheel'].name}:pkg/k.so: 1 PTX module (targets sm_80), assembled from sm_80 PTX for "
@@ -170,7 +178,7 @@ def test_a_wheel_is_each_library_inside_it(built, cache):
 
 
 def test_a_module_source_is_retargeted_and_its_entries_picked(built, cache):
-    (src,) = library_sources(str(built["k.so"]), ("sm_90a",), cache)
+    (src,) = library_sources(lib_item(str(built["k.so"])), ("sm_90a",), cache)
     assert src.label == "k.so:k.1.sm_80.ptx" and src.build_archs(("sm_100a",)) == ("sm_90a",)
     e = src.emit("sm_90a", cache)
     assert e.swept_entries == SWEPT and e.kernel == src.label
@@ -180,12 +188,12 @@ def test_a_module_source_is_retargeted_and_its_entries_picked(built, cache):
         "library": "k.so", "module": "k.1.sm_80.ptx", "ptx_target": "sm_80", "sass_archs": ["sm_80"],
         "stub_entries_left_out": 1, "retargeted_from": "sm_80"}
     assert e.metadata["library_sha256"] == sha256_file(built["k.so"])
-    (one,) = library_sources(f"{built['k.so']}:scale_t<float*", (), cache)
+    (one,) = library_sources(lib_item(f"{built['k.so']}:scale_t<float*"), (), cache)
     assert one.emit("sm_80", cache).swept_entries == (SWEPT[0],)
     with pytest.raises(SpecError, match="hopper_only is an empty stub in k.1.sm_80.ptx"):
-        library_sources(f"{built['k.so']}:hopper_only", (), cache)
+        library_sources(lib_item(f"{built['k.so']}:hopper_only"), (), cache)
     with pytest.raises(PtxprobeError, match="scale_t"):  # two instantiations: refused, never the first taken
-        library_sources(f"{built['k.so']}:scale_t", (), cache)
+        library_sources(lib_item(f"{built['k.so']}:scale_t"), (), cache)
 
 
 def test_a_rerun_reads_the_extraction_from_the_cache(built, cache, monkeypatch):
@@ -266,7 +274,7 @@ def test_a_library_of_a_wheel_where_entry_chose_nothing_says_so_in_words():
 def test_an_entry_longer_than_a_file_name_may_be_is_split_from_its_path(tmp_path):
     """``--lib lib.so:ENTRY`` with a mangled entry of thousands of characters (vLLM's FA2 instantiations): the OS
     refuses such a text as a path ("File name too long"), which must not end the split."""
-    from ptxprobe.sources.kinds import split_entry
+    from ptxprobe.core.items import split_entry
 
     lib = tmp_path / "k.so"
     lib.write_bytes(b"\x7fELF")
@@ -298,12 +306,12 @@ def test_a_kernel_chosen_from_a_module_is_assembled_alone_with_what_it_reaches_a
     from ptxprobe.toolchain.tools import triton_ptxas
 
     tool = triton_ptxas("sm_90a")
-    (whole,) = library_sources(str(built["k.so"]), ("sm_90a",), cache)
+    (whole,) = library_sources(lib_item(str(built["k.so"])), ("sm_90a",), cache)
     full = whole.emit("sm_90a", cache)
     assert "entries_left_out" not in full.metadata
     full_cubin = read_cubin(assemble(full.ptx, "sm_90a", tool, cache=cache).cubin())
     for entry, cut, callee in (("vadd", 3, True), ("scale_t<float*", 3, False)):
-        (src,) = library_sources(f"{built['k.so']}:{entry}", ("sm_90a",), cache)
+        (src,) = library_sources(lib_item(f"{built['k.so']}:{entry}"), ("sm_90a",), cache)
         e = src.emit("sm_90a", cache)
         (kernel,) = e.swept_entries
         assert entries_of(e.ptx) == [kernel] and e.metadata["entries_left_out"] == cut
@@ -315,6 +323,41 @@ def test_a_kernel_chosen_from_a_module_is_assembled_alone_with_what_it_reaches_a
         if not callee:  # no global address in its code: byte for byte
             assert alone.machine_code_sha256 == k.machine_code_sha256
     class Exp:
-        lib_files, file_archs = (f"{built['k.so']}:vadd",), ("sm_90a",)
+        lib_files, file_archs = (lib_item(f"{built['k.so']}:vadd"),), ("sm_90a",)
     (note,) = library_notes(Exp, cache)
     assert note.entries_cut == 3 and "the 3 other entries of its module cut before ptxas" in note.line()
+
+
+@pytest.mark.parametrize(("target", "arch", "reaches"), [
+    ("sm_80", "sm_80", True), ("sm_80", "sm_90a", True), ("sm_80", "sm_120a", True), ("sm_90", "sm_80", False),
+    ("sm_90", "sm_90a", True), ("sm_90a", "sm_90a", True), ("sm_90a", "sm_90", True), ("sm_90a", "sm_100a", False),
+    ("sm_100f", "sm_103a", True), ("sm_100f", "sm_120a", False), ("sm_103f", "sm_100a", False)])
+def test_the_driver_jits_ptx_for_its_own_sm_and_later_ones_arch_specific_ptx_for_its_own(target, arch, reaches):
+    assert jit_reaches(target, arch) is reaches
+
+
+def test_a_module_the_driver_never_jits_for_an_arch_is_left_out_there_and_said(built, cache, tmp_path, capsys):
+    """vLLM's wheel holds sm_80 and sm_90 PTX: asked for sm_80, its sm_90 modules cannot be assembled (ptxas refuses
+    sm_90 instructions) and would never run there; they are left out of that arch, and said, not failed."""
+    two = str(built["two.fatbin"])
+    by_arch = {archs: {s.module.target: s.build_archs(()) for s in library_sources(lib_item(two), archs, cache)}
+               for archs in (("sm_80",), ("sm_90a",), ("sm_80", "sm_90a"))}
+    assert by_arch == {("sm_80",): {"sm_80": ("sm_80",)}, ("sm_90a",): {"sm_80": ("sm_90a",), "sm_90": ("sm_90a",)},
+                       ("sm_80", "sm_90a"): {"sm_80": ("sm_80", "sm_90a"), "sm_90": ("sm_90a",)}}
+
+    class Asked:
+        lib_files, file_archs = (lib_item(f"{two}:vadd"),), ("sm_80",)
+
+    (note,) = library_notes(Asked, cache)
+    assert (note.modules, note.beyond_jit, note.beyond_targets) == (1, 1, ("sm_90",))
+    assert note.line().endswith("; 1 PTX module (targets sm_90) left out: the driver never JIT-compiles them for "
+                                "sm_80")
+    code, doc, err = _sweep(capsys, "--lib", f"{two}:vadd", "-s", "archs=sm_80", "-o", str(tmp_path / "run"))
+    rows = [json.loads(x) for x in (tmp_path / "run" / "variants.jsonl").read_text().splitlines()]
+    assert code in (0, 1) and {(r["arch"], r["status"]) for r in rows} == {("sm_80", "ok")}, err
+    assert {r["kernel"] for r in rows} == {"two.fatbin:two.1.sm_80.ptx:vadd"}
+    code, doc, _ = _sweep(capsys, "--lib", str(built["k90.fatbin"]), "-s", "archs=sm_80", "-o",
+                          str(tmp_path / "none"))
+    assert (code, doc["kind"]) == (2, "SpecError") and not (tmp_path / "none").exists()
+    assert doc["error"].endswith("k90.fatbin: its PTX (1 module, targets sm_90) is never JIT-compiled for sm_80: PTX "
+                                 "runs on its own SM and later ones (arch-specific PTX on its own)")

@@ -11,7 +11,16 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ptxprobe.api import STAGE, TRIGGER, Cache, brace_span, extract_library, own_identifier, trigger_origin
+from ptxprobe.api import (
+    STAGE,
+    TRIGGER,
+    Cache,
+    brace_span,
+    extract_library,
+    jit_reaches,
+    own_identifier,
+    trigger_origin,
+)
 
 PLACEHOLDER = "ptxprobe_atlas_kernel"
 _ENTRY = re.compile(r"\.entry\s+([\w$.]+)\s*\(")
@@ -87,6 +96,14 @@ def entry_bodies(wheel: Path, cache: Cache) -> dict[str, str]:
     extraction = extract_library(wheel, cache)
     return {f"{lib.member or wheel.name}:{m.name}:{e}": body for lib in extraction.libraries for m in lib.modules
             for e, body in module_bodies(extraction, m, cache).items()}
+
+
+def reaching(wheel: Path, arch: str, cache: Cache) -> frozenset[str]:
+    """The modules of ``wheel`` (``member:module``, as ``entry_bodies`` names their kernels) whose PTX the driver
+    would JIT-compile for ``arch`` (``ptxprobe.api.jit_reaches``): a cell at that arch samples its kernels from them."""
+    extraction = extract_library(wheel, cache)
+    return frozenset(f"{lib.member or wheel.name}:{m.name}" for lib in extraction.libraries for m in lib.modules
+                     if jit_reaches(m.target, arch))
 
 
 def as_json(rows: list[LibraryCensus]) -> list[dict]:

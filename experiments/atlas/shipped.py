@@ -13,7 +13,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from experiments.atlas.census import entry_bodies
+from experiments.atlas.census import entry_bodies, reaching
 from experiments.atlas.interpreted import _complete_sweep, _release, timed_ptxprobe
 from ptxprobe.api import TRIGGER, Cache, open_run, own_identifier, trigger_origin
 
@@ -59,7 +59,9 @@ def shipped_cell(wheel: Path, name: str, lib: dict, arch: str, releases: list[st
     sweep's default names for library entries (the trigger added to an entry without it, spelled out of one that
     holds it, and the control), one kernel per distinct body; read back when complete."""
     bodies = entry_bodies(wheel, Cache())
-    if per_function:
+    if per_function:  # sampled from the modules the driver would JIT for the arch: the sweep leaves out the others
+        within = reaching(wheel, arch, Cache())
+        bodies = {k: b for k, b in bodies.items() if k.rpartition(":")[0] in within}
         entries = f"at most {per_function} of each source function's kernels" + (
             f", without {', '.join(without)}" if without else "")
         run_dir = out / "shipped" / name / f"{arch}-per-function-{per_function}{''.join(f'-{w}' for w in without)}"

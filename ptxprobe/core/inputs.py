@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ptxprobe.core.cache import Cache, sha256_file
+from ptxprobe.core.items import KernelItem
 
 INPUTS = "inputs"
 AXIS_OF_KIND = {"ptx": "ptx_files", "cubin": "cubin_files", "cuda": "cu_files", "lib": "lib_files",
@@ -78,7 +79,7 @@ def _keep(out: Path, path: Path, sha: str) -> str:
 class Staged:
     """The recorded experiment's user axes pointing at laid-out copies, and what changed at the original paths."""
 
-    axes: dict[str, list[str]] = field(default_factory=dict)
+    axes: dict[str, list[KernelItem]] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)  # a copy's path (as the staged source names it) -> label
     notes: list[str] = field(default_factory=list)
 
@@ -111,9 +112,11 @@ def stage(run_dir: Path, manifest: dict, dest: Path) -> Staged | None:
         main = next(p for (role, _), p in placed.items() if role == "source")
         spec = next((p for (role, _), p in placed.items() if role == "spec"), None)
         kind = rec.get("kind")
-        path = f"{main}:{rec['entry']}" if rec.get("entry") else str(main)
-        out.labels[path if kind == "triton" else str(main)] = label
-        out.axes.setdefault(AXIS_OF_KIND[kind], []).append(path + (f"={spec}" if spec else ""))
+        spec = str(spec) if spec else None
+        item = (KernelItem(f"{main}:{rec['entry']}", None, spec) if kind == "triton"
+                else KernelItem(str(main), rec.get("entry"), spec))
+        out.labels[item.path] = label
+        out.axes.setdefault(AXIS_OF_KIND[kind], []).append(item)
     return out
 
 

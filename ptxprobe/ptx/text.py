@@ -170,6 +170,18 @@ MIN_ISA = {"sm_70": (6, 0), "sm_72": (6, 1), "sm_75": (6, 3), "sm_80": (7, 0), "
            "sm_103a": (8, 8), "sm_110a": (9, 0), "sm_120": (8, 7), "sm_120a": (8, 7), "sm_121a": (8, 8)}
 
 
+def jit_reaches(target: str, arch: str) -> bool:
+    """Whether the driver JIT-compiles PTX of ``target`` for a GPU of ``arch`` (CUDA's compatibility rule): PTX
+    runs on its own SM and every later one; arch-specific PTX (``sm_90a``) on its own SM only; family PTX
+    (``sm_100f``) on the later SMs of its family. A library's module that cannot reach an arch never runs there."""
+    t, a = (int(re.sub(r"\D", "", x) or 0) for x in (target, arch))
+    if target.endswith("a"):
+        return a == t
+    if target.endswith("f"):
+        return a // 10 == t // 10 and a >= t
+    return a >= t
+
+
 def retargeted(ptx: str, arch: str) -> str:
     """The same PTX for another target: ``.target`` replaced, ``.version`` raised to the first ISA that has it.
 

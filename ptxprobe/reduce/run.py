@@ -16,6 +16,7 @@ from pathlib import Path
 from ptxprobe import __version__
 from ptxprobe.core.cache import Cache, atomic_write
 from ptxprobe.core.errors import SpecError, ToolFailed
+from ptxprobe.core.items import KernelItem
 from ptxprobe.core.store import lock_dir, prepare_dir, writing_to
 from ptxprobe.ptx.rename import TRIGGER, apply_template, validate_name
 from ptxprobe.records.reduce import ReduceRecord
@@ -77,22 +78,19 @@ def source_of(req: Request) -> KernelSource:
                         f"(got {len(given)})")
     axes: dict = {"name": "reduce", "kernels": [], "archs": [req.arch]}
 
-    def with_entry(path: str) -> str:
-        return f"{path}:{req.entry}" if req.entry else path
-
     if req.kernel:
         axes.update(kernels=[req.kernel], dtypes=[req.dtype], head_dims=[req.head_dim], causal=[req.causal],
                     configs=[req.config])
     elif req.ptx:
-        axes.update(ptx_files=[with_entry(req.ptx)], file_archs=[req.arch])
+        axes.update(ptx_files=[KernelItem(req.ptx, req.entry)], file_archs=[req.arch])
     elif req.cubin:
-        axes.update(cubin_files=[with_entry(req.cubin)], file_archs=[req.arch])
+        axes.update(cubin_files=[KernelItem(req.cubin, req.entry)], file_archs=[req.arch])
     elif req.cu:
-        axes.update(cu_files=[with_entry(req.cu) + (f"={req.spec}" if req.spec else "")])
+        axes.update(cu_files=[KernelItem(req.cu, req.entry, req.spec)])
     else:
         if not req.spec:
             raise SpecError("--triton needs --spec (ptxprobe spec init FILE.py:FUNCTION -o k.toml writes one)")
-        axes.update(triton_functions=[f"{req.triton}={req.spec}"])
+        axes.update(triton_functions=[KernelItem(req.triton, None, req.spec)])
     return sources_of(experiment_from_dict(axes))[0]
 
 

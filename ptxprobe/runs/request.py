@@ -17,6 +17,7 @@ from pathlib import Path
 from ptxprobe.core.cache import Cache
 from ptxprobe.core.display import short_names
 from ptxprobe.core.errors import PtxprobeError, SpecError
+from ptxprobe.core.items import USER_AXES, KernelItem
 from ptxprobe.core.store import RUNTIME_LOG, read_log
 from ptxprobe.ptx.mangling import display_names, readable, trigger_origin
 from ptxprobe.ptx.rename import (
@@ -52,18 +53,16 @@ class UserKernels:
     def given(self) -> bool:
         return bool(self.ptx or self.cubin or self.cu or self.lib or self.triton)
 
-    def axes(self) -> dict[str, list[str]]:
-        """The experiment axes these kernels set, each item as ``-s axis=...`` spells one."""
-        with_spec = f"={self.spec}" if self.spec else ""
-        with_entry = f":{self.entry}" if self.entry else ""
-        return {"ptx_files": [f + with_entry + with_spec for f in self.ptx],
-                "cubin_files": [f + with_entry + with_spec for f in self.cubin],
-                "cu_files": [f + with_entry + with_spec for f in self.cu],
-                "lib_files": [f + with_entry + with_spec for f in self.lib],
-                "triton_functions": [f"{self.triton}={self.spec}"] if self.triton else []}
+    def axes(self) -> dict[str, list[KernelItem]]:
+        """The experiment axes these kernels set, as typed items: a file as the command line spells it
+        (``file[:entry]``), with ``--entry`` and ``--spec`` (never spelled and split again)."""
+        def items(axis: str, given: tuple[str, ...]) -> list[KernelItem]:
+            parsed = [KernelItem.parse(axis, f) for f in given]
+            return [KernelItem(i.path, self.entry or i.entry, self.spec or i.spec) for i in parsed]
 
-
-USER_KERNEL_AXES = tuple(UserKernels().axes())  # the experiment axes that hold a user's own kernels
+        return {"ptx_files": items("ptx_files", self.ptx), "cubin_files": items("cubin_files", self.cubin),
+                "cu_files": items("cu_files", self.cu), "lib_files": items("lib_files", self.lib),
+                "triton_functions": [KernelItem(self.triton, None, self.spec)] if self.triton else []}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,7 +136,7 @@ def _experiment(req: SweepRequest, nvcc_assembles: bool) -> Experiment:
     exp = req.experiment if isinstance(req.experiment, Experiment) else load_experiment(req.experiment)
     axes = dict(req.axes)
     k = req.kernels
-    files = {axis: vals for axis, vals in k.axes().items() if vals}  # as given: never re-split at commas
+    files = {axis: vals for axis, vals in k.axes().items() if vals}
     for axis in files:
         if axis in axes:
             raise SpecError(f"{axis}: set twice (by -s {axis}=... and by the file option); give it one way")
@@ -153,7 +152,7 @@ def _experiment(req: SweepRequest, nvcc_assembles: bool) -> Experiment:
         exp = names_from_scan(exp)
     if req.regime is not None:
         exp = with_regime(exp, req.regime)
-    given = any(axes.get(axis) for axis in USER_KERNEL_AXES)  # by the file options, or as axes (the API, -s)
+    given = any(axes.get(axis) for axis in USER_AXES)  # by the file options, or as axes (the API, -s)
     if given and not req.names_set_later and "names" not in axes:
         exp = names_for_triggered_entries(exp, req.use_cache)
     return exp

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import SpecError
+from ptxprobe.core.items import USER_AXES
 from ptxprobe.sources.base import Emitted, KernelSource
 from ptxprobe.sources.catalog import family_catalog, family_info
 from ptxprobe.sources.kinds import (
@@ -18,11 +19,8 @@ from ptxprobe.sources.kinds import (
     exists_or_refuse,
     file_source,
     require_arch,
-    split_spec,
 )
 from ptxprobe.sources.library import LibraryModuleSource, library_sources
-
-USER_AXES = ("ptx_files", "cubin_files", "cu_files", "lib_files", "triton_functions")
 
 __all__ = [
     "USER_AXES",
@@ -41,7 +39,6 @@ __all__ = [
     "registered_sources",
     "require_arch",
     "sources_of",
-    "split_spec",
 ]
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import PtxprobeError, SpecError
+from ptxprobe.core.items import KernelItem
 from ptxprobe.ptx.text import retargeted, target_of
 from ptxprobe.sources.base import Emitted, KernelSource
 from ptxprobe.sources.catalog import emitted_pointer, family_info
@@ -259,42 +260,11 @@ def _loaded(target: str, spec_path: str, spec_sha256: str | None, module_sha256:
 _LOADED: dict = {}
 
 
-def split_spec(item: str) -> tuple[str, str | None]:
-    """``target=spec.toml`` -> (target, spec path); a bare target has no spec."""
-    target, eq, spec = item.rpartition("=")
-    return (target, spec) if eq else (item, None)
-
-
-def _is_path(text: str, file: bool = False) -> bool:
-    """Whether ``text`` names an existing path (a file): a text the OS cannot take as a path (a mangled entry of
-    thousands of characters after the colon, longer than a file name may be) names none."""
-    try:
-        return Path(text).is_file() if file else Path(text).exists()
-    except OSError:
-        return False
-
-
-def split_entry(target: str) -> tuple[str, str | None]:
-    """``file.cu:entry`` -> (file, entry). The path is the first prefix before a colon that is a file, so an entry
-    may hold colons itself (``tile::ffma_tile<float, 128>``); for a path that does not exist (said later as such), a
-    colon-free, Windows-free path has no entry."""
-    if _is_path(target):
-        return target, None
-    for i, ch in enumerate(target):
-        if ch == ":" and i and _is_path(target[:i], file=True):
-            return target[:i], target[i + 1 :] or None
-    path, sep, entry = target.rpartition(":")
-    if sep and path and not entry.endswith((".ptx", ".cu", ".cubin", ".cuh")) and "/" not in entry:
-        return path, entry
-    return target, None
-
-
-def file_source(axis: str, item: str, archs: tuple[str, ...] = ()) -> KernelSource:
-    """A user kernel as an experiment names it (``file.cu:entry=spec.toml``, ``mod:fn=spec.json``, ...)."""
-    target, spec = split_spec(item)
+def file_source(axis: str, item: KernelItem, archs: tuple[str, ...] = ()) -> KernelSource:
+    """A user kernel as an experiment holds it, as the source of its axis's kind."""
+    path, entry, spec = item.path, item.entry, item.spec
     if axis == "triton_functions":
-        return TritonFunctionSource(target, None, spec)
-    path, entry = split_entry(target)
+        return TritonFunctionSource(path, None, spec)
     if axis == "cu_files":
         return CudaFileSource(path, entry, spec)
     if axis == "ptx_files":

@@ -24,9 +24,19 @@ from pathlib import Path
 
 from ptxprobe.core.cache import Cache, file_store, sha256_bytes, sha256_file
 from ptxprobe.core.errors import MalformedPtx, PtxprobeError, SpecError, ToolFailed
+from ptxprobe.core.items import KernelItem
 from ptxprobe.core.proc import FAILED, OK, run_tool
 from ptxprobe.core.stages import stage_key
-from ptxprobe.ptx.text import ENTRY_RE, brace_span, code_of, pruned_to, ptx_isa, retargeted, target_of
+from ptxprobe.ptx.text import (
+    ENTRY_RE,
+    brace_span,
+    code_of,
+    jit_reaches,
+    pruned_to,
+    ptx_isa,
+    retargeted,
+    target_of,
+)
 from ptxprobe.sources.base import Emitted, KernelSource
 from ptxprobe.toolchain.tools import arch_order, find_tool
 
@@ -266,7 +276,9 @@ class LibraryModuleSource(KernelSource):
         return f"{self.library}:{self.module.name}"
 
     def build_archs(self, requested: tuple[str, ...]) -> tuple[str, ...]:
-        return self.archs or (self.module.target,)
+        """Its own target, or the archs asked for that the driver would JIT its PTX for (``jit_reaches``)."""
+        return tuple(a for a in self.archs if jit_reaches(self.module.target, a)) or (
+            () if self.archs else (self.module.target,))
 
     def launch(self):
         from ptxprobe.sources.launch import load_launch
@@ -335,13 +347,11 @@ def _stub_named(ext: Extraction, entry: str) -> str | None:
     return None
 
 
-def library_sources(item: str, archs: tuple[str, ...] = (), cache: Cache | None = None) -> list[LibraryModuleSource]:
+def library_sources(item: KernelItem, archs: tuple[str, ...] = (), cache: Cache | None = None
+                    ) -> list[LibraryModuleSource]:
     """``lib.so[:entry][=spec]`` as one source per PTX module with something to sweep; a library without PTX,
     or whose PTX holds stubs alone, is refused in one line."""
-    from ptxprobe.sources.kinds import split_entry, split_spec
-
-    target, spec = split_spec(item)
-    path, entry = split_entry(target)
+    path, entry, spec = item.path, item.entry, item.spec
     ext = extract(path, cache or Cache())
     shown = ext.path
     if not any(lib.modules for lib in ext.libraries):
@@ -350,6 +360,12 @@ def library_sources(item: str, archs: tuple[str, ...] = (), cache: Cache | None 
     out = [LibraryModuleSource(path, ext.sha256, lib.member, lib.sha256, lib.sass_archs, mod, ext.key, entry, spec,
                                tuple(archs))
            for lib in ext.libraries for mod in _chosen_modules(lib, entry, shown)]
+    beyond = [s.module.target for s in out if not s.build_archs(())]
+    out = [s for s in out if s.build_archs(())]
+    if beyond and not out:  # the driver would never load any of them there: nothing runs, nothing to compare
+        raise SpecError(f"{shown}: its PTX ({len(beyond)} module{'s' if len(beyond) > 1 else ''}, targets "
+                        f"{', '.join(sorted(set(beyond), key=arch_order))}) is never JIT-compiled for "
+                        f"{', '.join(archs)}: PTX runs on its own SM and later ones (arch-specific PTX on its own)")
     if not out and entry not in (None, "all"):
         n = sum(len(m.entries) for lib in ext.libraries for m in lib.modules)
         raise SpecError(f"{shown}: no entry {entry!r} among the {n} entries of its PTX"
@@ -395,11 +411,18 @@ class LibraryNote:
     stub_entries: int  # left out, over all its modules
     ptx_modules: int  # every PTX module it embeds
     entries_cut: int = 0  # other entries of the swept modules, cut from their text before ptxas (``pruned_to``)
+    beyond_jit: int = 0  # modules with chosen entries whose PTX the driver never JIT-compiles for the archs asked
+    beyond_targets: tuple[str, ...] = ()  # their targets
 
     def line(self) -> str:
         if not self.ptx_modules:
             sass = ", ".join(self.sass_archs) or "none"
             return f"{self.library}: ships SASS only ({sass}): no PTX to rename, left out"
+        beyond = (f"{self.beyond_jit} PTX module{'s' if self.beyond_jit != 1 else ''} (targets "
+                  f"{', '.join(self.beyond_targets)}) left out: the driver never JIT-compiles them for "
+                  f"{', '.join(self.assembled_for)}") if self.beyond_jit else ""
+        if not self.modules and beyond:
+            return f"{self.library}: {beyond}"
         if not self.modules:
             return f"{self.library}: none of its {self.ptx_modules} PTX modules holds a kernel --entry chose"
         targets = ", ".join(self.targets)
@@ -414,27 +437,30 @@ class LibraryNote:
                f"{'their modules' if plural else 'its module'} cut before ptxas (their globals go with them: the "
                "chosen kernels' constant-bank offsets may differ from the whole module's)" if self.entries_cut else "")
         return (f"{self.library}: {mods} (targets {targets}), {built}: neither the SASS the library ships "
-                f"({', '.join(self.sass_archs) or 'none'}) nor what the driver's JIT would make; {stubs}{cut}")
+                f"({', '.join(self.sass_archs) or 'none'}) nor what the driver's JIT would make; {stubs}{cut}"
+                + (f"; {beyond}" if beyond else ""))
 
 
 def library_notes(exp, cache: Cache | None = None) -> list[LibraryNote]:
     """One note per library the experiment sweeps (a wheel: per library inside it with device code)."""
     from ptxprobe.sources.files import choose_entries
-    from ptxprobe.sources.kinds import split_entry, split_spec
 
     notes = []
     archs = tuple(getattr(exp, "file_archs", ()) or ())
     for item in getattr(exp, "lib_files", ()) or ():
         library_sources(item, archs, cache)  # a library with nothing to sweep is refused, not described
-        path, entry = split_entry(split_spec(item)[0])
+        path, entry = item.path, item.entry
         ext = extract(path, cache or Cache())
         for lib in ext.libraries:
-            chosen = _chosen_modules(lib, entry, ext.path)
+            held = _chosen_modules(lib, entry, ext.path)
+            chosen = [m for m in held if not archs or any(jit_reaches(m.target, a) for a in archs)]
             name = f"{Path(ext.path).name}:{lib.member}" if lib.member else ext.path
             cut = sum(len(m.entries) + len(m.stubs) - len(choose_entries(list(m.entries), entry, name))
                       for m in chosen) if entry not in (None, "all") else 0
+            beyond = tuple(sorted({m.target for m in held if m not in chosen}, key=arch_order))
             notes.append(LibraryNote(name, lib.sha256, len(chosen),
                                      tuple(sorted({m.target for m in chosen}, key=arch_order)),
                                      archs, lib.sass_archs,
-                                     sum(len(m.stubs) for m in lib.modules), len(lib.modules), cut))
+                                     sum(len(m.stubs) for m in lib.modules), len(lib.modules), cut,
+                                     len(held) - len(chosen), beyond))
     return notes

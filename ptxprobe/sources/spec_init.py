@@ -19,11 +19,11 @@ from pathlib import Path
 
 from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import SpecError
+from ptxprobe.core.items import split_entry
 from ptxprobe.ptx.mangling import own_identifier
 from ptxprobe.ptx.text import entry_params
 from ptxprobe.sources.cuda import NvccOptions, emit_cuda
 from ptxprobe.sources.files import load_ptx
-from ptxprobe.sources.kinds import split_entry
 from ptxprobe.sources.launch import TRITON_TORCH, triton_type_of
 from ptxprobe.sources.triton import load_kernel
 from ptxprobe.sources.usage import Usage, usage_of

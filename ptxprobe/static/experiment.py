@@ -18,6 +18,7 @@ from pathlib import Path
 import tomllib
 
 from ptxprobe.core.errors import SpecError
+from ptxprobe.core.items import USER_AXES, KernelItem
 from ptxprobe.ptx.rename import module_wide
 from ptxprobe.toolchain.assemble import TRITON_FLAGS, resolve_flag_files
 
@@ -41,11 +42,11 @@ class Experiment:
     names: tuple[str, ...] = ("{base}", "cutlass_{base}")
     repeat: dict = field(default_factory=lambda: {"default": 1})
     seq_len: int = 4096
-    ptx_files: tuple[str, ...] = ()  # "file.ptx[:entry][=spec.toml]"
-    cu_files: tuple[str, ...] = ()  # "file.cu[:entry][=spec.toml]", compiled by nvcc for every arch
-    cubin_files: tuple[str, ...] = ()  # cubins with embedded PTX (-lineinfo)
-    lib_files: tuple[str, ...] = ()  # "lib.so|.fatbin|.cubin|.whl[:entry][=spec.toml]": the PTX they embed
-    triton_functions: tuple[str, ...] = ()  # "module:function=spec.json" (or .toml)
+    ptx_files: tuple[KernelItem, ...] = ()  # spelled "file.ptx[:entry][=spec.toml]"
+    cu_files: tuple[KernelItem, ...] = ()  # "file.cu[:entry][=spec.toml]", compiled by nvcc for every arch
+    cubin_files: tuple[KernelItem, ...] = ()  # cubins with embedded PTX (-lineinfo)
+    lib_files: tuple[KernelItem, ...] = ()  # "lib.so|.fatbin|.cubin|.whl[:entry][=spec.toml]": the PTX they embed
+    triton_functions: tuple[KernelItem, ...] = ()  # "module:function=spec.json" (or .toml)
     file_archs: tuple[str, ...] = ()  # re-target PTX/cubin/library files to these archs (empty: their own .target)
     max_repeat: int = 0  # assemble a difference up to this many times until `confidence` (0: exactly `repeat`)
     confidence: float = 0.98  # the confidence a "differs" verdict must reach when max_repeat > repeat
@@ -56,7 +57,8 @@ class Experiment:
         return int(self.repeat.get(arch, self.repeat.get("default", 1)))
 
     def to_json(self) -> dict:
-        return asdict(self)
+        """As a manifest records it: the user's kernels in their command-line spelling (``KernelItem.spelled``)."""
+        return {**asdict(self), **{axis: [i.spelled() for i in getattr(self, axis)] for axis in USER_AXES}}
 
     @property
     def has_user_kernels(self) -> bool:
@@ -65,7 +67,6 @@ class Experiment:
 
 LIST_AXES = ("kernels", "dtypes", "head_dims", "causal", "configs", "archs", "ptxas", "names", "ptx_files",
               "cu_files", "cubin_files", "lib_files", "triton_functions", "file_archs")
-_USER_AXES = ("ptx_files", "cu_files", "cubin_files", "lib_files", "triton_functions")
 _FILE_SUFFIXES = (".ptx", ".cu", ".cubin", ".so", ".fatbin", ".whl")
 _TABLES = ("experiment", "sweep", "run")
 
@@ -129,7 +130,7 @@ def load_experiment(path: str | os.PathLike | None) -> Experiment:
     if extra:
         raise SpecError(f"{p}: [experiment] has unknown keys {', '.join(extra)} (known: name, description)")
     sweep = dict(data.get("sweep", {}))
-    for axis in _USER_AXES:
+    for axis in USER_AXES:
         if axis in sweep:
             items = sweep[axis] if isinstance(sweep[axis], list) else [sweep[axis]]
             sweep[axis] = [_resolve_item(str(i), p.parent) for i in items]
@@ -195,6 +196,9 @@ def experiment_from_dict(d: dict) -> Experiment:
     if "repeat" in kw:
         rep = kw["repeat"] if isinstance(kw["repeat"], dict) else {"default": kw["repeat"]}
         kw["repeat"] = {str(a): _as_int(f"repeat ({a})", n) for a, n in rep.items()}
+    for axis in USER_AXES:  # the spelling read once, here: typed items from here on
+        if axis in kw:
+            kw[axis] = tuple(KernelItem.of(axis, v) for v in kw[axis] if v)
     if "head_dims" in kw:
         kw["head_dims"] = tuple(_as_int("head_dims", v) for v in kw["head_dims"])
     if "causal" in kw:

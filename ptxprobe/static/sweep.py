@@ -416,10 +416,7 @@ def default_out_dir(exp: Experiment) -> Path:
     """``runs/<experiment>``, or for a sweep of user files ``runs/<their names>``: never mixed with another."""
     if exp.has_user_kernels and not exp.kernels:
         items = [*exp.ptx_files, *exp.cu_files, *exp.cubin_files, *exp.lib_files, *exp.triton_functions]
-        stems = []
-        for item in items:
-            target = item.rpartition("=")[0] or item
-            stems.append(Path(target.split(":")[0]).stem or "kernel")
+        stems = [Path(item.path.split(":")[0]).stem or "kernel" for item in items]  # a Triton function: its module
         label = "-".join(dict.fromkeys(stems))[:80]
         return Path("runs") / f"user-{label}"
     return Path("runs") / exp.name
