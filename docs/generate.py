@@ -162,9 +162,13 @@ def _fields_table(cls, skip: tuple[str, ...] = ()) -> str:
 
 
 def sweep_defaults() -> str:
+    """The [sweep] keys as files spell them (flat: the registered families' axes among them)."""
     from ptxprobe.static.experiment import Experiment
 
-    return _fields_table(Experiment, skip=("name", "description", "run", "source"))
+    rows = ["| key | default |", "|---|---|"]
+    rows += [f"| `{k}` | `{_cell(json.dumps(v))}` |" for k, v in Experiment(name="").to_json().items()
+             if k not in ("name", "description", "run", "source")]
+    return "\n".join(rows)
 
 
 def run_defaults() -> str:

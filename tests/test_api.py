@@ -111,7 +111,7 @@ def test_overrides_are_spelled_as_the_command_line_spells_them():
     exp = api.make_experiment("default", archs=["sm_90a", "sm_100a"], names="{base},cutlass_{base}",
                                    causal=[True, False], repeat=2)
     assert exp.archs == ("sm_90a", "sm_100a") and exp.names == ("{base}", "cutlass_{base}")
-    assert exp.causal == (True, False) and exp.repeats("sm_90a") == 2
+    assert exp.families.causal == (True, False) and exp.repeats("sm_90a") == 2
 
 
 # --- the comparison's statistics on synthetic rounds (no GPU) ---------------------------------------------------

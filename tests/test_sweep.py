@@ -131,7 +131,7 @@ def test_experiment_errors(tmp_path):
     with pytest.raises(SpecError, match="not found"):
         load_experiment(tmp_path / "missing.toml")
     exp = override(load_experiment(None), {"archs": ["sm_100a"], "repeat": 2, "causal": [True]})
-    assert exp.archs == ("sm_100a",) and exp.repeats("sm_100a") == 2 and exp.causal == (True,)
+    assert exp.archs == ("sm_100a",) and exp.repeats("sm_100a") == 2 and exp.families.causal == (True,)
 
 
 def test_cli_on_user_ptx_and_bad_name(tmp_path, capsys):

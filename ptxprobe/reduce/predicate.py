@@ -20,7 +20,7 @@ from ptxprobe.reduce.keep import Keep, holds, with_baseline_fields
 from ptxprobe.sources import Emitted, KernelSource
 from ptxprobe.static.adaptive import more_runs
 from ptxprobe.static.executors import Executor, variant_row
-from ptxprobe.static.experiment import Experiment
+from ptxprobe.static.experiment import Experiment, FamilyAxes
 from ptxprobe.static.plan import Planned, plan_emitted
 from ptxprobe.static.verdicts import DIFFERS, SAME_CODE, derive
 from ptxprobe.toolchain.assemble import cached_artifact
@@ -48,7 +48,8 @@ class Setup:
     timeout: float = 600.0
 
     def experiment(self, repeat: int | None = None) -> Experiment:
-        return Experiment(name="reduce", kernels=(), archs=(self.arch,), ptxas=(self.tool.path,), flags=(self.flags,),
+        return Experiment(name="reduce", families=FamilyAxes(kernels=()), archs=(self.arch,),
+                          ptxas=(self.tool.path,), flags=(self.flags,),
                           names=self.names, repeat={"default": repeat or self.repeat}, max_repeat=self.max_repeat,
                           confidence=self.confidence)
 

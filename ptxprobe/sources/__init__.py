@@ -64,7 +64,8 @@ def narrowed(exp) -> tuple[list[RegisteredSource], list[dict]]:
     _, refused = family_catalog()
     out: list[RegisteredSource] = []
     left: list[dict] = []
-    for k in exp.kernels:
+    fams = exp.families
+    for k in fams.kernels:
         if k in refused:
             left.append({"kernel": k, "axis": None, "values": [], "why": refused[k]})
             continue
@@ -72,21 +73,21 @@ def narrowed(exp) -> tuple[list[RegisteredSource], list[dict]]:
         unsupported = {}
         for axis, attr, what in _SUPPORTED:
             have = getattr(fam, attr)
-            values = [v for v in getattr(exp, axis) if have and v not in have]
+            values = [v for v in exp.axis(axis) if have and v not in have]
             if values:
                 unsupported[axis] = (values, f"{what} {', '.join(map(str, have))}")
-        whole = [why for axis, (values, why) in unsupported.items() if len(values) == len(getattr(exp, axis))]
+        whole = [why for axis, (values, why) in unsupported.items() if len(values) == len(exp.axis(axis))]
         if whole:
             left.append({"kernel": k, "axis": None, "values": [], "why": "; ".join(whole)})
             continue
         left += [{"kernel": k, "axis": axis, "values": values, "why": why}
                  for axis, (values, why) in unsupported.items()]
-        dtypes = [dt for dt in exp.dtypes if dt in fam.dtypes]
-        head_dims = [d for d in exp.head_dims if d in fam.head_dims]
-        for dt, d, c, cfg in itertools.product(dtypes, head_dims, exp.causal, exp.configs):
+        dtypes = [dt for dt in fams.dtypes if dt in fam.dtypes]
+        head_dims = [d for d in fams.head_dims if d in fam.head_dims]
+        for dt, d, c, cfg in itertools.product(dtypes, head_dims, fams.causal, fams.configs):
             spec = fam.spec(dt, d, c, cfg)  # validates the axes before any work
-            out.append(RegisteredSource(k, dt, d, c, spec.config.label, exp.seq_len))
-    if exp.kernels and not out and not exp.has_user_kernels:
+            out.append(RegisteredSource(k, dt, d, c, spec.config.label, fams.seq_len))
+    if fams.kernels and not out and not exp.has_user_kernels:
         if all(r["kernel"] in refused for r in left):
             family_info(left[0]["kernel"])  # the installed Triton builds none of them: the environment, said as such
         raise SpecError(f"nothing left to sweep: {left_out_text(left)}")

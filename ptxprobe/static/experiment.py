@@ -8,10 +8,11 @@ Experiments shipped with ptxprobe live in ``ptxprobe/experiments`` and are found
 
 from __future__ import annotations
 
+import copy
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from importlib import resources
 from pathlib import Path
 
@@ -28,20 +29,33 @@ _ARCH_RE = re.compile(r"sm_(\d+)([af]?)")
 
 
 @dataclass(frozen=True)
-class Experiment:
-    name: str
-    description: str = ""
+class FamilyAxes:
+    """The axes of ptxprobe's registered kernel families (the attention kernels it ships): which families, the element
+    types, head dimensions, masks and block configs each is built at, and the sequence length its launch is
+    specialised for. A sweep of the user's own kernels has no families (``kernels`` empty); the rest then mean
+    nothing. Experiment files, ``-s`` and manifests spell them flat, beside the other axes."""
+
     kernels: tuple[str, ...] = ("attention",)
     dtypes: tuple[str, ...] = ("fp16",)
     head_dims: tuple[int, ...] = (128,)
     causal: tuple[bool, ...] = (False,)
     configs: tuple[str, ...] = ("default",)
+    seq_len: int = 4096
+
+
+FAMILY_AXES = tuple(f.name for f in fields(FamilyAxes))
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str
+    description: str = ""
+    families: FamilyAxes = field(default_factory=FamilyAxes)
     archs: tuple[str, ...] = ("sm_90a",)
     ptxas: tuple[str, ...] = ("triton",)
     flags: tuple[tuple[str, ...], ...] = (TRITON_FLAGS,)  # full ptxas flag lists (besides -v/--gpu-name)
     names: tuple[str, ...] = ("{base}", "cutlass_{base}")
     repeat: dict = field(default_factory=lambda: {"default": 1})
-    seq_len: int = 4096
     ptx_files: tuple[KernelItem, ...] = ()  # spelled "file.ptx[:entry][=spec.toml]"
     cu_files: tuple[KernelItem, ...] = ()  # "file.cu[:entry][=spec.toml]", compiled by nvcc for every arch
     cubin_files: tuple[KernelItem, ...] = ()  # cubins with embedded PTX (-lineinfo)
@@ -56,15 +70,29 @@ class Experiment:
     def repeats(self, arch: str) -> int:
         return int(self.repeat.get(arch, self.repeat.get("default", 1)))
 
+    def axis(self, name: str):
+        """An axis by the name files and ``-s`` give it (a family's axis among them)."""
+        return getattr(self.families if name in FAMILY_AXES else self, name)
+
+    def axes(self) -> dict:
+        """Every axis by its flat name, typed, in the order experiment files and manifests give them."""
+        return {name: self.axis(name) for name in SPELLED}
+
     def to_json(self) -> dict:
-        """As a manifest records it: the user's kernels in their command-line spelling (``KernelItem.spelled``)."""
-        return {**asdict(self), **{axis: [i.spelled() for i in getattr(self, axis)] for axis in USER_AXES}}
+        """As a manifest records it: every axis flat, the user's kernels in their command-line spelling
+        (``KernelItem.spelled``)."""
+        out = copy.deepcopy(self.axes())
+        return {**out, **{axis: [i.spelled() for i in out[axis]] for axis in USER_AXES}}
 
     @property
     def has_user_kernels(self) -> bool:
         return any((self.ptx_files, self.cu_files, self.cubin_files, self.lib_files, self.triton_functions))
 
 
+# the flat names, in the order manifests have always recorded them
+SPELLED = ("name", "description", *FAMILY_AXES[:5], "archs", "ptxas", "flags", "names", "repeat", "seq_len",
+           "ptx_files", "cu_files", "cubin_files", "lib_files", "triton_functions", "file_archs", "max_repeat",
+           "confidence", "run", "source")
 LIST_AXES = ("kernels", "dtypes", "head_dims", "causal", "configs", "archs", "ptxas", "names", "ptx_files",
               "cu_files", "cubin_files", "lib_files", "triton_functions", "file_archs")
 _FILE_SUFFIXES = (".ptx", ".cu", ".cubin", ".so", ".fatbin", ".whl")
@@ -181,7 +209,7 @@ def recorded_axes(manifest: dict) -> dict:
 
 def experiment_from_dict(d: dict) -> Experiment:
     """An experiment from axis values (lists or scalars); every value validated."""
-    known = {f.name for f in fields(Experiment)}
+    known = set(SPELLED)
     unknown = set(d) - known
     if unknown:
         raise SpecError(f"unknown sweep keys: {', '.join(sorted(unknown))} (known: {', '.join(sorted(known))})")
@@ -222,7 +250,8 @@ def experiment_from_dict(d: dict) -> Experiment:
         twice = sorted({str(v) for v in kw.get(k, ()) if list(kw[k]).count(v) > 1})
         if twice and k != "names":
             raise SpecError(f"{k}: {', '.join(twice)} given twice (each value once)")
-    exp = Experiment(**kw)
+    exp = Experiment(**{k: v for k, v in kw.items() if k not in FAMILY_AXES},
+                     families=FamilyAxes(**{k: v for k, v in kw.items() if k in FAMILY_AXES}))
     if exp.max_repeat and exp.max_repeat < max(exp.repeat.values(), default=1):
         raise SpecError(f"max_repeat: {exp.max_repeat} is below repeat ({max(exp.repeat.values())}): a difference is "
                         "assembled at least repeat times; give max_repeat >= repeat, or 0 (exactly repeat)")
@@ -238,7 +267,7 @@ def experiment_from_dict(d: dict) -> Experiment:
                         "keep their names in the baseline, and {module_untriggered} is compared with it")
     if not exp.archs and not exp.has_user_kernels:
         raise SpecError("archs: at least one target is needed")
-    if not exp.kernels and not exp.has_user_kernels:
+    if not exp.families.kernels and not exp.has_user_kernels:
         raise SpecError("nothing to sweep: no kernels and no user kernel files")
     if not exp.ptxas:
         raise SpecError("ptxas: at least one is needed (triton, all, newest, a version or a path)")
@@ -291,7 +320,7 @@ def override(exp: Experiment, values: Mapping[str, object]) -> Experiment:
     """The experiment with these axes set (values as an experiment file gives them: a list, or one value). Targets
     given (``archs``) re-target the PTX, cubin and library files too unless ``file_archs`` is given: the CLI's ``-s
     archs=sm_90a`` and ``api.sweep(archs="sm_90a")`` alike."""
-    base = {f.name: getattr(exp, f.name) for f in fields(Experiment)}
+    base = exp.axes()
     given = set(values)
     base.update(values)
     if "archs" in given and "file_archs" not in given and any(base[k] for k in ("ptx_files", "cubin_files",

@@ -78,7 +78,7 @@ def check_not_narrower(out: Path, exp: Experiment, logged: list[dict]) -> None:
     hung, may be swapped)."""
     dropped = {}
     for axis, key in ROW_OF_AXIS.items():
-        keep = {str(v) for v in getattr(exp, axis)}
+        keep = {str(v) for v in exp.axis(axis)}
         held = sorted({str(r[key]) for r in logged if r.get(key) is not None} - keep)
         if held:
             dropped[axis] = held
@@ -414,7 +414,7 @@ def _runtime_params(src: KernelSource) -> list[str]:
 
 def default_out_dir(exp: Experiment) -> Path:
     """``runs/<experiment>``, or for a sweep of user files ``runs/<their names>``: never mixed with another."""
-    if exp.has_user_kernels and not exp.kernels:
+    if exp.has_user_kernels and not exp.families.kernels:
         items = [*exp.ptx_files, *exp.cu_files, *exp.cubin_files, *exp.lib_files, *exp.triton_functions]
         stems = [Path(item.path.split(":")[0]).stem or "kernel" for item in items]  # a Triton function: its module
         label = "-".join(dict.fromkeys(stems))[:80]

@@ -1,15 +1,25 @@
-"""A user's kernels travel typed (``KernelItem``): the ``file[:entry][=spec]`` spelling is read once at the edge (the
-command line, an experiment file, a recorded manifest) and written back only for manifests."""
+"""An experiment's axes are typed where they are held and spelled flat only at the edges (the command line, an
+experiment file, a recorded manifest): a user's kernels as ``KernelItem``s (the ``file[:entry][=spec]`` spelling read
+once, written back only for manifests), the registered families' axes as the families' own (``FamilyAxes``)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 
 import pytest
 
+from ptxprobe.core.errors import SpecError
 from ptxprobe.core.items import KernelItem
 from ptxprobe.runs.request import UserKernels
-from ptxprobe.static.experiment import experiment_from_dict, override
+from ptxprobe.static.experiment import (
+    FAMILY_AXES,
+    Experiment,
+    FamilyAxes,
+    experiment_from_dict,
+    override,
+    parse_assignments,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -57,3 +67,23 @@ def test_a_file_on_the_command_line_may_name_its_entry_and_the_options_fill_in_t
     assert axes["lib_files"] == [KernelItem(str(lib), "vadd", "s.toml"), KernelItem(str(lib), None, "s.toml")]
     assert UserKernels(triton="m.py:fn", spec="s.json").axes()["triton_functions"] == [
         KernelItem("m.py:fn", None, "s.json")]
+
+
+def test_the_registered_families_axes_are_their_own_and_spelled_flat_beside_the_others(tmp_path):
+    """Head dims, masks, configs and the sequence length mean something to the attention families alone: they live
+    in ``Experiment.families``, not on every experiment, while files, -s and manifests keep their flat keys."""
+    assert not {f.name for f in fields(Experiment)} & set(FAMILY_AXES)
+    exp = experiment_from_dict({"name": "x", "dtypes": ["fp8e5"], "head_dims": [64], "seq_len": "1024"})
+    assert exp.families == FamilyAxes(dtypes=("fp8e5",), head_dims=(64,), seq_len=1024)
+    recorded = exp.to_json()
+    assert list(recorded)[:7] == ["name", "description", "kernels", "dtypes", "head_dims", "causal", "configs"]
+    assert recorded["head_dims"] == (64,) and recorded["seq_len"] == 1024 and "families" not in recorded
+    assert experiment_from_dict({k: v for k, v in recorded.items() if k != "source"}) == exp
+    narrowed = override(exp, parse_assignments(["causal=true,false", "archs=sm_80"]))
+    assert narrowed.families.causal == (True, False) and narrowed.families.head_dims == (64,)
+    assert narrowed.axis("causal") == (True, False) and narrowed.axis("archs") == ("sm_80",)
+    with pytest.raises(SpecError, match="head_dims: 'x' is not an integer"):
+        override(exp, parse_assignments(["head_dims=x"]))
+    (tmp_path / "k.ptx").write_text("")
+    mine = experiment_from_dict({"name": "u", "kernels": [], "ptx_files": [str(tmp_path / "k.ptx")]})
+    assert mine.families.kernels == () and mine.has_user_kernels
