@@ -172,9 +172,9 @@ def sweep_defaults() -> str:
 
 
 def run_defaults() -> str:
-    from ptxprobe.gpu.plan import RunConfig
+    from ptxprobe.gpu.plan import GpuRunConfig
 
-    return _fields_table(RunConfig)
+    return _fields_table(GpuRunConfig)
 
 
 def timing_defaults() -> str:
@@ -194,12 +194,12 @@ def launch_keys() -> str:
 
 def method_constants() -> str:
     from ptxprobe.gpu.calibrate import AA_LABELS, CRITERIA, SIZING_REPLAYS
-    from ptxprobe.gpu.plan import PLANTED, RunConfig
+    from ptxprobe.gpu.plan import PLANTED, GpuRunConfig
     from ptxprobe.gpu.timing import DESIGNS, STOPPINGS, TimingPlan
     from ptxprobe.reports.repro import BETWEEN_RUN_SD, MEASURED_BETWEEN_RUN
     from ptxprobe.stats.paired import EQUIVALENCE_MARGIN, INTERVAL_METHODS
 
-    t, r = TimingPlan(), RunConfig()
+    t, r = TimingPlan(), GpuRunConfig()
 
     def pct(x: float) -> str:
         return f"{x * 100:g} %"

@@ -78,7 +78,7 @@ SURFACE: dict[str, str] = {
     # gpu
     "AA_LABELS": "ptxprobe.gpu.calibrate", "CLOCK_STEP_MHZ": "ptxprobe.gpu.sustained",
     "CRITERIA": "ptxprobe.gpu.calibrate", "CudaKernel": "ptxprobe.gpu.launchers", "Nvml": "ptxprobe.gpu.timing",
-    "PairGraph": "ptxprobe.gpu.graphs", "RunConfig": "ptxprobe.gpu.plan", "SIZE_RULE": "ptxprobe.gpu.calibrate",
+    "PairGraph": "ptxprobe.gpu.graphs", "GpuRunConfig": "ptxprobe.gpu.plan", "SIZE_RULE": "ptxprobe.gpu.calibrate",
     "Sampled": "ptxprobe.gpu.timing", "TimingPlan": "ptxprobe.gpu.timing", "Unit": "ptxprobe.gpu.graphs",
     "cubin_for": "ptxprobe.gpu.launchers", "device_arch": "ptxprobe.gpu.device", "gpu_info": "ptxprobe.gpu.device",
     "launch_ms": "ptxprobe.gpu.graphs", "look_halfwidths": "ptxprobe.gpu.timing",

@@ -23,7 +23,7 @@ from ptxprobe.gpu.calibrate import (
     sizing_of,
     summarize,
 )
-from ptxprobe.gpu.plan import CODE_PLANT, PLANT_KINDS, PLANTED, ROTATION, Group, RunConfig, with_plants
+from ptxprobe.gpu.plan import CODE_PLANT, PLANT_KINDS, PLANTED, ROTATION, GpuRunConfig, Group, with_plants
 from ptxprobe.ptx.plant import ALIGNED_SLOT, CHAIN, MARK, SLOT, hot_loop, loops_of, plant_in_hot_loop
 from ptxprobe.stats import bounds
 from ptxprobe.stats import paired as stats
@@ -39,18 +39,18 @@ def _groups(kernels: int = 16) -> list[Group]:
 
 
 def test_rotated_plants_put_the_detection_limit_in_every_other_group_and_every_kind_on_every_problem_size():
-    rotated = with_plants(_groups(), RunConfig())
+    rotated = with_plants(_groups(), GpuRunConfig())
     assert all(len(g.plants) == 1 for g in rotated)  # one planted pair per group, as before
     kinds = Counter(g.plants[0] for g in rotated)
     assert kinds == {0.002: 24, 0.005: 6, 0.01: 6, 0.02: 6, CODE_PLANT: 6}
     by_size = Counter((g.seq_len, g.plants[0]) for g in rotated)
     assert all(by_size[(n, k)] >= 1 for n in (1024, 4096, 16384) for k in PLANT_KINDS), by_size
     assert all(by_size[(n, 0.002)] == 8 for n in (1024, 4096, 16384)), by_size  # the limit on every size alike
-    assert all(g.plants == PLANT_KINDS for g in with_plants(_groups(), RunConfig(plants="all")))
-    assert all(g.plants == () for g in with_plants(_groups(), RunConfig(calibrate=False)))
+    assert all(g.plants == PLANT_KINDS for g in with_plants(_groups(), GpuRunConfig(plants="all")))
+    assert all(g.plants == () for g in with_plants(_groups(), GpuRunConfig(calibrate=False)))
     # fewer groups than the turn: every kind is dealt out over them, each planted once
     for n in (1, 2, 3, len(ROTATION) - 1):
-        few = with_plants(_groups()[:n], RunConfig())
+        few = with_plants(_groups()[:n], GpuRunConfig())
         assert sorted(map(str, (k for g in few for k in g.plants))) == sorted(map(str, PLANT_KINDS)), n
     assert set(PLANTED) == {0.002, 0.005, 0.01, 0.02} and CODE_PLANT in PLANT_KINDS
 

@@ -18,7 +18,7 @@ from ptxprobe.gpu.calibrate import AA_LABELS
 from ptxprobe.gpu.device import device_arch, gpu_info
 from ptxprobe.gpu.dispatch import runtime_sweep
 from ptxprobe.gpu.group import run_group
-from ptxprobe.gpu.plan import RunConfig
+from ptxprobe.gpu.plan import GpuRunConfig
 from ptxprobe.gpu.timing import TimingPlan
 from ptxprobe.gpu.workload import registered_workload
 from ptxprobe.sources import RegisteredSource, registry
@@ -145,7 +145,7 @@ def test_registered_kernels_match_float64_on_the_gpu(kernel, dtype):
     if fam.frontend != "triton" and shutil.which("nvcc") is None:
         pytest.skip("nvcc not installed")
     spec = fam.spec(dtype, 64, True)
-    cfg = RunConfig(numerics_seq_len=512, numerics_heads=2, sdpa_backends=(), timing=TimingPlan(**QUICK["timing"]))
+    cfg = GpuRunConfig(numerics_seq_len=512, numerics_heads=2, sdpa_backends=(), timing=TimingPlan(**QUICK["timing"]))
     info = gpu_info(0)
     tool = toolchain.triton_ptxas(arch)
     src = RegisteredSource(kernel, dtype, 64, True, spec.config.label, 1024)
@@ -168,7 +168,7 @@ def test_calibration_plants_slowdowns_of_their_stated_size_on_the_gpu():
     found, each sleep's interval judged against its stated size; the A/A pair is judged; the plants' samples go
     to the group record, not to rows."""
     arch = _gpu_arch()
-    cfg = RunConfig(numerics_seq_len=512, numerics_heads=2, sdpa_backends=(), numerics_draws=1,
+    cfg = GpuRunConfig(numerics_seq_len=512, numerics_heads=2, sdpa_backends=(), numerics_draws=1,
                     timing=TimingPlan(min_rounds=20, max_rounds=40, warmup_s=0.1, n_boot=500))
     info = gpu_info(0)
     tool = toolchain.triton_ptxas(arch)
@@ -206,7 +206,7 @@ def test_time_identical_code_times_every_name_and_one_plant_calibrates_on_the_gp
     """``time_identical_code`` times a name even when its code is the baseline's; a group given one plant times
     that plant alone."""
     arch = _gpu_arch()
-    cfg = RunConfig(numerics_seq_len=512, numerics_heads=2, sdpa_backends=(), numerics_draws=1,
+    cfg = GpuRunConfig(numerics_seq_len=512, numerics_heads=2, sdpa_backends=(), numerics_draws=1,
                     time_identical_code=True, timing=TimingPlan(**QUICK["timing"]))
     info = gpu_info(0)
     tool = toolchain.triton_ptxas(arch)

@@ -13,7 +13,7 @@ from ptxprobe.cli import main
 from ptxprobe.core.errors import SpecError
 from ptxprobe.gpu.group import _rates, comparison
 from ptxprobe.gpu.numerics import merged_numerics, numerics
-from ptxprobe.gpu.plan import RunConfig, plan_groups
+from ptxprobe.gpu.plan import GpuRunConfig, plan_groups
 from ptxprobe.gpu.timing import TimingPlan
 from ptxprobe.sources import launch
 from tests.conftest import make_experiment
@@ -180,7 +180,7 @@ def test_user_groups_planned_per_size_set_and_ptxas_with_notes(tmp_path):
         ptxas=["triton", "newest"],
         cu_files=[f"{cu}:axpby={spec}", str(plain)],
     )
-    cfg = RunConfig()
+    cfg = GpuRunConfig()
     groups, notes = plan_groups(exp, cfg, "sm_90a")
     assert len(groups) == 4  # 2 size sets x 2 ptxas
     assert {g.group_id for g in groups} >= {f"user:{cu}:axpby@n=1048576", f"user:{cu}:axpby@n=4194304@ptxas=newest"}

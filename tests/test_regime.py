@@ -203,9 +203,9 @@ def test_a_sustained_plan_runs_fixed_rounds_of_pairs_and_says_its_cost_first():
     assert effective(TimingPlan()) == TimingPlan()
     assert sustained.sustained_seconds(plan, 3, 12) == (108, 288)  # 12 rounds x 3 pairs x 2 arms x (1.5 .. 4 s)
     from ptxprobe.gpu.dispatch import sustained_cost_note
-    from ptxprobe.gpu.plan import PLANT_KINDS, Group, RunConfig, with_plants
+    from ptxprobe.gpu.plan import PLANT_KINDS, GpuRunConfig, Group, with_plants
 
-    cfg = RunConfig(timing=TimingPlan(regime=SUSTAINED))
+    cfg = GpuRunConfig(timing=TimingPlan(regime=SUSTAINED))
     one = with_plants([Group("g", None, "triton")], cfg)  # a sweep of one group plants every kind in it
     pairs = 3 + len(PLANT_KINDS)
     text = sustained_cost_note(cfg, 3, one)

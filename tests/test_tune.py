@@ -531,7 +531,7 @@ def test_the_gpu_adapter_races_with_the_card_simulated(monkeypatch):
     from types import SimpleNamespace
 
     from ptxprobe.gpu.graphs import Unit
-    from ptxprobe.gpu.plan import Group, RunConfig
+    from ptxprobe.gpu.plan import GpuRunConfig, Group
     from ptxprobe.gpu.timing import Sampled, TimingPlan
     from ptxprobe.gpu.workload import Case, Workload
     from ptxprobe.sources import Emitted
@@ -578,7 +578,7 @@ def test_the_gpu_adapter_races_with_the_card_simulated(monkeypatch):
     monkeypatch.setattr(tg, "time_block", time_block)
     space = _space(names=("{base}", "cutlass_{base}"), more_ptxas=())
     group = Group("user:k@n=1", SimpleNamespace(kind="triton"), "triton")
-    rec = tg.tune_group(group, space, RunConfig(), racing.RacePlan(), "bitwise", {"arch": "sm_90a", "gpu": "H"},
+    rec = tg.tune_group(group, space, GpuRunConfig(), racing.RacePlan(), "bitwise", {"arch": "sm_90a", "gpu": "H"},
                         cache=None)
     assert rec["status"] == "tuned" and rec["best"]["name"] == "cutlass_k" and not rec["best_is_yours"]
     assert rec["gain"]["ratio"] == pytest.approx(1.02, abs=0.003) and rec["gain"]["half_width"] <= 0.002
@@ -592,8 +592,8 @@ def test_the_gpu_adapter_races_with_the_card_simulated(monkeypatch):
     assert set(regimes) == {"burst"} and rec["regime"]["regime"] == "burst"
     assert rec["regime"]["power_limit_w"] == 700.0 and rec["regime"]["clock_mhz"] is None
     regimes.clear()
-    held = tg.tune_group(group, space, RunConfig(timing=TimingPlan(regime="sustained")), racing.RacePlan(), "bitwise",
-                         {"arch": "sm_90a", "gpu": "H"}, cache=None)
+    held = tg.tune_group(group, space, GpuRunConfig(timing=TimingPlan(regime="sustained")), racing.RacePlan(),
+                         "bitwise", {"arch": "sm_90a", "gpu": "H"}, cache=None)
     looks = held["proof"]["looks"]
     assert regimes[:-looks] == ["burst"] * (len(regimes) - looks) and regimes[-looks:] == ["sustained"] * looks
     assert held["regime"]["regime"] == "sustained"
@@ -613,7 +613,7 @@ def test_the_gpu_adapter_races_with_the_card_simulated(monkeypatch):
 
     monkeypatch.setattr(tg, "proved", lambda choice, result, plan, measure, log: real_proved(choice, result, plan,
                                                                                               cut, log))
-    rec = tg.tune_group(group, space, RunConfig(), racing.RacePlan(), "bitwise", {"arch": "sm_90a", "gpu": "H"},
+    rec = tg.tune_group(group, space, GpuRunConfig(), racing.RacePlan(), "bitwise", {"arch": "sm_90a", "gpu": "H"},
                         cache=None)
     assert rec["best_is_yours"] and rec["outcome"] == "unproven" and rec["proof"] is None and interrupted(rec)
     assert "not proven" in rec["change"] and rec["race"]["stopped_by"] != racing.INTERRUPTED

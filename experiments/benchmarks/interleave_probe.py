@@ -40,8 +40,8 @@ def aa_pair(family: str, dtype: str, causal: bool, seq_len: int):
 
     from ptxprobe.api import (
         Cache,
+        GpuRunConfig,
         RegisteredSource,
-        RunConfig,
         cubin_for,
         gpu_info,
         registered_workload,
@@ -50,7 +50,7 @@ def aa_pair(family: str, dtype: str, causal: bool, seq_len: int):
     )
 
     info = gpu_info(0)
-    cfg = RunConfig(sdpa_backends=())
+    cfg = GpuRunConfig(sdpa_backends=())
     fam = registry.family(family)
     spec = fam.spec(dtype, 128, causal)
     tool = toolchain.triton_ptxas(info["arch"])

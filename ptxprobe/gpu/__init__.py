@@ -1,9 +1,9 @@
 """The GPU side: launchers, timing, numerics, planning and dispatch (torch is imported only when a GPU is used)."""
 
 from ptxprobe.core.errors import NoGpu
-from ptxprobe.gpu.plan import Group, RunConfig, plan_groups, run_config
+from ptxprobe.gpu.plan import GpuRunConfig, Group, plan_groups, run_config
 
-__all__ = ["Group", "RunConfig", "plan_groups", "run_config", "runtime_sweep"]
+__all__ = ["Group", "GpuRunConfig", "plan_groups", "run_config", "runtime_sweep"]
 
 
 def runtime_sweep(*args, **kwargs):

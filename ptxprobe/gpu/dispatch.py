@@ -27,7 +27,7 @@ from ptxprobe.core.store import (
 )
 from ptxprobe.gpu.calibrate import summarize as summarize_calibration
 from ptxprobe.gpu.device import device_arch, gpu_info, require_gpu
-from ptxprobe.gpu.plan import Group, RunConfig, plan_groups, run_config
+from ptxprobe.gpu.plan import GpuRunConfig, Group, plan_groups, run_config
 from ptxprobe.gpu.ray_timing import route_groups, start_actors
 from ptxprobe.gpu.sustained import sustained_seconds
 from ptxprobe.gpu.timing import effective
@@ -38,7 +38,7 @@ from ptxprobe.stats.regime import BURST, SUSTAINED
 
 
 def _run_one(
-    device: str, group: Group, templates: list[str], cfg: RunConfig, out_path: str, cache_root: str, lock=None
+    device: str, group: Group, templates: list[str], cfg: GpuRunConfig, out_path: str, cache_root: str, lock=None
 ) -> None:
     """Worker body for one group on this process's GPU: time it, append its rows and calibration to the logs."""
     rows, record = group_rows(group, templates, cfg, Cache(cache_root))
@@ -164,7 +164,7 @@ def refuse_other_regime(logged: list[dict], regime: str, out: Path) -> None:
                         "would mix the two in one run: give another --out (or --fresh to start over)")
 
 
-def sustained_cost_note(cfg: RunConfig, names: int, groups: list[Group]) -> str:
+def sustained_cost_note(cfg: GpuRunConfig, names: int, groups: list[Group]) -> str:
     """What a sustained sweep will cost, said before it runs: each group's names against the baseline, its A/A
     pair and its plants, each pair's two arms held every round."""
     plan = effective(cfg.timing)
@@ -175,7 +175,7 @@ def sustained_cost_note(cfg: RunConfig, names: int, groups: list[Group]) -> str:
             f"{high / 60:.1f} GPU min for {len(groups)} groups")
 
 
-def _ray_groups(exp, cfg: RunConfig, templates: list[str], log: str, done: set, notify) -> dict:
+def _ray_groups(exp, cfg: GpuRunConfig, templates: list[str], log: str, done: set, notify) -> dict:
     """Plan per arch of the cluster's GPUs and time every group on an actor of that arch; the first GPU's facts."""
     actors = start_actors()
     archs = sorted({a.arch for a in actors})

@@ -28,7 +28,7 @@ from ptxprobe.gpu.device import require_gpu
 from ptxprobe.gpu.graphs import Unit
 from ptxprobe.gpu.launchers import cubin_for
 from ptxprobe.gpu.numerics import BASELINE_REPEATS, merged_numerics, numerics, own_spread, within_own_spread
-from ptxprobe.gpu.plan import CODE_PLANT, PLANT_KINDS, RunConfig
+from ptxprobe.gpu.plan import CODE_PLANT, PLANT_KINDS, GpuRunConfig
 from ptxprobe.gpu.timing import (
     Nvml,
     Sampled,
@@ -218,7 +218,7 @@ def code_plant_unit(w: Workload, name: str, base_facts: dict, base: Unit, args: 
     return unit, meta
 
 
-def run_group(w: Workload, templates: list[str], cfg: RunConfig, info: dict, tool: Tool, cache: Cache | None = None,
+def run_group(w: Workload, templates: list[str], cfg: GpuRunConfig, info: dict, tool: Tool, cache: Cache | None = None,
               plants: tuple = PLANT_KINDS, peak: float | None = None,
               seed: int = 0, order_seed: int | None = None) -> tuple[list[dict], dict]:
     """Time and check every name of one workload; one record per label, and the group's calibration.

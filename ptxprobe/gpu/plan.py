@@ -25,8 +25,8 @@ PLANT_MODES = ("rotate", "all")
 
 
 @dataclass(frozen=True)
-class RunConfig:
-    """The ``[run]`` table of an experiment."""
+class GpuRunConfig:
+    """The ``[run]`` table of an experiment: how its GPU runs are made (problem sizes, plants, the timing plan)."""
 
     seq_lens: tuple[int, ...] = (1024, 4096, 16384)
     tokens: int = 16384  # batch * seq_len held constant, as in the FlashAttention benchmarks
@@ -58,10 +58,10 @@ class RunConfig:
         return Problem(1, self.numerics_heads, self.numerics_seq_len)
 
 
-def run_config(d: dict | None) -> RunConfig:
+def run_config(d: dict | None) -> GpuRunConfig:
     """The ``[run]`` table, every key known (a typo is named with the keys there are) and every value checked."""
     d = dict(d or {})
-    for where, table, cls in (("[run]", d, RunConfig), ("[run.timing]", d.get("timing", {}), TimingPlan)):
+    for where, table, cls in (("[run]", d, GpuRunConfig), ("[run.timing]", d.get("timing", {}), TimingPlan)):
         if not isinstance(table, dict):
             raise SpecError(f"{where}: expected a table, got {table!r}")
         known = {f.name for f in fields(cls)} - ({"timing"} if cls is TimingPlan else set())
@@ -73,7 +73,7 @@ def run_config(d: dict | None) -> RunConfig:
         for k in ("seq_lens", "sdpa_backends"):
             if k in d:
                 d[k] = tuple(d[k])
-        return RunConfig(**d, timing=timing)
+        return GpuRunConfig(**d, timing=timing)
     except (TypeError, ValueError) as exc:
         raise SpecError(f"[run]: {exc}") from exc
 
@@ -95,7 +95,7 @@ class Group:
         return dict(self.sizes)
 
 
-def plan_groups(exp, cfg: RunConfig, arch: str) -> tuple[list[Group], list[str]]:
+def plan_groups(exp, cfg: GpuRunConfig, arch: str) -> tuple[list[Group], list[str]]:
     """Every group to time on a GPU of ``arch``, and notes on what cannot run there and why."""
     groups: list[Group] = []
     notes: list[str] = []
@@ -125,7 +125,7 @@ def plan_groups(exp, cfg: RunConfig, arch: str) -> tuple[list[Group], list[str]]
     return with_plants(groups, cfg), notes
 
 
-def with_plants(groups: list[Group], cfg: RunConfig) -> list[Group]:
+def with_plants(groups: list[Group], cfg: GpuRunConfig) -> list[Group]:
     """Each group's plants: none, every kind, or (``rotate``) one kind per group in the turn of ``ROTATION``, so
     that a sweep still plants every kind while each group times one planted pair.
 

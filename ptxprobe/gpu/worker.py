@@ -7,7 +7,7 @@ import functools
 from ptxprobe.core.cache import Cache
 from ptxprobe.gpu.device import _smi, gpu_info
 from ptxprobe.gpu.group import run_group
-from ptxprobe.gpu.plan import Group, RunConfig
+from ptxprobe.gpu.plan import GpuRunConfig, Group
 from ptxprobe.gpu.timing import measured_peak_tflops
 from ptxprobe.gpu.workload import launch_spec_workload, registered_workload
 from ptxprobe.stats import paired as stats
@@ -26,7 +26,7 @@ def _peak(dtype: str) -> float | None:
     return measured_peak_tflops(dtype)
 
 
-def group_rows(group: Group, templates: list[str], cfg: RunConfig, cache: Cache) -> tuple[list[dict], dict]:
+def group_rows(group: Group, templates: list[str], cfg: GpuRunConfig, cache: Cache) -> tuple[list[dict], dict]:
     """Run one planned group on this process's GPU: its rows and its calibration record."""
     info = {**_device_facts(), **_smi(0)}  # clocks and temperature as of this group
     tool = select_ptxas(info["arch"], group.ptxas)[0]
@@ -36,7 +36,7 @@ def group_rows(group: Group, templates: list[str], cfg: RunConfig, cache: Cache)
                      seed=cfg.timing.seed, order_seed=stats.stable_seed(cfg.timing.seed, group.group_id))
 
 
-def group_workload(group: Group, cfg: RunConfig, info: dict, tool, cache: Cache):
+def group_workload(group: Group, cfg: GpuRunConfig, info: dict, tool, cache: Cache):
     """The Workload a planned group times (also what ``explain`` profiles: the same inputs and launch)."""
     if group.seq_len is not None:
         return registered_workload(group.source, cfg.problem(group.seq_len), cfg.numerics_problem, info, tool, cache,

@@ -25,7 +25,7 @@ from ptxprobe.core.store import MANIFEST
 from ptxprobe.gpu import runtime_sweep
 from ptxprobe.gpu.device import IDENTITY
 from ptxprobe.gpu.dispatch import with_q_values
-from ptxprobe.gpu.plan import RunConfig
+from ptxprobe.gpu.plan import GpuRunConfig
 from ptxprobe.records.record import DamagedRecord
 from ptxprobe.reports.gpu_section import regime_text
 from ptxprobe.runs.rundir import RunDir, same_code_columns
@@ -239,7 +239,7 @@ def _same_answer(recorded: str | None, new: str | None) -> bool:
     return (recorded in DIFFERS) == (new in DIFFERS)
 
 
-BETWEEN_RUN_SD = RunConfig.between_run_sd  # the flat SD the runs before the between-run model stated (0.5 %)
+BETWEEN_RUN_SD = GpuRunConfig.between_run_sd  # the flat SD the runs before the between-run model stated (0.5 %)
 REPRO_LEVEL = 0.95  # two runs of one comparison diverge when their difference is significant at this level
 HOLM = "holm"  # compare_runtime's family adjustment: Holm over a repro's timed comparisons
 # The between-run model (stats.meta) fitted by REML on five runs of the every-default H200 study (36 timed name

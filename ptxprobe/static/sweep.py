@@ -165,7 +165,7 @@ def run_sweep(
             raise SpecError(f"{out} was recorded by an older ptxprobe (its rows have no {SAME_CODE}): "
                             "re-run with --fresh, or use another -o")
         tools = discover()
-        state = _Run(exp, cache, tools, timeout, logged, max_variants)
+        state = _SweepState(exp, cache, tools, timeout, logged, max_variants)
         kept: dict = {}
         had = kept_contents(out)
         try:
@@ -216,7 +216,7 @@ def _write_outputs(out: Path, exp, identity: dict, tools, argv, started: float, 
         signal.signal(signal.SIGINT, previous)
 
 
-class _Run:
+class _SweepState:
     """The mutable bookkeeping of one sweep execution (planned ids, counters, the pool's futures)."""
 
     def __init__(self, exp, cache: Cache, tools: list[Tool], timeout: float, logged: dict, max_variants):

@@ -20,7 +20,7 @@ from ptxprobe.core.cache import Cache
 from ptxprobe.core.errors import ToolFailed
 from ptxprobe.gpu.device import require_gpu
 from ptxprobe.gpu.group import draw_numerics
-from ptxprobe.gpu.plan import Group, RunConfig
+from ptxprobe.gpu.plan import GpuRunConfig, Group
 from ptxprobe.gpu.timing import Nvml, TimingPlan, round_readings, time_block, unit_for
 from ptxprobe.gpu.worker import group_workload
 from ptxprobe.ptx.rename import template_ptx
@@ -62,7 +62,7 @@ def assembled(emitted: Emitted, template: str, tool: Tool, flags: tuple[str, ...
                      k.machine_code_sha256, "ok", None, k.regcount, is_user), data
 
 
-def tune_group(group: Group, space: TuneSpace, cfg: RunConfig, plan: RacePlan, numerics: str, info: dict,
+def tune_group(group: Group, space: TuneSpace, cfg: GpuRunConfig, plan: RacePlan, numerics: str, info: dict,
                cache: Cache, log=lambda text: None) -> dict:
     """Tune one kernel at one problem on this process's GPU: its answer record (``answer.kernel_answer``)."""
     torch = require_gpu()
