@@ -361,3 +361,25 @@ def test_a_module_the_driver_never_jits_for_an_arch_is_left_out_there_and_said(b
     assert (code, doc["kind"]) == (2, "SpecError") and not (tmp_path / "none").exists()
     assert doc["error"].endswith("k90.fatbin: its PTX (1 module, targets sm_90) is never JIT-compiled for sm_80: PTX "
                                  "runs on its own SM and later ones (arch-specific PTX on its own)")
+
+
+def test_reduce_takes_a_library_kernel_from_the_module_the_driver_would_jit_cut_to_it(built, cache, tmp_path, capsys):
+    """``reduce --lib PATH:ENTRY``: of the modules holding the kernel, the newest target that reaches --arch (as the
+    driver picks among a fatbin's PTX), its text cut to the kernel; a library without a kernel named, refused."""
+    from ptxprobe.reduce.run import library_kernel
+
+    two = str(built["two.fatbin"])
+    assert library_kernel(f"{two}:vadd", None, "sm_90a").module.target == "sm_90"
+    assert library_kernel(two, "vadd", "sm_80").module.target == "sm_80"
+    src = library_kernel(f"{two}:vadd", None, "sm_90a")
+    emitted = src.emit("sm_90a", cache)
+    assert entries_of(emitted.ptx) == ["vadd"] and emitted.metadata["ptx_target"] == "sm_90"
+    for argv, said in ((["--lib", two], "reduce takes one kernel of it: --lib PATH:ENTRY or --entry ENTRY"),
+                       (["--lib", f"{two}:nothing_here"], "no entry 'nothing_here' among the"),
+                       (["--lib", f"{two}:vadd", "--ptx", two], "reduce takes one input")):
+        code = main(["reduce", *argv, "--arch", "sm_90a", "-o", str(tmp_path / "r"), "--json"])
+        doc = json.loads(capsys.readouterr().out)
+        assert (code, doc["kind"]) == (2, "SpecError") and said in doc["error"], doc
+    code = main(["reduce", "--lib", f"{two}:vadd", "--arch", "sm_90a", "-o", str(tmp_path / "r"), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code in (0, 1) and doc["entry"] == "vadd" and doc["arch"] == "sm_90a", doc

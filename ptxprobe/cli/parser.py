@@ -380,13 +380,16 @@ def _reduce_parser(sub) -> None:
     s = _sub(sub, "reduce", "the smallest kernel whose machine code the name still changes (delta debugging over PTX)",
              "cmd_reduce", epilog=REDUCE_EPILOG)
     s.add_argument("input", nargs="?", metavar="KERNEL", help="a registered kernel (see `ptxprobe kernels`); or give "
-                                                              "--ptx, --cu, --cubin or --triton")
+                                                              "--ptx, --cu, --cubin, --triton or --lib")
     s.add_argument("--ptx", metavar="FILE", help="a PTX file (re-targeted to --arch when its .target differs)")
     s.add_argument("--cu", metavar="FILE", help="CUDA C++ source, compiled by nvcc for --arch")
     s.add_argument("--cubin", metavar="FILE", help="a cubin with embedded PTX (built with -lineinfo)")
     s.add_argument("--triton", metavar="FILE.py:FUNCTION", help="a triton.jit or gluon.jit function; needs --spec")
+    s.add_argument("--lib", metavar="PATH[:ENTRY]",
+                   help="a kernel of a shared library, fatbin or wheel: its PTX from the module the driver would JIT "
+                        "for --arch (the newest target that reaches it), cut to that kernel")
     s.add_argument("--spec", help="with --triton (or --cu): the kernel spec (docs/spec.md)")
-    s.add_argument("--entry", help="the entry to reduce when the input has several")
+    s.add_argument("--entry", help="the entry to reduce when the input has several (a library: the kernel)")
     s.add_argument("--arch", required=True, help="target (sm_90a, sm_100a, ...)")
     s.add_argument("--dtype", default="fp16", help="with a registered KERNEL: element type")
     s.add_argument("--head-dim", type=_at_least(1), default=128, help="with a registered KERNEL: head dimension")

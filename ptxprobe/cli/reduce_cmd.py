@@ -16,15 +16,16 @@ log = logging.getLogger("ptxprobe")
 def request_from_args(args):
     from ptxprobe.reduce.run import Request
 
-    if args.input and (args.ptx or args.cu or args.cubin or args.triton):
-        raise SpecError("give one input: a registered kernel name or --ptx/--cu/--cubin/--triton, not both")
+    if args.input and (args.ptx or args.cu or args.cubin or args.triton or args.lib):
+        raise SpecError("give one input: a registered kernel name or --ptx/--cu/--cubin/--triton/--lib, not both")
     try:
         flags = tuple(shlex.split(args.flags)) if args.flags is not None else None
     except ValueError as exc:
         raise SpecError(f"--flags {args.flags!r}: {exc}") from None
     kw = {"flags": flags} if flags is not None else {}
     return Request(arch=args.arch, out=args.out, kernel=args.input, ptx=args.ptx, cu=args.cu, cubin=args.cubin,
-                   triton=args.triton, spec=args.spec, entry=args.entry, dtype=args.dtype, head_dim=args.head_dim,
+                   triton=args.triton, lib=args.lib, spec=args.spec, entry=args.entry, dtype=args.dtype,
+                   head_dim=args.head_dim,
                    causal=args.causal, config=args.config, ptxas=args.ptxas, name=args.name, keep=args.keep,
                    jobs=args.jobs or os.cpu_count() or 1, ablate=args.ablate, timeout=args.timeout,
                    fresh=args.fresh, **kw)

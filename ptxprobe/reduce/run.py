@@ -30,7 +30,7 @@ from ptxprobe.static.executors import LocalExecutor
 from ptxprobe.static.experiment import check_arch, experiment_from_dict, load_experiment
 from ptxprobe.static.plan import renamed_cached
 from ptxprobe.toolchain.assemble import TRITON_FLAGS
-from ptxprobe.toolchain.tools import select_ptxas
+from ptxprobe.toolchain.tools import arch_order, select_ptxas
 
 MINIMAL, RECORD, CURRENT = "minimal.ptx", ReduceRecord.FILE, "current.ptx"
 DONE, INTERRUPTED, NO_DIFFERENCE, RUNNING = "done", "interrupted", "no difference", "running"
@@ -47,6 +47,7 @@ class Request:
     cu: str | None = None
     cubin: str | None = None
     triton: str | None = None
+    lib: str | None = None  # a shared library, fatbin or wheel: PATH[:ENTRY], the kernel its PTX holds
     spec: str | None = None
     entry: str | None = None
     dtype: str = "fp16"
@@ -72,10 +73,12 @@ class Result:
 
 def source_of(req: Request) -> KernelSource:
     """The one input, as the sweep's source plumbing reads it."""
-    given = [x for x in (req.kernel, req.ptx, req.cu, req.cubin, req.triton) if x]
+    given = [x for x in (req.kernel, req.ptx, req.cu, req.cubin, req.triton, req.lib) if x]
     if len(given) != 1:
-        raise SpecError("reduce takes one input: a registered kernel name, --ptx, --cu, --cubin or --triton "
+        raise SpecError("reduce takes one input: a registered kernel name, --ptx, --cu, --cubin, --triton or --lib "
                         f"(got {len(given)})")
+    if req.lib:
+        return library_kernel(req.lib, req.entry, req.arch)
     axes: dict = {"name": "reduce", "kernels": [], "archs": [req.arch]}
 
     if req.kernel:
@@ -92,6 +95,24 @@ def source_of(req: Request) -> KernelSource:
             raise SpecError("--triton needs --spec (ptxprobe spec init FILE.py:FUNCTION -o k.toml writes one)")
         axes.update(triton_functions=[KernelItem(req.triton, None, req.spec)])
     return sources_of(experiment_from_dict(axes))[0]
+
+
+def library_kernel(lib: str, entry: str | None, arch: str) -> KernelSource:
+    """One kernel of a library's PTX (``PATH:ENTRY`` or ``--entry``), from the module the driver would JIT for
+    ``arch``: of the modules holding it, the newest target that reaches the arch (CUDA picks so among a fatbin's
+    PTX), its text cut to that kernel. One name in two shared libraries of a wheel is refused: give the one."""
+    item = KernelItem.parse("lib_files", lib)
+    item = KernelItem(item.path, entry or item.entry)
+    if item.entry in (None, "all"):
+        raise SpecError(f"--lib {lib}: reduce takes one kernel of it: --lib PATH:ENTRY or --entry ENTRY")
+    sources = [s for s in sources_of(experiment_from_dict({"name": "reduce", "kernels": [], "archs": [arch],
+                                                            "lib_files": [item], "file_archs": [arch]}))
+               if arch in s.build_archs((arch,))]
+    members = sorted({s.library for s in sources})
+    if len(members) > 1:
+        raise SpecError(f"{item.entry} is in {len(members)} libraries of {item.path} ({', '.join(members)}): "
+                        "give the one you mean (unpacked from the wheel)")
+    return max(sources, key=lambda s: arch_order(s.module.target))
 
 
 def name_templates(entry: str, name: str | None) -> tuple[str, str]:
