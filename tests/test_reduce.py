@@ -391,3 +391,24 @@ def test_remains_in_words_never_read_part_of_a_list_as_all_of_it():
     assert _notable(six).endswith(", 1 more classes") and "setp" not in _notable(six)
     assert _notable(Counter({"fma": 2, "mov": 1})) == "fma x2, mov x1"
     assert (counted(1), counted(2), counted(0)) == ("1 instruction", "2 instructions", "0 instructions")
+
+
+@pytest.mark.integration
+def test_a_kernel_whose_name_holds_the_trigger_is_reduced_and_written_under_its_trigger_free_name(
+        tmp_path, capsys, installed_ptxas_13):
+    """Its baseline is the name spelled without the trigger (``{base_untriggered}``), so minimal.ptx is renamed to
+    it as the reduction goes: that rename once failed at the first accepted step (exit 4, a ptxprobe bug), which
+    every FlashAttention-2 kernel of vLLM's wheel met (a ``cutlass`` type in its template arguments)."""
+    from ptxprobe.ptx.rename import apply_template
+    from ptxprobe.ptx.text import entries_of
+
+    ptx = tmp_path / "loop.ptx"
+    ptx.write_text(LOOP_PTX.replace("loopk", "cutlass_loopk"))
+    out = tmp_path / "red"
+    code = main(["reduce", "--ptx", str(ptx), "--arch", "sm_90a", "--ptxas", installed_ptxas_13.path, "-j", "2",
+                 "-o", str(out), "-q", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1 and doc["status"] == "done", doc
+    assert doc["baseline_name"] == apply_template("{base_untriggered}", "cutlass_loopk") != "cutlass_loopk"
+    assert entries_of((out / "minimal.ptx").read_text()) == [doc["baseline_name"]]
+    assert entries_of((out / "current.ptx").read_text()) == ["cutlass_loopk"]

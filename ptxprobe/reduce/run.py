@@ -247,7 +247,7 @@ class _Reduction:
                      **self.counts(), "candidates": self.judge.candidates, "judgements": dict(self.judge.reasons),
                      "after": structure(text, self.entry)}
         baseline = apply_template(self.setup.names[0], self.entry)
-        minimal = text if baseline == self.entry else renamed_cached(text, self.entry, baseline, self.cache).ptx
+        minimal = text if baseline == self.entry else renamed_cached(text, {self.entry: baseline}, self.cache).ptx
         atomic_write(self.out / CURRENT, text.encode())
         atomic_write(self.out / MINIMAL, minimal.encode())
         _write_record(self.out, self.last)
