@@ -6,6 +6,8 @@
                                         [--per-function N [--without FUNCTION]] [--ray-address ADDR] [--fresh]
                                         [--downloads DIR] [--out FILE]
     python -m experiments.atlas prune-check [--library xformers] [--per-module N] [--downloads DIR] [--out FILE]
+    python -m experiments.atlas reduce [--library vllm] [--arch sm_90a] [--per-function N] [--timeout-each S]
+                                       [--runs DIR] [--downloads DIR] [--out FILE]
     python -m experiments.atlas compare-captures GPU_CAPTURE_DIR INTERPRETED_CAPTURE_DIR [--out FILE]
     python -m experiments.atlas interpreted [--library liger-kernel] [--arch sm_90a] [--release triton,13.0]
                                              [--venv DIR] [--runs DIR] [--ray-address ADDR] [--fresh] [--downloads DIR]
@@ -18,6 +20,8 @@ kernel per cell, what the whole atlas's CPU budget is computed from. ``shipped``
 family its ``sample`` picks) rename-swept at each arch and release, the trigger added to or spelled out of each
 entry (experiments/atlas/shipped.py). ``prune-check``: sampled entries of each wheel's modules assembled whole and
 cut to themselves (what ``--lib LIB:ENTRY`` assembles), their code compared (experiments/atlas/prune_check.py).
+``reduce``: of each shipped cell's changed kernels, one per source function reduced with ``ptxprobe reduce --lib``
+(experiments/atlas/reduce_sample.py).
 ``interpreted``: the Triton libraries, each
 library's driver captured on CPU tensors with ``ptxprobe capture --interpret`` (a CuTe DSL library's, compiled ahead
 of time, with ``capture --arch``) for each arch and swept at each release (experiments/atlas/interpreted.py); with
@@ -46,8 +50,9 @@ from experiments.atlas.census import as_json, census  # noqa: E402
 from experiments.atlas.interpreted import capture_cell, compare_captures, environment, merged  # noqa: E402
 from experiments.atlas.pins import fetch_pinned  # noqa: E402
 from experiments.atlas.prune_check import check_library, summary  # noqa: E402
-from experiments.atlas.shipped import shipped_cell  # noqa: E402
-from ptxprobe.api import Cache, open_run  # noqa: E402
+from experiments.atlas.reduce_sample import reduce_kernel, sampled  # noqa: E402
+from experiments.atlas.shipped import cell_dir, shipped_cell  # noqa: E402
+from ptxprobe.api import Cache, open_run, triton_ptxas  # noqa: E402
 
 CORPUS = Path(__file__).with_name("corpus.toml")
 # the pilot's cells: (library, its entries to sweep, arch, ptxas release): one library whole, one family sampled
@@ -150,9 +155,32 @@ def run_prune_check(names: list[str], per_module: int, max_mb: float, downloads:
             "summary": {n: summary([r for r in rows if r["library"] == n]) for n in names}, "entries": rows}
 
 
+def run_reduce(names: list[str], archs: list[str], releases: list[str], runs: Path, downloads: Path,
+               per_function: int | None, without: tuple[str, ...], timeout: float) -> dict:
+    """Each shipped cell's changed kernels, one per source function, reduced (experiments/atlas/reduce_sample.py);
+    the cell's sweep made first where it is missing (read back where it is finished)."""
+    libraries = {n: corpus()[n] for n in names}
+    kernels = []
+    for name, lib in libraries.items():
+        wheel = fetched(name, downloads)
+        for arch in archs:
+            shipped_cell(wheel, name, lib, arch, releases, runs, (), False, per_function, without)
+            for k in sampled(cell_dir(runs, name, arch, per_function, without), triton_ptxas(arch).version):
+                kernels.append({"library": name, **reduce_kernel(
+                    wheel, k, arch, runs / "reduce" / name / f"{arch}-per-function-{per_function}" / k["function"],
+                    timeout)})
+    return {"what": "one changed kernel per source function of each shipped cell (the smallest) reduced with "
+                    "ptxprobe reduce --lib, under the --keep predicate that fits its change (python -m "
+                    "experiments.atlas reduce)",
+            "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
+            "libraries": {n: {k: v for k, v in lib.items() if k != "kind"} for n, lib in libraries.items()},
+            "per_function": per_function, "timeout_each": timeout, "kernels": kernels}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m experiments.atlas", description=__doc__.splitlines()[0])
-    ap.add_argument("step", choices=("census", "pilot", "shipped", "interpreted", "compare-captures", "prune-check"))
+    ap.add_argument("step", choices=("census", "pilot", "shipped", "interpreted", "compare-captures", "prune-check",
+                                     "reduce"))
     ap.add_argument("dirs", nargs="*", help="compare-captures: a GPU capture's directory, then an interpreter's")
     ap.add_argument("--library", action="append",
                     help="census, shipped, interpreted: these libraries (default: every one of the step's kind in "
@@ -183,10 +211,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="prune-check: entries sampled from each PTX module (default: %(default)s)")
     ap.add_argument("--max-module-mb", type=float, default=6.0,
                     help="prune-check: leave out modules with more PTX than this (default: %(default)s)")
+    ap.add_argument("--timeout-each", type=float, default=1200.0,
+                    help="reduce: seconds one reduction may take before the best found so far is kept (default: "
+                         "%(default)s)")
     ap.add_argument("--out", help="write the record here as JSON (default: print it)")
     args = ap.parse_args(argv)
-    kind = {"census": "wheel", "pilot": "wheel", "shipped": "wheel", "prune-check": "wheel", "interpreted": "triton",
-            "compare-captures": "triton"}[args.step]
+    kind = {"census": "wheel", "pilot": "wheel", "shipped": "wheel", "prune-check": "wheel", "reduce": "wheel",
+            "interpreted": "triton", "compare-captures": "triton"}[args.step]
     unknown = sorted(set(args.library or ()) - set(corpus(kind)))
     if unknown:
         ap.error(f"--library {unknown[0]}: not a {kind} library in {CORPUS.name} (those are "
@@ -201,6 +232,15 @@ def main(argv: list[str] | None = None) -> int:
         record = compare_captures(Path(args.dirs[0]), Path(args.dirs[1]))
     elif args.step == "pilot":
         record = run_pilot(downloads)
+    elif args.step == "reduce":
+        archs = [a for given in args.arch or ["sm_90a"] for a in given.split(",")]
+        record = run_reduce(args.library or ["vllm"], archs, args.release.split(","), Path(args.runs), downloads,
+                            args.per_function, tuple(args.without), args.timeout_each)
+        if args.out and Path(args.out).exists():  # another library's or arch's reductions kept
+            done = {(k["library"], k["arch"]) for k in record["kernels"]}
+            before = json.loads(Path(args.out).read_text())
+            record["kernels"] = [k for k in before["kernels"] if (k["library"], k["arch"]) not in done] + \
+                record["kernels"]
     elif args.step == "prune-check":
         record = run_prune_check(args.library or list(corpus("wheel")), args.per_module, args.max_module_mb,
                                  downloads)

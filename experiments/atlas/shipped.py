@@ -51,6 +51,13 @@ def stratified(bodies: dict[str, str], per_function: int, without: tuple[str, ..
     return out
 
 
+def cell_dir(out: Path, name: str, arch: str, per_function: int | None = None, without: tuple[str, ...] = ()) -> Path:
+    """Where a shipped cell's sweep is (under the atlas's ``--runs``)."""
+    if per_function:
+        return out / "shipped" / name / f"{arch}-per-function-{per_function}{''.join(f'-{w}' for w in without)}"
+    return out / "shipped" / name / arch
+
+
 def shipped_cell(wheel: Path, name: str, lib: dict, arch: str, releases: list[str], out: Path,
                  executor: list[str] = (), fresh: bool = False, per_function: int | None = None,
                  without: tuple[str, ...] = ()) -> dict:
@@ -59,16 +66,15 @@ def shipped_cell(wheel: Path, name: str, lib: dict, arch: str, releases: list[st
     sweep's default names for library entries (the trigger added to an entry without it, spelled out of one that
     holds it, and the control), one kernel per distinct body; read back when complete."""
     bodies = entry_bodies(wheel, Cache())
+    run_dir = cell_dir(out, name, arch, per_function, without)
     if per_function:  # sampled from the modules the driver would JIT for the arch: the sweep leaves out the others
         within = reaching(wheel, arch, Cache())
         bodies = {k: b for k, b in bodies.items() if k.rpartition(":")[0] in within}
         entries = f"at most {per_function} of each source function's kernels" + (
             f", without {', '.join(without)}" if without else "")
-        run_dir = out / "shipped" / name / f"{arch}-per-function-{per_function}{''.join(f'-{w}' for w in without)}"
         items = sorted({f"{wheel}:{k.rsplit(':', 1)[1]}" for k in stratified(bodies, per_function, without)})
     else:
         entries = lib.get("sample") or "all"
-        run_dir = out / "shipped" / name / arch
         items = [f"{wheel}:{lib['sample']}" if lib.get("sample") else str(wheel)]
     argv = ["rename-sweep", *(x for item in items for x in ("--lib", item)), "-s", f"archs={arch}", "-s",
             f"ptxas={','.join(releases)}", *executor, *(["--fresh"] if fresh else []), "-q", "--no-run", "-o",

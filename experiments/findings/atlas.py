@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 
 from experiments.analysis import static_runs as analysis
 
@@ -301,3 +302,48 @@ def _cut_cells() -> str:
                 "every release's summary the same as the whole modules gave, field for field" if all(same) else
                 f"{len(same) - sum(same)} of {len(same)} cells answer otherwise than the whole modules")
             + f", at {len(same)} archs ({'; '.join(cpu)}, from an empty cache).")
+
+
+REDUCE_ATLAS = "2026-12-06-cpu-atlas-reduce"  # experiments/atlas reduce: reduce.json
+
+
+def reduce_section() -> list[str]:
+    """What the heuristic reacts to in the shipped kernels: one reduction per source function and arch."""
+    rec = json.loads((analysis.results_dir(REDUCE_ATLAS) / "reduce.json").read_text())
+    rows = ["| library | arch | source function | its change (registers) | predicate kept | instructions before → "
+            "after | what remains | MMA in a loop | FFMA in a loop | the minimal pair | seconds |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for k in rec["kernels"]:
+        deltas = ", ".join(f"{n} {v:+d}" for n, v in k["pair_deltas"].items()) or "same sizes, other code"
+        rows.append(f"| {k['library']} | {k['arch']} | `{k['function']}` | {k['register_change']:+d} | "
+                    f"{'`' + k['keep'] + '`' if k['keep'] else 'any difference'} | {k['before_instructions']} → "
+                    f"{k['after_instructions']} | {k['after_in_words']} | {'yes' if k['mma_in_loop'] else 'no'} | "
+                    f"{'yes' if k['fma_in_loop'] else 'no'} | {k['pair_verdict']}: {deltas} | "
+                    f"{k['reduce_seconds']:.0f} |")
+    done = [k for k in rec["kernels"] if k["status"] == "done"]
+    kinds = Counter((_remains(k), "more registers" if k["pair_deltas"].get("registers", 0) > 0 else
+                     "fewer registers" if k["pair_deltas"].get("registers", 0) < 0 else "the schedule alone")
+                    for k in done)
+    public = sum(n for (where, _), n in kinds.items() if where in ("an MMA loop", "an FFMA loop"))
+    ptxas = sorted({k["ptxas"] for k in done})
+    libraries = sorted({k["library"] for k in rec["kernels"]})
+    return ["**What the heuristic reacts to in shipped kernels** (`2026-12-06-cpu-atlas-reduce`, `python -m "
+            "experiments.atlas reduce`): of each stratified shipped cell of " + ", ".join(libraries) + ", one "
+            "kernel per source function whose code the trigger changes (the smallest: a reduction's cost grows "
+            "with the kernel) reduced with `ptxprobe reduce --lib WHEEL --entry ENTRY` by ptxas "
+            + ", ".join(ptxas) + ", keeping half of its register change where its registers moved, any difference "
+            f"of its code otherwise. {len(done)} of {len(rec['kernels'])} reductions finished; where each ends, and "
+            "what the name still changes there: "
+            + "; ".join(f"{where}, {what}: {n}" for (where, what), n in sorted(kinds.items(), key=lambda x: -x[1]))
+            + f". The public conditions (an MMA in a loop, found for `tcgen05.mma` on sm_100a; an FFMA loop) "
+            f"cover {public} of the {len(done)}, here with `mma.sync` and `fma` on the archs these kernels ship "
+            "for. A reduction says what suffices in its kernel, not what is necessary in others.", "", *rows, ""]
+
+
+def _remains(k: dict) -> str:
+    """Where a reduction ends: a loop holding an MMA, else one holding an FFMA, else a plain loop, else no loop."""
+    if k["mma_in_loop"]:
+        return "an MMA loop"
+    if k["fma_in_loop"]:
+        return "an FFMA loop"
+    return "a plain loop" if k["loops"] else "no loop"

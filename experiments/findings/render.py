@@ -427,7 +427,8 @@ def findings() -> str:
         [*external_kernels.external_section(), "", *measurement.programs_section(), *external_kernels.gluon_hopper()],
         "external")
     out += section("The name in the wild (the atlas)", atlas.INTRO,
-                   [*atlas.section(), *atlas.shipped_section(), *atlas.prune_check_section(), *atlas.triton_section(),
+                   [*atlas.section(), *atlas.shipped_section(), *atlas.prune_check_section(), *atlas.reduce_section(),
+                    *atlas.triton_section(),
                     *atlas.standing()])
     out += section(
         "How good is the measurement?",

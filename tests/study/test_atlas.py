@@ -278,3 +278,22 @@ def test_a_stratified_sample_takes_at_most_so_many_bodies_of_each_function_evenl
     assert sum(map(len, held)) == len(set().union(*held)), picked  # no module taken twice
     # copy's name holds m1 and m2 (taken first: its function sorts first), so gemm gets m0 alone
     assert picked == ["lib.so:m1.ptx:_Z4copyILi1EEvv", "lib.so:m0.ptx:_Z4gemmILi00EEvv"]
+
+
+def test_the_reductions_of_shipped_kernels_hold_together():
+    """Each reduction kept what its kernel's change calls for (half its register change, in its direction; any
+    difference where its registers did not move), ended smaller, and says where an MMA or FFMA remains by the
+    classes of its loops."""
+    from experiments.atlas.reduce_sample import FMA, MMA, keep_for
+
+    rec = _json("2026-12-06-cpu-atlas-reduce", "reduce.json")
+    assert rec["kernels"]
+    for k in rec["kernels"]:
+        row = {"registers": k["register_change"], "baseline_registers": 0,
+               "spill_store_bytes": 1 if k["spills"] else 0, "baseline_spill_store_bytes": 0}
+        assert k["keep"] == keep_for(row) or (not k["register_change"] and k["spills"])
+        if k["status"] == "done":
+            assert k["after_instructions"] < k["before_instructions"] and k["pair_verdict"] == "differs"
+            assert k["mma_in_loop"] == any(c.startswith(MMA) for c in k["loop_classes"])
+            assert k["fma_in_loop"] == any(c.startswith(FMA) for c in k["loop_classes"])
+            assert k["loops"] or not k["loop_classes"]
