@@ -185,7 +185,7 @@ def test_a_run_interrupted_before_any_assembly_is_said_to_have_no_results_yet(tm
     monkeypatch.chdir(tmp_path)
     argv = ["rename-sweep", "--ptx", "kern.ptx", "-s", "archs=sm_90a", "-q", "-o", "run"]
     monkeypatch.setattr(sys, "argv", ["/somewhere/bin/ptxprobe", *argv])
-    monkeypatch.setattr(sweep._Run, "_submit_variants", interrupted)
+    monkeypatch.setattr(sweep._SweepState, "_submit_variants", interrupted)
     assert main(argv) == 130
     assert json.loads((tmp_path / "run" / "manifest.json").read_text())["counts"]["interrupted"] is True
     capsys.readouterr()

@@ -323,14 +323,14 @@ def test_ctrl_c_during_repro_says_what_was_re_run_and_exits_130(monkeypatch, cap
     from ptxprobe.static import sweep
 
     needs_recorded_triton(COMMITTED)
-    real = sweep._Run._submit_variants
+    real = sweep._SweepState._submit_variants
 
     def interrupted_on_sm_120a(self, pool, src, emitted):
         if self.exp.archs == ("sm_120a",):
             raise KeyboardInterrupt
         return real(self, pool, src, emitted)
 
-    monkeypatch.setattr(sweep._Run, "_submit_variants", interrupted_on_sm_120a)
+    monkeypatch.setattr(sweep._SweepState, "_submit_variants", interrupted_on_sm_120a)
     monkeypatch.setenv("COLUMNS", "200")
     assert main(["repro", str(COMMITTED), "-q", "-j", "2"]) == 130
     out = " ".join(capsys.readouterr().out.split())

@@ -162,13 +162,19 @@ def run_reduce(names: list[str], archs: list[str], releases: list[str], runs: Pa
     libraries = {n: corpus()[n] for n in names}
     kernels = []
     for name, lib in libraries.items():
-        wheel = fetched(name, downloads)
+        wheel = fetched(name, downloads) if lib["kind"] == "wheel" else None
         for arch in archs:
-            shipped_cell(wheel, name, lib, arch, releases, runs, (), False, per_function, without)
-            for k in sampled(cell_dir(runs, name, arch, per_function, without), triton_ptxas(arch).version):
-                kernels.append({"library": name, **reduce_kernel(
-                    wheel, k, arch, runs / "reduce" / name / f"{arch}-per-function-{per_function}" / k["function"],
-                    timeout)})
+            if wheel:  # a wheel's shipped cell, swept here where it is missing
+                shipped_cell(wheel, name, lib, arch, releases, runs, (), False, per_function, without)
+                swept, where = cell_dir(runs, name, arch, per_function, without), f"{arch}-per-function-{per_function}"
+            else:  # a captured library's cell, made by the interpreted step
+                swept, where = runs / name / arch / "sweep", arch
+                if not (swept / "manifest.json").exists():
+                    raise SystemExit(f"{swept}: no sweep; run python -m experiments.atlas interpreted --library {name} "
+                                     f"--arch {arch} --runs {runs} first")
+            for k in sampled(swept, triton_ptxas(arch).version):
+                kernels.append({"library": name, **reduce_kernel(wheel, k, arch, runs / "reduce" / name / where /
+                                                                 k["function"], timeout)})
     return {"what": "one changed kernel per source function of each shipped cell (the smallest) reduced with "
                     "ptxprobe reduce --lib, under the --keep predicate that fits its change (python -m "
                     "experiments.atlas reduce)",
@@ -216,11 +222,11 @@ def main(argv: list[str] | None = None) -> int:
                          "%(default)s)")
     ap.add_argument("--out", help="write the record here as JSON (default: print it)")
     args = ap.parse_args(argv)
-    kind = {"census": "wheel", "pilot": "wheel", "shipped": "wheel", "prune-check": "wheel", "reduce": "wheel",
+    kind = {"census": "wheel", "pilot": "wheel", "shipped": "wheel", "prune-check": "wheel", "reduce": None,
             "interpreted": "triton", "compare-captures": "triton"}[args.step]
     unknown = sorted(set(args.library or ()) - set(corpus(kind)))
     if unknown:
-        ap.error(f"--library {unknown[0]}: not a {kind} library in {CORPUS.name} (those are "
+        ap.error(f"--library {unknown[0]}: not a {kind or 'known'} library in {CORPUS.name} (those are "
                  f"{', '.join(corpus(kind))})")
     downloads = Path(args.downloads)
     downloads.mkdir(parents=True, exist_ok=True)

@@ -304,12 +304,12 @@ def _cut_cells() -> str:
             + f", at {len(same)} archs ({'; '.join(cpu)}, from an empty cache).")
 
 
-REDUCE_ATLAS = "2026-12-06-cpu-atlas-reduce"  # experiments/atlas reduce: reduce.json
+REDUCE_ATLAS = "2026-12-06-cpu-atlas-reduce"  # experiments/atlas reduce: reductions.json
 
 
 def reduce_section() -> list[str]:
     """What the heuristic reacts to in the shipped kernels: one reduction per source function and arch."""
-    rec = json.loads((analysis.results_dir(REDUCE_ATLAS) / "reduce.json").read_text())
+    rec = json.loads((analysis.results_dir(REDUCE_ATLAS) / "reductions.json").read_text())
     rows = ["| library | arch | source function | its change (registers) | predicate kept | instructions before → "
             "after | what remains | MMA in a loop | FFMA in a loop | the minimal pair | seconds |",
             "|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -284,9 +284,13 @@ def test_the_reductions_of_shipped_kernels_hold_together():
     """Each reduction kept what its kernel's change calls for (half its register change, in its direction; any
     difference where its registers did not move), ended smaller, and says where an MMA or FFMA remains by the
     classes of its loops."""
-    from experiments.atlas.reduce_sample import FMA, MMA, keep_for
+    from experiments.atlas.reduce_sample import FMA, MMA, function_of, keep_for
 
-    rec = _json("2026-12-06-cpu-atlas-reduce", "reduce.json")
+    assert function_of({"source_kind": "ptx", "kernel": "cute-quackrmsnormRMSNorm-99e31fd553.ptx"}) == \
+        "cute-quackrmsnormRMSNorm"  # a captured kernel: its file name less the content hash
+    assert function_of({"source_kind": "lib", "kernel": "lib.so:m.ptx:_Z4gemmILi1EEvv"}) == "gemm"
+
+    rec = _json("2026-12-06-cpu-atlas-reduce", "reductions.json")
     assert rec["kernels"]
     for k in rec["kernels"]:
         row = {"registers": k["register_change"], "baseline_registers": 0,
