@@ -173,14 +173,14 @@ def run_reduce(names: list[str], archs: list[str], releases: list[str], runs: Pa
                     raise SystemExit(f"{swept}: no sweep; run python -m experiments.atlas interpreted --library {name} "
                                      f"--arch {arch} --runs {runs} first")
             for k in sampled(swept, triton_ptxas(arch).version):
-                kernels.append({"library": name, **reduce_kernel(wheel, k, arch, runs / "reduce" / name / where /
-                                                                 k["function"], timeout)})
+                kernels.append({"library": name, "cell": where, **reduce_kernel(
+                    wheel, k, arch, runs / "reduce" / name / where / k["function"], timeout)})
     return {"what": "one changed kernel per source function of each shipped cell (the smallest) reduced with "
                     "ptxprobe reduce --lib, under the --keep predicate that fits its change (python -m "
                     "experiments.atlas reduce)",
             "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
             "libraries": {n: {k: v for k, v in lib.items() if k != "kind"} for n, lib in libraries.items()},
-            "per_function": per_function, "timeout_each": timeout, "kernels": kernels}
+            "timeout_each": timeout, "kernels": kernels}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -247,6 +247,9 @@ def main(argv: list[str] | None = None) -> int:
             before = json.loads(Path(args.out).read_text())
             record["kernels"] = [k for k in before["kernels"] if (k["library"], k["arch"]) not in done] + \
                 record["kernels"]
+            record["libraries"] = {**before["libraries"], **record["libraries"]}
+            record["commands"] = [*before.get("commands", [before["command"]] if "command" in before else []),
+                                  " ".join(["python -m experiments.atlas", *(argv or sys.argv[1:])])]
     elif args.step == "prune-check":
         record = run_prune_check(args.library or list(corpus("wheel")), args.per_module, args.max_module_mb,
                                  downloads)

@@ -321,23 +321,32 @@ def reduce_section() -> list[str]:
                     f"{'yes' if k['fma_in_loop'] else 'no'} | {k['pair_verdict']}: {deltas} | "
                     f"{k['reduce_seconds']:.0f} |")
     done = [k for k in rec["kernels"] if k["status"] == "done"]
-    kinds = Counter((_remains(k), "more registers" if k["pair_deltas"].get("registers", 0) > 0 else
-                     "fewer registers" if k["pair_deltas"].get("registers", 0) < 0 else "the schedule alone")
-                    for k in done)
+    kinds = Counter((_remains(k), _change(k["pair_deltas"])) for k in done)
     public = sum(n for (where, _), n in kinds.items() if where in ("an MMA loop", "an FFMA loop"))
     ptxas = sorted({k["ptxas"] for k in done})
     libraries = sorted({k["library"] for k in rec["kernels"]})
+    by_library = {lib: Counter(_remains(k) for k in done if k["library"] == lib) for lib in libraries}
     return ["**What the heuristic reacts to in shipped kernels** (`2026-12-06-cpu-atlas-reduce`, `python -m "
-            "experiments.atlas reduce`): of each stratified shipped cell of " + ", ".join(libraries) + ", one "
-            "kernel per source function whose code the trigger changes (the smallest: a reduction's cost grows "
-            "with the kernel) reduced with `ptxprobe reduce --lib WHEEL --entry ENTRY` by ptxas "
-            + ", ".join(ptxas) + ", keeping half of its register change where its registers moved, any difference "
+            "experiments.atlas reduce`): of each cell of " + ", ".join(libraries) + " (a wheel's stratified "
+            "shipped cell; a captured library's cell), one kernel per source function whose code the trigger changes "
+            "(the smallest: a reduction's cost grows with the kernel) reduced with `ptxprobe reduce --lib WHEEL "
+            "--entry ENTRY` (a captured kernel: `--ptx` with the file its sweep kept) by Triton's ptxas ("
+            + ", ".join(ptxas) + "), keeping half of its register change where its registers moved, any difference "
             f"of its code otherwise. {len(done)} of {len(rec['kernels'])} reductions finished; where each ends, and "
             "what the name still changes there: "
             + "; ".join(f"{where}, {what}: {n}" for (where, what), n in sorted(kinds.items(), key=lambda x: -x[1]))
             + f". The public conditions (an MMA in a loop, found for `tcgen05.mma` on sm_100a; an FFMA loop) "
-            f"cover {public} of the {len(done)}, here with `mma.sync` and `fma` on the archs these kernels ship "
-            "for. A reduction says what suffices in its kernel, not what is necessary in others.", "", *rows, ""]
+            f"cover {public} of the {len(done)}. By library: "
+            + "; ".join(f"{lib}: " + ", ".join(f"{where} {n}" for where, n in c.most_common())
+                        for lib, c in by_library.items())
+            + ". A reduction says what suffices in its kernel, not what is necessary in others.", "", *rows, ""]
+
+
+def _change(deltas: dict) -> str:
+    """What the name still changes in a minimal pair: its registers, else other sizes, else the schedule alone."""
+    if deltas.get("registers"):
+        return "more registers" if deltas["registers"] > 0 else "fewer registers"
+    return f"other sizes ({', '.join(sorted(deltas))})" if deltas else "the schedule alone"
 
 
 def _remains(k: dict) -> str:
