@@ -248,8 +248,9 @@ def main(argv: list[str] | None = None) -> int:
             record["kernels"] = [k for k in before["kernels"] if (k["library"], k["arch"]) not in done] + \
                 record["kernels"]
             record["libraries"] = {**before["libraries"], **record["libraries"]}
-            record["commands"] = [*before.get("commands", [before["command"]] if "command" in before else []),
-                                  " ".join(["python -m experiments.atlas", *(argv or sys.argv[1:])])]
+            record["commands"] = list(dict.fromkeys([  # each command once, in the order first run
+                *before.get("commands", [before["command"]] if "command" in before else []),
+                " ".join(["python -m experiments.atlas", *(argv or sys.argv[1:])])]))
     elif args.step == "prune-check":
         record = run_prune_check(args.library or list(corpus("wheel")), args.per_module, args.max_module_mb,
                                  downloads)

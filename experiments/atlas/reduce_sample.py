@@ -102,6 +102,7 @@ def summary(rec: dict) -> dict:
             "names": [rec.get("baseline_name"), rec.get("renamed_name")],
             "before_instructions": rec["before"]["instructions"], "after_instructions": after.get("instructions"),
             "after_in_words": after.get("in_words"), "loops": len(loops),
+            "asm_loops": sorted({tuple(x) for x in after.get("asm_loops") or []}),  # loops inside inline asm
             "loop_classes": sorted(in_loops), "mma_in_loop": any(c.startswith(MMA) for c in in_loops),
             "fma_in_loop": any(c.startswith(FMA) for c in in_loops), "one_minimal": rec.get("one_minimal"),
             "pair_verdict": (rec.get("minimal_pair") or {}).get("verdict"),

@@ -318,7 +318,8 @@ def reduce_section() -> list[str]:
         rows.append(f"| {k['library']} | {k['arch']} | `{k['function']}` | {k['register_change']:+d} | "
                     f"{'`' + k['keep'] + '`' if k['keep'] else 'any difference'} | {k['before_instructions']} → "
                     f"{k['after_instructions']} | {k['after_in_words']} | {'yes' if k['mma_in_loop'] else 'no'} | "
-                    f"{'yes' if k['fma_in_loop'] else 'no'} | {k['pair_verdict']}: {deltas} | "
+                    f"{'yes' if k['fma_in_loop'] else 'no'} | "
+                    f"{k['pair_verdict'] + ': ' + deltas if k['status'] == 'done' else 'stopped at its time limit'} | "
                     f"{k['reduce_seconds']:.0f} |")
     done = [k for k in rec["kernels"] if k["status"] == "done"]
     kinds = Counter((_remains(k), _change(k["pair_deltas"])) for k in done)
@@ -350,9 +351,14 @@ def _change(deltas: dict) -> str:
 
 
 def _remains(k: dict) -> str:
-    """Where a reduction ends: a loop holding an MMA, else one holding an FFMA, else a plain loop, else no loop."""
+    """Where a reduction ends: a loop holding an MMA, else one holding an FFMA, else a plain loop, else a wait loop
+    inside inline asm (``mbarrier.try_wait`` spinning), else no loop."""
     if k["mma_in_loop"]:
         return "an MMA loop"
     if k["fma_in_loop"]:
         return "an FFMA loop"
-    return "a plain loop" if k["loops"] else "no loop"
+    if k["loops"]:
+        return "a plain loop"
+    if k.get("asm_loops"):
+        return "an inline-asm wait loop (" + ", ".join(sorted({x[0] for x in k["asm_loops"]})) + ")"
+    return "no loop"
