@@ -20,8 +20,8 @@ kernel per cell, what the whole atlas's CPU budget is computed from. ``shipped``
 family its ``sample`` picks) rename-swept at each arch and release, the trigger added to or spelled out of each
 entry (experiments/atlas/shipped.py). ``prune-check``: sampled entries of each wheel's modules assembled whole and
 cut to themselves (what ``--lib LIB:ENTRY`` assembles), their code compared (experiments/atlas/prune_check.py).
-``reduce``: of each shipped cell's changed kernels, one per source function reduced with ``ptxprobe reduce --lib``
-(experiments/atlas/reduce_sample.py).
+``reduce``: of each cell's changed kernels (a wheel's shipped cell, a captured library's), one per source function
+reduced with ``ptxprobe reduce`` (experiments/atlas/reduce_sample.py).
 ``interpreted``: the Triton libraries, each
 library's driver captured on CPU tensors with ``ptxprobe capture --interpret`` (a CuTe DSL library's, compiled ahead
 of time, with ``capture --arch``) for each arch and swept at each release (experiments/atlas/interpreted.py); with
@@ -175,9 +175,9 @@ def run_reduce(names: list[str], archs: list[str], releases: list[str], runs: Pa
             for k in sampled(swept, triton_ptxas(arch).version):
                 kernels.append({"library": name, "cell": where, **reduce_kernel(
                     wheel, k, arch, runs / "reduce" / name / where / k["function"], timeout)})
-    return {"what": "one changed kernel per source function of each shipped cell (the smallest) reduced with "
-                    "ptxprobe reduce --lib, under the --keep predicate that fits its change (python -m "
-                    "experiments.atlas reduce)",
+    return {"what": "one changed kernel per source function of each cell (the smallest) reduced with ptxprobe "
+                    "reduce (--lib for a wheel's kernel, --ptx for a captured one), under the --keep predicate that "
+                    "fits its change (python -m experiments.atlas reduce)",
             "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version()},
             "libraries": {n: {k: v for k, v in lib.items() if k != "kind"} for n, lib in libraries.items()},
             "timeout_each": timeout, "kernels": kernels}

@@ -276,9 +276,7 @@ class LibraryModuleSource(KernelSource):
         return f"{self.library}:{self.module.name}"
 
     def build_archs(self, requested: tuple[str, ...]) -> tuple[str, ...]:
-        """Its own target, or the archs asked for that the driver would JIT its PTX for (``jit_reaches``)."""
-        return tuple(a for a in self.archs if jit_reaches(self.module.target, a)) or (
-            () if self.archs else (self.module.target,))
+        return reached(self.module, self.archs)
 
     def launch(self):
         from ptxprobe.sources.launch import load_launch
@@ -324,6 +322,12 @@ class LibraryModuleSource(KernelSource):
         return Emitted(self.label, arch, chosen[0], ptx, "ptx", meta, {}, chosen)
 
 
+def reached(module: PtxModule, archs: tuple[str, ...]) -> tuple[str, ...]:
+    """The archs a module is assembled for: its own target, or those asked for that the driver would JIT its PTX
+    for (``jit_reaches``); none where it reaches none of them (it never runs there)."""
+    return tuple(a for a in archs if jit_reaches(module.target, a)) if archs else (module.target,)
+
+
 def _chosen_modules(lib: Library, entry: str | None, where: str) -> list[PtxModule]:
     """The modules with something to sweep: every one with a non-stub entry, or those holding ``entry`` (a name
     that fits several kernels of one module is refused there, with the list)."""
@@ -360,8 +364,8 @@ def library_sources(item: KernelItem, archs: tuple[str, ...] = (), cache: Cache 
     out = [LibraryModuleSource(path, ext.sha256, lib.member, lib.sha256, lib.sass_archs, mod, ext.key, entry, spec,
                                tuple(archs))
            for lib in ext.libraries for mod in _chosen_modules(lib, entry, shown)]
-    beyond = [s.module.target for s in out if not s.build_archs(())]
-    out = [s for s in out if s.build_archs(())]
+    beyond = [s.module.target for s in out if not reached(s.module, archs)]
+    out = [s for s in out if reached(s.module, archs)]
     if beyond and not out:  # the driver would never load any of them there: nothing runs, nothing to compare
         raise SpecError(f"{shown}: its PTX ({len(beyond)} module{'s' if len(beyond) > 1 else ''}, targets "
                         f"{', '.join(sorted(set(beyond), key=arch_order))}) is never JIT-compiled for "
@@ -453,7 +457,7 @@ def library_notes(exp, cache: Cache | None = None) -> list[LibraryNote]:
         ext = extract(path, cache or Cache())
         for lib in ext.libraries:
             held = _chosen_modules(lib, entry, ext.path)
-            chosen = [m for m in held if not archs or any(jit_reaches(m.target, a) for a in archs)]
+            chosen = [m for m in held if reached(m, archs)]
             name = f"{Path(ext.path).name}:{lib.member}" if lib.member else ext.path
             cut = sum(len(m.entries) + len(m.stubs) - len(choose_entries(list(m.entries), entry, name))
                       for m in chosen) if entry not in (None, "all") else 0

@@ -86,11 +86,12 @@ class Experiment:
 
     @property
     def has_user_kernels(self) -> bool:
-        return any((self.ptx_files, self.cu_files, self.cubin_files, self.lib_files, self.triton_functions))
+        return any(getattr(self, axis) for axis in USER_AXES)
 
 
 # the flat names, in the order manifests have always recorded them
-SPELLED = ("name", "description", *FAMILY_AXES[:5], "archs", "ptxas", "flags", "names", "repeat", "seq_len",
+SPELLED = ("name", "description", "kernels", "dtypes", "head_dims", "causal", "configs", "archs", "ptxas", "flags",
+           "names", "repeat", "seq_len",
            "ptx_files", "cu_files", "cubin_files", "lib_files", "triton_functions", "file_archs", "max_repeat",
            "confidence", "run", "source")
 LIST_AXES = ("kernels", "dtypes", "head_dims", "causal", "configs", "archs", "ptxas", "names", "ptx_files",
