@@ -5,16 +5,18 @@
 Each op is tried alone; one line per op says whether it ran. Under the interpreter the library's host code sees no
 GPU, so choices it makes from the device (configs by architecture or shared memory) take their no-GPU branch: the
 atlas says so beside these kernels. The library is imported from the environment it is installed in, never copied.
+
+On a GPU (``--device cuda --op NAME --time SECONDS``) one op, its inputs made once, is timed forward and backward
+(``drivers/op_timing.py``): the atlas's speed sample.
 """
 
 from __future__ import annotations
 
-import json
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
+from op_timing import cli, run_ops
 
 BATCH, SEQ, HEADS, HEAD_DIM = 1, 2048, 16, 128
 
@@ -29,46 +31,42 @@ def ops():
     dt = torch.bfloat16
 
     def x(*shape):
-        return torch.randn(*shape).to(dt).requires_grad_(True)
+        return lambda: torch.randn(*shape).to(dt).requires_grad_(True)
 
-    def qkv():
-        q, k, v = (x(BATCH, SEQ, HEADS, HEAD_DIM) for _ in range(3))
-        return q, k, v
+    qkv = [x(BATCH, SEQ, HEADS, HEAD_DIM)] * 3
 
-    def unit(k):
-        return F.normalize(k.float(), dim=-1).to(dt)
+    def unit_k():
+        return F.normalize(torch.randn(BATCH, SEQ, HEADS, HEAD_DIM), dim=-1).to(dt).requires_grad_(True)
 
     def gate(*shape):
-        return F.logsigmoid(torch.randn(*shape)).requires_grad_(True)
+        return lambda: F.logsigmoid(torch.randn(*shape)).requires_grad_(True)
 
     def beta():
         return torch.rand(BATCH, SEQ, HEADS).to(dt).requires_grad_(True)
 
-    def run(f):
-        o, _ = f()
-        o.float().sum().backward()
+    def run(f, *make):
+        """The op's setup: its inputs made once (keys of unit norm where the rule wants them); the step calls it,
+        forward and backward."""
+        def setup():
+            inputs = [m() for m in make]
+            return lambda: f(*inputs)[0].float().sum().backward()
+        return setup
 
+    q, k, v = qkv
     return [
-        ("chunk_gla", lambda: run(lambda: chunk_gla(*qkv(), gate(BATCH, SEQ, HEADS, HEAD_DIM).to(dt)))),
-        ("chunk_simple_gla", lambda: run(lambda: chunk_simple_gla(*qkv(), gate(BATCH, SEQ, HEADS)))),
-        ("chunk_retention", lambda: run(lambda: chunk_retention(*qkv()))),
-        ("chunk_delta_rule", lambda: run(lambda: (lambda q, k, v: chunk_delta_rule(q, unit(k), v, beta()))(*qkv()))),
-        ("chunk_gated_delta_rule", lambda: run(lambda: (lambda q, k, v: chunk_gated_delta_rule(
-            q, unit(k), v, gate(BATCH, SEQ, HEADS), beta()))(*qkv()))),
+        ("chunk_gla", run(chunk_gla, q, k, v, lambda: gate(BATCH, SEQ, HEADS, HEAD_DIM)().detach().to(dt)
+                          .requires_grad_(True))),
+        ("chunk_simple_gla", run(chunk_simple_gla, q, k, v, gate(BATCH, SEQ, HEADS))),
+        ("chunk_retention", run(chunk_retention, q, k, v)),
+        ("chunk_delta_rule", run(chunk_delta_rule, q, unit_k, v, beta)),
+        ("chunk_gated_delta_rule", run(chunk_gated_delta_rule, q, unit_k, v, gate(BATCH, SEQ, HEADS), beta)),
     ]
 
 
 def main() -> int:
-    torch.manual_seed(0)
-    for name, thunk in ops():
-        start = time.perf_counter()
-        try:
-            thunk()
-            said = {"op": name, "dtype": "torch.bfloat16", "ran": True}
-        except Exception as exc:  # noqa: BLE001 - counted per op, the driver goes on
-            said = {"op": name, "dtype": "torch.bfloat16", "ran": False, "error": f"{type(exc).__name__}: {exc}"[:300]}
-        print("atlas-driver:", json.dumps({**said, "seconds": round(time.perf_counter() - start, 2)}), flush=True)
-    return 0
+    """``--device cuda``: the calls on the GPU; with ``--op`` and ``--time`` one op timed."""
+    a = cli(sys.argv[1:], dtypes=("bf16",))
+    return run_ops(a, lambda dtype: ops(), dtypes={"bf16": torch.bfloat16})
 
 
 if __name__ == "__main__":
