@@ -24,6 +24,7 @@ from experiments.analysis import recomputed_intervals as recomputed  # noqa: E40
 from experiments.analysis import static_runs as analysis  # noqa: E402
 from experiments.findings import (  # noqa: E402
     atlas,
+    atlas_figure,
     cost,
     external_kernels,
     figures,
@@ -383,6 +384,8 @@ FIGURE_LIST = {
               "with every default, with the equivalence margin and the A/A band", measurement.speed_figure),
     "external": ("other-kernels.svg", "CuTe DSL kernels under their own name and the Gluon Hopper attention under "
                  "cutlass_, each beside its control, with intervals", external_kernels.figure),
+    "atlas": ("atlas.svg", "Share of each atlas cell's kernels whose machine code the trigger changes, per ptxas "
+              "release, and per library the register change it brings", atlas_figure.figure),
     "measurement": ("measurement.svg", "A/A half-widths per group, median and maximum against the goals, and planted "
                     "slowdowns as measured, across the runs of the interleaved design", measurement.measurement_figure),
 }
@@ -429,7 +432,7 @@ def findings() -> str:
     out += section("The name in the wild (the atlas)", atlas.INTRO,
                    [*atlas.section(), *atlas.shipped_section(), *atlas.prune_check_section(), *atlas.reduce_section(),
                     *atlas.triton_section(),
-                    *atlas.standing()])
+                    *atlas.standing()], "atlas")
     out += section(
         "How good is the measurement?",
         "The timing design against its goals (A/A half-widths, A/A false positives, planted slowdowns found, GPU "

@@ -301,3 +301,32 @@ def test_the_reductions_of_shipped_kernels_hold_together():
             assert k["mma_in_loop"] == any(c.startswith(MMA) for c in k["loop_classes"])
             assert k["fma_in_loop"] == any(c.startswith(FMA) for c in k["loop_classes"])
             assert k["loops"] or not k["loop_classes"]
+
+
+def test_the_atlas_figure_draws_what_the_cells_hold_trigger_against_baseline_in_either_direction():
+    """Each heat-map cell is the trigger's share of its cell's kernels at that release, read for the direction the
+    cell was swept in (a CuTe DSL library's kernels compared as shipped, {base}, against the trigger spelled out; a
+    Triton library's renamed cutlass_; a wheel's as shipped or added): the control's share drawn instead was planted
+    and fails here (the DSL libraries' controls change 0 or 1 kernels, their triggers 17 to 60). Every register
+    change a histogram draws belongs to a changed kernel of that library's sm_90a cell."""
+    from experiments.findings import atlas_figure
+
+    labels, versions, shares, kernels = atlas_figure.shares()
+    cells = atlas_figure._cells()
+    assert len(labels) == len(cells) == shares.shape[0] and len(versions) == shares.shape[1]
+    for i, (_, direction, cell) in enumerate(cells):
+        for r in cell["releases"]:
+            names = r["names"]
+            if direction == "removed":
+                expected = names["{base}"]["changed"]
+            elif direction == "added":
+                expected = names["cutlass_{base}"]["changed"]
+            else:
+                expected = next(v for t, v in names.items() if "control" not in t)["changed"]
+            assert shares[i, versions.index(r["ptxas_version"])] * r["kernels"] == pytest.approx(expected)
+            control = next(v for t, v in names.items() if "control" in t or t.startswith("xutlass"))["changed"]
+            assert expected >= control
+    for name, deltas in atlas_figure.register_changes().items():
+        changed = {max(r["kernels"] for r in c["releases"]): atlas_figure.trigger_names(c, c["releases"][0])
+                   for _, _, c in cells if c["library"] == name and c["arch"] == "sm_90a"}
+        assert sum(deltas.values()) == changed[max(changed)]["changed"]
