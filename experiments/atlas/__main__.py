@@ -12,6 +12,10 @@
     python -m experiments.atlas interpreted [--library liger-kernel] [--arch sm_90a] [--release triton,13.0]
                                              [--venv DIR] [--runs DIR] [--ray-address ADDR] [--fresh] [--downloads DIR]
                                              [--out FILE]
+    python -m experiments.atlas speed SPEED_RUN_DIR... [--gpu "STATUS LINE"] [--out FILE]
+    python -m experiments.atlas coverage [--library liger-kernel] [--downloads DIR] [--out FILE]
+    python -m experiments.atlas inductor CAPTURE_DIR [--arch sm_90a] [--release triton,13.0] [--runs DIR] [--fresh]
+                                         [--out FILE]
 
 ``census``: each pinned wheel fetched (pip download, checked against its sha256 in corpus.toml), every shared library
 that embeds PTX counted (experiments/atlas/census.py). ``pilot``: cold-cache rename sweeps of a few cells, as a
@@ -25,8 +29,14 @@ reduced with ``ptxprobe reduce`` (experiments/atlas/reduce_sample.py).
 ``interpreted``: the Triton libraries, each
 library's driver captured on CPU tensors with ``ptxprobe capture --interpret`` (a CuTe DSL library's, compiled ahead
 of time, with ``capture --arch``) for each arch and swept at each release (experiments/atlas/interpreted.py); with
-``--out`` an existing record keeps the cells this run did not make. Nothing fetched is committed; the records say
-where it came from.
+``--out`` an existing record keeps the cells this run did not make. ``speed``: the run directories of the GPU's
+speed sample (``experiments/gpu/h200_study.sh atlas-speed``: each op timed in its library's own call path by
+``ptxprobe capture --run``) read into one record (experiments/atlas/speed.py). ``inductor``: Inductor's kernels
+of real architectures, captured on a GPU machine (``h200_study.sh atlas-inductor``), swept here at each release
+(experiments/atlas/compiled.py). ``coverage``: the functions each Python library's wheel decorates as kernels
+(``@triton.jit``, ``@gluon.jit``, ``@cute.kernel``), what a cell's source functions are stated against
+(experiments/atlas/coverage.py). Nothing fetched is committed; the
+records say where it came from.
 """
 
 from __future__ import annotations
@@ -47,11 +57,14 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from experiments.atlas.census import as_json, census  # noqa: E402
+from experiments.atlas.compiled import compiled_cell  # noqa: E402
+from experiments.atlas.coverage import coverage  # noqa: E402
 from experiments.atlas.interpreted import capture_cell, compare_captures, environment, merged  # noqa: E402
 from experiments.atlas.pins import fetch_pinned  # noqa: E402
 from experiments.atlas.prune_check import check_library, summary  # noqa: E402
 from experiments.atlas.reduce_sample import reduce_kernel, sampled  # noqa: E402
 from experiments.atlas.shipped import cell_dir, shipped_cell  # noqa: E402
+from experiments.atlas.speed import speed_record  # noqa: E402
 from ptxprobe.api import Cache, open_run, triton_ptxas  # noqa: E402
 
 CORPUS = Path(__file__).with_name("corpus.toml")
@@ -186,8 +199,10 @@ def run_reduce(names: list[str], archs: list[str], releases: list[str], runs: Pa
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m experiments.atlas", description=__doc__.splitlines()[0])
     ap.add_argument("step", choices=("census", "pilot", "shipped", "interpreted", "compare-captures", "prune-check",
-                                     "reduce"))
-    ap.add_argument("dirs", nargs="*", help="compare-captures: a GPU capture's directory, then an interpreter's")
+                                     "reduce", "speed", "inductor", "coverage"))
+    ap.add_argument("dirs", nargs="*", help="compare-captures: a GPU capture's directory, then an interpreter's; "
+                                            "speed: the speed sample's run directories; inductor: the GPU's capture")
+    ap.add_argument("--gpu", help="speed: the card the sample ran on (its nvidia-smi line in status.txt)")
     ap.add_argument("--library", action="append",
                     help="census, shipped, interpreted: these libraries (default: every one of the step's kind in "
                          "corpus.toml)")
@@ -223,14 +238,38 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="write the record here as JSON (default: print it)")
     args = ap.parse_args(argv)
     kind = {"census": "wheel", "pilot": "wheel", "shipped": "wheel", "prune-check": "wheel", "reduce": None,
-            "interpreted": "triton", "compare-captures": "triton"}[args.step]
+            "interpreted": "triton", "compare-captures": "triton", "speed": "triton",
+            "inductor": None, "coverage": "triton"}[args.step]
     unknown = sorted(set(args.library or ()) - set(corpus(kind)))
     if unknown:
         ap.error(f"--library {unknown[0]}: not a {kind or 'known'} library in {CORPUS.name} (those are "
                  f"{', '.join(corpus(kind))})")
     downloads = Path(args.downloads)
     downloads.mkdir(parents=True, exist_ok=True)
-    if args.step == "census":
+    if args.step == "speed":
+        names = {lib["driver"].removeprefix("drive_").removesuffix(".py"): n for n, lib in corpus("triton").items()}
+        record = speed_record([Path(d) for d in args.dirs], names, {n: corpus()[n] for n in names.values()},
+                              args.gpu)
+    elif args.step == "inductor":
+        if len(args.dirs) != 1:
+            ap.error("inductor takes one directory: the GPU machine's capture (h200_study.sh atlas-inductor)")
+        archs = [a for given in args.arch or ["sm_90a"] for a in given.split(",")]
+        executor = ["--executor", "ray", "--ray-address", args.ray_address] if args.ray_address else []
+        record = {"what": "Inductor's Triton kernels of real architectures (drivers/drive_inductor.py), captured on "
+                          "a GPU machine, rename-swept here (python -m experiments.atlas inductor)",
+                  "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                              "python": platform.python_version()},
+                  "cells": [compiled_cell(sys.executable, Path(args.dirs[0]), arch, args.release.split(","),
+                                          Path(args.runs), executor, args.fresh) for arch in archs]}
+        if args.out and Path(args.out).exists():
+            record = merged(json.loads(Path(args.out).read_text()), {**record, "libraries": {}})
+    elif args.step == "coverage":
+        names = args.library or list(corpus("triton"))
+        record = {"what": "the functions each Python library's wheel decorates as GPU kernels, read with ast "
+                          "(python -m experiments.atlas coverage)",
+                  "libraries": {n: {k: v for k, v in corpus()[n].items() if k in ("pip", "sha256")}
+                                | coverage(fetched(n, downloads)) for n in names}}
+    elif args.step == "census":
         record = run_census(args.library or list(corpus("wheel")), downloads)
     elif args.step == "compare-captures":
         if len(args.dirs) != 2:

@@ -57,17 +57,24 @@ def capture_cell(python: Path, name: str, lib: dict, arch: str, releases: list[s
     wall = cpu = None
     if fresh or not _complete(run_dir, releases):
         wall, cpu = timed_ptxprobe(python, argv)
-    captured = json.loads((run_dir / "captured.json").read_text())
+    command = "ptxprobe " + " ".join(argv[:-2] + ["PYTHON", driver.name])
+    return summarized(run_dir, run_dir / "sweep", name, arch, command, wall, cpu)
+
+
+def summarized(capture_dir: Path, sweep_dir: Path, name: str, arch: str, command: str, wall: float | None,
+               cpu: float | None) -> dict:
+    """A cell's record from its capture (``captured.json``, the driver's lines in ``program.log``) and its sweep:
+    the ops the driver ran, how the kernels were launched, and per release what each name does to them."""
+    captured = json.loads((capture_dir / "captured.json").read_text())
     said = [json.loads(line.split("atlas-driver:", 1)[1]) for line in
-            (run_dir / "program.log").read_text().splitlines() if line.startswith("atlas-driver:")]
-    rows = [r for r in open_run(run_dir / "sweep").static_rows() if r["status"] == "ok"]
+            (capture_dir / "program.log").read_text().splitlines() if line.startswith("atlas-driver:")]
+    rows = [r for r in open_run(sweep_dir).static_rows() if r["status"] == "ok"]
     functions = {k["ptx"].split("/")[-1]: _cute_function(k["entry"]) if k.get("frontend") == "cute-dsl"
                  else k["metadata"].get("function") for k in captured["kernels"]}
-    manifest = json.loads((run_dir / "sweep" / "manifest.json").read_text())
+    manifest = json.loads((sweep_dir / "manifest.json").read_text())
     tools = {f"{t['kind']} {t['version']}": t["sha256"] for t in manifest["tools"] if t["kind"] == "ptxas"}
     return {"library": name, "arch": arch, "triton": manifest.get("triton"), "ptxas_sha256": tools,
-            "command": "ptxprobe " + " ".join(argv[:-2] + ["PYTHON", driver.name]),
-            "wall_seconds": wall, "cpu_seconds": cpu, "program_seconds": captured["seconds"],
+            "command": command, "wall_seconds": wall, "cpu_seconds": cpu, "program_seconds": captured["seconds"],
             "sweep_wall_seconds": manifest.get("wall_seconds"), "ops": said,
             "ops_ran": sum(s["ran"] for s in said), "ops_tried": len(said),
             "launch_kinds": dict(Counter(k["metadata"].get("via", "launch").split(" ")[0]

@@ -149,7 +149,25 @@ def triton_section() -> list[str]:
             "an autotuned kernel at every config it lists); none of their kernels holds the trigger: the question "
             "is what naming one `cutlass_…` would do. Under the interpreter a library's host code sees no GPU, so a "
             "choice it makes from the device takes its no-GPU branch; a GPU capture of the same calls checks it "
-            f"(below).{cute}", "", *rows, "", *[f"- {line}" for line in said], "", *_interpret_check()]
+            f"(below).{cute}", "", *rows, "", *[f"- {line}" for line in said], "", *_coverage(rec),
+            *_interpret_check()]
+
+
+def _coverage(rec: dict) -> list[str]:
+    """Each library's source functions reached by its cells, against every function its wheel decorates as a
+    kernel (coverage.json: the wheel's modules read with ast)."""
+    cov = json.loads((analysis.results_dir(TRITON_ATLAS) / "coverage.json").read_text())["libraries"]
+    parts = []
+    for name, lib in cov.items():
+        reached = max((r["source_functions"] for c in rec["cells"] if c["library"] == name for r in c["releases"]),
+                      default=0)
+        kinds = [f"{n} `@{k}`" for k, n in lib["decorated"].items() if n]
+        parts.append(f"{name} {reached} of {sum(lib['decorated'].values())} ({', '.join(kinds)})")
+    return [f"**What the drivers reach of what each library ships** (`{TRITON_ATLAS}`, `python -m experiments.atlas "
+            "coverage`: every function a wheel's Python decorates as a GPU kernel, found by parsing its modules): "
+            "the source functions of a library's cells against all its kernel functions: " + "; ".join(parts)
+            + ". A driver calls a library's ops at a model's shapes; the functions it does not reach are ops it does "
+            "not call, or other paths (dtypes, shapes, options, another frontend) of the ops it calls.", ""]
 
 
 def _interpret_check() -> list[str]:

@@ -3,7 +3,7 @@
 # (device tool, one H200): ptxprobe from this checkout, the wheels the image lacks (pyelftools, capstone) carried in
 # .whl/, the third-party sources in external/ (fetched by experiments/external/fetch.py, never committed); results
 # tarred into $OUT.
-#   bash experiments/gpu/h200_study.sh sota|capture-tutorial|capture-inductor|names|cute-aot|smoke|probe|interleaved|fast|user-defaults|defaults|defaults-together|defaults-long-warmup|defaults-signed-rank|sampled-regimes|interpret-check|repro-defaults|overflow ...
+#   bash experiments/gpu/h200_study.sh sota|capture-tutorial|capture-inductor|names|cute-aot|smoke|probe|interleaved|fast|user-defaults|defaults|defaults-together|defaults-long-warmup|defaults-signed-rank|sampled-regimes|interpret-check|atlas-speed|atlas-inductor|repro-defaults|overflow ...
 . "$(dirname "$0")/preamble.sh"  # wheels, toolchains, PYTHONPATH, $OUT and $RUNS, the card in $OUT/status.txt
 pp() { python3 -m ptxprobe.cli "$@"; }
 keep() {  # name: tar the run directory into $OUT (no ncu reports, no Triton caches)
@@ -114,6 +114,33 @@ for what in "$@"; do case "$what" in
     python3 -m experiments.atlas compare-captures /tmp/runs/gpu-capture /tmp/runs/interpreted-capture \
       --out "$OUT/interpret-check.json" | tail -30
     for d in gpu-capture interpreted-capture; do cp /tmp/runs/$d/captured.json "$OUT/$d.captured.json"; done ;;
+  atlas-speed)  # the atlas's speed sample: each op of SPEED_OPS (driver:op[:dtype], drivers/drive_<driver>.py) timed
+    # in its library's own call path: capture --run, every kernel of the op under the baseline, triggered and control
+    # names and an A/A copy (Triton's ptxas), ROUNDS rounds, the op's median ms per call (op_timing.py) the measure
+    for spec in ${SPEED_OPS:-liger_kernel:rms_norm:bf16}; do
+      IFS=: read -r drv op dt <<< "$spec"
+      name="speed-$drv-$op${dt:+-$dt}"
+      timeout -s INT "${SECONDS_OP:-300}" python3 -m ptxprobe.cli capture -o "/tmp/runs/$name" -s archs=sm_90a \
+        -s ptxas=triton -s repeat=1 -q -j 16 --run --rounds "${ROUNDS:-8}" --metric 'ms=(\S+)' -- python3 \
+        "experiments/atlas/drivers/drive_$drv.py" --device cuda --op "$op" ${dt:+--dtype "$dt"} \
+        --time "${OP_SECONDS:-0.3}" > "$OUT/$name.txt" 2>&1
+      echo "$name: exit $? after $SECONDS s" | tee -a "$OUT/status.txt"; tail -12 "$OUT/$name.txt"
+    done
+    # one file back: each run's records (captured.json, the sweep's rows, ab.json), no PTX, cubins or caches
+    tar -C /tmp/runs --exclude='*.ptx' --exclude='*.cubin' --exclude='triton-cache' --exclude='triton-dump' \
+      --exclude='ptx' --exclude='inputs' -czf "$OUT/atlas-speed-${SPEED_PART:-1}.tar.gz" $(cd /tmp/runs && ls -d speed-*)
+    ;;
+  atlas-inductor)  # Inductor's kernels of real architectures (drivers/drive_inductor.py, the image's transformers):
+    # captured on the card (Inductor needs one), swept there by Triton's ptxas; the PTX comes back (never committed)
+    # to be swept at every release on a CPU machine (python -m experiments.atlas inductor)
+    timeout -s INT "${SECONDS_INDUCTOR:-480}" python3 -m ptxprobe.cli capture -o /tmp/runs/inductor -s archs=sm_90a \
+      -s ptxas=triton -s repeat=1 -q -j 16 -- python3 experiments/atlas/drivers/drive_inductor.py \
+      ${INDUCTOR_MODELS:-} > "$OUT/inductor.txt" 2>&1
+    echo "inductor: exit $? after $SECONDS s" | tee -a "$OUT/status.txt"; grep atlas-driver /tmp/runs/inductor/program.log
+    tail -5 "$OUT/inductor.txt"
+    tar -C /tmp/runs --exclude='triton-cache' --exclude='triton-dump' --exclude='sweep' -czf "$OUT/inductor.tar.gz" \
+      inductor
+    ;;
   repro-defaults)  # a defaults run (REPRO_OF, a committed directory) re-measured by `ptxprobe repro`
     timeout -s INT "${SECONDS_REPRO:-360}" python3 -m ptxprobe.cli repro --json -j 16 -o /tmp/runs/h200-defaults-repro \
       "${REPRO_OF:-experiments/results/2026-12-03-h200-defaults}" > "$OUT/h200-defaults-repro.json" \

@@ -330,3 +330,101 @@ def test_the_atlas_figure_draws_what_the_cells_hold_trigger_against_baseline_in_
         changed = {max(r["kernels"] for r in c["releases"]): atlas_figure.trigger_names(c, c["releases"][0])
                    for _, _, c in cells if c["library"] == name and c["arch"] == "sm_90a"}
         assert sum(deltas.values()) == changed[max(changed)]["changed"]
+
+
+def test_kernel_functions_are_counted_by_their_decorators_as_imported(tmp_path):
+    """A wheel's kernel functions found through the names its modules import them under: ``@triton.jit``, a bare
+    ``@jit`` from Triton, ``@triton.jit(repr=…)``, ``@gluon.jit``, a method under ``@cute.kernel``; a kernel under
+    ``@triton.autotune`` counts once; a docstring naming ``@cute.kernel``, a ``functools`` decorator and a ``jit`` of
+    another package count nothing (resolving imports planted away: the bare ``@jit`` is lost and the test fails). The
+    committed coverage record holds together: its counts are its lists' lengths."""
+    import zipfile
+
+    from experiments.atlas.coverage import coverage
+
+    source = '''
+import functools
+import triton
+from triton import jit
+from triton.experimental import gluon
+import cutlass.cute as cute
+from numba import jit as numba_jit
+
+"""Designed to be marshaled across the `@cute.kernel` boundary."""
+
+@triton.jit
+def a(x): pass
+
+@jit
+def b(x): pass
+
+@triton.autotune(configs=[], key=[])
+@triton.jit(repr=lambda _: "c")
+def c(x): pass
+
+@gluon.jit
+def d(x): pass
+
+class Op:
+    @cute.kernel
+    def kernel(self): pass
+
+@functools.cache
+def e(): pass
+
+@numba_jit
+def f(): pass
+'''
+    wheel = tmp_path / "lib-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("lib/ops/k.py", source)
+        z.writestr("lib/broken.py", "def (:\n")
+    cov = coverage(wheel)
+    assert cov["decorated"] == {"triton.jit": 3, "gluon.jit": 1, "cute.kernel": 1}
+    assert cov["functions"]["triton.jit"] == ["lib.ops.k:a", "lib.ops.k:b", "lib.ops.k:c"]
+    assert cov["functions"]["cute.kernel"] == ["lib.ops.k:kernel"] and cov["modules_with_kernels"] == 1
+    committed = _json("2026-12-06-cpu-atlas-triton", "coverage.json")["libraries"]
+    for lib in committed.values():
+        assert lib["decorated"] == {k: len(v) for k, v in lib["functions"].items()}
+
+
+def test_the_speed_record_reads_a_program_ab_as_ptxprobe_wrote_it():
+    """The speed sample's reader on a committed program A/B (capture --run of Triton's tutorial attention on the
+    H200): its kernels and what the trigger changed from the capture's sweep, each arm's comparison as ab.json holds
+    it, every run counted."""
+    from experiments.atlas.speed import op_record
+
+    run = RESULTS / "2026-12-03-h200-capture-tutorial-8rounds"
+    rec = op_record(run, {})
+    ab = _json(run.name, "ab/ab.json")
+    assert rec["kernels"] == len(_json(run.name, "captured.json")["kernels"]) and rec["rounds"] == ab["rounds"]
+    assert rec["runs"] == len(ab["runs"]) >= rec["runs_ok"] > 0
+    assert set(rec["comparisons"]) == {c["arm"] for c in ab["comparisons"]} == {"trigger", "control", "aa"}
+    for c in ab["comparisons"]:
+        assert rec["comparisons"][c["arm"]]["ratio"] == c["ratio"] and rec["comparisons"][c["arm"]]["verdict"] == \
+            c["verdict"]
+    assert rec["changed_by_trigger"] == len(rec["changed_functions"]) == 0  # sm_90a: the tutorial's code unchanged
+
+
+def test_a_capture_made_elsewhere_is_swept_here_as_a_cell(tmp_path):
+    """The compiled-models step: a capture's PTX (here one Triton kernel, its captured.json and driver lines written
+    as a GPU capture writes them) rename-swept at its own arch as a cell; a capture for another arch is refused."""
+    import shutil
+    import sys
+
+    from experiments.atlas.compiled import compiled_cell
+
+    src = Path(__file__).resolve().parents[1] / "inputs" / "triton39_row_softmax.ptx"
+    cap = tmp_path / "capture"
+    (cap / "ptx").mkdir(parents=True)
+    shutil.copy(src, cap / "ptx" / "row_softmax-0.ptx")
+    (cap / "captured.json").write_text(json.dumps({"seconds": 1.0, "kernels": [
+        {"entry": "row_softmax", "arch": "sm_90a", "ptx": "ptx/row_softmax-0.ptx",
+         "metadata": {"function": "model:row_softmax"}}]}))
+    (cap / "program.log").write_text('atlas-driver: {"op": "m", "ran": true}\n')
+    cell = compiled_cell(sys.executable, cap, "sm_90a", ["triton"], tmp_path / "runs")
+    (release,) = cell["releases"]
+    assert cell["library"] == "inductor" and cell["ops_ran"] == 1 and release["kernels"] == 1
+    assert set(release["names"]) == {"cutlass_{base}", "xutlass_{base}"}
+    with pytest.raises(SystemExit, match="compiled for"):
+        compiled_cell(sys.executable, cap, "sm_100a", ["triton"], tmp_path / "runs")
