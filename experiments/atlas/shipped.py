@@ -22,32 +22,19 @@ def stratified(bodies: dict[str, str], per_function: int, without: tuple[str, ..
     """A stratified sample of a wheel's kernels: of each source function (its shared library and own identifier),
     at most ``per_function`` of its distinct bodies, evenly spaced over them in the order of their first entries'
     names (a template's instantiations sort by their arguments: head dimensions, dtypes, tile shapes); one entry
-    (``member:module:entry``) per body chosen. A sweep picks an entry by its name in every module that has it and
-    takes a module once, so an entry is taken only where none of the modules holding its name is taken yet (the next
-    body in order stands in for one left out). Functions whose own identifier is in ``without`` are left out."""
+    (``member:module:entry``) per body chosen. Several chosen from one module are swept together (the sweep cuts the
+    module to them and assembles it once). Functions whose own identifier is in ``without`` are left out."""
     by: dict[tuple[str, str], dict[str, str]] = {}
-    modules: dict[str, set[str]] = {}
     for kernel, body in sorted(bodies.items()):
-        where, _, entry = kernel.rpartition(":")
-        modules.setdefault(entry, set()).add(where)
+        entry = kernel.rpartition(":")[2]
         by.setdefault((kernel.split(":", 1)[0], own_identifier(entry)), {}).setdefault(body, kernel)
-    out, taken = [], set()
+    out = []
     for (_, function), firsts in sorted(by.items()):
         if function in without:
             continue
         kernels = sorted(firsts.values())
         step = max(1.0, len(kernels) / per_function)
-        spread = [kernels[int(i * step)] for i in range(min(per_function, len(kernels)))]
-        chosen = 0
-        for kernel in [*spread, *(k for k in kernels if k not in spread)]:
-            if chosen == per_function:
-                break
-            held = modules[kernel.rpartition(":")[2]]
-            if held & taken:
-                continue
-            out.append(kernel)
-            taken |= held
-            chosen += 1
+        out += [kernels[int(i * step)] for i in range(min(per_function, len(kernels)))]
     return out
 
 

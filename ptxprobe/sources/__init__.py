@@ -20,7 +20,7 @@ from ptxprobe.sources.kinds import (
     file_source,
     require_arch,
 )
-from ptxprobe.sources.library import LibraryModuleSource, library_sources
+from ptxprobe.sources.library import LibraryModuleSource, library_sources, merged_items
 
 __all__ = [
     "USER_AXES",
@@ -117,18 +117,13 @@ def sources_of(exp, cache: Cache | None = None) -> list[KernelSource]:
                 src = file_source(axis, item, tuple(getattr(exp, "file_archs", ()) or ()))
                 exists_or_refuse(src)
                 out.append(src)
+    out = merged_items(out)  # --lib items choosing entries of one module: one source, assembled once
     labels = [s.label for s in out]
     clash = {x for x in labels if labels.count(x) > 1}
     if clash:  # a/k.ptx and b/k.ptx: label both by their paths, so their rows never merge
         out = [replace(s, qualified=True) if s.label in clash and hasattr(s, "qualified") else s for s in out]
         labels = [s.label for s in out]
         dup = sorted({x for x in labels if labels.count(x) > 1})
-        split = [x for x in dup if len({getattr(s, "entry", None) for s in out if s.label == x}) > 1]
-        if split:  # --lib items choosing other entries of one module: a module is swept once
-            picks = sorted({str(s.entry) for s in out if s.label == split[0]})
-            raise SpecError(f"{split[0]}: one PTX module chosen by {len(picks)} --lib items ({', '.join(picks)})"
-                            + (f" and {len(split) - 1} more modules so" if len(split) > 1 else "")
-                            + ": a module is swept once; choose its entries with one item (a glob, or 'all')")
         if dup:
             raise SpecError(f"the same kernel is given twice: {', '.join(dup)}")
     for s in out:

@@ -19,7 +19,7 @@ import re
 import shutil
 import tempfile
 import zipfile
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ptxprobe.core.cache import Cache, file_store, sha256_bytes, sha256_file
@@ -258,7 +258,7 @@ class LibraryModuleSource(KernelSource):
     sass_archs: tuple[str, ...]
     module: PtxModule
     key: str  # the lib-extract cache key its text is kept under
-    entry: str | None = None
+    entry: str | tuple[str, ...] | None = None  # several where --lib items chose several entries of this module
     spec_path: str | None = None
     archs: tuple[str, ...] = ()
     qualified: bool = False  # label by the path given (two inputs share a file name)
@@ -290,9 +290,15 @@ class LibraryModuleSource(KernelSource):
                 "module": self.module.name, "module_sha256": self.module.sha256, "entry": self.entry,
                 "spec": self.spec_path}
 
-    def emit(self, arch: str, cache: Cache, only_cached: bool = False) -> Emitted | None:
+    def chosen_entries(self) -> tuple[str, ...]:
+        """The module's entries its item (or items) chose, in the module's order."""
         from ptxprobe.sources.files import choose_entries
 
+        patterns = self.entry if isinstance(self.entry, tuple) else (self.entry,)
+        chosen = {e for p in patterns for e in choose_entries(list(self.module.entries), p, self.label)}
+        return tuple(e for e in self.module.entries if e in chosen)
+
+    def emit(self, arch: str, cache: Cache, only_cached: bool = False) -> Emitted | None:
         data = file_store(cache).get(STAGE, self.key, self.module.file)
         if data is None:
             if only_cached:
@@ -303,7 +309,7 @@ class LibraryModuleSource(KernelSource):
             if data is None:
                 raise ToolFailed(f"{self.label}: extracted, yet not in the cache")
         ptx = data.decode("utf-8", errors="replace")
-        chosen = choose_entries(list(self.module.entries), self.entry, self.label)
+        chosen = self.chosen_entries()
         meta = {"source": self.path, "library": self.library, "library_sha256": self.library_sha256,
                 "module": self.module.name, "ptx_target": self.module.target, "ptx_version": self.module.version,
                 "sass_archs": list(self.sass_archs), "stub_entries_left_out": len(self.module.stubs),
@@ -320,6 +326,25 @@ class LibraryModuleSource(KernelSource):
             meta["retargeted_from"] = self.module.target
             ptx = retargeted(ptx, arch)
         return Emitted(self.label, arch, chosen[0], ptx, "ptx", meta, {}, chosen)
+
+
+def merged_items(sources: list) -> list:
+    """Several ``--lib`` items choosing entries of one module (``--lib k.so:vadd --lib k.so:scale``, a sample of a
+    library's kernels) as one source that chooses them all: ptxas assembles a module once, cut to what is chosen.
+    An item that takes the whole module takes the others in; the same item twice is left for the caller to refuse."""
+    groups: dict[tuple, list[LibraryModuleSource]] = {}
+    for s in sources:
+        if isinstance(s, LibraryModuleSource):
+            groups.setdefault((s.path, s.member, s.module.name, s.spec_path, s.archs), []).append(s)
+    merged: dict[int, LibraryModuleSource | None] = {}
+    for group in groups.values():
+        entries = [e for s in group for e in (s.entry if isinstance(s.entry, tuple) else (s.entry,))]
+        if len(group) < 2 or len(set(entries)) < len(entries):
+            continue
+        whole = any(e in (None, "all") for e in entries)
+        merged[id(group[0])] = replace(group[0], entry=None if whole else tuple(entries))
+        merged.update({id(s): None for s in group[1:]})
+    return [merged.get(id(s), s) for s in sources if merged.get(id(s), s) is not None]
 
 
 def reached(module: PtxModule, archs: tuple[str, ...]) -> tuple[str, ...]:
