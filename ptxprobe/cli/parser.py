@@ -155,7 +155,8 @@ def _sweep_parser(sub) -> None:
     s.add_argument("--lib", action="append", metavar="PATH", default=[],
                    help="a shared library, fatbin, cubin or wheel (every .so inside): the PTX it embeds, each module "
                         "for its own target or those of -s archs the driver would JIT it for, cut to the kernels "
-                        "PATH:ENTRY or --entry chooses (repeatable; extracted with cuobjdump)")
+                        "PATH:ENTRY or --entry chooses (repeatable: items choosing kernels of one module are assembled "
+                        "together; extracted with cuobjdump)")
     s.add_argument("--cu", action="append", metavar="FILE", default=[],
                    help="CUDA C++ source, compiled by nvcc for each arch")
     s.add_argument("--entry", help="with --ptx/--cubin/--cu/--lib: the kernel to take (name or symbol; 'all' for "
