@@ -51,7 +51,8 @@ SURFACE: dict[str, str] = {
     "read_log": "ptxprobe.core.store", "run_tool": "ptxprobe.core.proc", "sha256_file": "ptxprobe.core.cache",
     "sha256_text": "ptxprobe.core.cache",
     # toolchain
-    "assemble": "ptxprobe.toolchain.assemble", "discover": "ptxprobe.toolchain.tools",
+    "assemble": "ptxprobe.toolchain.assemble", "ptxas_argv": "ptxprobe.toolchain.assemble",
+    "discover": "ptxprobe.toolchain.tools",
     "find_tool": "ptxprobe.toolchain.tools", "scan_ptxas": "ptxprobe.toolchain.scan:scan",
     "select_ptxas": "ptxprobe.toolchain.tools", "toolchain": "ptxprobe.toolchain.tools:",
     "triton_ptxas": "ptxprobe.toolchain.tools", "version_key": "ptxprobe.toolchain.tools",

@@ -19,7 +19,8 @@ from ptxprobe.core.errors import PtxprobeError, SpecError, ToolNotFound
 from ptxprobe.core.items import KernelItem
 from ptxprobe.ptx.text import code_of, entries_of, jit_reaches, ptx_isa
 from ptxprobe.sources import library, sources_of
-from ptxprobe.sources.library import STAGE, extract, library_notes, library_sources, split_stubs
+from ptxprobe.sources.library import STAGE, extract, library_sources, split_stubs
+from ptxprobe.sources.library_notes import library_notes
 
 pytestmark = pytest.mark.integration
 
@@ -265,7 +266,7 @@ def test_a_library_kernel_chosen_alone_is_labelled_by_its_own_symbol(built, tmp_
 def test_a_library_of_a_wheel_where_entry_chose_nothing_says_so_in_words():
     """vLLM's wheel with --entry '*flash_fwd_sparse*': 20 of its libraries hold none of those kernels (the note
     read "0 PTX modules of 21 (targets ), assembled from  PTX")."""
-    from ptxprobe.sources.library import LibraryNote
+    from ptxprobe.sources.library_notes import LibraryNote
 
     note = LibraryNote("w.whl:pkg/other.so", "0" * 64, 0, (), ("sm_90a",), ("sm_90",), 1, 21)
     assert note.line() == "w.whl:pkg/other.so: none of its 21 PTX modules holds a kernel --entry chose"
@@ -300,6 +301,9 @@ def test_lib_items_choosing_entries_of_one_module_are_one_source_assembled_once(
     (src,) = sources_of(_libs(f"{so}:vadd", f"{so}:scale_t<float*"), cache)
     assert set(src.chosen_entries()) == set(src.emit("sm_80", cache).swept_entries) and len(src.chosen_entries()) == 2
     assert [s.entry for s in sources_of(_libs(f"{so}:vadd", str(so)), cache)] == [None]
+    (one,) = library_notes(_libs(f"{so}:vadd"), cache)  # the library said once, what both items leave cut
+    (both,) = library_notes(_libs(f"{so}:vadd", f"{so}:scale_t<float*"), cache)
+    assert both.entries_cut == one.entries_cut - 1 and both.modules == one.modules == 1
     capsys.readouterr()
     assert main(["rename-sweep", "--lib", f"{so}:vadd", "--lib", f"{so}:vadd", "-s", "archs=sm_80", "--no-run",
                  "-q", "-o", str(tmp_path / "twice")]) == 2

@@ -17,7 +17,7 @@ from ptxprobe.core.store import CALIBRATION, read_run_json
 from ptxprobe.ptx.labels import table_names
 from ptxprobe.runs.request import SweepPlan, SweepRequest, UserKernels, plan_sweep
 from ptxprobe.sources import left_out, left_out_text
-from ptxprobe.sources.library import library_notes
+from ptxprobe.sources.library_notes import library_notes
 from ptxprobe.static.experiment import parse_assignments
 from ptxprobe.static.verdicts import MANY_KERNELS, NO, ONLY_ONE_NAME, YES, pivot, summarize, variant_label, variant_of
 

@@ -49,6 +49,7 @@ STAGES: OrderedDict[str, Stage] = OrderedDict(
         Stage("emit-cuda", ("src", "deps", "flags", "nvcc"), "PTX from nvcc -ptx", "ptxprobe.sources.cuda"),
         Stage("lib-extract", ("library", "cuobjdump"), "a library's PTX modules (cuobjdump -xptx), SASS archs and "
               "stub entries", "ptxprobe.sources.library"),
+        Stage("lib-cut", ("module", "keep"), "a library module cut to the kernels chosen from it", "ptxprobe.ptx.text"),
         Stage("rename", ("ptx", "old", "new"), "renamed PTX and its site count", "ptxprobe.ptx.rename"),
         Stage("rename-check", ("base_ptx", "base_name", "ptx", "name"), "the independent rename check",
               "ptxprobe.ptx.check"),

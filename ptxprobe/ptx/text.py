@@ -53,7 +53,14 @@ def brace_span(lines: list[str], start: int) -> tuple[int, int]:
     entry and function bodies, so none of them disagrees on where a body ends."""
     depth, opened = 0, None
     for i in range(start, len(lines)):
-        code = code_of(lines[i])
+        line = lines[i]
+        if opened is not None and "{" not in line and "}" not in line:
+            continue  # inside a body, a line without a brace changes nothing (most of a kernel's lines)
+        code = code_of(line)
+        closes = code.count("}")
+        if opened is not None and depth > closes:  # this line cannot close the body: count, not scan
+            depth += code.count("{") - closes
+            continue
         for ch in code:
             if ch == "{":
                 depth += 1
@@ -68,6 +75,12 @@ def brace_span(lines: list[str], start: int) -> tuple[int, int]:
 
 
 _SYMBOL_TOKEN_RE = re.compile(r"[A-Za-z_$%][\w$]*")
+_COMMENT_RE = re.compile(r"//[^\n]*")
+
+
+def _symbols_in(text: str, names: set[str]) -> set[str]:
+    """The symbols of ``names`` that ``text`` (PTX lines, comments left out as ``code_of`` leaves them) names."""
+    return {t for t in _SYMBOL_TOKEN_RE.findall(_COMMENT_RE.sub(" ", text)) if t in names}
 
 
 @dataclass(frozen=True)
@@ -108,12 +121,10 @@ def pruned_to(ptx: str, keep: set[str] | frozenset[str]) -> Pruned:
     inside = [False] * len(lines)
     refs: dict[str, set[str]] = {}
     for name, first, last in blocks:
-        for i in range(first, last + 1):
-            inside[i] = True
-        body = " ".join(code_of(ln) for ln in lines[first:last + 1])
-        refs.setdefault(name, set()).update(t for t in _SYMBOL_TOKEN_RE.findall(body) if t in names and t != name)
-    outside = " ".join(code_of(ln) for ln, is_in in zip(lines, inside, strict=True) if not is_in)
-    reached = set(keep) | {t for t in _SYMBOL_TOKEN_RE.findall(outside) if t in names}
+        inside[first:last + 1] = [True] * (last + 1 - first)
+        refs.setdefault(name, set()).update(_symbols_in("".join(lines[first:last + 1]), names) - {name})
+    outside = "".join(ln for ln, is_in in zip(lines, inside, strict=True) if not is_in)
+    reached = set(keep) | _symbols_in(outside, names)
     todo = list(reached)
     while todo:
         for t in refs.get(todo.pop(), ()):
@@ -121,10 +132,10 @@ def pruned_to(ptx: str, keep: set[str] | frozenset[str]) -> Pruned:
                 reached.add(t)
                 todo.append(t)
     dropped = [(name, first, last) for name, first, last in blocks if name not in reached]
-    gone = set()
+    kept = [True] * len(lines)
     for _, first, last in dropped:
-        gone.update(range(first, last + 1))
-    text = "".join(ln for i, ln in enumerate(lines) if i not in gone)
+        kept[first:last + 1] = [False] * (last + 1 - first)
+    text = "".join(ln for ln, k in zip(lines, kept, strict=True) if k)
     return Pruned(text, tuple(n for n, _, _ in dropped if n in entries),
                   tuple(n for n, _, _ in dropped if n not in entries))
 

@@ -29,6 +29,7 @@ from ptxprobe.core.proc import FAILED, OK, run_tool
 from ptxprobe.core.stages import stage_key
 from ptxprobe.ptx.text import (
     ENTRY_RE,
+    Pruned,
     brace_span,
     code_of,
     jit_reaches,
@@ -298,7 +299,8 @@ class LibraryModuleSource(KernelSource):
         chosen = {e for p in patterns for e in choose_entries(list(self.module.entries), p, self.label)}
         return tuple(e for e in self.module.entries if e in chosen)
 
-    def emit(self, arch: str, cache: Cache, only_cached: bool = False) -> Emitted | None:
+    def module_text(self, cache: Cache, only_cached: bool = False) -> str | None:
+        """The module's PTX as extracted (kept in the cache under the extraction's key)."""
         data = file_store(cache).get(STAGE, self.key, self.module.file)
         if data is None:
             if only_cached:
@@ -308,18 +310,42 @@ class LibraryModuleSource(KernelSource):
             data = file_store(cache).get(STAGE, self.key, self.module.file)
             if data is None:
                 raise ToolFailed(f"{self.label}: extracted, yet not in the cache")
-        ptx = data.decode("utf-8", errors="replace")
+        return data.decode("utf-8", errors="replace")
+
+    def cut(self, chosen: tuple[str, ...], cache: Cache, only_cached: bool = False) -> Pruned | None:
+        """The module cut to ``chosen`` (``pruned_to``), kept in the cache: a sweep's planning reads a source's PTX
+        more than once, and cutting a vLLM module of 30 MB takes seconds."""
+        key = stage_key("lib-cut", module=self.module.sha256, keep=sorted(chosen))
+        rec = cache.get_json("lib-cut", key)
+        if rec is not None:
+            return Pruned(rec["ptx"], tuple(rec["entries_left_out"]), tuple(rec["functions_left_out"]))
+        ptx = self.module_text(cache, only_cached)
+        if ptx is None:
+            return None
+        pruned = pruned_to(ptx, frozenset(chosen))
+        cache.put_json("lib-cut", key, {"ptx": pruned.ptx, "entries_left_out": list(pruned.entries_left_out),
+                                        "functions_left_out": list(pruned.functions_left_out)})
+        return pruned
+
+    def emit(self, arch: str, cache: Cache, only_cached: bool = False) -> Emitted | None:
         chosen = self.chosen_entries()
+        # some kernels chosen from a module (vLLM's hold thousands): the rest are cut before ptxas, never assembled
+        if self.entry not in (None, "all"):
+            pruned = self.cut(chosen, cache, only_cached)
+            if pruned is None:
+                return None
+            ptx = pruned.ptx
+        else:
+            pruned, ptx = None, self.module_text(cache, only_cached)
+            if ptx is None:
+                return None
         meta = {"source": self.path, "library": self.library, "library_sha256": self.library_sha256,
                 "module": self.module.name, "ptx_target": self.module.target, "ptx_version": self.module.version,
                 "sass_archs": list(self.sass_archs), "stub_entries_left_out": len(self.module.stubs),
                 "ptxas_options": self.module.ptxas_options}
         if self.member:
             meta.update(wheel=self.path, wheel_sha256=self.file_sha256)
-        # some kernels chosen from a module (vLLM's hold thousands): the rest are cut before ptxas, never assembled
-        pruned = pruned_to(ptx, frozenset(chosen)) if self.entry not in (None, "all") else None
         if pruned and pruned.entries_left_out:
-            ptx = pruned.ptx
             meta.update(entries_left_out=len(pruned.entries_left_out),
                         functions_left_out=len(pruned.functions_left_out))
         if arch != self.module.target:
@@ -353,7 +379,7 @@ def reached(module: PtxModule, archs: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(a for a in archs if jit_reaches(module.target, a)) if archs else (module.target,)
 
 
-def _chosen_modules(lib: Library, entry: str | None, where: str) -> list[PtxModule]:
+def chosen_modules(lib: Library, entry: str | None, where: str) -> list[PtxModule]:
     """The modules with something to sweep: every one with a non-stub entry, or those holding ``entry`` (a name
     that fits several kernels of one module is refused there, with the list)."""
     from ptxprobe.sources.files import choose_entries, entry_matches
@@ -388,7 +414,7 @@ def library_sources(item: KernelItem, archs: tuple[str, ...] = (), cache: Cache 
         raise SpecError(f"{shown} ships SASS only ({_sass_text(ext)}): no PTX to rename{hint}")
     out = [LibraryModuleSource(path, ext.sha256, lib.member, lib.sha256, lib.sass_archs, mod, ext.key, entry, spec,
                                tuple(archs))
-           for lib in ext.libraries for mod in _chosen_modules(lib, entry, shown)]
+           for lib in ext.libraries for mod in chosen_modules(lib, entry, shown)]
     beyond = [s.module.target for s in out if not reached(s.module, archs)]
     out = [s for s in out if reached(s.module, archs)]
     if beyond and not out:  # the driver would never load any of them there: nothing runs, nothing to compare
@@ -422,74 +448,3 @@ def _sass_text(ext: Extraction) -> str:
     if len(ext.libraries) == 1:
         return ", ".join(ext.libraries[0].sass_archs) or "no ELF images either"
     return "; ".join(f"{lib.member}: {', '.join(lib.sass_archs) or 'none'}" for lib in ext.libraries)
-
-
-# --- what the sweep says of each library ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LibraryNote:
-    """What a sweep assembles of one library, said once: from which PTX, for which archs, and what it is not."""
-
-    library: str  # as the notes name it (the file, or wheel:member)
-    sha256: str
-    modules: int  # swept
-    targets: tuple[str, ...]  # the PTX targets of the swept modules
-    assembled_for: tuple[str, ...]  # the archs asked for; () for each module's own target
-    sass_archs: tuple[str, ...]
-    stub_entries: int  # left out, over all its modules
-    ptx_modules: int  # every PTX module it embeds
-    entries_cut: int = 0  # other entries of the swept modules, cut from their text before ptxas (``pruned_to``)
-    beyond_jit: int = 0  # modules with chosen entries whose PTX the driver never JIT-compiles for the archs asked
-    beyond_targets: tuple[str, ...] = ()  # their targets
-
-    def line(self) -> str:
-        if not self.ptx_modules:
-            sass = ", ".join(self.sass_archs) or "none"
-            return f"{self.library}: ships SASS only ({sass}): no PTX to rename, left out"
-        beyond = (f"{self.beyond_jit} PTX module{'s' if self.beyond_jit != 1 else ''} (targets "
-                  f"{', '.join(self.beyond_targets)}) left out: the driver never JIT-compiles them for "
-                  f"{', '.join(self.assembled_for)}") if self.beyond_jit else ""
-        if not self.modules and beyond:
-            return f"{self.library}: {beyond}"
-        if not self.modules:
-            return f"{self.library}: none of its {self.ptx_modules} PTX modules holds a kernel --entry chose"
-        targets = ", ".join(self.targets)
-        built = (f"assembled from {targets} PTX for {', '.join(self.assembled_for)}" if self.assembled_for
-                 else f"assembled from {targets} PTX for its own target{'s' if len(self.targets) > 1 else ''}")
-        mods = f"{self.modules} PTX module{'s' if self.modules != 1 else ''}"
-        if self.modules != self.ptx_modules:
-            mods += f" of {self.ptx_modules}"
-        stubs = f"{self.stub_entries} stub entr{'ies' if self.stub_entries != 1 else 'y'} left out"
-        plural = self.modules != 1
-        cut = (f"; the {self.entries_cut} other entr{'ies' if self.entries_cut != 1 else 'y'} of "
-               f"{'their modules' if plural else 'its module'} cut before ptxas (their globals go with them: the "
-               "chosen kernels' constant-bank offsets may differ from the whole module's)" if self.entries_cut else "")
-        return (f"{self.library}: {mods} (targets {targets}), {built}: neither the SASS the library ships "
-                f"({', '.join(self.sass_archs) or 'none'}) nor what the driver's JIT would make; {stubs}{cut}"
-                + (f"; {beyond}" if beyond else ""))
-
-
-def library_notes(exp, cache: Cache | None = None) -> list[LibraryNote]:
-    """One note per library the experiment sweeps (a wheel: per library inside it with device code)."""
-    from ptxprobe.sources.files import choose_entries
-
-    notes = []
-    archs = tuple(getattr(exp, "file_archs", ()) or ())
-    for item in getattr(exp, "lib_files", ()) or ():
-        library_sources(item, archs, cache)  # a library with nothing to sweep is refused, not described
-        path, entry = item.path, item.entry
-        ext = extract(path, cache or Cache())
-        for lib in ext.libraries:
-            held = _chosen_modules(lib, entry, ext.path)
-            chosen = [m for m in held if reached(m, archs)]
-            name = f"{Path(ext.path).name}:{lib.member}" if lib.member else ext.path
-            cut = sum(len(m.entries) + len(m.stubs) - len(choose_entries(list(m.entries), entry, name))
-                      for m in chosen) if entry not in (None, "all") else 0
-            beyond = tuple(sorted({m.target for m in held if m not in chosen}, key=arch_order))
-            notes.append(LibraryNote(name, lib.sha256, len(chosen),
-                                     tuple(sorted({m.target for m in chosen}, key=arch_order)),
-                                     archs, lib.sass_archs,
-                                     sum(len(m.stubs) for m in lib.modules), len(lib.modules), cut,
-                                     len(held) - len(chosen), beyond))
-    return notes

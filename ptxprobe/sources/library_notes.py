@@ -1,0 +1,86 @@
+"""What a sweep says of each library it reads with ``--lib``: from which PTX, for which archs, what it is not (the
+SASS the library ships, what the driver's JIT would make) and what was cut, one note per library."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ptxprobe.core.cache import Cache
+from ptxprobe.sources.files import choose_entries, entry_matches
+from ptxprobe.sources.library import chosen_modules, extract, library_sources, reached
+from ptxprobe.toolchain.tools import arch_order
+
+
+@dataclass(frozen=True)
+class LibraryNote:
+    """What a sweep assembles of one library, said once: from which PTX, for which archs, and what it is not."""
+
+    library: str  # as the notes name it (the file, or wheel:member)
+    sha256: str
+    modules: int  # swept
+    targets: tuple[str, ...]  # the PTX targets of the swept modules
+    assembled_for: tuple[str, ...]  # the archs asked for; () for each module's own target
+    sass_archs: tuple[str, ...]
+    stub_entries: int  # left out, over all its modules
+    ptx_modules: int  # every PTX module it embeds
+    entries_cut: int = 0  # other entries of the swept modules, cut from their text before ptxas (``pruned_to``)
+    beyond_jit: int = 0  # modules with chosen entries whose PTX the driver never JIT-compiles for the archs asked
+    beyond_targets: tuple[str, ...] = ()  # their targets
+
+    def line(self) -> str:
+        if not self.ptx_modules:
+            sass = ", ".join(self.sass_archs) or "none"
+            return f"{self.library}: ships SASS only ({sass}): no PTX to rename, left out"
+        beyond = (f"{self.beyond_jit} PTX module{'s' if self.beyond_jit != 1 else ''} (targets "
+                  f"{', '.join(self.beyond_targets)}) left out: the driver never JIT-compiles them for "
+                  f"{', '.join(self.assembled_for)}") if self.beyond_jit else ""
+        if not self.modules and beyond:
+            return f"{self.library}: {beyond}"
+        if not self.modules:
+            return f"{self.library}: none of its {self.ptx_modules} PTX modules holds a kernel --entry chose"
+        targets = ", ".join(self.targets)
+        built = (f"assembled from {targets} PTX for {', '.join(self.assembled_for)}" if self.assembled_for
+                 else f"assembled from {targets} PTX for its own target{'s' if len(self.targets) > 1 else ''}")
+        mods = f"{self.modules} PTX module{'s' if self.modules != 1 else ''}"
+        if self.modules != self.ptx_modules:
+            mods += f" of {self.ptx_modules}"
+        stubs = f"{self.stub_entries} stub entr{'ies' if self.stub_entries != 1 else 'y'} left out"
+        plural = self.modules != 1
+        cut = (f"; the {self.entries_cut} other entr{'ies' if self.entries_cut != 1 else 'y'} of "
+               f"{'their modules' if plural else 'its module'} cut before ptxas (their globals go with them: the "
+               "chosen kernels' constant-bank offsets may differ from the whole module's)" if self.entries_cut else "")
+        return (f"{self.library}: {mods} (targets {targets}), {built}: neither the SASS the library ships "
+                f"({', '.join(self.sass_archs) or 'none'}) nor what the driver's JIT would make; {stubs}{cut}"
+                + (f"; {beyond}" if beyond else ""))
+
+
+def library_notes(exp, cache: Cache | None = None) -> list[LibraryNote]:
+    """One note per library the experiment sweeps (a wheel: per library inside it with device code), however many
+    ``--lib`` items chose its kernels (a sample names hundreds)."""
+    cache = cache or Cache()
+    notes = []
+    archs = tuple(getattr(exp, "file_archs", ()) or ())
+    chosen_by: dict[str, list[str | None]] = {}
+    for item in getattr(exp, "lib_files", ()) or ():
+        library_sources(item, archs, cache)  # a library with nothing to sweep is refused, not described
+        chosen_by.setdefault(item.path, []).append(item.entry)
+    for path, entries in chosen_by.items():
+        whole = any(e in (None, "all") for e in entries)
+        ext = extract(path, cache)
+        for lib in ext.libraries:
+            name = f"{Path(ext.path).name}:{lib.member}" if lib.member else ext.path
+            held = list({m.name: m for e in ([None] if whole else entries)
+                         for m in chosen_modules(lib, e, ext.path)}.values())
+            chosen = [m for m in held if reached(m, archs)]
+            cut = 0 if whole else sum(
+                len(m.entries) + len(m.stubs) - len({k for e in entries if entry_matches(list(m.entries), e)
+                                                     for k in choose_entries(list(m.entries), e, name)})
+                for m in chosen)
+            beyond = tuple(sorted({m.target for m in held if m not in chosen}, key=arch_order))
+            notes.append(LibraryNote(name, lib.sha256, len(chosen),
+                                     tuple(sorted({m.target for m in chosen}, key=arch_order)),
+                                     archs, lib.sass_archs,
+                                     sum(len(m.stubs) for m in lib.modules), len(lib.modules), cut,
+                                     len(held) - len(chosen), beyond))
+    return notes
