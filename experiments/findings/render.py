@@ -25,6 +25,7 @@ from experiments.analysis import static_runs as analysis  # noqa: E402
 from experiments.findings import (  # noqa: E402
     atlas,
     atlas_figure,
+    atlas_speed,
     cost,
     external_kernels,
     figures,
@@ -431,7 +432,7 @@ def findings() -> str:
         "external")
     out += section("The name in the wild (the atlas)", atlas.INTRO,
                    [*atlas.section(), *atlas.shipped_section(), *atlas.prune_check_section(), *atlas.reduce_section(),
-                    *atlas.triton_section(),
+                    *atlas.triton_section(), *atlas_speed.trial_section(),
                     *atlas.standing()], "atlas")
     out += section(
         "How good is the measurement?",

@@ -421,3 +421,22 @@ def test_a_capture_made_elsewhere_is_swept_here_as_a_cell(tmp_path):
     assert set(release["names"]) == {"cutlass_{base}", "xutlass_{base}"}
     with pytest.raises(SystemExit, match="compiled for"):
         compiled_cell(sys.executable, cap, "sm_100a", ["triton"], tmp_path / "runs")
+
+
+def test_the_speed_trial_holds_together():
+    """The first speed trial: every run it kept is an arm's run with a measure, no arm was judged on one round, and
+    the kernel the trigger changed is the one whose rows differ in the capture's sweep."""
+    import gzip
+
+    from experiments.atlas.speed import op_record
+
+    run = RESULTS / "2026-12-06-h100-atlas-speed-trial"
+    rec = op_record(run, {"liger_kernel": "liger-kernel"})
+    ab = _json(run.name, "ab/ab.json")
+    assert rec["runs"] == rec["runs_ok"] == len(ab["runs"]) and all(r["value"] > 0 for r in ab["runs"])
+    assert {c["verdict"] for c in rec["comparisons"].values()} == {"too_few_runs"}
+    rows = [json.loads(x) for x in gzip.decompress((run / "sweep" / "variants.jsonl.gz").read_bytes()).splitlines()]
+    base = {r["kernel"]: r["code_sha256"] for r in rows if r["name_template"] == "{base}"}
+    differ = {r["kernel"] for r in rows
+              if r["name_template"] == "cutlass_{base}" and r["code_sha256"] != base[r["kernel"]]}
+    assert rec["changed_by_trigger"] == len(differ) == 1 and rec["library"] == "liger-kernel"

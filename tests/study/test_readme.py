@@ -77,7 +77,7 @@ def test_findings_figures_are_what_the_committed_data_draw(monkeypatch, tmp_path
     fails on a planted change in one of them."""
     mod = _render_module()
     figs = mod.render_figures()
-    assert len(figs) == 4 and figs == mod.render_figures(), "the figures are not deterministic"
+    assert len(figs) == len(mod.FIGURE_LIST) == 5 and figs == mod.render_figures(), "the figures are not deterministic"
     text = (ROOT / "FINDINGS.md").read_text()
     for name, svg in figs.items():
         assert (ROOT / "docs" / "figures" / name).read_bytes() == svg.encode(), f"docs/figures/{name} is stale"
