@@ -24,6 +24,7 @@ from experiments.analysis import recomputed_intervals as recomputed  # noqa: E40
 from experiments.analysis import static_runs as analysis  # noqa: E402
 from experiments.findings import (  # noqa: E402
     atlas,
+    atlas_cost,
     atlas_figure,
     atlas_speed,
     cost,
@@ -432,7 +433,7 @@ def findings() -> str:
         "external")
     out += section("The name in the wild (the atlas)", atlas.INTRO,
                    [*atlas.section(), *atlas.shipped_section(), *atlas.prune_check_section(), *atlas.reduce_section(),
-                    *atlas.triton_section(), *atlas_speed.trial_section(),
+                    *atlas.triton_section(), *atlas_speed.trial_section(), *atlas_cost.section(),
                     *atlas.standing()], "atlas")
     out += section(
         "How good is the measurement?",

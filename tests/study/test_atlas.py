@@ -442,3 +442,12 @@ def test_the_speed_trial_holds_together():
     differ = {r["kernel"] for r in rows
               if r["name_template"] == "cutlass_{base}" and r["code_sha256"] != base[r["kernel"]]}
     assert rec["changed_by_trigger"] == len(differ) == 1 and rec["library"] == "liger-kernel"
+
+
+def test_the_cost_benchmark_holds_together():
+    """Each benchmarked cell: its ratio is its two wall times', the bare loop ran every assembly the sweep made (no
+    fewer ptxas runs than kernels swept whole), a wheel's extraction measured apart is part of the sweep's time."""
+    for c in _json("2026-12-06-cpu-atlas-bench", "bench.json")["cells"]:
+        assert c["ratio"] == pytest.approx(c["sweep_wall_s"] / c["bare_ptxas_wall_s"], abs=2e-3)
+        assert c["assemblies"] > 0 and c["exit_code"] in (0, 1) and c["goal_ratio"] == 1.3
+        assert 0 < c.get("extraction_s", 1) < c["sweep_wall_s"]
