@@ -191,3 +191,31 @@ def test_adaptive_repeats_assemble_a_difference_until_its_confidence_and_nothing
     assert noisy == {"{base}", "t"}
     assert more_runs(Counter(a=3), {"t": Counter(a=3)}, {"{base}": 3, "t": 3}, "{base}", 0.98, 8) == set()
     assert more_runs(Counter(a=2), {"t": Counter(c=2)}, {"{base}": 2, "t": 2}, "{base}", 0.98, 2) == set()  # the cap
+
+
+def test_a_row_is_fsynced_only_where_its_assembly_cost_more_than_the_sync(tmp_path, monkeypatch):
+    """Every row is written and flushed; only one whose ptxas run took at least CHEAP_ASSEMBLY_S (or whose cost is
+    unknown) is fsynced: a Triton library's hundreds of small kernels spent a tenth of their sweep in fsync. Counted
+    on a real sweep of a small kernel from an empty cache (syncing every uncached row planted back: fails)."""
+    from ptxprobe.core.store import CHEAP_ASSEMBLY_S, append_records, worth_syncing
+    from ptxprobe.static import sweep
+
+    assert not worth_syncing({"cached": True, "ptxas_seconds": 5.0})
+    assert worth_syncing({"cached": False, "ptxas_seconds": None})
+    assert worth_syncing({"cached": False, "ptxas_seconds": CHEAP_ASSEMBLY_S})
+    assert not worth_syncing({"cached": False, "ptxas_seconds": CHEAP_ASSEMBLY_S / 2})
+    synced = []
+
+    def counted(f, records, durable=True):
+        synced.extend(records if durable else [])
+        append_records(f, records, durable)
+
+    monkeypatch.setattr(sweep, "append_records", counted)
+    src = "tests/inputs/triton39_row_softmax.ptx"
+    out = tmp_path / "run"
+    monkeypatch.setenv("PTXPROBE_CACHE", str(tmp_path / "cache"))
+    assert main(["rename-sweep", "--ptx", src, "-s", "archs=sm_90a", "-s", "ptxas=triton", "-s", "repeat=3",
+                 "-s", "max_repeat=0", "--no-run", "-q", "-o", str(out)]) in (0, 1)
+    rows = [json.loads(x) for x in (out / LOG).read_text().splitlines()]
+    costly = [r for r in rows if worth_syncing(r)]
+    assert len(rows) == 9 and len(synced) == len(costly), (len(synced), [r["ptxas_seconds"] for r in rows])

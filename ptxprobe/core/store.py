@@ -91,6 +91,20 @@ def drop_torn_tail(log: Path) -> None:
         f.truncate(keep)
 
 
+CHEAP_ASSEMBLY_S = 0.1  # an assembly quicker than this is about as cheap to make again as to fsync (a few ms)
+
+
+def worth_syncing(row: dict) -> bool:
+    """Whether a variant's row is fsynced when logged: one that cost ptxas work, unless that work was under
+    ``CHEAP_ASSEMBLY_S`` (a Triton library's hundreds of small kernels spent a tenth of their sweep in fsync); a
+    row from the cache never, one whose cost is unknown always. Every row is written and flushed either way, so an
+    interrupt or a killed process loses none; only a machine crash can lose the unsynced ones, cheap to redo."""
+    if row.get("cached"):
+        return False
+    seconds = row.get("ptxas_seconds")
+    return seconds is None or seconds >= CHEAP_ASSEMBLY_S
+
+
 def append_records(f, records: list[dict], durable: bool = True) -> None:
     """Append (and fsync when ``durable``: a record that cost work survives a crash right after; one served from
     the cache is as cheap to make again as to keep, so a warm sweep does not wait on the disk for it)."""

@@ -36,6 +36,7 @@ from ptxprobe.core.store import (
     read_log,
     refuse_foreign,
     remove_if_unused,
+    worth_syncing,
     write_jsonl,
     write_parquet,
     writing_to,
@@ -392,7 +393,7 @@ class _SweepState:
         row["run_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         if self.logf is None:  # the log appears with the first result, not before
             self.logf = open(self.log_path, "a")  # noqa: SIM115 (closed in execute)
-        append_records(self.logf, [row], durable=not row["cached"])
+        append_records(self.logf, [row], durable=worth_syncing(row))
         self.logged[row["variant_id"]] = row
         self.ran += 1
         self.from_cache += bool(row["cached"])
