@@ -69,8 +69,7 @@ def summarized(capture_dir: Path, sweep_dir: Path, name: str, arch: str, command
     said = [json.loads(line.split("atlas-driver:", 1)[1]) for line in
             (capture_dir / "program.log").read_text().splitlines() if line.startswith("atlas-driver:")]
     rows = [r for r in open_run(sweep_dir).static_rows() if r["status"] == "ok"]
-    functions = {k["ptx"].split("/")[-1]: _cute_function(k["entry"]) if k.get("frontend") == "cute-dsl"
-                 else k["metadata"].get("function") for k in captured["kernels"]}
+    functions = kernel_functions(captured)
     manifest = json.loads((sweep_dir / "manifest.json").read_text())
     tools = {f"{t['kind']} {t['version']}": t["sha256"] for t in manifest["tools"] if t["kind"] == "ptxas"}
     return {"library": name, "arch": arch, "triton": manifest.get("triton"), "ptxas_sha256": tools,
@@ -163,6 +162,14 @@ def _release(rows: list, functions: dict, version: str) -> dict:
             "source_functions": len({functions.get(k) for k in base}), "names": by_name,
             # ptxas's own spread: kernels whose baseline assemblies (its repeats) gave more than one machine code
             "baseline_spread": sum(len(c) > 1 for c in codes.values())}
+
+
+def kernel_functions(captured: dict) -> dict[str, str]:
+    """Each captured kernel's source function, by its PTX file's name: a CuTe DSL kernel's as its symbol spells it,
+    a Triton kernel's as the interpreter recorded it (``module:function``), else its entry (a GPU capture records
+    none: Triton names the entry after the function, Inductor after the fused ops)."""
+    return {k["ptx"].split("/")[-1]: _cute_function(k["entry"]) if k.get("frontend") == "cute-dsl"
+            else k["metadata"].get("function") or k["entry"] for k in captured["kernels"]}
 
 
 def _cute_function(entry: str) -> str:

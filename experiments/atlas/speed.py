@@ -18,7 +18,7 @@ import json
 import statistics
 from pathlib import Path
 
-from experiments.atlas.interpreted import _release, _short
+from experiments.atlas.interpreted import _release, _short, kernel_functions
 from ptxprobe.api import open_run
 from ptxprobe.records import load
 
@@ -40,8 +40,7 @@ def op_record(run_dir: Path, libraries: dict[str, str]) -> dict:
     call = _driver_call(list(captured["command"]))
     ab = load(run_dir / "ab" / "ab.json")
     rows = [r for r in open_run(run_dir / "sweep").static_rows() if r["status"] == "ok"]
-    # a GPU capture names a kernel's function by its entry (the interpreter's capture by module:function)
-    functions = {k["ptx"].split("/")[-1]: k["metadata"].get("function") or k["entry"] for k in captured["kernels"]}
+    functions = kernel_functions(captured)
     versions = sorted({r["ptxas_version"] for r in rows})
     release = _release(rows, functions, versions[0]) if versions else None
     trigger = (release or {}).get("names", {}).get(TRIGGER, {})

@@ -413,13 +413,16 @@ def test_a_capture_made_elsewhere_is_swept_here_as_a_cell(tmp_path):
     cap = tmp_path / "capture"
     (cap / "ptx").mkdir(parents=True)
     shutil.copy(src, cap / "ptx" / "row_softmax-0.ptx")
-    (cap / "captured.json").write_text(json.dumps({"seconds": 1.0, "kernels": [
-        {"entry": "row_softmax", "arch": "sm_90a", "ptx": "ptx/row_softmax-0.ptx",
-         "metadata": {"function": "model:row_softmax"}}]}))
+    (cap / "captured.json").write_text(json.dumps({"seconds": 1.0, "kernels": [  # a GPU capture's: no function
+        {"entry": "row_softmax", "arch": "sm_90a", "ptx": "ptx/row_softmax-0.ptx", "metadata": {"name": "x"}}]}))
     (cap / "program.log").write_text('atlas-driver: {"op": "m", "ran": true}\n')
     cell = compiled_cell(sys.executable, cap, "sm_90a", ["triton"], tmp_path / "runs")
     (release,) = cell["releases"]
     assert cell["library"] == "inductor" and cell["ops_ran"] == 1 and release["kernels"] == 1
+    assert release["source_functions"] == 1 and release["names"]["cutlass_{base}"]["changed"] in (0, 1)
+    from experiments.atlas.interpreted import kernel_functions
+
+    assert kernel_functions(json.loads((cap / "captured.json").read_text())) == {"row_softmax-0.ptx": "row_softmax"}
     assert set(release["names"]) == {"cutlass_{base}", "xutlass_{base}"}
     with pytest.raises(SystemExit, match="compiled for"):
         compiled_cell(sys.executable, cap, "sm_100a", ["triton"], tmp_path / "runs")
