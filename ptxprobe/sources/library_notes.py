@@ -7,8 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ptxprobe.core.cache import Cache
-from ptxprobe.sources.files import choose_entries, entry_matches
-from ptxprobe.sources.library import chosen_modules, extract, library_sources, reached
+from ptxprobe.sources.library import chosen_modules, extract, library_sources, merged_items, reached
 from ptxprobe.toolchain.tools import arch_order
 
 
@@ -61,11 +60,14 @@ def library_notes(exp, cache: Cache | None = None) -> list[LibraryNote]:
     cache = cache or Cache()
     notes = []
     archs = tuple(getattr(exp, "file_archs", ()) or ())
-    chosen_by: dict[str, list[str | None]] = {}
+    items_of: dict[str, list] = {}
     for item in getattr(exp, "lib_files", ()) or ():
-        library_sources(item, archs, cache)  # a library with nothing to sweep is refused, not described
-        chosen_by.setdefault(item.path, []).append(item.entry)
-    for path, entries in chosen_by.items():
+        items_of.setdefault(item.path, []).append(item)
+    for path, items in items_of.items():
+        # the sources the sweep assembles (a library with nothing to sweep is refused here, not described): what
+        # they cut is each module's entries and stubs less those its items chose, as its emit cuts them
+        sources = merged_items([s for item in items for s in library_sources(item, archs, cache)])
+        entries = [item.entry for item in items]
         whole = any(e in (None, "all") for e in entries)
         ext = extract(path, cache)
         for lib in ext.libraries:
@@ -73,10 +75,8 @@ def library_notes(exp, cache: Cache | None = None) -> list[LibraryNote]:
             held = list({m.name: m for e in ([None] if whole else entries)
                          for m in chosen_modules(lib, e, ext.path)}.values())
             chosen = [m for m in held if reached(m, archs)]
-            cut = 0 if whole else sum(
-                len(m.entries) + len(m.stubs) - len({k for e in entries if entry_matches(list(m.entries), e)
-                                                     for k in choose_entries(list(m.entries), e, name)})
-                for m in chosen)
+            cut = 0 if whole else sum(len(s.module.entries) + len(s.module.stubs) - len(s.chosen_entries())
+                                      for s in sources if s.member == lib.member)
             beyond = tuple(sorted({m.target for m in held if m not in chosen}, key=arch_order))
             notes.append(LibraryNote(name, lib.sha256, len(chosen),
                                      tuple(sorted({m.target for m in chosen}, key=arch_order)),
